@@ -1,0 +1,5 @@
+import sys
+
+from elastix.main import main
+
+sys.exit(main())

@@ -1,0 +1,181 @@
+"""The backend interface every elastix backend implements (the torchx scheduler pattern).
+
+A backend receives the *rendered, validated* JobSet manifest (a plain dict) and never the CLI's
+flags. ``submit`` is dry-run + schedule. The GKE backend talks to the API server with the
+official ``kubernetes`` client; the local backend runs the same manifest as local processes.
+The result types are plain dataclasses so commands can print them as Rich tables or JSON.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso_ms(t: dt.datetime) -> str:
+    """``2026-11-29T09:50:01.123Z``: UTC to the millisecond, the format kill times are printed in."""
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+@dataclasses.dataclass
+class PodInfo:
+    """One pod (GKE) or process (local) of a workload."""
+
+    name: str
+    role: str  # "head" or "worker"
+    phase: str  # Pending / Running / Succeeded / Failed / Unknown / Terminating
+    slice: int | None = None  # worker: jobset job-index
+    host: int | None = None  # worker: job-completion-index
+    restarts: int = 0  # container restarts summed over the pod's containers
+    node: str | None = None
+    reason: str | None = None  # why it is not running (Unschedulable, ImagePullBackOff, ...)
+    started: dt.datetime | None = None
+    pid: int | None = None  # local backend only
+
+
+@dataclasses.dataclass
+class SliceStatus:
+    """Per-slice state: the pods of one worker Job."""
+
+    index: int
+    hosts: int  # expected pods (hosts per slice)
+    pods: list[PodInfo]
+    job_failures: int = 0  # pod failures counted against the Job's backoffLimit
+    backoff_limit: int | None = None
+
+    @property
+    def ready(self) -> int:
+        """Pods that are running."""
+        return sum(1 for p in self.pods if p.phase == "Running")
+
+    @property
+    def state(self) -> str:
+        """``Ready`` when every host runs, else ``Degraded``/``Pending``."""
+        if self.ready == self.hosts:
+            return "Ready"
+        if self.ready == 0:
+            return "Pending"
+        return "Degraded"
+
+
+@dataclasses.dataclass
+class WorkloadStatus:
+    """What ``elastix workload list/status`` prints for one workload."""
+
+    name: str
+    namespace: str
+    backend: str
+    state: str  # Running / Pending / Restarting / Completed / Failed / Suspended / Terminating
+    created: dt.datetime | None
+    num_slices: int
+    jobset_restarts: int = 0
+    max_restarts: int | None = None
+    head: PodInfo | None = None
+    slices: list[SliceStatus] = dataclasses.field(default_factory=list)
+    reasons: list[str] = dataclasses.field(default_factory=list)  # why it is stuck, if it is
+    message: str | None = None
+
+    def age_seconds(self, now: dt.datetime | None = None) -> float | None:
+        if self.created is None:
+            return None
+        return ((now or utcnow()) - self.created).total_seconds()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict (datetimes as ISO strings)."""
+
+        def conv(v: Any) -> Any:
+            if isinstance(v, dt.datetime):
+                return iso_ms(v)
+            if isinstance(v, dict):
+                return {k: conv(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [conv(x) for x in v]
+            return v
+
+        d = conv(dataclasses.asdict(self))
+        d["age_seconds"] = self.age_seconds()
+        return d
+
+
+@dataclasses.dataclass
+class KillRecord:
+    """What ``elastix chaos kill-worker`` did (or would do, with ``dry_run``)."""
+
+    workload: str
+    pod: str
+    slice: int | None
+    host: int | None
+    node: str | None
+    time: dt.datetime
+    dry_run: bool = False
+    pid: int | None = None  # local backend: the process that got SIGKILL
+
+
+@dataclasses.dataclass
+class LogOptions:
+    """Which container's log to stream, and how."""
+
+    container: str | None = None  # default: the head's main container
+    slice: int | None = None  # a worker instead of the head
+    host: int | None = None
+    follow: bool = False
+    since_seconds: int | None = None
+    tail_lines: int | None = None
+
+
+@dataclasses.dataclass
+class LogEvent:
+    """One item of a log stream: a line, or a notice from elastix (e.g. the head pod restarted)."""
+
+    text: str
+    notice: bool = False
+
+
+class Backend(abc.ABC):
+    """Runs rendered JobSet manifests. Implementations: ``gke``, ``local``."""
+
+    name: str = "abstract"
+
+    @abc.abstractmethod
+    def submit(self, manifest: dict[str, Any], *, replace: bool = False,
+               dry_run: str | None = None) -> str:
+        """Create the workload from a validated manifest and return its name.
+
+        Args:
+            manifest: the rendered JobSet, already validated against the CRD.
+            replace: delete an existing workload of the same name first.
+            dry_run: ``None`` to submit; ``"server"`` to ask the backend to validate without
+                persisting (``"client"`` dry runs never reach a backend).
+
+        Raises:
+            ConflictError: a workload of that name exists and ``replace`` is false.
+        """
+
+    @abc.abstractmethod
+    def list(self) -> list[WorkloadStatus]:
+        """Every elastix workload this backend knows about, oldest first."""
+
+    @abc.abstractmethod
+    def status(self, name: str) -> WorkloadStatus:
+        """One workload, with per-slice state. Raises NotFoundError."""
+
+    @abc.abstractmethod
+    def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+        """Yield log lines; with ``opts.follow`` keep following across head restarts."""
+
+    @abc.abstractmethod
+    def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
+                    seed: int | None = None, dry_run: bool = False) -> KillRecord:
+        """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
+
+    @abc.abstractmethod
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
+        """Delete the workload; with ``wait``, return only once every pod/process is gone."""

@@ -1,0 +1,95 @@
+"""The ``elastix`` entry point: one Typer app and the one error boundary.
+
+Command modules are imported here, so they must stay light: heavy libraries (``kubernetes``,
+``google.cloud``, ``jinja2``, ``jsonschema``) are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from elastix import __version__
+from elastix.commands import chaos, cluster, image, logs, workload
+from elastix.errors import ElastixError, SpecError
+
+app = typer.Typer(
+    name="elastix",
+    help="Launch and measure elastic JAX training with Pathways on GKE, or locally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(workload.app, name="workload", help="Create, list, inspect and delete workloads.")
+app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
+    logs.logs_command
+)
+app.add_typer(chaos.app, name="chaos", help="Inject failures and measure the recovery.")
+app.add_typer(image.app, name="image", help="Build and push the trainer image.")
+app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
+) -> None:
+    if debug:
+        os.environ["ELASTIX_DEBUG"] = "1"
+
+
+@app.command("version", help="Print the elastix version.")
+def version() -> None:
+    typer.echo(f"elastix {__version__}")
+
+
+def _print_error(err: ElastixError) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {err.message}", markup=True)
+    if isinstance(err, SpecError) and len(err.problems) > 1:
+        for line in err.lines():
+            console.print(f"  - {line}", markup=False)
+    if err.hint:
+        console.print(f"[dim]hint:[/] {err.hint}", markup=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; map errors to one red line plus a hint and an exit code."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        app(args=argv, prog_name="elastix", standalone_mode=False)
+    except ElastixError as err:
+        if debug:
+            raise
+        _print_error(err)
+        return err.exit_code
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        sys.stderr.write("interrupted\n")
+        return 130
+    except Exception as err:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(err, click.exceptions.Exit):
+            return err.exit_code
+        if isinstance(err, click.exceptions.Abort):
+            sys.stderr.write("aborted\n")
+            return 130
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        if debug:
+            raise
+        sys.stderr.write(f"error: unexpected {type(err).__name__}: {err}\n")
+        sys.stderr.write("hint: run again with --debug for the traceback, and report it\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Jinja2 templates and vendored schemas shipped as package data."""
