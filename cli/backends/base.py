@@ -176,6 +176,13 @@ class Backend(abc.ABC):
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
 
+    def read_events(self, name: str) -> list[dict[str, Any]] | None:
+        """The trainer's JSONL events (docs/events.md) if this backend can reach them, else None.
+
+        Callers fall back to the head's log lines when this returns None.
+        """
+        return None
+
     @abc.abstractmethod
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
         """Delete the workload; with ``wait``, return only once every pod/process is gone."""
