@@ -1,0 +1,651 @@
+"""A fake Kubernetes API server over real HTTP on 127.0.0.1, with JobSet semantics.
+
+Run it as a process::
+
+    python tests/fakes/fake_k8s.py --port-file /tmp/port [--jobset-crd PATH] [--tls-dir DIR]
+
+It serves discovery (so ``kubectl`` and the official client both work), generic CRUD for built-in
+kinds and for any CRD created through the API (``kubectl apply`` of the JobSet release manifest
+works), list/watch with label and field selectors, pod logs (``follow`` streams), and the JobSet
+controller of ``k8s_jobset``. ``POST /_fake/config`` (JSON body, fields of ``Config``) changes
+timings and scripted faults; ``POST /_fake/log`` appends log lines; ``POST /_fake/cut`` cuts the
+log streams of a pod. Dry-run, strict field validation for CRDs, 409 on existing names and
+preconditions on delete behave as the real API server's do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import dataclasses
+import datetime as dt
+import functools
+import json
+import os
+import sys
+
+import yaml
+from aiohttp import web
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from k8s_jobset import Cluster, Config  # noqa: E402
+from k8s_store import Resource, Store, merge_patch, now, ts  # noqa: E402
+from k8s_validate import unknown_fields  # noqa: E402
+
+JSON = "application/json"
+
+
+def status(code: int, reason: str, message: str, details: dict | None = None) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return web.json_response(body, status=code)
+
+
+def not_found(res: Resource, name: str) -> web.Response:
+    what = f"{res.plural}.{res.group}" if res.group else res.plural
+    return status(
+        404,
+        "NotFound",
+        f'{what} "{name}" not found',
+        {"name": name, "group": res.group, "kind": res.plural},
+    )
+
+
+class Api:
+    """aiohttp handlers. Path parsing follows the API server's URL layout."""
+
+    def __init__(self, store: Store, cluster: Cluster) -> None:
+        self.store, self.cluster = store, cluster
+
+    # --- discovery --------------------------------------------------------------------------
+
+    def discovery(self, parts: list[str]) -> web.Response | None:
+        gv = self.store.group_versions()
+        if parts == ["version"]:
+            return web.json_response(
+                {
+                    "major": "1",
+                    "minor": "32",
+                    "gitVersion": "v1.32.0-fake",
+                    "platform": "linux/amd64",
+                }
+            )
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return web.Response(text="ok")
+        if parts == ["api"]:
+            return web.json_response(
+                {
+                    "kind": "APIVersions",
+                    "versions": gv.get("", []),
+                    "serverAddressByClientCIDRs": [],
+                }
+            )
+        if parts == ["apis"]:
+            return web.json_response(
+                {
+                    "kind": "APIGroupList",
+                    "apiVersion": "v1",
+                    "groups": [self._group(g, vs) for g, vs in sorted(gv.items()) if g],
+                }
+            )
+        if len(parts) == 2 and parts[0] == "apis" and parts[1] in gv:
+            return web.json_response(self._group(parts[1], gv[parts[1]]))
+        if (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
+            group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+            if version not in gv.get(group, []):
+                return None
+            resources = []
+            for (g, v, _), r in sorted(self.store.resources.items()):
+                if (g, v) != (group, version):
+                    continue
+                verbs = [
+                    "create",
+                    "delete",
+                    "deletecollection",
+                    "get",
+                    "list",
+                    "patch",
+                    "update",
+                    "watch",
+                ]
+                resources.append(
+                    {
+                        "name": r.plural,
+                        "singularName": r.kind.lower(),
+                        "namespaced": r.namespaced,
+                        "kind": r.kind,
+                        "verbs": verbs,
+                        "shortNames": list(r.short_names),
+                    }
+                )
+                for sub in ("status",) + (("log",) if r.plural == "pods" else ()):
+                    resources.append(
+                        {
+                            "name": f"{r.plural}/{sub}",
+                            "singularName": "",
+                            "namespaced": r.namespaced,
+                            "kind": r.kind if sub == "status" else "Pod",
+                            "verbs": ["get", "patch", "update"],
+                        }
+                    )
+            return web.json_response(
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": f"{group}/{version}" if group else version,
+                    "resources": resources,
+                }
+            )
+        return None
+
+    @staticmethod
+    def _group(g: str, vs: list[str]) -> dict:
+        versions = [{"groupVersion": f"{g}/{v}", "version": v} for v in vs]
+        return {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": g,
+            "versions": versions,
+            "preferredVersion": versions[0],
+        }
+
+    # --- routing ----------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[:1] == ["_fake"]:
+            return await self.admin(parts[1:], request)
+        if request.method == "GET":
+            found = self.discovery(parts)
+            if found is not None:
+                return found
+        route = self._route(parts)
+        if route is None:
+            return web.Response(status=404, text="404 page not found\n")
+        res, ns, name, sub = route
+        if isinstance(res, str):
+            return status(404, "NotFound", "the server could not find the requested resource")
+        if ns is not None and res.plural != "namespaces" and request.method in ("POST", "PUT"):
+            if self.store.get(self.store.resource("", "v1", "namespaces"), None, ns) is None:
+                return status(
+                    404,
+                    "NotFound",
+                    f'namespaces "{ns}" not found',
+                    {"name": ns, "kind": "namespaces"},
+                )
+        q = request.query
+        try:
+            if request.method == "GET" and name is None:
+                if q.get("watch") in ("true", "1"):
+                    return await self.watch(request, res, ns)
+                return self.list(res, ns, q)
+            if request.method == "GET" and sub == "log":
+                return await self.pod_log(request, ns, name)
+            if request.method == "GET":
+                obj = self.store.get(res, ns, name)
+                return web.json_response(obj) if obj else not_found(res, name)
+            body = await self._body(request)
+            if request.method == "POST" and name is None:
+                return self.create(res, ns, body, q)
+            if request.method == "PUT":
+                return self.replace(res, ns, name, sub, body, q)
+            if request.method == "PATCH":
+                return self.patch(res, ns, name, body, request.content_type, q)
+            if request.method == "DELETE":
+                if name is None:
+                    return self.delete_collection(res, ns, q)
+                return self.delete(res, ns, name, body or {}, q)
+        except ValueError as err:
+            return status(400, "BadRequest", str(err))
+        return status(405, "MethodNotAllowed", f"{request.method} is not supported here")
+
+    def _route(self, parts: list[str]):
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        if version not in self.store.group_versions().get(group, []):
+            return None
+        ns = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            ns, rest = rest[1], rest[2:]
+        res = self.store.resource(group, version, rest[0])
+        if res is None:
+            return "missing", None, None, None
+        if res.namespaced is False and ns is not None:
+            return "missing", None, None, None
+        return res, ns, (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+
+    @staticmethod
+    async def _body(request: web.Request):
+        text = await request.text()
+        if not text.strip():
+            return None
+        if "yaml" in request.content_type:
+            return yaml.safe_load(text)
+        return json.loads(text)
+
+    # --- verbs ------------------------------------------------------------------------------
+
+    def list(self, res: Resource, ns: str | None, q) -> web.Response:
+        items = self.store.list(res, ns, q.get("labelSelector"), q.get("fieldSelector"))
+        return web.json_response(
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version,
+                "metadata": {"resourceVersion": str(self.store.rv)},
+                "items": items,
+            }
+        )
+
+    def create(self, res: Resource, ns: str | None, body: dict, q) -> web.Response:
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            return status(400, "BadRequest", "the body of the request was in an unknown format")
+        if res.schema is not None and q.get("fieldValidation") == "Strict":
+            bad = unknown_fields(body, res.schema)
+            if bad:
+                return status(
+                    400,
+                    "BadRequest",
+                    "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in bad),
+                )
+        obj = copy.deepcopy(body)
+        md = obj["metadata"]
+        if ns is not None and md.get("namespace") not in (None, ns):
+            return status(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match "
+                "the namespace sent on the request",
+            )
+        if not md.get("name") and not md.get("generateName"):
+            return status(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
+        if md.get("name") and self.store.get(res, ns, md["name"]) is not None:
+            what = f"{res.plural}.{res.group}" if res.group else res.plural
+            return status(
+                409,
+                "AlreadyExists",
+                f'{what} "{md["name"]}" already exists',
+                {"name": md["name"], "group": res.group, "kind": res.plural},
+            )
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.kind)
+        if q.get("dryRun") == "All":
+            self.store.new_meta(obj, ns if res.namespaced else None)
+            return web.json_response(obj, status=201)
+        if res.namespaced:
+            md["namespace"] = ns
+        if res.plural == "customresourcedefinitions":
+            self.register_crd(obj)
+        if res.plural == "pods":
+            obj.setdefault("status", {"phase": "Pending"})
+        return web.json_response(self.store.put(res, obj, "ADDED"), status=201)
+
+    def register_crd(self, crd: dict) -> None:
+        spec = crd.get("spec", {})
+        for v in spec.get("versions", []):
+            if v.get("served", True):
+                self.store.register(
+                    Resource(
+                        spec["group"],
+                        v["name"],
+                        spec["names"]["plural"],
+                        spec["names"]["kind"],
+                        spec.get("scope", "Namespaced") == "Namespaced",
+                        tuple(spec["names"].get("shortNames", [])),
+                        v.get("schema", {}).get("openAPIV3Schema"),
+                    )
+                )
+        crd["status"] = {
+            "acceptedNames": spec.get("names", {}),
+            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")],
+            "conditions": [
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "lastTransitionTime": ts(),
+                }
+            ],
+        }
+
+    def replace(self, res, ns, name, sub, body, q) -> web.Response:
+        old = self.store.get(res, ns, name)
+        if old is None:
+            return not_found(res, name)
+        rv = body.get("metadata", {}).get("resourceVersion")
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            return status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {res.plural} "{name}": '
+                "the object has been modified; please apply your "
+                "changes to the latest version and try again",
+            )
+        new = copy.deepcopy(old)
+        if sub == "status":
+            new["status"] = body.get("status", {})
+        else:
+            new.update({k: v for k, v in body.items() if k != "metadata"})
+            new["metadata"].update(
+                {
+                    k: v
+                    for k, v in body["metadata"].items()
+                    if k in ("labels", "annotations", "finalizers", "ownerReferences")
+                }
+            )
+        if q.get("dryRun") == "All":
+            return web.json_response(new)
+        return web.json_response(self.store.put(res, new))
+
+    def patch(self, res, ns, name, body, content_type: str, q) -> web.Response:
+        old = self.store.get(res, ns, name)
+        if old is None:
+            if content_type == "application/apply-patch+yaml":
+                return self.create(res, ns, body, q)
+            return not_found(res, name)
+        if content_type == "application/json-patch+json":
+            new = json_patch(old, body)
+        else:
+            new = merge_patch(old, {k: v for k, v in body.items() if k != "metadata"})
+            new["metadata"] = merge_patch(
+                old["metadata"],
+                {
+                    k: v
+                    for k, v in (body.get("metadata") or {}).items()
+                    if k in ("labels", "annotations", "finalizers")
+                },
+            )
+        if q.get("dryRun") == "All":
+            return web.json_response(new)
+        if res.plural == "customresourcedefinitions":
+            self.register_crd(new)
+        return web.json_response(self.store.put(res, new))
+
+    def delete(self, res, ns, name, body: dict, q) -> web.Response:
+        obj = self.store.get(res, ns, name)
+        if obj is None:
+            return not_found(res, name)
+        uid = (body.get("preconditions") or {}).get("uid")
+        if uid and uid != obj["metadata"]["uid"]:
+            return status(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {uid}, "
+                f"UID in object meta: {obj['metadata']['uid']}",
+            )
+        if q.get("dryRun") == "All" or body.get("dryRun") == ["All"]:
+            return web.json_response(obj)
+        if res.plural == "pods":
+            grace = q.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+            grace = self.cluster.config.terminate_delay if grace is None else float(grace)
+            return web.json_response(self.cluster.delete_pod(obj, grace))
+        if res.plural == "customresourcedefinitions":
+            spec = obj.get("spec", {})
+            self.store.unregister(spec.get("group"), spec.get("names", {}).get("plural"))
+        if res.plural == "namespaces":
+            for (g, p), bucket in list(self.store.objects.items()):
+                for ons, oname in [k for k in bucket if k[0] == name]:
+                    self.store.remove(
+                        self.store.resource(g, _version(self.store, g, p), p), ons, oname
+                    )
+        return web.json_response(self.store.remove(res, ns, name))
+
+    def delete_collection(self, res, ns, q) -> web.Response:
+        items = self.store.list(res, ns, q.get("labelSelector"), q.get("fieldSelector"))
+        for obj in items:
+            self.delete(res, ns, obj["metadata"]["name"], {}, q)
+        return web.json_response(
+            {
+                "kind": f"{res.kind}List",
+                "apiVersion": res.api_version,
+                "metadata": {},
+                "items": items,
+            }
+        )
+
+    # --- streams ----------------------------------------------------------------------------
+
+    async def watch(self, request: web.Request, res: Resource, ns: str | None):
+        from k8s_store import Watcher, field_matcher, label_matcher
+
+        q = request.query
+        w = Watcher(
+            res,
+            ns,
+            label_matcher(q.get("labelSelector")),
+            field_matcher(q.get("fieldSelector")),
+            asyncio.Queue(),
+        )
+        rv = q.get("resourceVersion")
+        if rv in (None, "", "0"):
+            initial = [("ADDED", o) for o in self.store.list(res, ns)]
+        else:
+            history = self.store.events_since(int(rv))
+            if history is None:
+                initial = [
+                    (
+                        "ERROR",
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "message": f"too old resource version: {rv}",
+                            "reason": "Expired",
+                            "code": 410,
+                        },
+                    )
+                ]
+            else:
+                initial = [(e, o) for _, e, r, o in history if w.wants(r, o)]
+        for event, obj in initial:
+            if event == "ERROR" or w.wants(res, obj):
+                w.queue.put_nowait((event, obj))
+        self.store.watchers.append(w)
+        resp = web.StreamResponse(headers={"Content-Type": JSON})
+        await resp.prepare(request)
+        deadline = asyncio.get_running_loop().time() + float(q.get("timeoutSeconds") or 1800)
+        try:
+            while True:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                try:
+                    event, obj = await asyncio.wait_for(w.queue.get(), left)
+                except asyncio.TimeoutError:
+                    break
+                await resp.write(json.dumps({"type": event, "object": obj}).encode() + b"\n")
+                if event == "ERROR":
+                    break
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.watchers.remove(w)
+        return resp
+
+    async def pod_log(self, request: web.Request, ns: str, name: str):
+        pods = self.store.resource("", "v1", "pods")
+        pod = self.store.get(pods, ns, name)
+        if pod is None:
+            return not_found(pods, name)
+        q = request.query
+        spec = pod.get("spec", {})
+        names = [c["name"] for c in spec.get("containers", [])]
+        inits = [c["name"] for c in spec.get("initContainers", [])]
+        container = q.get("container")
+        if not container:
+            if len(names) != 1:
+                return status(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod "
+                    f"{name}, choose one of: {names} or one of the "
+                    f"init containers: {inits}",
+                )
+            container = names[0]
+        if container not in names + inits:
+            return status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        if pod["status"].get("phase") == "Pending":
+            return status(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
+            )
+        buf = self.cluster.buffer(ns, name, container)
+        lines = list(buf.lines)
+        if q.get("sinceSeconds"):
+            cutoff = now() - dt.timedelta(seconds=int(q["sinceSeconds"]))
+            lines = [x for x in lines if x[0] >= cutoff]
+        if q.get("tailLines"):
+            n = int(q["tailLines"])
+            lines = lines[-n:] if n else []
+        stamp = q.get("timestamps") in ("true", "1")
+
+        def fmt(t: dt.datetime, text: str) -> bytes:
+            prefix = t.strftime("%Y-%m-%dT%H:%M:%S.%f000Z ") if stamp else ""
+            return f"{prefix}{text}\n".encode()
+
+        if q.get("follow") not in ("true", "1"):
+            return web.Response(body=b"".join(fmt(*x) for x in lines), content_type="text/plain")
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        sent = len(buf.lines)
+        buf.cut = False
+        try:
+            for x in lines:
+                await resp.write(fmt(*x))
+            while not buf.closed:
+                async with buf.cond:
+                    await buf.cond.wait_for(functools.partial(_pending, buf, sent))
+                if buf.cut:
+                    request.transport.abort()  # a connection dropped mid-stream
+                    return resp
+                for x in buf.lines[sent:]:
+                    await resp.write(fmt(*x))
+                sent = len(buf.lines)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
+
+    # --- admin ------------------------------------------------------------------------------
+
+    async def admin(self, parts: list[str], request: web.Request) -> web.Response:
+        body = await self._body(request) or {}
+        if parts == ["config"]:
+            for k, v in body.items():
+                setattr(self.cluster.config, k, v)
+            return web.json_response(dataclasses.asdict(self.cluster.config))
+        if parts == ["log"]:
+            for line in body["lines"]:
+                self.cluster.log(
+                    body.get("namespace", "default"), body["pod"], body["container"], line
+                )
+            return web.json_response({"ok": True})
+        if parts == ["cut"]:
+            n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
+            return web.json_response({"cut": n})
+        return web.Response(status=404, text="no such admin endpoint\n")
+
+
+def _pending(buf, sent: int) -> bool:
+    return len(buf.lines) > sent or buf.closed or buf.cut
+
+
+def json_patch(obj: dict, ops: list[dict]) -> dict:
+    """RFC 6902 add/replace/remove (what kubectl and clients send for JSON patches)."""
+    out = copy.deepcopy(obj)
+    for op in ops:
+        keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+        parent = out
+        for k in keys[:-1]:
+            parent = parent[int(k)] if isinstance(parent, list) else parent.setdefault(k, {})
+        last = keys[-1]
+        if isinstance(parent, list):
+            idx = len(parent) if last == "-" else int(last)
+            if op["op"] == "remove":
+                parent.pop(idx)
+            elif op["op"] == "add":
+                parent.insert(idx, op["value"])
+            else:
+                parent[idx] = op["value"]
+        elif op["op"] == "remove":
+            parent.pop(last, None)
+        else:
+            parent[last] = op["value"]
+    return out
+
+
+def _version(store: Store, group: str, plural: str) -> str:
+    return next(v for (g, v, p) in store.resources if (g, p) == (group, plural))
+
+
+def make_app(config: Config | None = None, jobset_crd: str | None = None) -> web.Application:
+    """The aiohttp application; created inside the running loop (the controller needs it)."""
+    store = Store()
+    cluster = Cluster(store, config or Config())
+    api = Api(store, cluster)
+    if jobset_crd:
+        with open(jobset_crd) as f:
+            crd = yaml.safe_load(f)
+        api.create(
+            store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), None, crd, {}
+        )
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app["api"] = api
+    app.router.add_route("*", "/{tail:.*}", api.handle)
+    return app
+
+
+async def serve(args: argparse.Namespace) -> None:
+    import ssl
+
+    config = Config(**json.loads(args.config)) if args.config else Config()
+    app = make_app(config, args.jobset_crd)
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+    await runner.setup()
+    ctx = None
+    if args.tls_dir:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(
+            os.path.join(args.tls_dir, "cert.pem"), os.path.join(args.tls_dir, "key.pem")
+        )
+    site = web.TCPSite(runner, "127.0.0.1", args.port, ssl_context=ctx, shutdown_timeout=0.1)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(port))
+        os.replace(tmp, args.port_file)  # atomic: readers never see a half-written port
+    print(f"fake-k8s listening on 127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file", help="write the bound port here once listening")
+    p.add_argument("--jobset-crd", help="install this CRD (the JobSet CRD yaml) at start-up")
+    p.add_argument("--config", help="JSON object of Config fields (timings, unschedulable)")
+    p.add_argument("--tls-dir", help="serve HTTPS with cert.pem/key.pem from this directory")
+    args = p.parse_args()
+    try:
+        asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

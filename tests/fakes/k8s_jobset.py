@@ -1,0 +1,440 @@
+"""The fake cluster's controllers: JobSet -> Jobs -> Pods, pod lifecycle, logs, Deployments.
+
+Semantics kept from the real controllers (JobSet v0.12, Job, kubelet), in miniature:
+- a JobSet creates one Job per replicated-job replica and one pod per completion index, with the
+  real ``jobset.sigs.k8s.io/*`` and ``batch.kubernetes.io/job-completion-index`` labels;
+- a deleted or failed pod counts against its Job's ``backoffLimit``; within the limit the pod is
+  recreated with the same index (new name, new UID); past it the Job fails and the JobSet restarts
+  every Job (``restart-attempt`` + 1) while ``failurePolicy.maxRestarts`` allows, else it fails;
+- pods whose nodeSelector matches ``Config.unschedulable`` stay Pending with an Unschedulable
+  condition and a FailedScheduling event;
+- running containers log a line on start; the head's main container logs a step line every
+  ``Config.log_interval`` seconds. Followers of a log are woken on every new line and when the pod
+  goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import datetime as dt
+import hashlib
+import uuid
+
+from k8s_store import Resource, Store, now, ts
+
+JS = "jobset.sigs.k8s.io/"
+HEAD_JOB = "pathways-head"
+
+
+@dataclasses.dataclass
+class Config:
+    """Timings and scripted faults; changed at run time through ``POST /_fake/config``."""
+
+    start_delay: float = 0.05  # Pending -> Running
+    recreate_delay: float = 0.0  # a failed pod's replacement appears after this
+    terminate_delay: float = 0.2  # graceful deletes and JobSet deletion: Terminating for this long
+    log_interval: float = 0.5  # the head's main container logs a step line this often
+    unschedulable: dict = dataclasses.field(default_factory=dict)  # nodeSelector key -> value
+
+
+@dataclasses.dataclass
+class LogBuffer:
+    lines: list = dataclasses.field(default_factory=list)  # (datetime, text)
+    cond: asyncio.Condition = dataclasses.field(default_factory=asyncio.Condition)
+    closed: bool = False
+    cut: bool = False
+
+
+class Cluster:
+    """Controllers over a ``Store``. Reacts to store events; never blocks the event loop."""
+
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store, self.config = store, config
+        self.logs: dict[tuple[str, str, str], LogBuffer] = {}
+        self.pods = store.resource("", "v1", "pods")
+        self.jobs = store.resource("batch", "v1", "jobs")
+        self.events = store.resource("", "v1", "events")
+        self.deleting: set[str] = set()  # JobSet uids being torn down: pod deletions are expected
+        self.node_seq = 0
+        store.listeners.append(self.on_event)
+
+    # --- reactions --------------------------------------------------------------------------
+
+    def on_event(self, event: str, res: Resource, obj: dict) -> None:
+        key = (res.group, res.plural)
+        if key == ("jobset.x-k8s.io", "jobsets"):
+            if event == "ADDED":
+                self.create_jobs(obj, attempt=0)
+            elif event == "DELETED":
+                self.teardown(obj, delay=self.config.terminate_delay)
+        elif key == ("", "pods") and event == "DELETED":
+            for buf in self._buffers(obj):
+                buf.closed = True
+                self._wake(buf)
+            self.pod_gone(obj)
+        elif key == ("apps", "deployments") and event != "DELETED":
+            self.deployment_ready(obj)
+
+    def deployment_ready(self, dep: dict) -> None:
+        n = dep.get("spec", {}).get("replicas", 1)
+        want = {
+            "observedGeneration": dep["metadata"].get("generation", 1),
+            "replicas": n,
+            "readyReplicas": n,
+            "availableReplicas": n,
+            "updatedReplicas": n,
+            "conditions": [{"type": "Available", "status": "True", "reason": "Fake"}],
+        }
+        if dep.get("status") != want:
+            dep["status"] = want
+            self.store.put(self.store.resource("apps", "v1", "deployments"), dep)
+
+    # --- JobSet -> Jobs -> Pods -------------------------------------------------------------
+
+    def create_jobs(self, js: dict, attempt: int) -> None:
+        md, spec = js["metadata"], js.get("spec", {})
+        name, ns = md["name"], md["namespace"]
+        subdomain = spec.get("network", {}).get("subdomain") or name
+        coord = spec.get("coordinator", {})
+        coordinator = None
+        if coord.get("replicatedJob"):
+            coordinator = (
+                f"{name}-{coord['replicatedJob']}-{coord.get('jobIndex', 0)}-"
+                f"{coord.get('podIndex', 0)}.{subdomain}"
+            )
+        gidx = 0
+        for rj in spec.get("replicatedJobs", []):
+            for j in range(rj.get("replicas", 1)):
+                job_name = f"{name}-{rj['name']}-{j}"
+                labels = {
+                    JS + "jobset-name": name,
+                    JS + "replicatedjob-name": rj["name"],
+                    JS + "replicatedjob-replicas": str(rj.get("replicas", 1)),
+                    JS + "job-index": str(j),
+                    JS + "job-global-index": str(gidx),
+                    JS + "restart-attempt": str(attempt),
+                    JS + "job-key": hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+                }
+                if coordinator:
+                    labels[JS + "coordinator"] = coordinator
+                gidx += 1
+                tmpl = copy.deepcopy(rj.get("template", {}))
+                job = {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {
+                        "name": job_name,
+                        "namespace": ns,
+                        "labels": {**tmpl.get("metadata", {}).get("labels", {}), **labels},
+                        "annotations": {
+                            **tmpl.get("metadata", {}).get("annotations", {}),
+                            **labels,
+                        },
+                        "ownerReferences": [_owner(js)],
+                    },
+                    "spec": tmpl.get("spec", {}),
+                    "status": {"active": 0, "failed": 0, "succeeded": 0},
+                }
+                job = self.store.put(self.jobs, job)
+                for c in range(job["spec"].get("completions") or job["spec"].get("parallelism", 1)):
+                    self.create_pod(
+                        job,
+                        c,
+                        subdomain if spec.get("network", {}).get("enableDNSHostnames") else None,
+                    )
+
+    def create_pod(self, job: dict, index: int, subdomain: str | None) -> None:
+        jmd = job["metadata"]
+        tmpl = copy.deepcopy(job["spec"].get("template", {}))
+        labels = {
+            **tmpl.get("metadata", {}).get("labels", {}),
+            **{k: v for k, v in jmd["labels"].items() if k.startswith(JS)},
+            "batch.kubernetes.io/job-completion-index": str(index),
+            "batch.kubernetes.io/job-name": jmd["name"],
+            "job-name": jmd["name"],
+            "batch.kubernetes.io/controller-uid": jmd["uid"],
+        }
+        pod_spec = tmpl.get("spec", {})
+        if subdomain:
+            pod_spec.setdefault("hostname", f"{jmd['name']}-{index}")
+            pod_spec.setdefault("subdomain", subdomain)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{jmd['name']}-{index}-{uuid.uuid4().hex[:5]}",
+                "namespace": jmd["namespace"],
+                "labels": labels,
+                "annotations": {
+                    **tmpl.get("metadata", {}).get("annotations", {}),
+                    **jmd.get("annotations", {}),
+                    "batch.kubernetes.io/job-completion-index": str(index),
+                },
+                "ownerReferences": [_owner(job)],
+            },
+            "spec": pod_spec,
+            "status": {"phase": "Pending", "qosClass": "BestEffort"},
+        }
+        blocked = {
+            k: v
+            for k, v in pod_spec.get("nodeSelector", {}).items()
+            if self.config.unschedulable.get(k) == v
+        }
+        if blocked:
+            msg = (
+                f"0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector "
+                f"({', '.join(f'{k}={v}' for k, v in blocked.items())})."
+            )
+            pod["status"]["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": msg,
+                    "lastTransitionTime": ts(),
+                }
+            ]
+        pod = self.store.put(self.pods, pod)
+        self.set_active(job, +1)
+        if blocked:
+            self.event(pod, "Warning", "FailedScheduling", msg)
+            return
+        asyncio.get_running_loop().call_later(
+            self.config.start_delay,
+            self.start_pod,
+            jmd["namespace"],
+            pod["metadata"]["name"],
+            pod["metadata"]["uid"],
+        )
+
+    def start_pod(self, ns: str, name: str, uid: str) -> None:
+        pod = self.store.get(self.pods, ns, name)
+        if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
+            return
+        self.node_seq += 1
+        spec, t = pod["spec"], ts()
+        spec["nodeName"] = spec.get("nodeName") or f"fake-node-{self.node_seq}"
+
+        def cstatus(c: dict) -> dict:
+            return {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "ready": True,
+                "restartCount": 0,
+                "started": True,
+                "state": {"running": {"startedAt": t}},
+            }
+
+        pod["status"] = {
+            "phase": "Running",
+            "startTime": t,
+            "hostIP": "10.0.0.1",
+            "podIP": f"10.1.0.{self.node_seq % 250}",
+            "qosClass": "BestEffort",
+            "conditions": [
+                {"type": c, "status": "True", "lastTransitionTime": t}
+                for c in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "initContainerStatuses": [cstatus(c) for c in spec.get("initContainers", [])],
+            "containerStatuses": [cstatus(c) for c in spec.get("containers", [])],
+        }
+        self.store.put(self.pods, pod)
+        self.event(pod, "Normal", "Started", "Started containers")
+        for c in spec.get("initContainers", []) + spec.get("containers", []):
+            self.log(ns, name, c["name"], f"fake {c['name']} started on {spec['nodeName']}")
+        labels = pod["metadata"]["labels"]
+        if labels.get(JS + "replicatedjob-name") == HEAD_JOB and spec.get("containers"):
+            asyncio.get_running_loop().create_task(
+                self.tick(ns, name, uid, spec["containers"][-1]["name"])
+            )
+
+    async def tick(self, ns: str, name: str, uid: str, container: str) -> None:
+        step = 0
+        while True:
+            await asyncio.sleep(self.config.log_interval)
+            pod = self.store.get(self.pods, ns, name)
+            if (
+                pod is None
+                or pod["metadata"]["uid"] != uid
+                or pod["metadata"].get("deletionTimestamp")
+            ):
+                return
+            step += 1
+            self.log(ns, name, container, f"fake-trainer step {step} on pod {name}")
+
+    def pod_gone(self, pod: dict) -> None:
+        md = pod["metadata"]
+        owner = (md.get("ownerReferences") or [{}])[0]
+        js_uid = None
+        job = self.store.get(self.jobs, md["namespace"], owner.get("name", ""))
+        if job is None or job["metadata"]["uid"] != owner.get("uid"):
+            return
+        self.set_active(job, -1)
+        js_uid = job["metadata"]["ownerReferences"][0]["uid"]
+        if js_uid in self.deleting or pod["status"].get("phase") == "Succeeded":
+            return
+        job["status"]["failed"] = job["status"].get("failed", 0) + 1
+        self.store.put(self.jobs, job)
+        if job["status"]["failed"] <= job["spec"].get("backoffLimit", 6):
+            index = int(md["labels"]["batch.kubernetes.io/job-completion-index"])
+            sub = pod["spec"].get("subdomain")
+            asyncio.get_running_loop().call_later(
+                self.config.recreate_delay,
+                self._recreate,
+                job["metadata"]["uid"],
+                md["namespace"],
+                job["metadata"]["name"],
+                index,
+                sub,
+            )
+        else:
+            self.job_failed(job)
+
+    def _recreate(self, job_uid: str, ns: str, job_name: str, index: int, sub: str | None) -> None:
+        job = self.store.get(self.jobs, ns, job_name)
+        if job is not None and job["metadata"]["uid"] == job_uid:
+            self.create_pod(job, index, sub)
+
+    def job_failed(self, job: dict) -> None:
+        jsres = self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+        md = job["metadata"]
+        js = self.store.get(jsres, md["namespace"], md["labels"][JS + "jobset-name"])
+        if js is None:
+            return
+        status = js.setdefault("status", {})
+        max_restarts = js["spec"].get("failurePolicy", {}).get("maxRestarts", 0)
+        self.teardown(js, delay=0.0)
+        if status.get("restarts", 0) < max_restarts:
+            status["restarts"] = status.get("restarts", 0) + 1
+            self.store.put(jsres, js)
+            self.deleting.discard(js["metadata"]["uid"])
+            self.create_jobs(js, attempt=status["restarts"])
+        else:
+            status["terminalState"] = "Failed"
+            status["conditions"] = [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "FailedJobs",
+                    "message": f"job {md['name']} failed: backoffLimit reached",
+                    "lastTransitionTime": ts(),
+                }
+            ]
+            self.store.put(jsres, js)
+
+    def teardown(self, js: dict, delay: float) -> None:
+        """Delete a JobSet's Jobs, and its pods after ``delay`` (shown as Terminating meanwhile)."""
+        uid = js["metadata"]["uid"]
+        self.deleting.add(uid)
+        ns = js["metadata"]["namespace"]
+        jobs = [
+            j
+            for j in self.store.list(self.jobs, ns)
+            if j["metadata"].get("ownerReferences", [{}])[0].get("uid") == uid
+        ]
+        job_uids = {j["metadata"]["uid"] for j in jobs}
+        pods = [
+            p
+            for p in self.store.list(self.pods, ns)
+            if p["metadata"].get("ownerReferences", [{}])[0].get("uid") in job_uids
+        ]
+        for p in pods:
+            self.delete_pod(p, delay)
+        for j in jobs:
+            self.store.remove(self.jobs, ns, j["metadata"]["name"])
+
+    def delete_pod(self, pod: dict, grace: float) -> dict:
+        """Delete now (grace 0) or mark Terminating and delete after ``grace`` seconds."""
+        md = pod["metadata"]
+        if grace <= 0:
+            return self.store.remove(self.pods, md["namespace"], md["name"])
+        if not md.get("deletionTimestamp"):
+            md["deletionTimestamp"] = ts(now() + dt.timedelta(seconds=grace))
+            md["deletionGracePeriodSeconds"] = int(grace) or 1
+            self.store.put(self.pods, pod)
+            asyncio.get_running_loop().call_later(
+                grace, self._finish_delete, md["namespace"], md["name"], md["uid"]
+            )
+        return pod
+
+    def _finish_delete(self, ns: str, name: str, uid: str) -> None:
+        pod = self.store.get(self.pods, ns, name)
+        if pod is not None and pod["metadata"]["uid"] == uid:
+            self.store.remove(self.pods, ns, name)
+
+    def set_active(self, job: dict, delta: int) -> None:
+        job["status"]["active"] = max(0, job["status"].get("active", 0) + delta)
+        if self.store.get(self.jobs, job["metadata"]["namespace"], job["metadata"]["name"]) is job:
+            self.store.put(self.jobs, job)
+
+    # --- events and logs --------------------------------------------------------------------
+
+    def event(self, pod: dict, kind: str, reason: str, message: str) -> None:
+        md = pod["metadata"]
+        self.store.put(
+            self.events,
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {
+                    "name": f"{md['name']}.{uuid.uuid4().hex[:12]}",
+                    "namespace": md["namespace"],
+                },
+                "involvedObject": {
+                    "kind": "Pod",
+                    "name": md["name"],
+                    "namespace": md["namespace"],
+                    "uid": md["uid"],
+                },
+                "type": kind,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+                "firstTimestamp": ts(),
+                "lastTimestamp": ts(),
+                "source": {"component": "fake-scheduler" if kind == "Warning" else "fake-kubelet"},
+            },
+        )
+
+    def buffer(self, ns: str, pod: str, container: str) -> LogBuffer:
+        return self.logs.setdefault((ns, pod, container), LogBuffer())
+
+    def _buffers(self, pod: dict) -> list[LogBuffer]:
+        md = pod["metadata"]
+        return [
+            b for (ns, p, _), b in self.logs.items() if (ns, p) == (md["namespace"], md["name"])
+        ]
+
+    def log(self, ns: str, pod: str, container: str, text: str) -> None:
+        buf = self.buffer(ns, pod, container)
+        buf.lines.append((now(), text))
+        self._wake(buf)
+
+    def cut_logs(self, ns: str, pod: str) -> int:
+        """Make every follower of the pod's logs drop its connection mid-stream."""
+        bufs = [b for (n, p, _), b in self.logs.items() if (n, p) == (ns, pod)]
+        for b in bufs:
+            b.cut = True
+            self._wake(b)
+        return len(bufs)
+
+    @staticmethod
+    def _wake(buf: LogBuffer) -> None:
+        async def notify() -> None:
+            async with buf.cond:
+                buf.cond.notify_all()
+
+        asyncio.get_running_loop().create_task(notify())
+
+
+def _owner(obj: dict) -> dict:
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
