@@ -1,0 +1,137 @@
+"""Measurement from a recorded event stream and from the same run's log lines: exact numbers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from elastix.errors import UsageError
+from elastix.goodput import goodput
+from elastix.measure import (
+    assign_kills,
+    events_from_jsonl,
+    events_from_log,
+    ms_of,
+    parse_ts,
+    recoveries,
+)
+from measure_contract import T0, recorded_run, to_jsonl, to_log, ts  # noqa: I001
+
+
+def _kill_ms(seconds: float) -> int:
+    return ms_of(T0 + dt.timedelta(seconds=seconds))
+
+
+@pytest.fixture(params=["events", "log"])
+def stream(request):
+    recs, kill = recorded_run()
+    if request.param == "events":
+        return events_from_jsonl(to_jsonl(recs)), kill
+    return events_from_log(to_log(recs)), kill
+
+
+def test_both_sources_normalise_to_the_same_stream():
+    recs, _ = recorded_run()
+    a, b = events_from_jsonl(to_jsonl(recs)), events_from_log(to_log(recs))
+    assert [e.name for e in a] == [r["event"] for r in recs]
+    assert a == b
+
+
+def test_recovery_timeline_exact(stream):
+    events, kill = stream
+    (rec,) = recoveries(events)
+    assign_kills([rec], [_kill_ms(kill)])
+    assert rec.kind == "in-process" and rec.complete
+    assert rec.phase_seconds() == {"detection": 1.3, "cleanup": 0.049, "waiting for slices": 2.251,
+                                   "restore": 0.2, "first step": 1.6}
+    assert rec.downtime == 5.4
+    assert (rec.last_step, rec.restored_step, rec.steps_lost) == (14, 10, 4)
+    assert (rec.restore_source, rec.restore_bytes, rec.restore_seconds) == ("checkpoint",
+                                                                              1234567, 0.2)
+    assert (rec.first_step, rec.first_step_seconds) == (11, 1.6)
+    assert rec.lost_slices == [2] and rec.live_slices == 4 and rec.required_slices == 4
+    assert rec.pid_before == rec.pid_after == 4242 and rec.pid_same
+    j = rec.to_json()
+    assert j["kill"] == "2026-11-29T09:49:38.700Z" and j["steps_lost"] == 4
+
+
+def test_without_kill_time_detection_counts_from_last_event(stream):
+    events, _ = stream
+    (rec,) = recoveries(events)
+    assert rec.phase_seconds()["detection"] == 1.5  # from step 14 at 8.5 s
+    assert rec.downtime == 4.1  # from detection, the only time the trainer knows
+
+
+def test_goodput_breakdown_exact(stream):
+    events, kill = stream
+    rep = goodput(events, kills=[_kill_ms(kill)])
+    assert rep.wall_seconds == 18.7
+    assert rep.productive_seconds == pytest.approx(7.2, abs=1e-9)  # steps 2..10 and 12..20
+    b = {k: round(v, 3) for k, v in rep.badput.items()}
+    assert b == {"detection": 1.3, "cleanup": 0.049, "waiting for slices": 2.251,
+                 "restore": 0.2, "recompile": 1.6, "restart": 0.0, "checkpoint stall": 0.01,
+                 "steps re-done": 1.6, "startup": 2.0, "other": 2.49}
+    assert round(rep.productive_seconds + sum(rep.badput.values()), 6) == 18.7
+    assert rep.goodput == pytest.approx(7.2 / 18.7)
+    assert rep.last_step == 20 and rep.steps_redone == 4
+    segs = rep.segments
+    assert segs[0][1] == rep.start and segs[-1][2] == rep.end
+    assert all(a[2] == b[1] for a, b in zip(segs, segs[1:], strict=False))
+
+
+def test_goodput_without_kills_moves_time_to_other(stream):
+    events, _ = stream
+    rep = goodput(events)
+    assert round(rep.badput["detection"], 3) == 1.5
+    assert round(rep.badput["other"], 3) == 2.29
+
+
+def test_goodput_series_ends_at_overall_goodput(stream):
+    events, kill = stream
+    rep = goodput(events, kills=[_kill_ms(kill)])
+    s = rep.series(5.0)
+    assert [round(x[0], 3) for x in s] == [5.0, 10.0, 15.0, 18.7]
+    assert s[-1][2] == pytest.approx(rep.goodput)
+    assert s[0][1] == pytest.approx(0.4 * 6 / 5)  # steps 2..7 end by 5.0 s, nothing re-done yet
+
+
+def test_restart_recovery_from_second_run_start():
+    recs, _ = recorded_run()
+    recs = recs[:17]  # up to step 14, no in-process recovery
+    recs += [
+        {"ts": ts(20.0), "event": "run_start", "pid": 5151, "num_slices": 4, "devices": 8},
+        {"ts": ts(21.0), "event": "restore", "pid": 5151, "source": "checkpoint", "step": 10,
+         "bytes": 99, "seconds": 0.5, "path": "/ckpt/10"},
+        {"ts": ts(23.0), "event": "step", "pid": 5151, "step": 11, "seconds": 1.9,
+         "loss": 1.0, "live_slices": 4},
+    ]
+    for events in (events_from_jsonl(to_jsonl(recs)), events_from_log(to_log(recs))):
+        (rec,) = recoveries(events)
+        assign_kills([rec], [_kill_ms(8.7)])
+        assert rec.kind == "restart" and rec.complete
+        assert rec.phase_seconds() == {"restart": 11.3, "restore": 1.0, "first step": 2.0}
+        assert rec.steps_lost == 4 and rec.pid_same is False
+        rep = goodput(events, kills=[_kill_ms(8.7)])
+        assert round(rep.badput["restart"], 3) == 11.3
+        # start-up restore [20.5, 21.0] wins over start-up; restore phase [20.0, 21.0] covers it
+        assert round(rep.badput["restore"], 3) == 1.0
+
+
+def test_incomplete_recovery_and_torn_last_line():
+    recs, _ = recorded_run()
+    text = to_jsonl(recs[:19]) + '{"ts": "2026-11-29T09:'
+    (rec,) = recoveries(events_from_jsonl(text))
+    assert not rec.complete and rec.downtime is None and rec.steps_lost is None
+    assert rec.phase_seconds()["waiting for slices"] is None
+
+
+def test_bad_event_file_is_a_usage_error():
+    with pytest.raises(UsageError, match="line 1 is not JSON"):
+        events_from_jsonl("nope\n{}\n")
+    with pytest.raises(UsageError, match="no valid 'ts'"):
+        events_from_jsonl('{"event": "step", "ts": "yesterday"}\n')
+
+
+def test_parse_ts_truncates():
+    assert parse_ts("1970-01-01T00:00:01.999999Z") == 1999
+    assert parse_ts("1970-01-01T00:00:01.5Z") == 1500
