@@ -13,7 +13,7 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
-from elastix.errors import ElastixError, SpecError
+from elastix.errors import ElastixError, SpecError, UsageError
 
 app = typer.Typer(
     name="elastix",
@@ -57,11 +57,26 @@ def _print_error(err: ElastixError) -> None:
         console.print(f"[dim]hint:[/] {err.hint}", markup=True)
 
 
+def _normalize(argv: list[str]) -> list[str]:
+    """``--dry-run=client|server`` (kubectl's spelling) onto the flags Typer can parse."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--dry-run="):
+            value = arg.split("=", 1)[1]
+            if value not in ("client", "server"):
+                raise UsageError(f"--dry-run={value!r} is not client or server",
+                                 hint="use --dry-run (client) or --dry-run=server")
+            arg = "--server-dry-run" if value == "server" else "--dry-run"
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map errors to one red line plus a hint and an exit code."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
-        app(args=argv, prog_name="elastix", standalone_mode=False)
+        app(args=_normalize(argv), prog_name="elastix", standalone_mode=False)
     except ElastixError as err:
         if debug:
             raise
@@ -73,15 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as err:  # click usage errors and anything unexpected
-        import click
+        from typer._click import exceptions as cx  # typer vendors its own click
 
-        if isinstance(err, click.exceptions.Exit):
+        if isinstance(err, typer.Exit):
             return err.exit_code
-        if isinstance(err, click.exceptions.Abort):
+        if isinstance(err, typer.Abort):
             sys.stderr.write("aborted\n")
             return 130
-        if isinstance(err, click.ClickException):
+        if isinstance(err, cx.NoArgsIsHelpError):
             err.show()
+            return 0
+        if isinstance(err, cx.UsageError):
+            cmd = err.ctx.command_path if err.ctx else "elastix"
+            _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))
+            return 2
+        if isinstance(err, cx.ClickException):
+            _print_error(ElastixError(err.format_message()))
             return err.exit_code
         if debug:
             raise
