@@ -2,6 +2,64 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+from elastix.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("build", help="Build the trainer image with the local Docker engine and push it.")
+def build_command(
+    tag: str = typer.Option(..., "--tag", "-t", help="Image reference to build and push."),
+    base_image: str = typer.Option(
+        "python:3.11-slim-bookworm", "--base-image", help="Python base image (3.10+)."),
+    requirement: list[str] = typer.Option(
+        [], "--requirement", help="Extra pip requirement (repeatable)."),
+    requirements_file: Path | None = typer.Option(
+        None, "--requirements-file", help="File of extra pip requirements, one per line."),
+    source: Path | None = typer.Option(
+        None, "--source", help="elastix source tree to install (default: this one)."),
+    uid: int = typer.Option(1000, "--uid", help="uid/gid of the image's non-root user."),
+    push: bool = typer.Option(True, "--push/--no-push", help="Push after building."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the Dockerfile and the build plan; build nothing."),
+    context_dir: Path | None = typer.Option(
+        None, "--context-dir", help="Also write the build context here (for Cloud Build or "
+        "another engine)."),
+) -> None:
+    from elastix import image
+    from rich.console import Console
+
+    extra = list(requirement)
+    if requirements_file is not None:
+        try:
+            text = requirements_file.read_text()
+        except OSError as err:
+            raise UsageError(f"cannot read --requirements-file {requirements_file}: "
+                             f"{err.strerror}") from err
+        extra += [ln.strip() for ln in text.splitlines()
+                  if ln.strip() and not ln.lstrip().startswith("#")]
+    req = image.ImageRequest(tag=tag, base_image=base_image, extra_requirements=tuple(extra),
+                             source_dir=source, uid=uid, push=push)
+    plan = image.plan_build(req)
+    out = Console(highlight=False, soft_wrap=True)
+    if context_dir is not None:
+        if context_dir.exists() and any(context_dir.iterdir()):
+            raise UsageError(f"--context-dir {context_dir} is not empty",
+                             hint="pass a new or empty directory")
+        context_dir.mkdir(parents=True, exist_ok=True)
+        plan.write_context(context_dir)
+        out.print(f"wrote the build context to {context_dir}", markup=False)
+    if dry_run:
+        out.print("# Dockerfile", markup=False)
+        out.print(plan.dockerfile, markup=False, end="")
+        out.print("# build plan", markup=False)
+        for line in plan.summary_lines():
+            out.print(f"- {line}", markup=False)
+        return
+    image_id, digest = image.build(plan, on_line=lambda s: out.print(s, markup=False))
+    out.print(f"built {tag} ({image_id})", markup=False)
+    if digest:
+        out.print(f"pushed {tag}@{digest}", markup=False)
