@@ -1,0 +1,63 @@
+"""The PNG charts are valid images with every phase drawn in its colour."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+from elastix.errors import UsageError
+from elastix.goodput import goodput
+from elastix.measure import assign_kills, events_from_jsonl, ms_of, recoveries
+from elastix.plot import COLORS, plot_goodput, plot_recovery
+from matplotlib import colors as mcolors
+from matplotlib import image as mimage
+from measure_contract import T0, recorded_run, to_jsonl
+
+
+def _has_colour(img: np.ndarray, hex_colour: str) -> bool:
+    rgb = np.array(mcolors.to_rgb(hex_colour))
+    return bool((np.abs(img[..., :3] - rgb) < 0.02).all(axis=-1).sum() > 20)
+
+
+@pytest.fixture
+def run():
+    recs, kill = recorded_run()
+    events = events_from_jsonl(to_jsonl(recs))
+    return events, ms_of(T0 + dt.timedelta(seconds=kill))
+
+
+def test_recovery_png_has_every_phase(tmp_path, run):
+    events, kill = run
+    (rec,) = recoveries(events)
+    assign_kills([rec], [kill])
+    out = tmp_path / "recovery.png"
+    drawn = plot_recovery(events, rec, str(out))
+    assert drawn == ["detection", "cleanup", "waiting for slices", "restore", "first step"]
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = mimage.imread(str(out))
+    assert img.shape[0] > 200 and img.shape[1] > 600
+    for phase in drawn:
+        assert _has_colour(img, COLORS[phase]), phase
+    assert not _has_colour(img, COLORS["restart"])  # a colour that must not be there
+
+
+def test_goodput_png(tmp_path, run):
+    events, kill = run
+    rep = goodput(events, kills=[kill])
+    out = tmp_path / "goodput.png"
+    drawn = plot_goodput(rep, events, str(out), window_seconds=5)
+    assert {"productive", "detection", "waiting for slices", "steps re-done", "startup"} <= set(
+        drawn)
+    img = mimage.imread(str(out))
+    for cause in ("productive", "detection", "waiting for slices", "startup"):
+        assert _has_colour(img, COLORS[cause]), cause
+
+
+def test_plot_errors(tmp_path, run):
+    events, _ = run
+    (rec,) = recoveries(events)
+    with pytest.raises(UsageError, match="only PNG"):
+        plot_recovery(events, rec, str(tmp_path / "x.svg"))
+    with pytest.raises(UsageError, match="cannot write"):
+        plot_recovery(events, rec, str(tmp_path / "no" / "dir" / "x.png"))
