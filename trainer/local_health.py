@@ -1,0 +1,200 @@
+"""Slice health for the local backend: heartbeats from local slice-host processes.
+
+The local backend runs one ``elastix.local_host`` process per worker pod (slice host). Each sends
+a small datagram every ``interval`` seconds to the address in ``ELASTIX_LOCAL_HEALTH``; this module
+receives them in the controller. A slice is live iff *every* one of its hosts has sent a heartbeat
+within the timeout, so a slice with one dead host is down even while its other hosts are fine, and
+a replaced host counts again as soon as it heartbeats.
+
+Addresses (``ELASTIX_LOCAL_HEALTH``):
+
+- ``unix:/path/to/health.sock``: a UNIX datagram socket file (bound here, unlinked on close);
+- ``unix:@name``: a Linux abstract UNIX socket (for state dirs whose path is too long);
+- ``udp:127.0.0.1:PORT``: loopback UDP.
+
+The heartbeat text is ``hb <slice> <host> <pid> <monotonic-seconds>``. The timestamp is the
+sender's ``time.monotonic()`` (system-wide on Linux and macOS), so a controller busy compiling
+does not mistake queued heartbeats for late ones. No JAX import here: the launcher uses this too.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+DEFAULT_TIMEOUT = 2.0
+"""Seconds without a heartbeat after which a host (and so its slice) counts as lost."""
+DEFAULT_INTERVAL = 0.2
+"""Seconds between heartbeats of a slice host."""
+
+ENV_ADDRESS = "ELASTIX_LOCAL_HEALTH"
+ENV_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
+ENV_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
+ENV_HOSTS_PER_SLICE = "ELASTIX_HOSTS_PER_SLICE"
+
+
+def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
+    """Split ``unix:...`` / ``udp:host:port`` into a socket family and a socket address.
+
+    Raises:
+        ValueError: the address has no known scheme.
+    """
+    scheme, _, rest = address.partition(":")
+    if scheme == "unix" and rest:
+        # A leading "@" names a Linux abstract socket (a NUL byte on the wire).
+        return socket.AF_UNIX, ("\0" + rest[1:]) if rest.startswith("@") else rest
+    if scheme == "udp" and rest:
+        host, _, port = rest.rpartition(":")
+        return socket.AF_INET, (host or "127.0.0.1", int(port))
+    raise ValueError(f"bad {ENV_ADDRESS} address {address!r}: use unix:PATH or udp:HOST:PORT")
+
+
+def encode_heartbeat(slice_id: int, host: int, pid: int, ts: float) -> bytes:
+    """The datagram a slice host sends."""
+    return f"hb {slice_id} {host} {pid} {ts:.6f}".encode()
+
+
+def decode_heartbeat(data: bytes) -> tuple[int, int, int, float] | None:
+    """``(slice, host, pid, ts)`` from a datagram, or None when it is not a heartbeat."""
+    parts = data.decode("ascii", "replace").split()
+    if len(parts) != 5 or parts[0] != "hb":
+        return None
+    try:
+        return int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4])
+    except ValueError:
+        return None
+
+
+class SliceTimeoutError(TimeoutError):
+    """Not enough slices became live in time."""
+
+
+class LocalHeartbeatHealth:
+    """The ``HealthSource`` of the local backend (see ``elastix.trainer.health``).
+
+    Args:
+        address: where to receive heartbeats (``unix:PATH``, ``unix:@NAME``, ``udp:HOST:PORT``).
+        num_slices: slices of the workload (ids ``0 .. num_slices-1``).
+        hosts_per_slice: hosts that must all be fresh for a slice to be live.
+        timeout: seconds without a heartbeat after which a host counts as lost.
+        clock: monotonic clock, injectable for tests; must match the senders' clock.
+    """
+
+    def __init__(self, address: str, num_slices: int, hosts_per_slice: int = 1,
+                 timeout: float = DEFAULT_TIMEOUT,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if num_slices < 1 or hosts_per_slice < 1 or timeout <= 0:
+            raise ValueError("num_slices and hosts_per_slice must be >= 1 and timeout > 0")
+        self.address = address
+        self.num_slices = num_slices
+        self.hosts_per_slice = hosts_per_slice
+        self.timeout = timeout
+        self._clock = clock
+        self._last: dict[tuple[int, int], float] = {}
+        self._pids: dict[tuple[int, int], int] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        family, sockaddr = parse_address(address)
+        is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
+        self._path = sockaddr if is_file else None
+        self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        if self._path is not None and os.path.exists(self._path):
+            os.unlink(self._path)  # left by a controller of an earlier restart attempt
+        self._sock.bind(sockaddr)
+        self._sock.settimeout(0.2)  # lets the receiver thread notice close()
+        self._thread = threading.Thread(target=self._receive, name="elastix-local-health",
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_env(cls, num_slices: int, env: dict[str, str] | None = None) -> LocalHeartbeatHealth:
+        """Build from ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_HOSTS_PER_SLICE`` and
+        ``ELASTIX_HEALTH_TIMEOUT``."""
+        env = os.environ if env is None else env
+        return cls(env[ENV_ADDRESS], num_slices,
+                   hosts_per_slice=int(env.get(ENV_HOSTS_PER_SLICE, "1")),
+                   timeout=float(env.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)))
+
+    def _receive(self) -> None:
+        while not self._closed:
+            try:
+                data = self._sock.recv(256)
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # socket closed
+            hb = decode_heartbeat(data)
+            if hb is None:
+                continue
+            slice_id, host, pid, ts = hb
+            if not (0 <= slice_id < self.num_slices and 0 <= host < self.hosts_per_slice):
+                continue
+            with self._cond:
+                key = (slice_id, host)
+                if ts >= self._last.get(key, float("-inf")):
+                    self._last[key] = ts
+                    self._pids[key] = pid
+                self._cond.notify_all()
+
+    def _live_locked(self) -> frozenset[int]:
+        now = self._clock()
+        live = set()
+        for s in range(self.num_slices):
+            if all(now - self._last.get((s, h), float("-inf")) <= self.timeout
+                   for h in range(self.hosts_per_slice)):
+                live.add(s)
+        return frozenset(live)
+
+    def live_slices(self) -> frozenset[int]:
+        """Slices whose every host heartbeated within the timeout. Never blocks."""
+        with self._cond:
+            return self._live_locked()
+
+    def host_pids(self) -> dict[tuple[int, int], int]:
+        """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""
+        with self._cond:
+            return dict(self._pids)
+
+    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
+        """Block until at least ``required`` slices are live and return them.
+
+        Raises:
+            SliceTimeoutError: fewer than ``required`` slices were live after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                live = self._live_locked()
+                if len(live) >= required:
+                    return live
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    raise SliceTimeoutError(
+                        f"only {len(live)} of {required} required slices live after "
+                        f"{timeout:.1f} s (live: {sorted(live)})")
+                # Heartbeats notify; the short cap re-evaluates staleness as time passes.
+                self._cond.wait(min(left, 0.1))
+
+    def close(self) -> None:
+        """Stop receiving and remove the socket file. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._cond:
+            self._cond.notify_all()
+        self._sock.close()
+        self._thread.join(timeout=1.0)
+        if self._path is not None:
+            try:
+                os.unlink(self._path)
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> LocalHeartbeatHealth:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
