@@ -152,7 +152,7 @@ def _check_array(value: list[Any], sch: dict[str, Any], path: str, out: list[str
                 continue
             k = tuple(item.get(key) for key in keys)
             if k in seen_keys:
-                shown = ", ".join(f"{key}={v!r}" for key, v in zip(keys, k))
+                shown = ", ".join(f"{key}={v!r}" for key, v in zip(keys, k, strict=True))
                 out.append(f"{_path(path, i)}: duplicate entry ({shown}); first at "
                            f"{_path(path, seen_keys[k])}")
             else:

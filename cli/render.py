@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
 from elastix import crd
 from elastix import labels as L
 from elastix.errors import ManifestError, UsageError
@@ -36,6 +38,8 @@ def to_json(value: Any) -> Encoded:
     """Encode a template value as one JSON (and therefore YAML flow) node."""
     if isinstance(value, Encoded):
         return value
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError, reported with the variable's name
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     except (TypeError, ValueError) as e:
@@ -45,9 +49,7 @@ def to_json(value: Any) -> Encoded:
     return Encoded(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
-def _environment(loader: Any):
-    import jinja2
-
+def _environment(loader: Any) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=loader,
         undefined=jinja2.StrictUndefined,
@@ -144,8 +146,6 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
 
 def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:
     """Render the template (ours, or the user's file) to YAML text. Not yet validated."""
-    import jinja2
-
     try:
         if template is None:
             env = _environment(jinja2.PackageLoader("elastix.templates", "."))
