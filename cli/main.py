@@ -13,6 +13,7 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
+from elastix.commands import goodput as _goodput  # noqa: F401  (registers `workload goodput`)
 from elastix.errors import ElastixError, SpecError, UsageError
 
 app = typer.Typer(

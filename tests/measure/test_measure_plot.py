@@ -6,13 +6,14 @@ import datetime as dt
 
 import numpy as np
 import pytest
+from matplotlib import colors as mcolors
+from matplotlib import image as mimage
+from measure_contract import T0, recorded_run, to_jsonl
+
 from elastix.errors import UsageError
 from elastix.goodput import goodput
 from elastix.measure import assign_kills, events_from_jsonl, ms_of, recoveries
 from elastix.plot import COLORS, plot_goodput, plot_recovery
-from matplotlib import colors as mcolors
-from matplotlib import image as mimage
-from measure_contract import T0, recorded_run, to_jsonl
 
 
 def _has_colour(img: np.ndarray, hex_colour: str) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from measure_contract import T0, recorded_run, to_jsonl, to_log, ts  # noqa: I001
+
 from elastix.errors import UsageError
 from elastix.goodput import goodput
 from elastix.measure import (
@@ -15,7 +17,6 @@ from elastix.measure import (
     parse_ts,
     recoveries,
 )
-from measure_contract import T0, recorded_run, to_jsonl, to_log, ts  # noqa: I001
 
 
 def _kill_ms(seconds: float) -> int:

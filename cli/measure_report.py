@@ -1,0 +1,102 @@
+"""Rich tables for recovery measurements, soaks and goodput (what the chaos/goodput commands print)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastix.chaos_run import KillMeasurement, SoakResult
+from elastix.goodput import GoodputReport
+from elastix.measure import Recovery, fmt_ms
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f} s"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _yn(x: bool | None) -> str:
+    return "?" if x is None else ("yes" if x else "no")
+
+
+def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
+    """(what, value) rows of one kill's recovery timeline, in time order."""
+    r: Recovery | None = m.recovery
+    k = m.kills[0]
+    rows = [("kill", f"{fmt_ms(r.kill) if r and r.kill else k.time.isoformat()}  "
+                     f"{', '.join(x.pod for x in m.kills)}")]
+    if r is None:
+        rows.append(("recovery", "none observed" + (" (timed out)" if m.timed_out else "")))
+    else:
+        for phase, secs in r.phase_seconds().items():
+            rows.append((phase, _s(secs)))
+        if r.restored_step is not None:
+            rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
+                                     f"{r.restore_bytes or 0:,} bytes in {_s(r.restore_seconds)}"))
+        if r.first_step is not None:
+            rows.append(("first step after", f"step {r.first_step} at {fmt_ms(r.first_step_at)}"
+                                             f" ({_s(r.first_step_seconds)})"))
+        rows += [("downtime", _s(r.downtime)),
+                 ("steps lost", "-" if r.steps_lost is None else
+                  f"{r.steps_lost} (step {r.last_step} -> {r.restored_step})")]
+    rows += [("JobSet restarts", str(m.jobset_restarts)), ("head restarts", str(m.head_restarts)),
+             ("controller PID same", _yn(m.pid_same)),
+             ("in-process recovery", _yn(m.in_process)), ("source", m.source)]
+    if m.timed_out:
+        rows.append(("result", "timed out before training resumed"))
+    return rows
+
+
+def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> None:
+    from rich.table import Table
+
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    for what, val in recovery_rows(m):
+        t.add_row(what, val)
+    console.print(t)
+
+
+def print_soak(console: Any, res: SoakResult) -> None:
+    from rich.table import Table
+
+    t = Table(title="chaos run", title_justify="left")
+    for col in ("kill", "pod", "detection", "slices", "restore", "first step", "downtime",
+                "steps lost", "in-process"):
+        t.add_column(col, justify="left" if col == "pod" else "right")
+    for i, m in enumerate(res.measurements, 1):
+        r = m.recovery
+        ph = r.phase_seconds() if r else {}
+        t.add_row(str(i), ", ".join(k.pod for k in m.kills), _s(ph.get("detection")),
+                  _s(ph.get("waiting for slices")), _s(ph.get("restore")),
+                  _s(ph.get("first step")), _s(r.downtime if r else None),
+                  "-" if not r or r.steps_lost is None else str(r.steps_lost),
+                  _yn(m.in_process))
+    console.print(t)
+    tot = res.to_json()["totals"]
+    console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
+                  f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
+                  f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
+    for v in res.violations:
+        console.print(f"[red]bound missed:[/] {v}")
+
+
+def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
+    from rich.table import Table
+
+    wall = rep.wall_seconds
+    t = Table(title=f"goodput {_pct(rep.goodput)} over "
+                    f"{wall:.1f} s ({source}; {len(rep.recoveries)} recoveries, "
+                    f"last step {rep.last_step})", title_justify="left")
+    t.add_column("time spent")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    rows = [("productive", rep.productive_seconds)] + [
+        (c, v) for c, v in sorted(rep.badput.items(), key=lambda kv: -kv[1]) if v > 0]
+    for cause, secs in rows:
+        t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
+                  f"{secs / wall:.1%}" if wall else "-")
+    console.print(t)
