@@ -4,4 +4,76 @@ from __future__ import annotations
 
 import typer
 
+from elastix.commands import common
+
 app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("run")
+def run_command(
+    name: str = typer.Argument(..., help="Workload name."),
+    kills: int = typer.Option(3, "--kills", help="How many kills."),
+    interval: str = typer.Option("2m", "--interval", help="Time between kills (90s, 2m, 1h)."),
+    mode: str = typer.Option("random", "--mode", help="random (any worker), host (one chosen "
+                             "host) or slice (every host of one slice)."),
+    seed: int = typer.Option(None, "--seed", help="Seed for choosing victims."),
+    max_downtime: str = typer.Option(None, "--max-downtime",
+                                     help="Fail if a recovery takes longer (e.g. 3m)."),
+    max_steps_lost: int = typer.Option(None, "--max-steps-lost",
+                                       help="Fail if a recovery loses more steps."),
+    timeout: str = typer.Option("10m", "--timeout", help="Give up on a recovery after this."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    plot: str = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
+    window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
+    backend: str = common.BackendOpt,
+    context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt,
+    namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt,
+    project: str = common.ProjectOpt,
+    location: str = common.LocationOpt,
+    state_dir: str = common.StateDirOpt,
+) -> None:
+    """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
+
+    Exits non-zero when a recovery misses --max-downtime/--max-steps-lost or the workload dies.
+    """
+    import json
+
+    from rich.console import Console
+
+    from elastix.chaos_run import parse_duration, run_soak
+    from elastix.errors import BackendError, UsageError
+    from elastix.measure_report import print_kill, print_soak
+
+    if output not in ("table", "json"):
+        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
+    bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
+    target = common.Target(backend=backend, context=context, kubeconfig=kubeconfig,
+                           namespace=namespace, cluster=cluster, project=project,
+                           location=location, state_dir=state_dir)
+    be = common.get_backend(target)
+    err = Console(stderr=True, highlight=False)
+
+    def progress(i: int, m) -> None:
+        print_kill(err, m, title=f"kill {i}/{kills}")
+
+    res = run_soak(be, name, kills=kills, interval=parse_duration(interval, "--interval"),
+                   mode=mode, seed=seed, max_downtime=bound, max_steps_lost=max_steps_lost,
+                   timeout=parse_duration(timeout, "--timeout"), on_kill=progress)
+    if plot:
+        from elastix.chaos_run import read_stream
+        from elastix.plot import plot_goodput
+
+        plot_goodput(res.goodput, read_stream(be, name)[0], plot, window_seconds=window)
+    if output == "json":
+        typer.echo(json.dumps(res.to_json(), indent=2))
+    else:
+        print_soak(Console(highlight=False), res)
+    if res.died:
+        raise BackendError(f"workload {name} died during the chaos run",
+                           hint=f"see elastix logs {name} and elastix workload status {name}")
+    if res.violations:
+        n = len(res.violations)
+        raise BackendError(f"{n} recover{'y' if n == 1 else 'ies'} missed a bound",
+                           hint="; ".join(res.violations))
