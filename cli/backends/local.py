@@ -202,7 +202,7 @@ class LocalBackend(Backend):
                     except ValueError:
                         pass  # the line being written right now
         except FileNotFoundError:
-            pass
+            return None  # a command that writes no events: measurement reads the head's log
         return events
 
     # ------------------------------------------------------------------ chaos

@@ -1,0 +1,62 @@
+"""Helpers for the local backend's tests: run the CLI, wait on conditions, find our processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE / "standin_controller.py"
+TAG_ENV = "ELASTIX_TEST_TAG"
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
+        time.sleep(interval)
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries this test's tag."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(TAG_ENV) == tag:
+                out.append(p.info["pid"])
+        except psutil.Error:
+            continue
+    return out
+
+
+class Cli:
+    """Runs ``python -m elastix`` with a per-test state dir and process tag."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 120,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "elastix", *args], capture_output=True,
+                              text=True, env={**self.env, **(env or {})}, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"elastix {' '.join(args)} exited {proc.returncode}:\n"
+                                 f"{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def popen(self, *args: str, out: Path) -> subprocess.Popen:
+        with open(out, "w") as f:
+            return subprocess.Popen([sys.executable, "-m", "elastix", *args], env=self.env,
+                                    stdout=f, stderr=subprocess.STDOUT, text=True)
