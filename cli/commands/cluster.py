@@ -1,7 +1,158 @@
-"""`elastix cluster` commands."""
+"""`elastix cluster` commands: create, describe and delete a GKE cluster for elastic training."""
 
 from __future__ import annotations
+
+import json
 
 import typer
 
 app = typer.Typer(no_args_is_help=True)
+
+ProjectOpt = typer.Option(None, "--project", envvar="GOOGLE_CLOUD_PROJECT",
+                          help="Google Cloud project id.")
+ZoneOpt = typer.Option(None, "--zone", "--location", help="Zone, e.g. us-central1-a.")
+DryRunOpt = typer.Option(False, "--dry-run", help="Print every request; send none.")
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _print_steps(out, cfg, steps) -> None:
+    for step in steps:
+        out.print(step.describe(), markup=False)
+        if step.body is not None:
+            out.print(json.dumps(step.body, indent=2), markup=False)
+        out.print(f"GET /v1/{cfg.parent}/operations/<operation> (until DONE)", markup=False)
+
+
+@app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
+             "node pool per slice; install JobSet if missing.")
+def create_command(
+    name: str = typer.Argument(..., help="Cluster name."),
+    project: str = ProjectOpt,
+    zone: str = ZoneOpt,
+    tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
+    num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
+    cpu_machine_type: str = typer.Option("n2-standard-32", "--cpu-machine-type",
+                                         help="Machine type of the Pathways head pool."),
+    cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool."),
+    spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
+    release_channel: str = typer.Option("RAPID", "--release-channel",
+                                        help="RAPID, REGULAR or STABLE."),
+    jobset_manifest: str = typer.Option(None, "--jobset-manifest",
+                                        help="JobSet release manifest: file or https URL "
+                                        "(default: the pinned release)."),
+    skip_jobset: bool = typer.Option(False, "--skip-jobset", help="Do not install JobSet."),
+    dry_run: bool = DryRunOpt,
+) -> None:
+    from elastix import cluster_ops as co
+    from elastix import jobset_install as ji
+
+    cfg = co.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
+                      cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
+                      release_channel=release_channel)
+    out = _console()
+    if dry_run:
+        out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
+                  "nothing does)", markup=False)
+        _print_steps(out, cfg, co.plan_create(cfg))
+        if skip_jobset:
+            return
+        out.print(f"GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/{ji.CRD_NAME} "
+                  "(on the new cluster; install JobSet only if missing)", markup=False)
+        source = jobset_manifest or ji.RELEASE_URL
+        if source.startswith("https://"):
+            out.print(f"GET {source}", markup=False)
+            out.print("PATCH each object of it (server-side apply, fieldManager=elastix)",
+                      markup=False)
+        else:
+            for step in ji.plan(ji.read_manifest(source)):
+                out.print(step.describe(), markup=False)
+        return
+    from elastix import gcp
+
+    client = co.make_client()
+    kube = None if skip_jobset else (lambda: gcp.api_client_for_cluster(cfg.project, cfg.zone,
+                                                                        cfg.name))
+    with out.status(f"creating {cfg.name}") as status:
+        def progress(text: str) -> None:
+            status.update(text)
+            out.print(text, markup=False)
+
+        co.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest)
+    out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
+              f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
+
+
+@app.command("describe", help="Node pools, TPU capacity and the installed JobSet version.")
+def describe_command(
+    name: str = typer.Argument(..., help="Cluster name."),
+    project: str = ProjectOpt,
+    zone: str = ZoneOpt,
+    skip_jobset: bool = typer.Option(False, "--skip-jobset",
+                                     help="Do not connect to the cluster to look for JobSet."),
+) -> None:
+    from rich.table import Table
+
+    from elastix import cluster_ops as co
+    from elastix.errors import NotFoundError
+
+    cfg = co.validate(project, zone, name)
+    client = co.make_client()
+    cluster = co.get_cluster(client, cfg)
+    if cluster is None:
+        raise NotFoundError(f"no cluster {name!r} in {cfg.project}/{cfg.zone}",
+                            hint="list them with: gcloud container clusters list")
+    out = _console()
+    out.print(f"cluster {cluster.name}: {cluster.status.name}, GKE "
+              f"{cluster.current_master_version or '?'}, endpoint {cluster.endpoint or '-'}",
+              markup=False)
+    table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "status")
+    pools = co.pools(cluster)
+    for p in pools:
+        table.add_row(p.name, p.machine_type, str(p.nodes), p.topology or "-",
+                      str(p.tpu_chips) if p.tpu_chips else "-", p.status)
+    out.print(table)
+    out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
+              f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
+    if not skip_jobset:
+        from elastix import gcp
+        from elastix import jobset_install as ji
+
+        api, where = gcp.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
+        st = ji.status(api, where)
+        out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
+                  + (f", {st.ready_replicas} controller replica(s) ready" if st.installed
+                     else ""), markup=False)
+
+
+@app.command("delete", help="Delete a GKE cluster (asks for confirmation).")
+def delete_command(
+    name: str = typer.Argument(..., help="Cluster name."),
+    project: str = ProjectOpt,
+    zone: str = ZoneOpt,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    dry_run: bool = DryRunOpt,
+) -> None:
+    from elastix import cluster_ops as co
+
+    cfg = co.validate(project, zone, name)
+    out = _console()
+    steps = co.plan_delete(cfg)
+    if dry_run:
+        _print_steps(out, cfg, steps)
+        return
+    if not yes and not typer.confirm(
+            f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
+        raise typer.Abort()
+    client = co.make_client()
+    with out.status(f"deleting {cfg.name}") as status:
+        def progress(text: str) -> None:
+            status.update(text)
+            out.print(text, markup=False)
+
+        co.run(client, cfg, steps, progress)
+    out.print(f"cluster {cfg.name} deleted", markup=False)
