@@ -6,6 +6,11 @@ receives them in the controller. A slice is live iff *every* one of its hosts ha
 within the timeout, so a slice with one dead host is down even while its other hosts are fine, and
 a replaced host counts again as soon as it heartbeats.
 
+A host that is replaced faster than the timeout (its slice's heartbeats never went stale) still
+lost its state: the first heartbeat from a new pid *latches* the slice as down, and the next
+``live_slices()`` reports it missing once. So no loss goes unseen, as on TPU, where any in-flight
+operation on the dead host fails.
+
 Addresses (``ELASTIX_LOCAL_HEALTH``):
 
 - ``unix:/path/to/health.sock``: a UNIX datagram socket file (bound here, unlinked on close);
@@ -95,6 +100,7 @@ class LocalHeartbeatHealth:
         self._clock = clock
         self._last: dict[tuple[int, int], float] = {}
         self._pids: dict[tuple[int, int], int] = {}
+        self._latched: set[int] = set()  # slices with a replaced host, not yet reported down
         self._cond = threading.Condition()
         self._closed = False
         family, sockaddr = parse_address(address)
@@ -135,6 +141,8 @@ class LocalHeartbeatHealth:
             with self._cond:
                 key = (slice_id, host)
                 if ts >= self._last.get(key, float("-inf")):
+                    if self._pids.get(key, pid) != pid:
+                        self._latched.add(slice_id)
                     self._last[key] = ts
                     self._pids[key] = pid
                 self._cond.notify_all()
@@ -149,9 +157,14 @@ class LocalHeartbeatHealth:
         return frozenset(live)
 
     def live_slices(self) -> frozenset[int]:
-        """Slices whose every host heartbeated within the timeout. Never blocks."""
+        """Slices whose every host heartbeated within the timeout. Never blocks.
+
+        A slice with a host replaced since the last call is reported missing once.
+        """
         with self._cond:
-            return self._live_locked()
+            live = self._live_locked() - self._latched
+            self._latched.clear()
+            return live
 
     def host_pids(self) -> dict[tuple[int, int], int]:
         """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""
@@ -166,6 +179,7 @@ class LocalHeartbeatHealth:
         """
         deadline = time.monotonic() + timeout
         with self._cond:
+            self._latched.clear()  # a waiter wants replacements: they count at once
             while True:
                 live = self._live_locked()
                 if len(live) >= required:

@@ -136,3 +136,16 @@ def test_real_slice_hosts_killed_and_replaced(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_host_replaced_before_the_timeout_is_still_reported_lost_once(tmp_path):
+    clock = Clock()
+    addr = f"unix:{tmp_path}/h.sock"
+    with LocalHeartbeatHealth(addr, num_slices=2, timeout=2.0, clock=clock) as health:
+        for s in range(2):
+            _send(addr, s, 0, 10 + s, clock.t)
+        health.wait_for(2, timeout=5)
+        _send(addr, 1, 0, 77, clock.t + 0.1)  # new pid for slice 1, heartbeats never stale
+        wait_until(lambda: _received(health, (1, 0), 77), 5, "hb from the replacement")
+        assert health.live_slices() == frozenset({0})  # the loss, once
+        assert health.live_slices() == frozenset({0, 1})
