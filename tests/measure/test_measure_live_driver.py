@@ -1,0 +1,97 @@
+"""The measurement driver against the real local backend: real processes, real SIGKILL.
+
+The controller is tests/measure/event_controller.py (JAX-free, writes docs/events.md events and
+log lines); the trainer's own live test is test_measure_live_trainer.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from elastix.backends.local import LocalBackend
+from elastix.chaos_run import measure_kill, read_stream
+from elastix.measure import events_from_log, recoveries
+
+CONTROLLER = Path(__file__).resolve().parent / "event_controller.py"
+
+
+def _cli(env, *args, check=True, timeout=180):
+    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
+                       text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"elastix {args} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def _create(env, name, extra=""):
+    _cli(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+         "--elastic-slices", "2", "--max-slice-restarts", "5",
+         "--command", f"{sys.executable} {CONTROLLER} --step-delay 0.05 {extra}")
+
+
+def _wait_steps(backend, name, n, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events, _ = read_stream(backend, name)
+        if sum(1 for e in events if e.name == "step") >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name}: fewer than {n} steps after {timeout} s")
+
+
+def test_measure_one_kill_events_and_log_agree(live_env):
+    backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
+    _create(live_env, "meas")
+    try:
+        _wait_steps(backend, "meas", 8)
+        m = measure_kill(backend, "meas", lambda: [backend.kill_worker("meas", seed=3)],
+                         timeout=60, poll=0.1)
+        r = m.recovery
+        assert m.source == "events" and not m.timed_out and r is not None and r.complete
+        phases = r.phases()
+        assert [p[0] for p in phases] == ["detection", "cleanup", "waiting for slices",
+                                          "restore", "first step"]
+        assert all(a <= b for _, a, b in phases)  # ordered and contiguous from the kill
+        assert phases[0][1] == r.kill and phases[-1][2] == r.first_step_at
+        assert r.steps_lost == r.last_step - r.restored_step and r.restored_step % 5 == 0
+        assert r.first_step == r.restored_step + 1
+        assert m.jobset_restarts == 0 and m.head_restarts == 0 and m.pid_same and m.in_process
+        # the head's log gives the same recovery, to the millisecond
+        from elastix.backends.base import LogOptions
+
+        lines = [e.text for e in backend.logs("meas", LogOptions()) if not e.notice]
+        (from_log,) = recoveries(events_from_log(lines))[-1:]
+        from_log.kill = r.kill
+        assert from_log.to_json() | {"pid_after": None, "pid_before": None} == r.to_json() | {
+            "pid_after": None, "pid_before": None}
+    finally:
+        _cli(live_env, "workload", "delete", "meas", "--wait", check=False)
+
+
+def test_chaos_run_reports_and_fails_on_bound(live_env, tmp_path):
+    backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
+    _create(live_env, "soak", extra="--no-events")  # measured from the head's log
+    try:
+        _wait_steps(backend, "soak", 8)
+        png = tmp_path / "soak.png"
+        p = _cli(live_env, "chaos", "run", "soak", "--kills", "2", "--interval", "0",
+                 "--mode", "host", "--seed", "7", "--max-steps-lost", "0", "--timeout", "60s",
+                 "-o", "json", "--plot", str(png), "--window", "2", check=False)
+        assert p.returncode == 1, p.stderr
+        d = json.loads(p.stdout)
+        assert len(d["kills"]) == 2 and d["totals"]["recovered"] == 2
+        assert all(k["source"] == "log" and k["in_process"] for k in d["kills"])
+        lost = [k["recovery"]["steps_lost"] for k in d["kills"]]
+        assert d["violations"] == [f"kill {i}: {n} steps lost > 0"
+                                   for i, n in enumerate(lost, 1) if n > 0]
+        assert "missed a bound" in p.stderr and "Traceback" not in p.stderr
+        assert 0 < d["totals"]["goodput"] < 1 and len(d["goodput"]["recoveries"]) == 2
+        assert png.read_bytes()[:4] == b"\x89PNG"
+        p = _cli(live_env, "workload", "goodput", "soak", "-o", "json")
+        assert json.loads(p.stdout)["source"] == "log"
+    finally:
+        _cli(live_env, "workload", "delete", "soak", "--wait", check=False)
