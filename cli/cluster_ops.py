@@ -210,22 +210,25 @@ def translate(err: Exception, what: str) -> Exception:
     """A ``google.api_core`` error as an elastix error with a hint."""
     from google.api_core import exceptions as g
 
-    msg = getattr(err, "message", None) or str(err)
+    # The REST transport prefixes the message with "POST https://...: "; the URL adds nothing.
+    msg = re.sub(r"^[A-Z]+ \S+: ", "", getattr(err, "message", None) or str(err))
+    # HTTP status classes: the REST transport raises Forbidden/TooManyRequests/BadRequest/...,
+    # of which the gRPC-named errors (PermissionDenied, ResourceExhausted, ...) are subclasses.
     if isinstance(err, g.NotFound):
         return NotFoundError(f"not found while {what}: {msg}",
                              hint="check --project and --zone, and that the Kubernetes Engine API "
                                   "is enabled (gcloud services enable container.googleapis.com)")
-    if isinstance(err, (g.PermissionDenied, g.Unauthenticated)):
+    if isinstance(err, (g.Forbidden, g.Unauthorized)):
         return BackendError(f"permission denied while {what}: {msg}",
                             hint="the credentials need roles/container.admin on the project "
                                  "(gcloud auth application-default login)")
-    if isinstance(err, g.ResourceExhausted):
+    if isinstance(err, g.TooManyRequests):
         return BackendError(f"quota or capacity exhausted while {what}: {msg}",
                             hint="request TPU quota in the zone, try another zone, or use --spot")
-    if isinstance(err, g.AlreadyExists):
+    if isinstance(err, g.Conflict):
         return BackendError(f"already exists while {what}: {msg}",
                             hint="run `elastix cluster describe` to see it")
-    if isinstance(err, (g.InvalidArgument, g.FailedPrecondition)):
+    if isinstance(err, g.BadRequest):
         return UsageError(f"GKE rejected the request while {what}: {msg}",
                           hint="another operation may be running on the cluster; check "
                                "`elastix cluster describe`")
