@@ -261,6 +261,9 @@ def main() -> int:
         print_table(rows)
         offenders = import_offenders(elastix, ["--help"], env, cwd, args.top)
         print_offenders("elastix --help -X importtime", offenders)
+        if any(c.name == "dry-run" for c in cases):
+            dry = import_offenders(elastix, ELASTIX_DRY_RUN, env, cwd, args.top)
+            print_offenders("elastix dry-run -X importtime", dry)
         print_offenders("xpk --help -X importtime", import_offenders(xpk, ["--help"], env, cwd, 5))
         leftovers = sorted(str(p.relative_to(tmp)) for p in Path(tmp).rglob("*") if p.is_file())
         print(f"\nfiles left in the temp HOME/cwd by the runs: {leftovers or 'none'}")
