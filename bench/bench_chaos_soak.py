@@ -1,0 +1,112 @@
+"""Local chaos soak: downtime per kill, steps lost and goodput, with snapshots on and off.
+
+Runs the real trainer on the local backend (CPU devices, real SIGKILL of slice-host processes),
+``--kills`` kills per configuration via ``elastix chaos run -o json``, the two configurations one
+after the other on the same machine, and prints one table to paste into docs/benchmarks.md.
+
+    /work/venvs/dev/bin/python bench/bench_chaos_soak.py --kills 5 --interval 20s
+
+``--trainer-args`` is passed to the trainer; ``--snapshot-flag`` is the flag that turns host-memory
+snapshots on (off is the trainer's default). Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from elastix.backends.local import LocalBackend
+from elastix.chaos_run import read_stream
+
+
+def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
+                       text=True)
+    if check and p.returncode != 0:
+        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dict:
+    state = os.path.join(root, label)
+    os.makedirs(state)
+    env = {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
+           "KUBECONFIG": os.path.join(root, "none")}
+    name = f"soak-{label}"
+    ckpt = os.path.join(root, f"ckpt-{label}")
+    cmd = f"{sys.executable} -m elastix.trainer --checkpoint-dir {ckpt} {trainer_args}"
+    elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
+            str(a.slices), "--elastic-slices", str(a.slices), "--max-slice-restarts",
+            str(a.kills + 2), "--command", cmd)
+    try:
+        backend = LocalBackend(state)
+        deadline = time.monotonic() + 600
+        while not any(e.name == "step" for e in read_stream(backend, name)[0]):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: no step after 600 s\n"
+                                 + elastix(env, "logs", name, check=False).stdout[-3000:])
+            time.sleep(0.5)
+        time.sleep(a.warmup)  # let a checkpoint (and snapshot) land before the first kill
+        p = elastix(env, "chaos", "run", name, "--kills", str(a.kills), "--interval", a.interval,
+                    "--mode", "host", "--seed", str(a.seed), "--timeout", "5m", "-o", "json",
+                    "--plot", os.path.join(a.plots, f"soak-{label}.png"), "--window", "10",
+                    check=False)
+        if not p.stdout.strip():
+            raise SystemExit(f"chaos run {name} printed nothing:\n{p.stderr}")
+        return json.loads(p.stdout)
+    finally:
+        elastix(env, "workload", "delete", name, "--wait", check=False)
+
+
+def summarise(label: str, d: dict) -> list[str]:
+    recs = [k["recovery"] for k in d["kills"] if k["recovery"] and k["recovery"]["complete"]]
+    down = [r["downtime_seconds"] for r in recs]
+    lost = [r["steps_lost"] for r in recs]
+    det = [r["phases"]["detection"] for r in recs]
+    restore = [r["phases"]["restore"] for r in recs]
+    first = [r["phases"]["first step"] for r in recs]
+    srcs = sorted({r["restore_source"] for r in recs})
+    med = lambda xs: f"{statistics.median(xs):.2f}" if xs else "-"  # noqa: E731
+    rows = [f"| {label} | {len(recs)}/{len(d['kills'])} | {med(down)} "
+            f"({min(down, default=0):.2f}-{max(down, default=0):.2f}) | {med(det)} | "
+            f"{med(restore)} | {med(first)} | {med(lost)} ({', '.join(map(str, lost))}) | "
+            f"{', '.join(srcs)} | {d['totals']['goodput']:.1%} | "
+            f"{sum(1 for k in d['kills'] if k['in_process'])}/{len(d['kills'])} |"]
+    for k in d["kills"]:
+        r = k["recovery"] or {}
+        rows.append(f"<!-- {label}: {json.dumps({'pod': k['kills'][0]['pod'], **r.get('phases', {}), 'downtime': r.get('downtime_seconds'), 'lost': r.get('steps_lost')})} -->")  # noqa: E501
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kills", type=int, default=5)
+    ap.add_argument("--interval", default="20s")
+    ap.add_argument("--slices", type=int, default=2)
+    ap.add_argument("--tpu-type", default="v5litepod-8")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--trainer-args", default="")
+    ap.add_argument("--snapshot-flag", default="--snapshot-every 5")
+    ap.add_argument("--plots", default=tempfile.gettempdir())
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        results = {"snapshots off": soak("off", a.trainer_args, a, root),
+                   "snapshots on": soak("on", f"{a.trainer_args} {a.snapshot_flag}", a, root)}
+    print(f"command: {shlex.join(sys.argv)}")
+    print("| config | recovered | downtime s, median (range) | detection s | restore s | "
+          "first step s | steps lost, median (each) | restored from | goodput | in-process |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, d in results.items():
+        print("\n".join(summarise(label, d)))
+
+
+if __name__ == "__main__":
+    main()
