@@ -81,9 +81,7 @@ def _clean_env(home: Path, exe_dirs: list[Path]) -> dict[str, str]:
     }
 
 
-def _run(
-    argv: list[str], env: dict[str, str], cwd: Path
-) -> tuple[float, subprocess.CompletedProcess]:
+def _run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     return time.perf_counter() - start, proc
@@ -199,9 +197,7 @@ def import_offenders(script: Path, args: list[str], env: dict, cwd: Path, top: i
         entries.append((int(self_us), int(cum_us), name.rstrip()))
     total = sum(s for s, _, _ in entries)
     # Top-level entries (no indentation) tell which package pulled in what.
-    roots = sorted(((c, n.strip()) for _, c, n in entries if not n.startswith("  ")), reverse=True)[
-        :top
-    ]
+    roots = sorted(((c, n.strip()) for _, c, n in entries if not n.startswith("  ")), reverse=True)[:top]
     selfs = sorted(((s, n.strip()) for s, _, n in entries), reverse=True)[:top]
     return [total, roots, selfs, len(entries)]
 

@@ -94,9 +94,7 @@ def diff(a: Any, b: Any, path: str = "") -> list[tuple[str, str, str]]:
         return out
     if a != b:
         kind = "type" if type(a) is not type(b) and str(a) == str(b) else "value"
-        out.append(
-            (kind, path, f"xpk {_short(json.dumps(a), 50)} | elastix {_short(json.dumps(b), 50)}")
-        )
+        out.append((kind, path, f"xpk {_short(json.dumps(a), 50)} | elastix {_short(json.dumps(b), 50)}"))
     return out
 
 
