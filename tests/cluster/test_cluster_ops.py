@@ -190,3 +190,34 @@ def test_dry_run_prints_every_request(capsys, tmp_path):
     assert '"tpuTopology": "4x4"' in out
     assert "PATCH /apis/apps/v1/namespaces/jobset-system/deployments/jobset-controller-manager" \
         in out
+
+
+def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsys, k8s_api,
+                                                   tmp_path):
+    from google.auth.credentials import AnonymousCredentials
+
+    from elastix import gcp
+
+    # Seams at the credential and kube-client factories only: the GKE API goes over HTTP to
+    # httpserver, the JobSet check over HTTP to the fake API server.
+    monkeypatch.setenv(gcp.ENDPOINT_ENV, httpserver.url_for("").rstrip("/"))
+    monkeypatch.setattr(gcp, "credentials", lambda: (AnonymousCredentials(), None))
+    monkeypatch.setattr(gcp, "api_client_for_cluster", lambda *a: (k8s_api, "fake"))
+    ji.apply(k8s_api, "fake", ji.plan(jobset_manifest.manifest()))
+    cluster = {"name": "elastic", "status": "RUNNING", "currentMasterVersion": "1.33.2-gke.1",
+               "endpoint": "34.1.2.3", "nodePools": [
+                   {"name": "pathways-head", "initialNodeCount": 1, "status": "RUNNING",
+                    "config": {"machineType": "n2-standard-32"}}] + [
+                   {"name": f"tpu-slice-{i}", "initialNodeCount": 4, "status": "RUNNING",
+                    "config": {"machineType": "ct5lp-hightpu-4t"},
+                    "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"}}
+                   for i in range(2)]}
+    _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(cluster))
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["cluster", "describe", "elastic", "--project", "my-proj-1",
+                 "--zone", "us-central1-a"]) == 0
+    out = capsys.readouterr().out
+    assert "cluster elastic: RUNNING, GKE 1.33.2-gke.1, endpoint 34.1.2.3" in out
+    assert "TPU capacity: 32 chips in 2 TPU node pools" in out
+    assert "JobSet: installed v0.12.0" in out
+    assert "tpu-slice-1" in out and "ct5lp-hightpu-4t" in out
