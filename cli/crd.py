@@ -24,6 +24,7 @@ from typing import Any
 from elastix.errors import ManifestError
 
 CRD_FILE = "jobset-crd-v0.12.0.yaml"
+SCHEMA_FILE = "jobset-v1alpha2-schema.json"  # the CRD's v1alpha2 schema, extracted (fast to load)
 CRD_SHA256 = "d022b87624512cf0b6741b31b24a2bea9945b5a838b50713af29332c878bb6fe"
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 KIND = "JobSet"
@@ -47,7 +48,19 @@ def crd_text() -> str:
 
 @functools.lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    """The v1alpha2 ``openAPIV3Schema`` of the vendored CRD."""
+    """The v1alpha2 ``openAPIV3Schema`` of the vendored CRD.
+
+    Read from the JSON extract shipped beside the CRD: parsing the 820 KB YAML costs ~70 ms on
+    every dry run, the JSON ~3 ms. A test checks the extract equals :func:`schema_from_crd`.
+    """
+    import json
+
+    text = resources.files("elastix.templates").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def schema_from_crd() -> dict[str, Any]:
+    """The v1alpha2 schema parsed from the vendored CRD YAML itself (slow; for tests and regen)."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -14,6 +14,7 @@ import typer
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
 from elastix.commands import goodput as _goodput  # noqa: F401  (registers `workload goodput`)
+from elastix.commands import workload_ops as _workload_ops  # noqa: F401  (list, status, delete)
 from elastix.errors import ElastixError, SpecError, UsageError
 
 app = typer.Typer(
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as err:  # click usage errors and anything unexpected
-        from typer._click import exceptions as cx  # typer vendors its own click
+        from click import exceptions as cx
 
         if isinstance(err, typer.Exit):
             return err.exit_code

@@ -233,3 +233,13 @@ def test_crd_problem_paths_are_precise():
 
 def test_vendored_crd_is_unchanged():
     assert hashlib.sha256(crd.crd_text().encode()).hexdigest() == crd.CRD_SHA256
+
+
+def test_schema_extract_matches_the_crd():
+    """The JSON extract the validator loads is exactly the CRD's v1alpha2 schema.
+
+    Regenerate it with: python -c "import json; from elastix import crd; open('templates/
+    jobset-v1alpha2-schema.json','w').write(json.dumps(crd.schema_from_crd(), sort_keys=True,
+    separators=(',',':')) + '\\n')"
+    """
+    assert crd.schema() == crd.schema_from_crd()
