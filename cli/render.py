@@ -105,8 +105,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     main_env: dict[str, Any] = {
         "PATHWAYS_HEAD": coordinator,
         "JAX_PLATFORMS": {"value": "proxy"},
-        "JAX_BACKEND_TARGET": {"value": "grpc://$(PATHWAYS_HEAD):29000"},
         "XCLOUD_ENVIRONMENT": {"value": "GCP"},
+        "JAX_BACKEND_TARGET": {"value": "grpc://$(PATHWAYS_HEAD):29000"},
         "ELASTIX_WORKLOAD": {"value": spec.name},
         "ELASTIX_NUM_SLICES": {"value": str(spec.num_slices)},
     }
