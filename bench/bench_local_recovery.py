@@ -1,0 +1,149 @@
+"""Local backend: elastic kill-to-next-step time and its parts vs a full workload restart.
+
+One local workload (the real trainer, CPU devices), scheduling delay 0. Alternating, ``--runs``
+times each, in the same run on the same machine:
+
+- **elastic**: SIGKILL one slice-host process (``LocalBackend.kill_worker``); the controller
+  recovers in-process (detection, cleanup, waiting for slices, restore, first step);
+- **restart**: SIGKILL the controller process; the supervisor recreates the whole workload
+  (JobSet restart: every slice host and a new controller), which resumes from the checkpoint.
+
+Each recovery is measured from the kill to the first completed step after it, from the trainer's
+events, with ``elastix.chaos_run.measure_kill`` (the same code as ``chaos kill-worker --measure``).
+
+    /work/venvs/dev/bin/python bench/bench_local_recovery.py --runs 3
+
+Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from elastix.backends.base import KillRecord, utcnow
+from elastix.backends.local import LocalBackend
+from elastix.chaos_run import measure_kill
+
+DEFAULT_TRAINER = ("--preset tiny --steps 1000000 --batch-per-device 4 --seq-len 64 "
+                   "--checkpoint-period 10 --elastic-mode pause-resume --max-slice-losses 100 "
+                   "--slice-wait-timeout 300")
+
+
+def elastix(env: dict[str, str], *args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p.stdout
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (v := cond()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+    return v
+
+
+def committed_after(backend: LocalBackend, name: str, n_events: int) -> bool:
+    evs = backend.read_events(name) or []
+    return any(e["event"] == "checkpoint_committed" for e in evs[n_events:])
+
+
+def kill_controller(backend: LocalBackend, name: str) -> list[KillRecord]:
+    """SIGKILL the trainer process (the newest run_start's pid): a crashed controller."""
+    pid = [e["pid"] for e in backend.read_events(name) or [] if e["event"] == "run_start"][-1]
+    t = utcnow()
+    os.kill(pid, signal.SIGKILL)
+    return [KillRecord(workload=name, pod=f"{name}-pathways-head", slice=None, host=None,
+                       node="localhost", time=t, pid=pid)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--slices", type=int, default=2)
+    ap.add_argument("--tpu-type", default="v5litepod-8")
+    ap.add_argument("--health-timeout", default="2.0", help="ELASTIX_HEALTH_TIMEOUT, seconds")
+    ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
+    a = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
+    env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
+           "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),
+           "ELASTIX_LOCAL_SCHEDULING_DELAY": "0", "ELASTIX_HEALTH_TIMEOUT": a.health_timeout}
+    name = "bench-recovery"
+    cmd = f"elastix-train --checkpoint-dir {root}/ckpt {a.trainer_args}"
+    elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
+            str(a.slices), "--elastic-slices", str(a.slices), "--max-slice-restarts",
+            str(a.runs + 2), "--max-restarts", str(a.runs + 1), "--command", cmd)
+    backend = LocalBackend(env["ELASTIX_STATE_DIR"])
+    results: dict[str, list] = {"elastic": [], "restart": []}
+    try:
+        wait_for(lambda: committed_after(backend, name, 0), 600, "a first checkpoint")
+        for i in range(a.runs):
+            for kind in ("elastic", "restart"):
+                n = len(backend.read_events(name) or [])
+                wait_for(lambda n=n: committed_after(backend, name, n), 300,
+                         "a fresh checkpoint before the kill")
+                if kind == "elastic":
+                    def kill(i=i):
+                        return [backend.kill_worker(name, slice=i % a.slices)]
+                else:
+                    def kill():
+                        return kill_controller(backend, name)
+                m = measure_kill(backend, name, kill, timeout=600, poll=0.2)
+                r = m.recovery
+                if r is None or not r.complete:
+                    raise SystemExit(f"{kind} run {i + 1}: no recovery ({m.state_after})")
+                print(f"{kind} {i + 1}: {r.downtime:.2f} s {json.dumps(r.phase_seconds())} "
+                      f"pid same {m.pid_same} jobset restarts {m.jobset_restarts}", flush=True)
+                results[kind].append(m)
+    finally:
+        subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name], env=env,
+                       capture_output=True)
+    report(results, a)
+    return 0
+
+
+def report(results: dict[str, list], a: argparse.Namespace) -> None:
+    def med(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.median(xs) if xs else None
+
+    def fmt(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    el = [m.recovery for m in results["elastic"]]
+    rs = [m.recovery for m in results["restart"]]
+    print(f"\n{a.runs} runs each, {a.slices} x {a.tpu_type} (local), health timeout "
+          f"{a.health_timeout} s, scheduling delay 0\n")
+    print("| recovery | kill → next step, median (min–max) s | parts (median s) | same PID | "
+          "JobSet restarts |")
+    print("|---|---|---|---|---|")
+    for label, recs, ms in (("elastic (kill a slice host)", el, results["elastic"]),
+                            ("full restart (kill the controller)", rs, results["restart"])):
+        downs = [r.downtime for r in recs]
+        parts = {}
+        for r in recs:
+            for k, v in r.phase_seconds().items():
+                parts.setdefault(k, []).append(v)
+        part_text = ", ".join(f"{k} {fmt(med(v))}" for k, v in parts.items())
+        print(f"| {label} | {fmt(med(downs))} ({fmt(min(downs))}–{fmt(max(downs))}) | "
+              f"{part_text} | {all(m.pid_same for m in ms)} | "
+              f"{sum(m.jobset_restarts for m in ms)} |")
+    ratios = [r.downtime / e.downtime for e, r in zip(el, rs, strict=True)]
+    print(f"\nfull restart / elastic, median of pairwise ratios: {med(ratios):.1f}x "
+          f"({', '.join(f'{x:.1f}' for x in ratios)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
