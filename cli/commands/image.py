@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
 from elastix.errors import UsageError
 
 app = typer.Typer(no_args_is_help=True)
@@ -29,8 +30,9 @@ def build_command(
         None, "--context-dir", help="Also write the build context here (for Cloud Build or "
         "another engine)."),
 ) -> None:
-    from elastix import image
     from rich.console import Console
+
+    from elastix import image
 
     extra = list(requirement)
     if requirements_file is not None:

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_engine import FakeEngine
+
 from elastix import image
 from elastix.errors import BackendError, UsageError
 from elastix.main import main
-from fake_engine import FakeEngine
 
 HADOLINT = Path(sys.executable).with_name("hadolint")
 TAG = "localhost:5000/team/trainer:v1"
