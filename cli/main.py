@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        app(args=_normalize(argv), prog_name="elastix", standalone_mode=False)
+        result = app(args=_normalize(argv), prog_name="elastix", standalone_mode=False)
+        if result == 130:  # typer turns Ctrl-C into Exit(130) and returns it when not standalone
+            sys.stderr.write("interrupted\n")
+            return 130
     except ElastixError as err:
         if debug:
             raise

@@ -102,6 +102,8 @@ class WorkloadStatus:
 
         d = conv(dataclasses.asdict(self))
         d["age_seconds"] = self.age_seconds()
+        for sd, s in zip(d["slices"], self.slices, strict=True):  # properties: not fields
+            sd["state"], sd["ready"] = s.state, s.ready
         return d
 
 

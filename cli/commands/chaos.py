@@ -9,6 +9,44 @@ from elastix.commands import common
 app = typer.Typer(no_args_is_help=True)
 
 
+def kill_worker(t: common.Target, name: str, *, slice_: int | None, host: int | None,
+                seed: int | None, dry_run: bool, output: str = "text"):
+    """Kill one worker pod with no grace (SIGKILL) and print what was killed, when (UTC, ms)."""
+    import json
+
+    from elastix import display
+    from elastix.errors import UsageError
+
+    if output not in ("text", "json"):
+        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
+    if host is not None and slice_ is None:
+        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    rec = common.get_backend(t).kill_worker(name, slice=slice_, host=host, seed=seed,
+                                            dry_run=dry_run)
+    typer.echo(json.dumps(display.kill_json(rec)) if output == "json" else display.kill_line(rec))
+    return rec
+
+
+@app.command("kill-worker")
+def kill_worker_command(
+    name: str = typer.Argument(..., help="Workload name."),
+    slice_: int = typer.Option(None, "--slice", help="Kill a worker of this slice [random]."),
+    host: int = typer.Option(None, "--host", help="Kill this host of --slice [random]."),
+    seed: int = typer.Option(None, "--seed", help="Seed of the random choice (reproducible)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show which pod would be killed."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json."),
+    backend: str = common.BackendOpt, context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
+    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+) -> None:
+    """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
+    from elastix.commands.workload_ops import target
+
+    t = target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
+    kill_worker(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run, output=output)
+
+
 @app.command("run")
 def run_command(
     name: str = typer.Argument(..., help="Workload name."),

@@ -1,11 +1,63 @@
-"""`elastix logs`."""
+"""`elastix logs`: stream a workload's log (the head's main container by default)."""
 
 from __future__ import annotations
 
+import re
+
 import typer
 
+from elastix.commands import common
 
-def logs_command(name: str = typer.Argument(..., help="Workload name.")) -> None:
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """``90s``, ``5m``, ``1h30m``, ``2d`` or plain seconds -> seconds."""
     from elastix.errors import UsageError
 
-    raise UsageError("elastix logs is not implemented yet")
+    m = _DURATION.match(text.strip()) if not text.strip().isdigit() else None
+    if text.strip().isdigit():
+        return int(text)
+    if not m or not any(m.groups()):
+        raise UsageError(f"--since {text!r} is not a duration", hint="e.g. --since 30s, 5m, 1h30m")
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + s
+
+
+def logs_command(
+    name: str = typer.Argument(..., help="Workload name."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Keep streaming, across head pod restarts, until Ctrl-C."),
+    container: str = typer.Option(None, "--container", "-c",
+                                  help="Container: the main one by default; pathways-proxy or "
+                                       "pathways-rm on the head."),
+    slice_: int = typer.Option(None, "--slice", help="A worker of this slice instead of the head."),
+    host: int = typer.Option(None, "--host", help="Host (pod index) within --slice [0]."),
+    since: str = typer.Option(None, "--since", help="Only lines newer than this (30s, 5m, 1h)."),
+    tail: int = typer.Option(None, "--tail", help="Only the last N lines to start with."),
+    backend: str = common.BackendOpt, context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
+    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+) -> None:
+    """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
+    import sys
+
+    from elastix.backends.base import LogOptions
+    from elastix.commands.workload_ops import target
+    from elastix.errors import UsageError
+
+    if tail is not None and tail < 0:
+        raise UsageError("--tail must be 0 or more")
+    opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
+                      since_seconds=parse_duration(since) if since else None, tail_lines=tail)
+    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
+                                  location, state_dir))
+    out, err = sys.stdout, sys.stderr
+    for event in b.logs(name, opts):
+        if event.notice:
+            err.write(f"elastix: {event.text}\n")
+            err.flush()
+        else:
+            out.write(event.text + "\n")
+            out.flush()

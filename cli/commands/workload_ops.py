@@ -1,0 +1,119 @@
+"""`elastix workload list | status | delete` (registered on ``elastix.commands.workload.app``)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from elastix.commands import common
+from elastix.commands.workload import app
+
+
+def target(backend: str | None, context: str | None, kubeconfig: str | None, namespace: str,
+           cluster: str | None, project: str | None, location: str | None,
+           state_dir: str | None) -> common.Target:
+    """A ``Target`` from the shared options (used by logs and chaos too)."""
+    return common.Target(backend=backend, context=context, kubeconfig=kubeconfig,
+                         namespace=namespace, cluster=cluster, project=project,
+                         location=location, state_dir=state_dir)
+
+
+def _check_output(output: str) -> None:
+    from elastix.errors import UsageError
+
+    if output not in ("table", "json"):
+        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table or -o json")
+
+
+def _watch(render, interval: float) -> None:
+    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point)."""
+    import time
+
+    from rich.live import Live
+
+    from elastix.display import console as make_console
+
+    console = make_console()
+    with Live(render(), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)  # a refresh period, not synchronisation
+            live.update(render(), refresh=True)
+
+
+@app.command("list")
+def list_(
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
+    backend: str = common.BackendOpt, context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
+    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+) -> None:
+    """List workloads: state, slices ready, pods, restarts, head, age."""
+    from elastix import display
+
+    _check_output(output)
+    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
+                                  location, state_dir))
+    if output == "json":
+        typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
+        return
+
+    def render():
+        items = b.list()
+        if not items:
+            from rich.text import Text
+
+            return Text(f"no workloads in namespace {namespace}")
+        return display.workloads_table(items)
+
+    if watch:
+        _watch(render, interval)
+    display.console().print(render())
+
+
+@app.command("status")
+def status(
+    name: str = typer.Argument(..., help="Workload name."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
+    backend: str = common.BackendOpt, context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
+    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+) -> None:
+    """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
+    from elastix import display
+
+    _check_output(output)
+    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
+                                  location, state_dir))
+    if output == "json":
+        typer.echo(json.dumps(b.status(name).to_json(), indent=2))
+        return
+    if watch:
+        _watch(lambda: display.status_renderable(b.status(name)), interval)
+    display.console().print(display.status_renderable(b.status(name)))
+
+
+@app.command("delete")
+def delete(
+    name: str = typer.Argument(..., help="Workload name."),
+    wait: bool = typer.Option(False, "--wait", help="Return only once every pod is gone."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait with --wait."),
+    backend: str = common.BackendOpt, context: str = common.ContextOpt,
+    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
+    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
+    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+) -> None:
+    """Delete a workload (its JobSet, Jobs and pods)."""
+    from rich.console import Console
+
+    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
+                                  location, state_dir))
+    b.delete(name, wait=wait, timeout=timeout)
+    gone = "deleted; every pod is gone" if wait else "deletion requested"
+    Console(stderr=True, highlight=False).print(f"workload [bold]{name}[/]: {gone}")

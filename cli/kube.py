@@ -1,0 +1,170 @@
+"""Kubernetes client construction and error translation for the GKE backend.
+
+The user's kubeconfig is only ever *read*: clients are built from their own ``Configuration``
+objects (never the library's global default), and nothing is written back. ``kubernetes`` and
+``urllib3`` are imported inside functions so that ``elastix --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from elastix.errors import BackendError, ConflictError, ElastixError, ManifestError, NotFoundError
+
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+JOBSET_PLURAL = "jobsets"
+JOBSET_INSTALL_HINT = (
+    "install JobSet on the cluster: kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+)
+
+
+def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
+    """An ``ApiClient`` for a kubeconfig context, and a label for messages (context @ server).
+
+    Args:
+        kubeconfig: path (or ``os.pathsep``-separated paths); None for ``$KUBECONFIG`` or
+            ``~/.kube/config``.
+        context: context name; None for the current context.
+    """
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    cfg = client.Configuration()
+    try:
+        config.load_kube_config(config_file=kubeconfig, context=context,
+                                client_configuration=cfg, persist_config=False)
+    except ConfigException as err:
+        raise BackendError(f"cannot use kubeconfig: {err}",
+                           hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
+                                "--location to look the cluster up") from None
+    except FileNotFoundError as err:
+        raise BackendError(f"kubeconfig not found: {err.filename}",
+                           hint="pass --kubeconfig FILE, or --cluster/--project/--location") from None
+    ctx = context
+    if ctx is None:
+        with contextlib.suppress(Exception):
+            _, current = config.list_kube_config_contexts(config_file=kubeconfig)
+            ctx = current["name"]
+    return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
+
+
+class Translator:
+    """Turns client exceptions into elastix errors with a one-line message and a hint."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where  # "context gke_x (https://1.2.3.4)": which credential, which server
+
+    @contextlib.contextmanager
+    def __call__(self, what: str, name: str | None = None, kind: str = "workload",
+                 namespace: str | None = None, invalid: type = ManifestError) -> Iterator[None]:
+        """Translate errors raised in the block.
+
+        Args:
+            what: what was being done ("creating workload x"), for the message.
+            name, kind, namespace: the object concerned, for 404 messages.
+            invalid: the error type for 400/422 answers (a rejected manifest by default).
+        """
+        try:
+            yield
+        except ElastixError:
+            raise
+        except Exception as err:  # noqa: BLE001 - sorted below, re-raised if unknown
+            raise self.translate(err, what, name, kind, namespace, invalid) from err
+
+    def translate(self, err: Exception, what: str, name: str | None = None,
+                  kind: str = "workload", namespace: str | None = None,
+                  invalid: type = ManifestError) -> Exception:
+        import urllib3.exceptions as u3
+        from kubernetes.client.exceptions import ApiException
+
+        if isinstance(err, ApiException):
+            return self._api(err, what, kind, namespace, invalid)
+        if isinstance(err, u3.MaxRetryError) and err.reason is not None:
+            return self.translate(err.reason, what, name, kind, namespace, invalid)
+        if isinstance(err, (u3.NewConnectionError, ConnectionRefusedError)):
+            # NewConnectionError subclasses ConnectTimeoutError: test it first.
+            return BackendError(f"cannot reach the Kubernetes API server while {what} "
+                                f"({self.where})",
+                                hint="is the cluster running and the context right? (--context, "
+                                     "--kubeconfig, or --cluster/--project/--location)")
+        if isinstance(err, (u3.ReadTimeoutError, u3.ConnectTimeoutError, TimeoutError)):
+            return BackendError(f"timed out {what} ({self.where})",
+                                hint="the API server is slow or unreachable; try again, or check "
+                                     "the cluster's control plane")
+        if isinstance(err, u3.SSLError):
+            return BackendError(f"TLS failed while {what} ({self.where}): {err}",
+                                hint="the server's certificate does not match the cluster CA in "
+                                     "the kubeconfig; refresh the cluster credentials")
+        if isinstance(err, (u3.ProtocolError, u3.IncompleteRead, ConnectionResetError)):
+            return BackendError(f"the connection was cut while {what} ({self.where})",
+                                hint="run the command again")
+        if isinstance(err, (u3.HTTPError, ConnectionError)):
+            return BackendError(f"cannot reach the Kubernetes API server while {what} "
+                                f"({self.where}): {err}",
+                                hint="is the cluster running and the context right? (--context, "
+                                     "--kubeconfig, or --cluster/--project/--location)")
+        return err
+
+    def _api(self, err: Any, what: str, kind: str, namespace: str | None,
+             invalid: type) -> Exception:
+        body = _status_body(err.body)
+        msg = body.get("message") or (err.reason or "").strip() or str(err.status)
+        code = err.status
+        if code == 401:
+            return BackendError(f"the API server rejected the credentials of {self.where} "
+                                f"(401 Unauthorized) while {what}",
+                                hint="refresh the credentials (for GKE: gcloud auth "
+                                     "application-default login, or the kubeconfig user's token)")
+        if code == 403:
+            return BackendError(f"permission denied while {what}: {msg}",
+                                hint=f"the identity of {self.where} needs RBAC permission for "
+                                     "this (on GKE: roles/container.developer)")
+        if code == 404:
+            details = body.get("details") or {}
+            if body.get("reason") == "NotFound" and details.get("name"):
+                if details.get("kind") == "namespaces":
+                    return NotFoundError(f"namespace {details['name']!r} does not exist",
+                                         hint="pick another namespace with -n")
+                where = f" in namespace {namespace}" if namespace else ""
+                return NotFoundError(f"no {kind} named {details['name']!r}{where}",
+                                     hint="list them with: elastix workload list"
+                                          + (f" -n {namespace}" if namespace else ""))
+            return NotFoundError(f"the JobSet API is not available on {self.where} (the JobSet "
+                                 f"CRD is not installed?) while {what}", hint=JOBSET_INSTALL_HINT)
+        if code == 409:
+            return ConflictError(f"conflict while {what}: {msg}",
+                                 hint="the object changed or already exists; try again")
+        if code in (400, 422):
+            causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes", [])]
+            text = msg if not causes else f"{msg} ({'; '.join(causes)})"
+            if invalid is not ManifestError:
+                return invalid(f"{text} (while {what})")
+            return ManifestError(f"the API server rejected the request while {what}: {text}",
+                                 hint="check the manifest with: elastix workload create "
+                                      "--dry-run=server")
+        if code == 410:
+            return BackendError(f"the watch expired while {what}", hint="run the command again")
+        if code == 429:
+            return BackendError(f"the API server is throttling requests while {what}",
+                                hint="wait a moment and try again")
+        if code >= 500:
+            return BackendError(f"the API server failed ({code}) while {what}: {msg}",
+                                hint="a control-plane problem (upgrade, overload); try again later")
+        return BackendError(f"the API server answered {code} while {what}: {msg}")
+
+
+def _status_body(body: Any) -> dict:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
