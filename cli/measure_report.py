@@ -100,3 +100,46 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
         t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
                   f"{secs / wall:.1%}" if wall else "-")
     console.print(t)
+
+
+def measured_kill(t: Any, name: str, *, slice_: int | None, host: int | None, seed: int | None,
+                  dry_run: bool, output: str, timeout: str, plot: str | None) -> KillMeasurement:
+    """``chaos kill-worker --measure``: kill, wait for the recovery, print its timeline.
+
+    Raises:
+        UsageError: bad flags. BackendError: the workload died or did not recover in time
+        (after printing what was measured).
+    """
+    import json
+
+    import typer
+    from rich.console import Console
+
+    from elastix.chaos_run import measure_kill, parse_duration, read_stream
+    from elastix.commands import common
+    from elastix.errors import BackendError, UsageError
+
+    if output not in ("text", "table", "json"):
+        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
+    if dry_run:
+        raise UsageError("--measure cannot be combined with --dry-run")
+    if host is not None and slice_ is None:
+        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    secs = parse_duration(timeout, "--timeout")
+    be = common.get_backend(t)
+    m = measure_kill(be, name, lambda: [be.kill_worker(name, slice=slice_, host=host, seed=seed)],
+                     timeout=secs)
+    if plot and m.recovery is not None and m.recovery.phases():
+        from elastix.plot import plot_recovery
+
+        plot_recovery(read_stream(be, name)[0], m.recovery, plot)
+    if output == "json":
+        typer.echo(json.dumps(m.to_json(), indent=2))
+    else:
+        print_kill(Console(highlight=False), m)
+    if m.recovery is None or not m.recovery.complete:
+        why = (f"workload {name} is {m.state_after}" if m.state_after in ("Failed", "Completed")
+               else f"training did not resume within {timeout}")
+        raise BackendError(f"no recovery measured: {why}",
+                           hint=f"see elastix logs {name} and elastix workload status {name}")
+    return m

@@ -35,6 +35,10 @@ def kill_worker_command(
     seed: int = typer.Option(None, "--seed", help="Seed of the random choice (reproducible)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show which pod would be killed."),
     output: str = typer.Option("text", "--output", "-o", help="text or json."),
+    measure: bool = typer.Option(False, "--measure", help="Wait for the recovery and report "
+                                 "its timeline, downtime and steps lost."),
+    timeout: str = typer.Option("10m", "--timeout", help="--measure: give up after this."),
+    plot: str = typer.Option(None, "--plot", help="--measure: draw the timeline to FILE.png."),
     backend: str = common.BackendOpt, context: str = common.ContextOpt,
     kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
     cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
@@ -44,6 +48,12 @@ def kill_worker_command(
     from elastix.commands.workload_ops import target
 
     t = target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
+    if measure or plot:
+        from elastix.measure_report import measured_kill
+
+        measured_kill(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run,
+                      output=output, timeout=timeout, plot=plot)
+        return
     kill_worker(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run, output=output)
 
 

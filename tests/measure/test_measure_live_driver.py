@@ -43,7 +43,7 @@ def _wait_steps(backend, name, n, timeout=60.0):
     raise AssertionError(f"{name}: fewer than {n} steps after {timeout} s")
 
 
-def test_measure_one_kill_events_and_log_agree(live_env):
+def test_measure_one_kill_events_and_log_agree(live_env, tmp_path):
     backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
     _create(live_env, "meas")
     try:
@@ -68,6 +68,17 @@ def test_measure_one_kill_events_and_log_agree(live_env):
         from_log.kill = r.kill
         assert from_log.to_json() | {"pid_after": None, "pid_before": None} == r.to_json() | {
             "pid_after": None, "pid_before": None}
+        # the command: kill-worker --measure
+        png = tmp_path / "rec.png"
+        p = _cli(live_env, "chaos", "kill-worker", "meas", "--slice", "1", "--host", "0",
+                 "--measure", "--timeout", "60s", "-o", "json", "--plot", str(png))
+        d = json.loads(p.stdout)
+        assert d["in_process"] and d["recovery"]["index"] == 2 and d["kills"][0]["slice"] == 1
+        assert d["recovery"]["steps_lost"] == d["recovery"]["last_step"] - d["recovery"][
+            "restored_step"]
+        assert png.read_bytes()[:4] == b"\x89PNG"
+        p = _cli(live_env, "chaos", "kill-worker", "meas", "--measure", "--dry-run", check=False)
+        assert p.returncode == 2 and "--dry-run" in p.stderr
     finally:
         _cli(live_env, "workload", "delete", "meas", "--wait", check=False)
 
