@@ -55,10 +55,10 @@ def get_cluster(project: str, location: str, cluster: str, creds: Any = None) ->
                             f"{location!r}",
                             hint="check --cluster/--project/--location (a zonal cluster needs "
                                  "its zone, e.g. us-central1-a)") from None
-    except (gexc.Unauthenticated, RefreshError) as err:
+    except (gexc.Unauthenticated, gexc.Unauthorized, RefreshError) as err:
         raise BackendError(f"Google Cloud rejected the application-default credentials: {err}",
                            hint=ADC_HINT) from None
-    except gexc.PermissionDenied as err:
+    except (gexc.PermissionDenied, gexc.Forbidden) as err:
         raise BackendError(f"permission denied reading cluster {name}: {err.message}",
                            hint="the credentials need container.clusters.get "
                                 "(roles/container.clusterViewer)") from None

@@ -68,7 +68,10 @@ def _split_ts(line: str) -> tuple[dt.datetime | None, str]:
 def _read_lines(resp: Any) -> Iterator[str]:
     buf = b""
     try:
-        for chunk in resp.stream(64 * 1024, decode_content=True):
+        while True:
+            chunk = resp.read1(64 * 1024)  # whatever has arrived: lines show as they come
+            if not chunk:
+                break
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for line in lines:

@@ -64,8 +64,9 @@ def not_found(res: Resource, name: str) -> web.Response:
 class Api:
     """aiohttp handlers. Path parsing follows the API server's URL layout."""
 
-    def __init__(self, store: Store, cluster: Cluster) -> None:
+    def __init__(self, store: Store, cluster: Cluster, token: str | None = None) -> None:
         self.store, self.cluster = store, cluster
+        self.token = token  # when set, every API request must carry it as a bearer token
 
     # --- discovery --------------------------------------------------------------------------
 
@@ -165,6 +166,8 @@ class Api:
         parts = [p for p in request.path.split("/") if p]
         if parts[:1] == ["_fake"]:
             return await self.admin(parts[1:], request)
+        if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
+            return status(401, "Unauthorized", "Unauthorized")
         if request.method == "GET":
             found = self.discovery(parts)
             if found is not None:
@@ -267,8 +270,7 @@ class Api:
             return status(
                 400,
                 "BadRequest",
-                "the namespace of the provided object does not match "
-                "the namespace sent on the request",
+                "the namespace of the provided object does not match the namespace sent on the request",
             )
         if not md.get("name") and not md.get("generateName"):
             return status(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
@@ -398,9 +400,7 @@ class Api:
         if res.plural == "namespaces":
             for (g, p), bucket in list(self.store.objects.items()):
                 for ons, oname in [k for k in bucket if k[0] == name]:
-                    self.store.remove(
-                        self.store.resource(g, _version(self.store, g, p), p), ons, oname
-                    )
+                    self.store.remove(self.store.resource(g, _version(self.store, g, p), p), ons, oname)
         return web.json_response(self.store.remove(res, ns, name))
 
     def delete_collection(self, res, ns, q) -> web.Response:
@@ -549,9 +549,7 @@ class Api:
             return web.json_response(dataclasses.asdict(self.cluster.config))
         if parts == ["log"]:
             for line in body["lines"]:
-                self.cluster.log(
-                    body.get("namespace", "default"), body["pod"], body["container"], line
-                )
+                self.cluster.log(body.get("namespace", "default"), body["pod"], body["container"], line)
             return web.json_response({"ok": True})
         if parts == ["cut"]:
             n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
@@ -591,17 +589,17 @@ def _version(store: Store, group: str, plural: str) -> str:
     return next(v for (g, v, p) in store.resources if (g, p) == (group, plural))
 
 
-def make_app(config: Config | None = None, jobset_crd: str | None = None) -> web.Application:
+def make_app(
+    config: Config | None = None, jobset_crd: str | None = None, token: str | None = None
+) -> web.Application:
     """The aiohttp application; created inside the running loop (the controller needs it)."""
     store = Store()
     cluster = Cluster(store, config or Config())
-    api = Api(store, cluster)
+    api = Api(store, cluster, token)
     if jobset_crd:
         with open(jobset_crd) as f:
             crd = yaml.safe_load(f)
-        api.create(
-            store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), None, crd, {}
-        )
+        api.create(store.resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"), None, crd, {})
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app["api"] = api
     app.router.add_route("*", "/{tail:.*}", api.handle)
@@ -612,15 +610,13 @@ async def serve(args: argparse.Namespace) -> None:
     import ssl
 
     config = Config(**json.loads(args.config)) if args.config else Config()
-    app = make_app(config, args.jobset_crd)
+    app = make_app(config, args.jobset_crd, args.require_token)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     ctx = None
     if args.tls_dir:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(
-            os.path.join(args.tls_dir, "cert.pem"), os.path.join(args.tls_dir, "key.pem")
-        )
+        ctx.load_cert_chain(os.path.join(args.tls_dir, "cert.pem"), os.path.join(args.tls_dir, "key.pem"))
     site = web.TCPSite(runner, "127.0.0.1", args.port, ssl_context=ctx, shutdown_timeout=0.1)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
@@ -639,6 +635,7 @@ def main() -> None:
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument("--jobset-crd", help="install this CRD (the JobSet CRD yaml) at start-up")
     p.add_argument("--config", help="JSON object of Config fields (timings, unschedulable)")
+    p.add_argument("--require-token", help="answer 401 unless requests carry this bearer token")
     p.add_argument("--tls-dir", help="serve HTTPS with cert.pem/key.pem from this directory")
     args = p.parse_args()
     try:
