@@ -53,6 +53,46 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
 
 
+class Http:
+    """Raw JSON requests through a ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
+
+    The typed API classes (``CoreV1Api``...) import hundreds of pydantic models (about 0.7 s),
+    and elastix reads plain JSON anyway, so requests go to explicit API paths.
+    """
+
+    def __init__(self, api_client: Any) -> None:
+        self.api = api_client
+
+    def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
+                stream: bool = False, timeout: Any = (10.0, 60.0)) -> Any:
+        """JSON of the answer (or, with ``stream``, the open urllib3 response).
+
+        Raises:
+            kubernetes.client.exceptions.ApiException: a non-2xx answer.
+        """
+        from kubernetes.client.exceptions import ApiException
+
+        q = [(k, _q(v)) for k, v in (query or {}).items() if v is not None]
+        headers = {"Accept": "application/json, */*"}  # pod logs answer text/plain
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
+                                          header_params=headers, body=body,
+                                          auth_settings=["BearerToken"])
+        resp = self.api.call_api(*params, _request_timeout=timeout)
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        if stream:
+            return resp.response
+        resp.read()
+        return json.loads(resp.data or b"null")
+
+
+def _q(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
 class Translator:
     """Turns client exceptions into elastix errors with a one-line message and a hint."""
 

@@ -2,7 +2,7 @@
 
 Cluster access is the current kubeconfig context (or ``--context``), or a GKE cluster looked up
 with ``google-cloud-container`` (``--cluster/--project/--location``). Responses are read as plain
-JSON (``_preload_content=False``) so that new or unusual fields never break deserialisation.
+JSON (``elastix.kube.Http``) so that new or unusual fields never break deserialisation.
 Every API error becomes an ``elastix.errors`` type through ``elastix.kube.Translator``.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 from elastix import labels as L
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus, utcnow
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
-from elastix.kube import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, Translator
+from elastix.kube import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, Http, Translator
 
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
 
@@ -40,12 +40,8 @@ class GKEBackend(Backend):
         namespace: where workloads live.
         where: a label naming the cluster and credential, used in error messages.
         """
-        from kubernetes import client
-
         self.api = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
+        self.http = Http(api_client)
         self.namespace = namespace
         self.tr = Translator(where)
 
@@ -64,37 +60,38 @@ class GKEBackend(Backend):
 
     # --- raw helpers ------------------------------------------------------------------------
 
-    def _json(self, fn: Any, *args: Any, **kw: Any) -> Any:
-        resp = fn(*args, _preload_content=False, _request_timeout=TIMEOUT, **kw)
-        try:
-            return json.loads(resp.data or b"null")
-        finally:
-            resp.release_conn()
+    def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
+        """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
+        prefix = {"pods": "/api/v1", "events": "/api/v1", "jobs": "/apis/batch/v1",
+                  "jobsets": f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
+        plural = JOBSET_PLURAL if kind == "jobsets" else kind
+        out = f"{prefix}/namespaces/{self.namespace}/{plural}"
+        return out + "".join(f"/{x}" for x in (name, sub) if x)
 
     def get_jobset(self, name: str) -> dict:
         with self.tr(f"reading workload {name}", namespace=self.namespace):
-            return self._json(self.custom.get_namespaced_custom_object, JOBSET_GROUP,
-                              JOBSET_VERSION, self.namespace, JOBSET_PLURAL, name)
+            return self.http.request("GET", self.path("jobsets", name), timeout=TIMEOUT)
 
     def pods(self, selector: str) -> tuple[list[dict], str]:
         """Pods matching a label selector, and the list's resourceVersion (to watch from)."""
         with self.tr("listing pods", namespace=self.namespace):
-            out = self._json(self.core.list_namespaced_pod, self.namespace,
-                             label_selector=selector)
+            out = self.http.request("GET", self.path("pods"), {"labelSelector": selector},
+                                    timeout=TIMEOUT)
         return out.get("items") or [], (out.get("metadata") or {}).get("resourceVersion", "")
 
     def _jobs(self, selector: str) -> list[dict]:
         with self.tr("listing jobs", namespace=self.namespace):
-            return self._json(self.batch.list_namespaced_job, self.namespace,
-                              label_selector=selector).get("items") or []
+            return self.http.request("GET", self.path("jobs"), {"labelSelector": selector},
+                                     timeout=TIMEOUT).get("items") or []
 
     def wait_pod_change(self, selector: str, rv: str, timeout: float) -> None:
         """Block until a pod matching ``selector`` changes after ``rv``, or ``timeout`` passes."""
         with self.tr("watching pods", namespace=self.namespace):
-            resp = self.core.list_namespaced_pod(
-                self.namespace, label_selector=selector, watch=True, resource_version=rv or None,
-                timeout_seconds=max(1, int(timeout)), _preload_content=False,
-                _request_timeout=(TIMEOUT[0], timeout + 10))
+            resp = self.http.request(
+                "GET", self.path("pods"),
+                {"labelSelector": selector, "watch": True, "resourceVersion": rv or None,
+                 "timeoutSeconds": max(1, int(timeout))},
+                stream=True, timeout=(TIMEOUT[0], timeout + 10))
             try:
                 resp.readline()  # the first event (or the server closing the watch) is enough
             finally:
@@ -114,10 +111,9 @@ class GKEBackend(Backend):
             self.delete(name, wait=True)
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
-                self._json(self.custom.create_namespaced_custom_object, JOBSET_GROUP,
-                           JOBSET_VERSION, self.namespace, JOBSET_PLURAL, body,
-                           dry_run="All" if dry_run == "server" else None,
-                           field_validation="Strict")
+                self.http.request("POST", self.path("jobsets"),
+                                  {"dryRun": "All" if dry_run == "server" else None,
+                                   "fieldValidation": "Strict"}, body=body, timeout=TIMEOUT)
         except ConflictError:
             if dry_run and replace:
                 return name  # the server decoded and validated it before finding the old one
@@ -139,8 +135,8 @@ class GKEBackend(Backend):
         from elastix.backends.gke_status import workload_status
 
         with self.tr("listing workloads", namespace=self.namespace):
-            jobsets = self._json(self.custom.list_namespaced_custom_object, JOBSET_GROUP,
-                                 JOBSET_VERSION, self.namespace, JOBSET_PLURAL).get("items") or []
+            jobsets = self.http.request("GET", self.path("jobsets"),
+                                        timeout=TIMEOUT).get("items") or []
         if not jobsets:
             return []
         pods, _ = self.pods(L.JOBSET_NAME)
@@ -165,9 +161,10 @@ class GKEBackend(Backend):
                    if (p.get("status") or {}).get("phase") == "Pending"}
         if pending:
             with self.tr("reading events", namespace=self.namespace):
-                events = self._json(self.core.list_namespaced_event, self.namespace,
-                                    field_selector="involvedObject.kind=Pod,type=Warning"
-                                    ).get("items") or []
+                events = self.http.request(
+                    "GET", self.path("events"),
+                    {"fieldSelector": "involvedObject.kind=Pod,type=Warning"},
+                    timeout=TIMEOUT).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
         return workload_status(js, pods, self._jobs(sel), events)
 
@@ -200,15 +197,14 @@ class GKEBackend(Backend):
         info, pod = live[0] if (slice is not None and host is not None) else \
             random.Random(seed).choice(live)
         if not dry_run:
-            from kubernetes import client
-
-            opts = client.V1DeleteOptions(grace_period_seconds=0, preconditions=client.
-                                          V1Preconditions(uid=pod["metadata"]["uid"]))
+            # Grace 0 is SIGKILL; the UID precondition never kills a pod that replaced it.
+            opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": pod["metadata"]["uid"]}}
             try:
                 with self.tr(f"killing pod {info.name}", name=info.name, kind="pod",
                              namespace=self.namespace):
-                    self._json(self.core.delete_namespaced_pod, info.name, self.namespace,
-                               grace_period_seconds=0, body=opts)
+                    self.http.request("DELETE", self.path("pods", info.name),
+                                      {"gracePeriodSeconds": 0}, body=opts, timeout=TIMEOUT)
             except ConflictError:
                 raise ConflictError(f"pod {info.name} was replaced before it could be killed",
                                     hint="run the command again") from None
@@ -217,8 +213,9 @@ class GKEBackend(Backend):
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
         with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
-            self._json(self.custom.delete_namespaced_custom_object, JOBSET_GROUP, JOBSET_VERSION,
-                       self.namespace, JOBSET_PLURAL, name, propagation_policy="Background")
+            self.http.request("DELETE", self.path("jobsets", name),
+                              body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                    "propagationPolicy": "Background"}, timeout=TIMEOUT)
         if wait:
             self.wait_gone(name, timeout)
 

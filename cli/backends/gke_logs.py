@@ -103,10 +103,11 @@ def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: in
     pname = pod["metadata"]["name"]
     with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
                     namespace=backend.namespace, invalid=BackendError):
-        return backend.core.read_namespaced_pod_log(
-            pname, backend.namespace, container=container, follow=follow, since_seconds=since,
-            tail_lines=tail, timestamps=timestamps, _preload_content=False,
-            _request_timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
+        return backend.http.request(
+            "GET", backend.path("pods", pname, "log"),
+            {"container": container, "follow": follow, "sinceSeconds": since,
+             "tailLines": tail, "timestamps": timestamps},
+            stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
 
 
 def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator[LogEvent]:
