@@ -7,9 +7,10 @@ within the timeout, so a slice with one dead host is down even while its other h
 a replaced host counts again as soon as it heartbeats.
 
 A host that is replaced faster than the timeout (its slice's heartbeats never went stale) still
-lost its state: the first heartbeat from a new pid *latches* the slice as down, and the next
-``live_slices()`` reports it missing once. So no loss goes unseen, as on TPU, where any in-flight
-operation on the dead host fails.
+lost its state: the first heartbeat from a new pid *latches* the slice as down for one timeout
+period (or until ``wait_for`` is called: a waiter wants the replacement). So no loss goes unseen,
+as on TPU, where any in-flight operation on the dead host fails, and every caller in that window
+sees the same answer.
 
 Addresses (``ELASTIX_LOCAL_HEALTH``):
 
@@ -100,7 +101,7 @@ class LocalHeartbeatHealth:
         self._clock = clock
         self._last: dict[tuple[int, int], float] = {}
         self._pids: dict[tuple[int, int], int] = {}
-        self._latched: set[int] = set()  # slices with a replaced host, not yet reported down
+        self._latched: dict[int, float] = {}  # slice -> down until (clock), a host was replaced
         self._cond = threading.Condition()
         self._closed = False
         family, sockaddr = parse_address(address)
@@ -142,7 +143,7 @@ class LocalHeartbeatHealth:
                 key = (slice_id, host)
                 if ts >= self._last.get(key, float("-inf")):
                     if self._pids.get(key, pid) != pid:
-                        self._latched.add(slice_id)
+                        self._latched[slice_id] = self._clock() + self.timeout
                     self._last[key] = ts
                     self._pids[key] = pid
                 self._cond.notify_all()
@@ -159,12 +160,11 @@ class LocalHeartbeatHealth:
     def live_slices(self) -> frozenset[int]:
         """Slices whose every host heartbeated within the timeout. Never blocks.
 
-        A slice with a host replaced since the last call is reported missing once.
+        A slice with a host replaced within the last timeout period is reported missing.
         """
         with self._cond:
-            live = self._live_locked() - self._latched
-            self._latched.clear()
-            return live
+            now = self._clock()
+            return self._live_locked() - {s for s, t in self._latched.items() if t > now}
 
     def host_pids(self) -> dict[tuple[int, int], int]:
         """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""

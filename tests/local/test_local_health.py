@@ -59,9 +59,11 @@ def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
         for s, h in [(0, 0), (1, 0), (1, 1)]:
             _send(addr, s, h, 100 + 10 * s + h, clock.t)
         wait_until(lambda: health.live_slices() == frozenset({1}), 5, "slice 0 down")
-        # A replacement host (new pid) counts at once.
+        # A replacement host (new pid) counts as soon as someone waits for it.
         _send(addr, 0, 1, 999, clock.t)
-        wait_until(lambda: health.live_slices() == frozenset({0, 1}), 5, "replacement counted")
+        wait_until(lambda: _received(health, (0, 1), 999), 5, "hb from the replacement")
+        assert health.wait_for(2, timeout=1) == frozenset({0, 1})
+        assert health.live_slices() == frozenset({0, 1})
         # An old datagram of the dead host cannot make the slice look fresher or staler.
         _send(addr, 0, 1, 101, clock.t - 10)
         _send(addr, 0, 0, 100, clock.t)
@@ -147,5 +149,13 @@ def test_a_host_replaced_before_the_timeout_is_still_reported_lost_once(tmp_path
         health.wait_for(2, timeout=5)
         _send(addr, 1, 0, 77, clock.t + 0.1)  # new pid for slice 1, heartbeats never stale
         wait_until(lambda: _received(health, (1, 0), 77), 5, "hb from the replacement")
-        assert health.live_slices() == frozenset({0})  # the loss, once
-        assert health.live_slices() == frozenset({0, 1})
+        assert health.live_slices() == frozenset({0})  # the loss...
+        assert health.live_slices() == frozenset({0})  # ...the same for every caller
+        clock.t += 2.1  # one timeout later the latch is gone (fresh heartbeats keep 1 up)
+        for s, pid in ((0, 10), (1, 77)):
+            _send(addr, s, 0, pid, clock.t)
+        wait_until(lambda: health.live_slices() == frozenset({0, 1}), 5, "latch expired")
+        _send(addr, 1, 0, 78, clock.t)  # replaced again; a waiter takes it back at once
+        wait_until(lambda: _received(health, (1, 0), 78), 5, "hb from the second replacement")
+        assert health.live_slices() == frozenset({0})
+        assert health.wait_for(2, timeout=1) == frozenset({0, 1})
