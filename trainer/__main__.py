@@ -1,2 +1,70 @@
-def main() -> int:
+"""``elastix-train`` / ``python -m elastix.trainer``: the program on the head pod.
+
+``elastix-train [flags]`` trains; ``elastix-train prepare-data --input F... --output DIR`` turns
+text or JSONL into ArrayRecord shards. Errors print one line (and a hint); exit codes: 2 bad
+input, 1 runtime failure, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from elastix.errors import ElastixError
+
+
+def _init_platform() -> None:
+    """Pathways first: pathwaysutils must register the proxy backend before JAX starts."""
+    if "proxy" in os.environ.get("JAX_PLATFORMS", ""):
+        import pathwaysutils
+
+        pathwaysutils.initialize()
+
+
+def _prepare_data(argv: list[str]) -> int:
+    from elastix.trainer.data import prepare_data
+
+    ap = argparse.ArgumentParser(prog="elastix-train prepare-data",
+                                 description="Tokenize .txt/.jsonl files (byte tokenizer, no "
+                                             "download) into ArrayRecord shards.")
+    ap.add_argument("--input", nargs="+", required=True, help=".txt or .jsonl ({'text': ...})")
+    ap.add_argument("--output", required=True, help="directory for the shards")
+    ap.add_argument("--seq-len", type=int, default=64, help="train sequence length")
+    ap.add_argument("--shards", type=int, default=4, help="number of shards")
+    ns = ap.parse_args(argv)
+    out = prepare_data(ns.input, ns.output, ns.seq_len, ns.shards)
+    print(f"wrote {out['records']} records ({out['tokens']} tokens) to {len(out['shards'])} "
+          f"shards in {ns.output}")
     return 0
+
+
+def _train(argv: list[str]) -> int:
+    from elastix.trainer.config import parse_args
+
+    cfg = parse_args(argv)
+    _init_platform()
+    from elastix.trainer.elastic import run
+
+    return run(cfg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0] == "prepare-data":
+            return _prepare_data(argv[1:])
+        return _train(argv)
+    except ElastixError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"hint: {e.hint}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

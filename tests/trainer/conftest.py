@@ -1,0 +1,43 @@
+"""Trainer tests run on 8 fake CPU devices (4 slices x 2), set before JAX starts its backend."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["JAX_PLATFORMS"] = "cpu"
+_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_force_host_platform_device_count" not in _flags:
+    os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
+for _var in ("ELASTIX_NUM_SLICES", "ELASTIX_DEVICES_PER_SLICE", "ELASTIX_EVENTS_FILE",
+             "ELASTIX_LOCAL_HEALTH"):
+    os.environ.pop(_var, None)
+
+import jax  # noqa: E402
+
+try:  # if another test module already imported jax, the backend may not have started yet
+    jax.config.update("jax_num_cpu_devices", 8)
+except RuntimeError:
+    pass
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _eight_devices():
+    if len(jax.devices()) < 8:
+        pytest.fail("the trainer tests need 8 CPU devices: run them in their own pytest process "
+                    "or set XLA_FLAGS=--xla_force_host_platform_device_count=8")
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """The uninterrupted tiny run every recovery test compares with (8 steps, 4 slices,
+    checkpoints at 4 and 8)."""
+    from trainer_testlib import losses, make_cfg, run_elastic
+
+    ckpt = tmp_path_factory.mktemp("reference") / "ckpt"
+    cfg = make_cfg(checkpoint_dir=str(ckpt))
+    outcome, trainer, _ = run_elastic(cfg)
+    assert outcome.status == "completed", outcome
+    return {"losses": losses(trainer.events), "ckpt": str(ckpt), "cfg": cfg,
+            "events": trainer.events}

@@ -1,0 +1,73 @@
+"""Helpers shared by the trainer tests (kept out of conftest.py so they import by a unique name)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def cli_env(**extra: str) -> dict:
+    """Environment for a trainer subprocess on 8 CPU devices."""
+    env = dict(os.environ)
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def run_cli(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    """Run ``python -m elastix.trainer`` to completion."""
+    return subprocess.run([sys.executable, "-m", "elastix.trainer", *args], capture_output=True,
+                          text=True, timeout=timeout, env=cli_env(**env), cwd=REPO)
+
+
+def wait_until(cond, timeout: float, what: str, interval: float = 0.002):
+    """Poll ``cond`` until it returns a truthy value (a condition wait, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+BASE = dict(preset="tiny", steps=8, batch_per_device=1, seq_len=32, lr=1e-2, warmup_steps=2,
+            num_slices=4, checkpoint_period=4, max_to_keep=10)
+
+
+def make_cfg(**overrides):
+    """A validated tiny TrainConfig (4 slices x 2 devices)."""
+    from elastix.trainer.config import from_mapping
+
+    return from_mapping({**BASE, **overrides})
+
+
+def losses(events) -> dict[int, float]:
+    """step -> loss; a step run twice (after a recovery) keeps its last value."""
+    return {r["step"]: r["loss"] for r in events.of("step")}
+
+
+def run_elastic(cfg, health=None, events_path=None, setup=None):
+    """Run the elastic runtime in-process. Returns (outcome, trainer, runtime)."""
+    from elastix.trainer.elastic import ElasticRuntime
+    from elastix.trainer.events import EventLog
+    from elastix.trainer.health import StaticHealth
+    from elastix.trainer.train import Trainer
+
+    events = EventLog(events_path)
+    health = health or StaticHealth(cfg.num_slices)
+    trainer = Trainer(cfg, events, health)
+    runtime = ElasticRuntime(trainer, health)
+    if setup is not None:
+        setup(trainer, runtime)
+    try:
+        outcome = runtime.run()
+    finally:
+        events.close()
+    return outcome, trainer, runtime

@@ -1,0 +1,213 @@
+"""Orbax checkpoints that are chosen from storage, never from a manager's memory.
+
+Why not ``CheckpointManager.latest_step()``: a manager records a step as soon as the blocking
+half of an async ``save()`` returns, so a reused manager can name a step whose background write
+later failed (the failure behind maxtext#5260). Here the restore step is the newest step that is
+*committed on storage* - a plain ``<step>`` directory on a local disk (Orbax renames
+``<step>.orbax-checkpoint-tmp`` when it commits), or a ``<step>`` directory holding
+``commit_success.txt`` on GCS. Uncommitted directories are never read and are deleted only when
+no save is in flight. After an elastic event the manager is thrown away and a new one is made.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from elastix.trainer import storage
+from elastix.trainer.events import EventLog, log
+
+COMMIT_MARKER = "commit_success.txt"
+_TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
+
+
+class Checkpointer:
+    """Periodic or continuous, async or blocking Orbax saves plus committed-only restores.
+
+    Args:
+        directory: local path or ``gs://`` URL.
+        period: save every ``period`` steps (0 disables periodic saves).
+        events: where ``checkpoint_*`` events go.
+        continuous: save whenever the previous save has committed (``period`` is then ignored).
+        async_save: write in the background; only the device-to-host copy blocks the loop.
+        max_to_keep: committed steps to keep.
+    """
+
+    def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
+                 async_save: bool = True, max_to_keep: int = 3) -> None:
+        self.directory = str(directory).rstrip("/")
+        self.period, self.continuous, self.async_save = period, continuous, async_save
+        self.max_to_keep = max_to_keep
+        self.events = events
+        self._mgr = None
+        self._pending: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- saving --------------------------------------------------------------------------------
+    def _manager(self):
+        if self._mgr is None:
+            import orbax.checkpoint as ocp
+
+            self._mgr = ocp.CheckpointManager(
+                storage.epath(self.directory),
+                options=ocp.CheckpointManagerOptions(
+                    max_to_keep=self.max_to_keep, create=True,
+                    enable_async_checkpointing=self.async_save,
+                    # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
+                    cleanup_tmp_directories=False,
+                ),
+            )
+        return self._mgr
+
+    def due(self, step: int) -> bool:
+        """Whether ``step`` should be saved under the policy."""
+        if self.continuous:
+            return not self.in_flight()
+        return self.period > 0 and step % self.period == 0
+
+    def in_flight(self) -> bool:
+        """A save started and not yet settled (committed or failed)."""
+        with self._lock:
+            return self._pending is not None and not self._pending["done"].is_set()
+
+    def save(self, step: int, state: Any, data_state: dict) -> None:
+        """Start saving ``state`` (device arrays, already known good) at ``step``."""
+        import orbax.checkpoint as ocp
+
+        self.settle()  # one save at a time: Orbax would block on the previous one anyway
+        mgr = self._manager()
+        self.events.emit("checkpoint_save_started", step=step)
+        start = time.monotonic()
+        args = ocp.args.Composite(state=ocp.args.StandardSave(state),
+                                  data=ocp.args.JsonSave(data_state))
+        try:
+            mgr.save(step, args=args, force=True)
+        except Exception as e:
+            self.events.emit("checkpoint_save_failed", step=step, error=_first_line(e))
+            raise
+        blocking = time.monotonic() - start
+        pending = {"step": step, "start": start, "blocking": blocking, "done": threading.Event(),
+                   "ok": None}
+        with self._lock:
+            self._pending = pending
+        if not self.async_save:
+            self._finish(mgr, pending)
+            return
+        threading.Thread(target=self._finish, args=(mgr, pending), daemon=True,
+                         name=f"elastix-ckpt-{step}").start()
+
+    def _finish(self, mgr, pending: dict) -> None:
+        """Wait for the background write, then check storage (the only source of truth)."""
+        step, error = pending["step"], None
+        try:
+            mgr.wait_until_finished()
+        except Exception as e:  # a failed write is "not committed", whatever it was
+            error = _first_line(e)
+        seconds = time.monotonic() - pending["start"]
+        if error is None and step in self.committed_steps():
+            nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
+            self.events.emit("checkpoint_committed", step=step, seconds=round(seconds, 6),
+                             bytes=nbytes, blocking_seconds=round(pending["blocking"], 6))
+            pending["ok"] = True
+        else:
+            self.events.emit("checkpoint_save_failed", step=step,
+                             error=error or "not committed on storage")
+            pending["ok"] = False
+        pending["done"].set()
+
+    def settle(self, timeout: float | None = None) -> bool | None:
+        """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
+        (nothing was in flight). Never raises for a failed save: it is simply not committed."""
+        with self._lock:
+            pending = self._pending
+        if pending is None:
+            return None
+        if not pending["done"].wait(timeout):
+            raise TimeoutError(f"checkpoint save of step {pending['step']} did not settle")
+        return pending["ok"]
+
+    def reset(self) -> None:
+        """Drop the manager after an elastic event (its in-memory step list may be wrong)."""
+        try:
+            self.settle()
+        finally:
+            mgr, self._mgr = self._mgr, None
+            with self._lock:
+                self._pending = None
+            if mgr is not None:
+                try:
+                    mgr.close()
+                except Exception as e:  # a manager that saw a failed save may fail to close
+                    log.warning("elastix: closing the old checkpoint manager failed: %s",
+                                _first_line(e))
+
+    close = reset
+
+    # -- storage view --------------------------------------------------------------------------
+    def _entries(self) -> list:
+        root = storage.epath(self.directory)
+        if storage.is_gcs(self.directory):
+            import fsspec
+
+            fsspec.filesystem("gs").invalidate_cache()
+        if not root.exists():
+            return []
+        return list(root.iterdir())
+
+    def committed_steps(self) -> list[int]:
+        """Steps whose directory is committed on storage, ascending."""
+        gcs = storage.is_gcs(self.directory)
+        steps = []
+        for p in self._entries():
+            if p.name.isdigit() and (not gcs or (p / COMMIT_MARKER).exists()):
+                steps.append(int(p.name))
+        return sorted(steps)
+
+    def latest_committed(self) -> int | None:
+        """The newest committed step, or None."""
+        steps = self.committed_steps()
+        return steps[-1] if steps else None
+
+    def uncommitted(self) -> list[str]:
+        """Names of step directories that never committed."""
+        gcs = storage.is_gcs(self.directory)
+        out = []
+        for p in self._entries():
+            if _TMP.match(p.name) or (gcs and p.name.isdigit() and not (p / COMMIT_MARKER).exists()):
+                out.append(p.name)
+        return sorted(out)
+
+    def cleanup_uncommitted(self) -> list[str]:
+        """Delete uncommitted step directories (only once no save is in flight)."""
+        if self.in_flight():
+            return []
+        names = self.uncommitted()
+        root = storage.epath(self.directory)
+        for name in names:
+            (root / name).rmtree(missing_ok=True)
+        if names:
+            log.info("elastix: removed uncommitted checkpoint directories %s", names)
+        return names
+
+    def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
+        """Read committed ``step`` onto the shardings in ``abstract_state``.
+
+        Returns:
+            (state, data_state, bytes read).
+        """
+        import orbax.checkpoint as ocp
+
+        if step not in self.committed_steps():
+            raise ValueError(f"step {step} is not committed in {self.directory}")
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
+                                  data=ocp.args.JsonRestore())
+        restored = self._manager().restore(step, args=args)
+        nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
+        return restored["state"], dict(restored["data"]), nbytes
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0][:500]

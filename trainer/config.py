@@ -1,0 +1,253 @@
+"""The trainer's configuration: one dataclass, filled from a YAML/JSON file and flags.
+
+Precedence: flags > ``--config FILE`` > defaults. Environment: ``ELASTIX_EVENTS_FILE`` overrides
+the events path (the local backend sets it). Every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import json
+import os
+from typing import Any
+
+from elastix.errors import UsageError
+from elastix.trainer.model import PRESETS
+
+MODES = ("pause-resume", "replica-resize")
+
+
+class ConfigError(UsageError):
+    """Bad trainer configuration; ``problems`` lists every bad field."""
+
+    def __init__(self, problems: list[tuple[str, str, str | None]]) -> None:
+        self.problems = problems
+        if len(problems) == 1:
+            f, m, h = problems[0]
+            super().__init__(f"{f}: {m}", h)
+        else:
+            text = "; ".join(f"{f}: {m}" + (f" ({h})" if h else "") for f, m, h in problems)
+            super().__init__(f"{len(problems)} problems in the trainer config: {text}")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Everything a training run needs (each field is also a ``--flag``)."""
+
+    preset: str = "tiny"
+    """Model preset: one of model.PRESETS."""
+    steps: int = 100
+    """Optimizer steps to run (the final step count, including resumed steps)."""
+    batch_per_device: int = 2
+    """Sequences per device per step; global batch = this x devices in the mesh."""
+    seq_len: int = 64
+    """Tokens per sequence."""
+    lr: float = 3e-3
+    """Peak learning rate."""
+    warmup_steps: int = 10
+    """Linear warm-up steps."""
+    lr_schedule: str = "cosine"
+    """``cosine`` or ``constant`` after warm-up."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    seed: int = 0
+    """Seeds the parameters and the data order."""
+    data: str = "synthetic"
+    """``synthetic`` or an ArrayRecord directory/glob (see ``prepare-data``)."""
+    dtype: str = "auto"
+    """Activations: ``auto`` (bf16 on TPU, f32 elsewhere), ``float32`` or ``bfloat16``."""
+    num_slices: int | None = None
+    """CPU only: slices to group the devices into (``ELASTIX_NUM_SLICES`` wins)."""
+    checkpoint_dir: str | None = None
+    """Local path or gs:// URL; no checkpoints when unset."""
+    checkpoint_period: int = 50
+    """Save every N steps (0: only the final step)."""
+    continuous_checkpointing: bool = False
+    """Start a new save as soon as the previous one committed."""
+    async_checkpoint: bool = True
+    """Write checkpoints in the background."""
+    max_to_keep: int = 3
+    """Committed checkpoints to keep."""
+    snapshot_period: int = 0
+    """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
+    events_file: str | None = None
+    """JSONL event log; default ``<checkpoint-dir>/events.jsonl`` (env ELASTIX_EVENTS_FILE wins)."""
+    elastic_mode: str = "pause-resume"
+    """``pause-resume`` (wait for every slice) or ``replica-resize`` (go on with survivors)."""
+    min_slices: int | None = None
+    """replica-resize: fewest slices to train on (default: all slices - 1, at least 1)."""
+    max_slice_losses: int = 10
+    """Slice-loss recoveries allowed before giving up (MaxText's elastic_max_retries)."""
+    max_other_errors: int = 0
+    """Retries (from the last checkpoint) for errors that are not slice loss."""
+    slice_wait_timeout: float = 300.0
+    """Seconds to wait for enough slices after a loss before failing."""
+    step_delay: float = 0.0
+    """Extra sleep per step in seconds (slow local demos down so a worker can be killed)."""
+
+    def resolved_events_file(self) -> str | None:
+        """Where events go: env ELASTIX_EVENTS_FILE, else --events-file, else under checkpoints."""
+        env = os.environ.get("ELASTIX_EVENTS_FILE")
+        if env:
+            return env
+        if self.events_file:
+            return self.events_file
+        if self.checkpoint_dir:
+            return self.checkpoint_dir.rstrip("/") + "/events.jsonl"
+        return None
+
+    def validate(self) -> None:
+        """Raise ConfigError listing every bad field."""
+        p: list[tuple[str, str, str | None]] = []
+        if self.preset not in PRESETS:
+            near = difflib.get_close_matches(self.preset, PRESETS, n=1)
+            p.append(("preset", f"unknown preset {self.preset!r}",
+                      f"did you mean {near[0]}?" if near else f"one of {', '.join(PRESETS)}"))
+        for name in ("steps", "batch_per_device", "seq_len", "max_to_keep"):
+            if getattr(self, name) < 1:
+                p.append((name, f"must be at least 1, got {getattr(self, name)}", None))
+        for name in ("checkpoint_period", "snapshot_period", "warmup_steps", "max_slice_losses",
+                     "max_other_errors"):
+            if getattr(self, name) < 0:
+                p.append((name, f"must be 0 or more, got {getattr(self, name)}", None))
+        if not self.lr > 0:
+            p.append(("lr", f"must be positive, got {self.lr}", "e.g. 3e-4"))
+        for name in ("slice_wait_timeout", "step_delay"):
+            if getattr(self, name) < 0:
+                p.append((name, f"must be 0 or more, got {getattr(self, name)}", None))
+        if self.lr_schedule not in ("cosine", "constant"):
+            p.append(("lr_schedule", f"unknown schedule {self.lr_schedule!r}", "cosine or constant"))
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            p.append(("dtype", f"unknown dtype {self.dtype!r}", "auto, float32 or bfloat16"))
+        if self.elastic_mode not in MODES:
+            p.append(("elastic_mode", f"unknown mode {self.elastic_mode!r}", " or ".join(MODES)))
+        if self.num_slices is not None and self.num_slices < 1:
+            p.append(("num_slices", f"must be at least 1, got {self.num_slices}", None))
+        if self.min_slices is not None and self.min_slices < 1:
+            p.append(("min_slices", f"must be at least 1, got {self.min_slices}", None))
+        if self.min_slices is not None and self.elastic_mode == "pause-resume":
+            p.append(("min_slices", "only applies to --elastic-mode replica-resize",
+                      "drop --min-slices or add --elastic-mode replica-resize"))
+        if self.continuous_checkpointing and not self.checkpoint_dir:
+            p.append(("continuous_checkpointing", "needs --checkpoint-dir", None))
+        if p:
+            raise ConfigError(p)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+_BOOLS = {"continuous_checkpointing", "async_checkpoint"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    typ = _FIELDS[name].type
+    if value is None:
+        return None
+    try:
+        if name in _BOOLS:
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            return bool(value)
+        if "int" in typ:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if "float" in typ:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError([(name, f"{value!r} is not a valid {typ.split(' |')[0]}", None)]) from None
+
+
+def _read_file(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise ConfigError([("config", f"file not found: {path}", None)])
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        if path.endswith(".json"):
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as e:  # yaml and json both: one line is enough
+        raise ConfigError([("config", f"cannot parse {path}: {str(e).splitlines()[0]}", None)]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([("config", f"{path} must hold a mapping of option: value", None)])
+    return data
+
+
+def from_mapping(values: dict) -> TrainConfig:
+    """A validated config from a mapping (keys with dashes or underscores)."""
+    cfg = TrainConfig()
+    problems = []
+    for key, value in values.items():
+        name = str(key).replace("-", "_")
+        if name not in _FIELDS:
+            near = difflib.get_close_matches(name, _FIELDS, n=1)
+            problems.append((str(key), "unknown option",
+                             f"did you mean {near[0].replace('_', '-')}?" if near else None))
+            continue
+        try:
+            setattr(cfg, name, _coerce(name, value))
+        except ConfigError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise ConfigError(problems)
+    cfg.validate()
+    return cfg
+
+
+def _field_docs() -> dict[str, str]:
+    """The attribute docstrings of TrainConfig, for --help."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(TrainConfig)).body[0].body
+    docs = {}
+    for prev, node in zip(body, body[1:], strict=False):
+        if (isinstance(prev, ast.AnnAssign) and isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)):
+            docs[prev.target.id] = str(node.value.value).replace("%", "%%")
+    return docs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``elastix-train`` flags; every default is SUPPRESS so only given flags override."""
+    ap = argparse.ArgumentParser(
+        prog="elastix-train", argument_default=argparse.SUPPRESS,
+        description="Train a Qwen3-style LM on a slice mesh with elastic recovery. "
+                    "`elastix-train prepare-data --help` turns text into ArrayRecord shards.")
+    ap.add_argument("--config", help="YAML or JSON file of options (flags override it)")
+    docs = _field_docs()
+    for name in _FIELDS:
+        flag = "--" + name.replace("_", "-")
+        doc = docs.get(name)
+        if name in _BOOLS:
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, help=doc)
+        else:
+            ap.add_argument(flag, dest=name, metavar=name.split("_")[-1].upper(), help=doc)
+    return ap
+
+
+def parse_args(argv: list[str]) -> TrainConfig:
+    """Flags (and ``--config``) -> validated TrainConfig."""
+    ap = build_parser()
+    try:
+        ns = ap.parse_args(argv)
+    except SystemExit as e:  # argparse already printed its usage line
+        if e.code == 0:  # --help
+            raise
+        raise ConfigError([("flags", "bad command line", "see elastix-train --help")]) from e
+    values = vars(ns)
+    merged = _read_file(values.pop("config")) if "config" in values else {}
+    merged.update(values)
+    return from_mapping(merged)

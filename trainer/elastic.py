@@ -1,0 +1,277 @@
+"""The elastic runtime: survive slice loss in the same process.
+
+It runs the trainer and, when a step fails because a slice went away (a ``JaxRuntimeError``
+whose status says so, or the health source), it logs the event, settles any in-flight async
+checkpoint inside a guard (a failed write simply did not commit), deletes uncommitted step
+directories, waits for enough slices, restores the newest of (host snapshot, committed
+checkpoint) onto the new mesh and re-enters the loop. Same PID; Python objects survive.
+
+Modes: ``pause-resume`` waits for every slice. ``replica-resize`` continues at once on the
+survivors (at least ``min_slices``) with a smaller global batch and scales back up at the next
+step boundary after slices return, once any in-flight save has settled.
+
+Budgets are separate: slice losses (``max_slice_losses``) and other errors
+(``max_other_errors``; an error in user code is never retried as a slice loss). An exhausted
+budget ends the run with a clear error; committed checkpoints are left intact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+
+from elastix.errors import ElastixError
+from elastix.trainer import fault
+from elastix.trainer.events import EventLog, iso_ms, log
+from elastix.trainer.health import HealthSource, SliceWaitTimeout, lost
+from elastix.trainer.train import Session, Trainer
+
+
+class SliceLost(RuntimeError):
+    """The health source reports a slice of the current mesh down (no XLA error needed)."""
+
+
+class TrainingFailed(ElastixError):
+    """The run ended without completing (exit code 1)."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How a run ended: ``completed`` or ``failed`` (with the reason)."""
+
+    status: str
+    reason: str
+    step: int
+
+
+def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
+    """``"slice_lost"`` or ``"other"``.
+
+    ``DATA_LOSS`` in a JaxRuntimeError means a slice is gone (Pathways; our local seam raises
+    the same). The statuses pathwaysutils also treats as slice loss (DEADLINE_EXCEEDED,
+    NOT_FOUND, INTERNAL) count only if the health source confirms a slice of this mesh is
+    down: pathwaysutils alone would retry an INTERNAL error from user code forever.
+    """
+    if isinstance(error, SliceLost):
+        return "slice_lost"
+    if isinstance(error, jax.errors.JaxRuntimeError):
+        if "DATA_LOSS" in str(error):
+            return "slice_lost"
+        from pathwaysutils.elastic.elastic import is_error_due_to_slice_down
+
+        if is_error_due_to_slice_down(error, log_traceback=False) and lost(mesh_slices, health):
+            return "slice_lost"
+    return "other"
+
+
+def error_line(error: BaseException) -> str:
+    """The informative line of an error (XLA callback errors start with a traceback header)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    for ln in lines:
+        if "DATA_LOSS" in ln:
+            return ln[:300]
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
+class ElasticRuntime:
+    """Runs ``trainer`` to completion through slice losses.
+
+    Args:
+        trainer: the trainer (its config carries mode and budgets).
+        health: slice health.
+        clock: monotonic clock (injected so tests and benchmarks control it).
+    """
+
+    def __init__(self, trainer: Trainer, health: HealthSource, clock=time.monotonic) -> None:
+        cfg = trainer.cfg
+        self.trainer, self.health, self.clock = trainer, health, clock
+        self.events: EventLog = trainer.events
+        self.total = len(trainer.slices)
+        self.resize = cfg.elastic_mode == "replica-resize"
+        self.min_slices = cfg.min_slices or (max(1, self.total - 1) if self.resize else self.total)
+        if self.min_slices > self.total:
+            raise ElastixError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
+                               hint=f"use --min-slices {self.total} or fewer")
+        self.recoveries = self.slice_losses = self.other_errors = 0
+        # A plain object made before any event; recovery logs prove it is still the same one.
+        self.step_times: list[float] = []
+        self._first_step_of: int | None = None
+        trainer.after_step.append(self._after_step)
+        if self.resize:
+            trainer.scale_up_check = self._scale_up_wanted
+
+    def _after_step(self, trainer: Trainer, step: int, seconds: float) -> None:
+        self.step_times.append(seconds)
+        if self._first_step_of is not None:
+            r, self._first_step_of = self._first_step_of, None
+            self.events.emit("elastic_first_step", recovery=r, step=step, seconds=round(seconds, 6))
+            log.info("elastix: first step after recovery %d: step %d in %.3f s", r, step, seconds)
+
+    def _scale_up_wanted(self, s: Session) -> bool:
+        return bool((self.health.live_slices() & frozenset(self.trainer.slices)) - s.slice_ids)
+
+    def _required(self) -> int:
+        return self.min_slices if self.resize else self.total
+
+    def run(self) -> Outcome:
+        """Train to ``cfg.steps``; returns the outcome (never raises for training errors)."""
+        tr = self.trainer
+        if tr.ckpt is not None:
+            tr.ckpt.cleanup_uncommitted()
+        try:
+            use = self._wait_for_slices(recovery=None)
+        except SliceWaitTimeout as e:
+            return self._fail(f"not enough slices to start: {e}")
+        while True:
+            session = None
+            try:
+                session = tr.start(use)
+                self._verify(session)
+                if tr.train(session) == "completed":
+                    tr.finish()
+                    return Outcome("completed", "all steps done", tr.last_completed)
+                new = self._live_known()
+                self._resize_event(session.slice_ids, new, "scale up")
+                use = new
+            except (SliceWaitTimeout, TrainingFailed) as e:
+                return self._fail(str(e))
+            except Exception as e:  # noqa: BLE001 - classified below; KeyboardInterrupt passes
+                mesh = session.slice_ids if session is not None else frozenset(use)
+                del session  # drop references to poisoned arrays before the next attempt
+                outcome = self._handle(e, mesh)
+                if outcome is not None:
+                    return outcome
+                try:
+                    new = self._wait_for_slices(recovery=self.recoveries)
+                except SliceWaitTimeout as e2:
+                    return self._fail(f"gave up waiting for slices after slice loss: {e2}")
+                self._resize_event(mesh, new, "resize")
+                use = new
+
+    def _live_known(self) -> frozenset[int]:
+        return self.health.live_slices() & frozenset(self.trainer.slices)
+
+    def _verify(self, session: Session) -> None:
+        """A slice that died during the restore shows up here, not after a wasted step."""
+        down = lost(session.slice_ids, self.health)
+        if down:
+            raise SliceLost(f"slice(s) {sorted(down)} went down during the restore")
+        if self._pending_restore_event:
+            self._pending_restore_event = False
+            r = session.restored or {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
+            self.events.emit("elastic_restored", recovery=self.recoveries, source=r["source"],
+                             step=r["step"], bytes=r["bytes"], seconds=r["seconds"])
+            self._first_step_of = self.recoveries
+            self._proof()
+
+    _pending_restore_event = False
+
+    def _proof(self) -> None:
+        log.info("elastix: in-process recovery %d: pid %d unchanged; object %#x made before the "
+                 "first event still holds %d step times", self.recoveries, os.getpid(),
+                 id(self.step_times), len(self.step_times))
+
+    def _handle(self, error: Exception, mesh: frozenset[int]) -> Outcome | None:
+        """Count the error against its budget and clean up; an Outcome means stop."""
+        kind = classify(error, mesh, self.health)
+        last = self.trainer.last_completed
+        if kind == "other":
+            self.other_errors += 1
+            log.info("elastix: error (not a slice loss) after step %d: %s: %s", last,
+                     type(error).__name__, error_line(error))
+            if self.other_errors > self.trainer.cfg.max_other_errors:
+                return self._fail(f"{type(error).__name__}: {error_line(error)} (not a slice loss;"
+                                  f" --max-other-errors {self.trainer.cfg.max_other_errors})")
+            self._cleanup(None)
+            return None
+        self.slice_losses += 1
+        self.recoveries += 1
+        r = self.recoveries
+        down = sorted(lost(mesh, self.health))
+        live = self._live_known()
+        self.events.emit("elastic_detected", recovery=r, kind="slice_lost", error=error_line(error),
+                         last_step=last, live_slices=len(live), lost_slices=down)
+        log.info("elastix: slice down, retrying (recovery %d, slices lost %s, last step %d): %s",
+                 r, down, last, error_line(error))
+        if self.slice_losses > self.trainer.cfg.max_slice_losses:
+            self._cleanup(None)
+            return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "
+                              f"--max-slice-losses {self.trainer.cfg.max_slice_losses}")
+        self._cleanup(r)
+        self._pending_restore_event = True
+        return None
+
+    def _cleanup(self, recovery: int | None) -> None:
+        t0 = self.clock()
+        fault.disarm()
+        ck = self.trainer.ckpt
+        if ck is not None:
+            try:
+                ok = ck.settle()
+                if ok is False:
+                    log.info("elastix: the in-flight checkpoint did not commit; it is ignored")
+            finally:
+                ck.reset()
+                ck.cleanup_uncommitted()
+        seconds = self.clock() - t0
+        if recovery is not None:
+            self.events.emit("elastic_cleanup_done", recovery=recovery, seconds=round(seconds, 6))
+            log.info("elastix: cleanup done in %.3f s", seconds)
+
+    def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
+        required = self._required()
+        t0 = self.clock()
+        live = self.health.wait_for(required, self.trainer.cfg.slice_wait_timeout)
+        live = live & frozenset(self.trainer.slices)
+        waited = self.clock() - t0
+        if recovery is not None:
+            self.events.emit("elastic_slices_ready", recovery=recovery, live_slices=len(live),
+                             required_slices=required, seconds=round(waited, 6))
+            log.info("elastix: sufficient slices active: %d >= %d (waited %.3f s)", len(live),
+                     required, waited)
+        return live if self.resize else frozenset(self.trainer.slices)
+
+    def _resize_event(self, old: frozenset[int], new: frozenset[int], why: str) -> None:
+        if len(old) != len(new):
+            self.events.emit("elastic_resize", recovery=self.recoveries, from_slices=len(old),
+                             to_slices=len(new))
+            log.info("elastix: %s from %d to %d slices %s", why, len(old), len(new), sorted(new))
+
+    def _fail(self, reason: str) -> Outcome:
+        ck = self.trainer.ckpt
+        if ck is not None:
+            try:
+                ck.reset()
+            except Exception as e:  # the run already failed; keep the first reason
+                log.info("elastix: checkpoint cleanup failed: %s", error_line(e))
+        return Outcome("failed", reason, self.trainer.last_completed)
+
+
+def run(cfg) -> int:
+    """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
+    from elastix.trainer.events import setup_logging
+    from elastix.trainer.health import health_from_env
+    from elastix.trainer.mesh import slice_devices
+    from elastix.trainer.train import run_start_event
+
+    setup_logging()
+    events = EventLog(cfg.resolved_events_file())
+    try:
+        health = health_from_env(len(slice_devices(cfg.num_slices)))
+        trainer = Trainer(cfg, events, health)
+        run_start_event(trainer, cfg)
+        log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
+                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, iso_ms())
+        outcome = ElasticRuntime(trainer, health).run()
+        events.emit("run_end", status=outcome.status, reason=outcome.reason, step=outcome.step)
+        health.close()
+    finally:
+        events.close()
+    if outcome.status != "completed":
+        raise TrainingFailed(outcome.reason, hint="committed checkpoints are intact; "
+                             "re-run with the same --checkpoint-dir to resume")
+    log.info("elastix: run completed at step %d", outcome.step)
+    return 0

@@ -1,0 +1,69 @@
+"""The local fault seam: make a training step fail *inside XLA*, as a lost slice does on Pathways.
+
+Each step starts with an ``io_callback`` shard_mapped over every device of the mesh, before any
+collective. Its verdict for a step is fixed in Python when the step is dispatched (from the
+health source: is a slice of this mesh down?), so every device's callback agrees: raising on
+only some devices makes the others wait at the next collective until XLA aborts the process
+(local-testing.md). A failing callback poisons the step's outputs and surfaces as a real
+``jax.errors.JaxRuntimeError`` at the next sync point, with ``DATA_LOSS`` in its text, as on
+Pathways. Measured overhead on CPU: none (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+from jax.sharding import PartitionSpec as P
+
+from elastix.trainer.mesh import BATCH_SPEC
+
+_lock = threading.Lock()
+_verdicts: dict[int, str] = {}  # step -> error text, only for steps that must fail
+
+
+class InjectedSliceLoss(RuntimeError):
+    """Raised inside the callback; XLA wraps it into a JaxRuntimeError."""
+
+
+def arm(step: int, lost: frozenset[int] | set[int]) -> None:
+    """Fix the verdict for ``step`` (called just before the step is dispatched)."""
+    with _lock:
+        for old in [s for s in _verdicts if s < step - 16]:
+            del _verdicts[old]
+        if lost:
+            _verdicts[step] = (f"DATA_LOSS: slice(s) {sorted(lost)} of the mesh are down "
+                               f"(elastix local fault seam, step {step})")
+        else:
+            _verdicts.pop(step, None)
+
+
+def disarm() -> None:
+    """Forget every verdict (tests)."""
+    with _lock:
+        _verdicts.clear()
+
+
+def _check(step: np.ndarray, rows: int) -> np.ndarray:
+    with _lock:
+        msg = _verdicts.get(int(step))
+    if msg is not None:
+        raise InjectedSliceLoss(msg)
+    return np.zeros((rows,), np.int32)
+
+
+def seam(mesh, step: jax.Array, global_rows: int) -> jax.Array:
+    """Zeros [global_rows] sharded like the batch rows; raises on every device if ``step`` is armed.
+
+    Callers add the result to the batch, so the check runs before the forward pass.
+    """
+    rows = global_rows // mesh.devices.size
+
+    def per_device(s):
+        return io_callback(lambda x: _check(x, rows), jax.ShapeDtypeStruct((rows,), jnp.int32), s)
+
+    return jax.shard_map(per_device, mesh=mesh, in_specs=P(), out_specs=BATCH_SPEC,
+                         check_vma=False)(step)

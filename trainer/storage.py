@@ -1,0 +1,46 @@
+"""Local-or-GCS path helpers (etils.epath, the same layer Orbax uses, so both see one view)."""
+
+from __future__ import annotations
+
+import os
+
+
+def is_gcs(path: str) -> bool:
+    """True for ``gs://`` paths."""
+    return str(path).startswith("gs://")
+
+
+def epath(path: str):
+    """An ``etils.epath.Path``; for gs:// this goes through gcsfs."""
+    if is_gcs(path):
+        # gcsfs otherwise probes for hierarchical-namespace buckets and waits ~60 s per call on
+        # anything that is not the real GCS (local-testing.md).
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    from etils import epath as _epath
+
+    return _epath.Path(path)
+
+
+def upload_file(local: str, remote: str) -> None:
+    """Copy a local file to ``remote`` (whole object)."""
+    with open(local, "rb") as f:
+        data = f.read()
+    epath(remote).write_bytes(data)
+
+
+def tree_bytes(path) -> int:
+    """Total size of the files under ``path`` (an epath.Path)."""
+    if is_gcs(str(path)):
+        import fsspec
+
+        fs = fsspec.filesystem("gs")
+        fs.invalidate_cache()
+        return int(sum(fs.du(str(path), total=False).values()))
+    total = 0
+    for root, _dirs, files in os.walk(str(path)):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total

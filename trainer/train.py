@@ -1,0 +1,196 @@
+"""The training loop on a mesh of slices: restore-or-init, steps, checkpoints, snapshots, logs.
+
+A ``Trainer`` lives for the whole process; a ``Session`` is one attempt on one mesh (the elastic
+runtime makes a new session after every event). The loop keeps one step in flight: step N's
+loss is read after step N+1 is dispatched, as MaxText does, so Python overhead hides behind the
+device (a slice loss therefore surfaces a step late, as on Pathways). Checkpoint, snapshot and
+scale-up boundaries drain the pipeline first, so only known-good state is ever saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+
+from elastix.trainer import fault
+from elastix.trainer.checkpoint import Checkpointer
+from elastix.trainer.config import TrainConfig
+from elastix.trainer.data import make_iterator
+from elastix.trainer.events import EventLog, log
+from elastix.trainer.health import HealthSource, StaticHealth, lost, on_pathways
+from elastix.trainer.mesh import build_mesh, slice_devices
+from elastix.trainer.model import PRESETS, ModelConfig, flops_per_step
+from elastix.trainer.snapshot import SnapshotStore
+from elastix.trainer.step import OptConfig, StepFns, step_fns
+
+
+@dataclasses.dataclass
+class Session:
+    """One attempt on one mesh."""
+
+    slice_ids: frozenset[int]
+    mesh: object
+    fns: StepFns
+    state: object
+    step: int  # the step whose result `state` holds (dispatched, maybe not yet completed)
+    global_batch: int
+    restored: dict | None = None  # {"source", "step", "bytes", "seconds", "path"} or None
+
+
+def model_config(cfg: TrainConfig) -> ModelConfig:
+    """The preset with the activation dtype resolved for this platform."""
+    model = PRESETS[cfg.preset]
+    dtype = cfg.dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if jax.default_backend() == "tpu" or on_pathways() else "float32"
+    return dataclasses.replace(model, dtype=dtype)
+
+
+class Trainer:
+    """Owns the data iterator, checkpointer and snapshots across sessions.
+
+    Args:
+        cfg: validated config.
+        events: the JSONL event log.
+        health: slice health (feeds the local fault seam); default all slices up.
+    """
+
+    def __init__(self, cfg: TrainConfig, events: EventLog, health: HealthSource | None = None):
+        self.cfg, self.events = cfg, events
+        self.model = model_config(cfg)
+        self.opt = OptConfig(lr=cfg.lr, warmup_steps=cfg.warmup_steps, total_steps=cfg.steps,
+                             schedule=cfg.lr_schedule, weight_decay=cfg.weight_decay)
+        self.slices = slice_devices(cfg.num_slices)
+        self.health = health or StaticHealth(len(self.slices))
+        self.data = make_iterator(cfg.data, cfg.seq_len, self.model.vocab_size, cfg.seed)
+        self.ckpt = (Checkpointer(cfg.checkpoint_dir, cfg.checkpoint_period, events,
+                                  continuous=cfg.continuous_checkpointing,
+                                  async_save=cfg.async_checkpoint, max_to_keep=cfg.max_to_keep)
+                     if cfg.checkpoint_dir else None)
+        self.snapshots = SnapshotStore(events)
+        self.seam = not on_pathways()  # on Pathways real faults surface by themselves
+        self.last_completed = 0
+        self.before_step: list[Callable[[Trainer, int], None]] = []  # hooks (tests, runtime)
+        self.after_step: list[Callable[[Trainer, int, float], None]] = []
+        self.scale_up_check: Callable[[Session], bool] | None = None
+
+    # -- sessions ------------------------------------------------------------------------------
+    def restore_candidate(self) -> tuple[str, int] | None:
+        """Newest of (host snapshot, committed checkpoint); a tie goes to the snapshot (no I/O)."""
+        best = None
+        if self.ckpt is not None:
+            c = self.ckpt.latest_committed()
+            if c is not None:
+                best = ("checkpoint", c)
+        snap = self.snapshots.latest
+        if snap is not None and (best is None or snap.step >= best[1]):
+            best = ("snapshot", snap.step)
+        return best
+
+    def start(self, slice_ids) -> Session:
+        """Build the mesh on ``slice_ids`` and restore the newest state onto it (or init)."""
+        ids = frozenset(slice_ids)
+        mesh = build_mesh(self.slices, ids)
+        fns = step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seed,
+                       self.seam)
+        gb = self.cfg.batch_per_device * fns.num_devices
+        cand = self.restore_candidate()
+        if cand is None:
+            self.data.restore({"next_index": 0})
+            return Session(ids, mesh, fns, fns.init(), 0, gb)
+        source, step = cand
+        t0 = time.monotonic()
+        if source == "snapshot":
+            state, snap = self.snapshots.restore(fns.abstract)
+            data_state, nbytes, path = snap.data_state, snap.nbytes, "host-memory"
+        else:
+            state, data_state, nbytes = self.ckpt.restore(step, fns.abstract)
+            path = f"{self.ckpt.directory}/{step}"
+        jax.block_until_ready(state)
+        seconds = time.monotonic() - t0
+        self.data.restore(data_state)
+        self.last_completed = step
+        info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
+                "path": path}
+        self.events.emit("restore", **info)
+        log.info("elastix: restored step %d from %s (%d bytes in %.3f s)", step, source, nbytes,
+                 seconds)
+        return Session(ids, mesh, fns, state, step, gb, info)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def train(self, s: Session, until: int | None = None) -> str:
+        """Run steps until ``until`` (default ``cfg.steps``).
+
+        Returns:
+            ``"completed"`` or ``"scale_up"`` (``scale_up_check`` fired at a safe point; the
+            state is in a fresh host snapshot). Raises whatever a step raises.
+        """
+        target = self.cfg.steps if until is None else until
+        flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
+        pending, t_prev = None, time.monotonic()
+        while s.step < target:
+            n = s.step + 1
+            for hook in self.before_step:
+                hook(self, n)
+            batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
+            if self.seam:
+                fault.arm(n, lost(s.slice_ids, self.health))
+            s.state, loss = s.fns.step(s.state, batch)
+            s.step = n
+            if pending is not None:
+                t_prev = self._complete(s, pending, t_prev, flops)
+            pending = (n, loss)
+            if self.cfg.step_delay:
+                time.sleep(self.cfg.step_delay)
+            snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
+            ckpt_due = self.ckpt is not None and (self.ckpt.due(n) or n == target == self.cfg.steps)
+            scale_up = self.scale_up_check is not None and self.scale_up_check(s)
+            if not (snap_due or ckpt_due or scale_up or n == target):
+                continue
+            t_prev = self._complete(s, pending, t_prev, flops)
+            pending = None
+            jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
+            data_state = self.data.state()
+            if snap_due or scale_up:
+                self.snapshots.take(n, s.state, data_state)
+            if ckpt_due:
+                self.ckpt.save(n, s.state, data_state)
+            if scale_up and n < target:
+                if self.ckpt is not None:
+                    self.ckpt.settle()  # scale up only once any in-flight save has settled
+                return "scale_up"
+        if pending is not None:
+            self._complete(s, pending, t_prev, flops)
+        return "completed"
+
+    def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
+        n, loss = pending
+        value = float(loss)  # the sync point: a failed step raises JaxRuntimeError here
+        now = time.monotonic()
+        seconds = now - t_prev
+        tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
+        log.info("completed step: %d, seconds: %.3f, live slice count: %d, TFLOP/s/device: %.3f, "
+                 "loss: %.4f", n, seconds, len(s.slice_ids), tflops, value)
+        self.events.emit("step", step=n, seconds=round(seconds, 6), loss=value,
+                         live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
+                         global_batch=s.global_batch)
+        self.last_completed = n
+        for hook in self.after_step:
+            hook(self, n, seconds)
+        return now
+
+    def finish(self) -> None:
+        """Wait for the last save and release the checkpoint manager."""
+        if self.ckpt is not None:
+            self.ckpt.settle()
+            self.ckpt.close()
+
+
+def run_start_event(trainer: Trainer, cfg: TrainConfig) -> None:
+    """``run_start`` with the slice layout and the config."""
+    trainer.events.emit("run_start", num_slices=len(trainer.slices),
+                        devices=sum(len(d) for d in trainer.slices.values()),
+                        config=dataclasses.asdict(cfg))
