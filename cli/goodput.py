@@ -83,7 +83,7 @@ def _step_intervals(events: list[Event]) -> tuple[list, list, dict[int, int]]:
     kept: list[tuple[int, int, int]] = []  # (step, start, end)
     redone: list[tuple[int, int, int]] = []
     step_end: dict[int, int] = {}
-    first_of_run = False
+    first_of_run = True  # the stream's first step compiles, even when no run_start was logged
     for ev in events:
         if ev.name == "run_start":
             first_of_run = True
@@ -115,6 +115,8 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
             run_start = ev.t
         elif ev.name == "step":
             last_step_t[ev.data["step"]] = ev.t
+            if not last_step_t.keys() - {ev.data["step"]} and run_start is None:
+                run_start = ev.t - round((ev.data["seconds"] or 0.0) * 1000)  # no run_start
             if run_start is not None:
                 out.append(("startup", run_start, ev.t))
                 run_start = None
@@ -170,7 +172,11 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
         assign_kills(recs, kills)
     if not events:
         return GoodputReport(0, 0, 0.0, dict.fromkeys(BADPUT, 0.0), None, 0, recs, [])
-    lo, hi = events[0].t, events[-1].t
+    # A log without its run_start line begins at the first step's end: start at its beginning.
+    first = next((e for e in events if e.name == "step"), None)
+    lo = events[0].t if first is None else min(events[0].t, first.t - round(
+        (first.data["seconds"] or 0.0) * 1000))
+    hi = events[-1].t
     segs = _paint(_intervals(events, recs), lo, hi)
     totals = dict.fromkeys(CAUSES + ("other",), 0)
     for cause, a, b in segs:
