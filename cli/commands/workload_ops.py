@@ -27,7 +27,10 @@ def _check_output(output: str) -> None:
 
 
 def _watch(render, interval: float) -> None:
-    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point)."""
+    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point).
+
+    On a terminal the frame is redrawn in place; piped, each frame is printed after the last.
+    """
     import time
 
     from rich.live import Live
@@ -35,9 +38,15 @@ def _watch(render, interval: float) -> None:
     from elastix.display import console as make_console
 
     console = make_console()
+    if not console.is_terminal:
+        while True:
+            console.print(render())
+            console.print()
+            console.file.flush()
+            time.sleep(interval)  # a refresh period, not synchronisation
     with Live(render(), console=console, auto_refresh=False) as live:
         while True:
-            time.sleep(interval)  # a refresh period, not synchronisation
+            time.sleep(interval)
             live.update(render(), refresh=True)
 
 
