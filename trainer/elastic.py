@@ -96,6 +96,7 @@ class ElasticRuntime:
             raise ElastixError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
                                hint=f"use --min-slices {self.total} or fewer")
         self.recoveries = self.slice_losses = self.other_errors = 0
+        self.history: list[tuple[str, str]] = []  # (kind, error type) of every error handled
         # A plain object made before any event; recovery logs prove it is still the same one.
         self.step_times: list[float] = []
         self._first_step_of: int | None = None
@@ -177,6 +178,7 @@ class ElasticRuntime:
     def _handle(self, error: Exception, mesh: frozenset[int]) -> Outcome | None:
         """Count the error against its budget and clean up; an Outcome means stop."""
         kind = classify(error, mesh, self.health)
+        self.history.append((kind, type(error).__name__))
         last = self.trainer.last_completed
         if kind == "other":
             self.other_errors += 1

@@ -11,6 +11,7 @@ Pathways. Measured overhead on CPU: none (docs/benchmarks.md).
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import jax
@@ -27,6 +28,18 @@ _verdicts: dict[int, str] = {}  # step -> error text, only for steps that must f
 
 class InjectedSliceLoss(RuntimeError):
     """Raised inside the callback; XLA wraps it into a JaxRuntimeError."""
+
+
+class _QuietInjected(logging.Filter):
+    """JAX logs every failing io_callback with a traceback, once per device: keep the log
+    readable by dropping the injected ones (the runtime logs the event once)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, InjectedSliceLoss)
+
+
+logging.getLogger("jax._src.callback").addFilter(_QuietInjected())
 
 
 def arm(step: int, lost: frozenset[int] | set[int]) -> None:

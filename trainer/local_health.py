@@ -141,8 +141,11 @@ class LocalHeartbeatHealth:
                 continue
             with self._cond:
                 key = (slice_id, host)
-                if ts >= self._last.get(key, float("-inf")):
-                    if self._pids.get(key, pid) != pid:
+                last = self._last.get(key, float("-inf"))
+                if ts >= last:
+                    # Replaced while its predecessor still looked fresh: the loss would go
+                    # unseen without the latch. (A stale predecessor was already seen down.)
+                    if self._pids.get(key, pid) != pid and ts - last <= self.timeout:
                         self._latched[slice_id] = self._clock() + self.timeout
                     self._last[key] = ts
                     self._pids[key] = pid
@@ -183,6 +186,7 @@ class LocalHeartbeatHealth:
             while True:
                 live = self._live_locked()
                 if len(live) >= required:
+                    self._latched.clear()  # replacements that arrived while waiting count too
                     return live
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:

@@ -75,6 +75,8 @@ class Trainer:
         self.last_completed = 0
         self.before_step: list[Callable[[Trainer, int], None]] = []  # hooks (tests, runtime)
         self.after_step: list[Callable[[Trainer, int, float], None]] = []
+        self.after_save: list[Callable[[Trainer, int], None]] = []
+        self.on_restore: list[Callable[[Trainer, str, int], None]] = []
         self.scale_up_check: Callable[[Session], bool] | None = None
 
     # -- sessions ------------------------------------------------------------------------------
@@ -111,6 +113,8 @@ class Trainer:
             path = f"{self.ckpt.directory}/{step}"
         jax.block_until_ready(state)
         seconds = time.monotonic() - t0
+        for hook in self.on_restore:
+            hook(self, source, step)
         self.data.restore(data_state)
         self.last_completed = step
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
@@ -158,6 +162,8 @@ class Trainer:
                 self.snapshots.take(n, s.state, data_state)
             if ckpt_due:
                 self.ckpt.save(n, s.state, data_state)
+                for hook in self.after_save:
+                    hook(self, n)
             if scale_up and n < target:
                 if self.ckpt is not None:
                     self.ckpt.settle()  # scale up only once any in-flight save has settled

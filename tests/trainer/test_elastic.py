@@ -1,0 +1,302 @@
+"""Elastic runtime on 8 CPU devices: every recovery is compared with an uninterrupted run.
+
+Faults are real: a slice set down in ManualHealth makes the next step fail inside XLA (the
+local fault seam), surfacing as jax.errors.JaxRuntimeError. Hooks flip health at exact steps,
+and ``on_wait`` brings slices back when the runtime starts waiting: no sleeps, no timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import numpy as np
+import pytest
+from trainer_testlib import losses, make_cfg, run_elastic
+
+from elastix.trainer.checkpoint import Checkpointer
+from elastix.trainer.elastic import classify
+from elastix.trainer.events import EventLog
+from elastix.trainer.health import ManualHealth, StaticHealth
+from elastix.trainer.train import Trainer
+
+
+def down_once_at(health: ManualHealth, step: int, *slices: int, times: int = 1):
+    """A before_step hook: set ``slices`` down before ``step`` the first ``times`` times."""
+    fired = []
+
+    def hook(trainer, n):
+        if n == step and len(fired) < times:
+            fired.append(n)
+            health.set_down(*slices)
+    return hook
+
+
+def back_up_on_wait(health: ManualHealth, required: int) -> None:
+    health.set_up(*range(health.num_slices))
+
+
+def assert_matches(got: dict, want: dict, steps=range(1, 9)):
+    for step in steps:
+        assert got[step] == want[step], (step, got[step], want[step])
+
+
+def names(events) -> list[str]:
+    return [r["event"] for r in events.records]
+
+
+def test_pause_resume_matches_uninterrupted(reference, tmp_path, caplog):
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 6, 2))
+        setup.keep = runtime.step_times
+
+    with caplog.at_level(logging.INFO, logger="elastix.trainer"):
+        outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    assert runtime.history == [("slice_lost", "JaxRuntimeError")]
+    assert health.waits == [4, 4]  # start-up, then the recovery waited for every slice
+    ev = trainer.events
+    det = ev.of("elastic_detected")[0]
+    assert det["lost_slices"] == [2] and "DATA_LOSS" in det["error"] and det["pid"] == os.getpid()
+    assert det["last_step"] == 5
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == ("checkpoint", 4)
+    assert ev.of("elastic_first_step")[0]["step"] == 5
+    seq = [n for n in names(ev) if n.startswith("elastic_")]
+    assert seq == ["elastic_detected", "elastic_cleanup_done", "elastic_slices_ready",
+                   "elastic_restored", "elastic_first_step"]
+    assert_matches(losses(ev), reference["losses"])
+    # The object made before the event is the same one after it, in the same process.
+    assert runtime.step_times is setup.keep and len(runtime.step_times) > 8
+    proof = [r.getMessage() for r in caplog.records if "in-process recovery 1" in r.getMessage()]
+    assert proof and f"pid {os.getpid()}" in proof[0] and hex(id(setup.keep)) in proof[0]
+
+
+def _resized_reference(cfg):
+    """The same schedule as the faulty run, resized on purpose: 4 slices to step 2 (snapshot),
+    3 slices from the step-2 snapshot to step 6, then 4 slices again."""
+    tr = Trainer(cfg, EventLog(None))
+    assert tr.train(tr.start(range(4)), until=2) == "completed"
+    assert tr.train(tr.start([0, 1, 2]), until=6) == "completed"
+    assert tr.train(tr.start(range(4))) == "completed"
+    tr.finish()
+    return losses(tr.events), tr.events
+
+
+def test_replica_resize_down_and_back_up(tmp_path):
+    cfg = make_cfg(elastic_mode="replica-resize", min_slices=2, snapshot_period=2,
+                   checkpoint_dir=str(tmp_path / "ck"))
+    want, want_events = _resized_reference(
+        make_cfg(elastic_mode="replica-resize", min_slices=2, snapshot_period=2,
+                 checkpoint_dir=str(tmp_path / "ref")))
+    health = ManualHealth(4)
+    passes = []
+
+    def back(trainer, n):  # slice 3 returns before step 6 of the second pass
+        passes.append(n)
+        if n == 6 and passes.count(6) == 1 and 3 not in health.live_slices():
+            health.set_up(3)
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 4, 3))
+        trainer.before_step.append(back)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    ev = trainer.events
+    assert health.waits == [2, 2]  # never waited for the lost slice
+    assert [(r["from_slices"], r["to_slices"]) for r in ev.of("elastic_resize")] == [(4, 3), (3, 4)]
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == ("snapshot", 2)  # 4-slice snapshot onto 3
+    batches = {r["step"]: r["global_batch"] for r in ev.of("step")}
+    assert batches == {r["step"]: r["global_batch"] for r in want_events.of("step")}
+    assert [batches[s] for s in range(1, 9)] == [8, 8, 6, 6, 6, 6, 8, 8]
+    assert_matches(losses(ev), want)
+
+
+def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
+    """The slice goes away right after the async save of step 4 began. Recovery waits for that
+    write inside a guard and restores only what is committed on storage (maxtext#5260)."""
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    ck_dir = tmp_path / "ck"
+    cfg = make_cfg(checkpoint_dir=str(ck_dir))
+
+    def setup(trainer, runtime):
+        def lose_during_save(tr, step):
+            if step == 4 and not tr.events.of("elastic_detected"):
+                health.set_down(1)
+        trainer.after_save.append(lose_during_save)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    ev = trainer.events
+    order = names(ev)
+    started = order.index("checkpoint_save_started")
+    detected = order.index("elastic_detected")
+    assert started < detected < order.index("elastic_restored")
+    settled = [i for i, r in enumerate(ev.records)
+               if r["event"] in ("checkpoint_committed", "checkpoint_save_failed")
+               and r["step"] == 4]
+    # Still being written when the loss was detected; settled before cleanup finished.
+    assert settled and detected < settled[0] < order.index("elastic_cleanup_done")
+    restored = ev.of("elastic_restored")[0]
+    committed_4 = ev.records[settled[0]]["event"] == "checkpoint_committed"
+    assert restored["step"] == (4 if committed_4 else 0)
+    assert not [n for n in os.listdir(ck_dir) if "tmp" in n]
+    assert_matches(losses(ev), reference["losses"])
+
+
+def test_slice_lost_in_the_step_being_saved(reference, tmp_path):
+    """The step due for a checkpoint fails: no save starts, recovery uses the previous commit."""
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), checkpoint_period=3)
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 6, 0))
+
+    outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    ev = trainer.events
+    assert ev.of("elastic_restored")[0]["step"] == 3
+    assert [r["step"] for r in ev.of("checkpoint_committed")] == [3, 6, 8]
+    assert_matches(losses(ev), reference["losses"])
+
+
+def test_slice_lost_during_restore(reference, tmp_path):
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 6, 2))
+
+        def lose_while_restoring(tr, source, step):
+            if runtime.recoveries == 1 and not tr.events.of("restore"):
+                health.set_down(3)
+        trainer.on_restore.append(lose_while_restoring)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    assert runtime.history == [("slice_lost", "JaxRuntimeError"), ("slice_lost", "SliceLost")]
+    det = trainer.events.of("elastic_detected")
+    assert [d["lost_slices"] for d in det] == [[2], [3]]
+    assert [r["step"] for r in trainer.events.of("elastic_restored")] == [4]
+    assert_matches(losses(trainer.events), reference["losses"])
+
+
+def test_two_losses_in_a_row(reference, tmp_path):
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 6, 1))
+        again = down_once_at(health, 7, 2)
+        # The loop runs a step ahead, so step 7 is dispatched before step 6's failure surfaces:
+        # arm the second loss only once the first recovery is under way.
+        trainer.before_step.append(lambda tr, n: runtime.recoveries == 1 and again(tr, n))
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed" and runtime.recoveries == 2
+    assert [d["lost_slices"] for d in trainer.events.of("elastic_detected")] == [[1], [2]]
+    assert [r["step"] for r in trainer.events.of("elastic_restored")] == [4, 4]
+    assert_matches(losses(trainer.events), reference["losses"])
+
+
+def test_slice_loss_budget_exhausted(tmp_path):
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    ck_dir = tmp_path / "ck"
+    cfg = make_cfg(checkpoint_dir=str(ck_dir), max_slice_losses=1)
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 6, 1, times=5))
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "failed"
+    assert "slice-loss budget exhausted: 2 losses > --max-slice-losses 1" in outcome.reason
+    assert Checkpointer(str(ck_dir), 4, EventLog(None)).committed_steps() == [4]
+    assert not [n for n in os.listdir(ck_dir) if "tmp" in n]
+
+
+def test_slice_wait_timeout_is_a_clear_failure(tmp_path):
+    health = ManualHealth(4)  # nobody brings the slice back
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), slice_wait_timeout=0.05)
+
+    def setup(trainer, runtime):
+        trainer.before_step.append(down_once_at(health, 3, 0))
+
+    outcome, _, _ = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "failed"
+    assert outcome.reason.startswith("gave up waiting for slices after slice loss: 3 of 4")
+
+
+def test_user_error_is_not_a_slice_loss(reference, tmp_path):
+    health = ManualHealth(4)
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+
+    def boom(trainer, n):
+        if n == 6:
+            raise ValueError("bug in user code")
+
+    outcome, trainer, runtime = run_elastic(
+        cfg, health, setup=lambda tr, rt: tr.before_step.append(boom))
+    assert outcome.status == "failed" and "ValueError: bug in user code" in outcome.reason
+    assert runtime.history == [("other", "ValueError")] and runtime.slice_losses == 0
+    assert health.waits == [4] and not trainer.events.of("elastic_detected")
+
+
+def test_other_error_budget_retries_from_checkpoint(reference, tmp_path):
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), max_other_errors=1)
+    raised = []
+
+    def flaky(trainer, n):
+        if n == 7 and not raised:
+            raised.append(n)
+            raise OSError("transient input error")
+
+    outcome, trainer, runtime = run_elastic(
+        cfg, StaticHealth(4), setup=lambda tr, rt: tr.before_step.append(flaky))
+    assert outcome.status == "completed" and runtime.history == [("other", "OSError")]
+    assert trainer.events.of("restore")[0]["step"] == 4
+    assert_matches(losses(trainer.events), reference["losses"])
+
+
+def test_xla_error_from_user_code_is_not_slice_loss():
+    """An INTERNAL JaxRuntimeError (pathwaysutils would call it slice loss) with every slice up."""
+    from jax.experimental import io_callback
+
+    def bad(x):
+        raise ValueError("user callback failed")
+
+    f = jax.jit(lambda x: io_callback(bad, jax.ShapeDtypeStruct((), np.float32), x))
+    with pytest.raises(jax.errors.JaxRuntimeError) as e:
+        jax.block_until_ready(f(np.float32(1)))
+    health = ManualHealth(4)
+    assert classify(e.value, {0, 1, 2, 3}, health) == "other"
+    health.set_down(2)
+    assert classify(e.value, {0, 1, 2, 3}, health) == "slice_lost"
+
+
+@pytest.mark.parametrize("snapshot_period", [0, 1])
+def test_snapshots_lose_fewer_steps(reference, tmp_path, snapshot_period):
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), snapshot_period=snapshot_period)
+    outcome, trainer, _ = run_elastic(
+        cfg, health, setup=lambda tr, rt: tr.before_step.append(down_once_at(health, 8, 3)))
+    assert outcome.status == "completed"
+    det, restored = trainer.events.of("elastic_detected")[0], trainer.events.of("elastic_restored")[0]
+    lost = det["last_step"] - restored["step"]
+    if snapshot_period:
+        assert restored["source"] == "snapshot" and lost == 0
+    else:
+        assert restored["source"] == "checkpoint" and lost == 3
+    assert_matches(losses(trainer.events), reference["losses"])
