@@ -41,7 +41,7 @@ def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dic
            "KUBECONFIG": os.path.join(root, "none")}
     name = f"soak-{label}"
     ckpt = os.path.join(root, f"ckpt-{label}")
-    cmd = f"{sys.executable} -m elastix.trainer --checkpoint-dir {ckpt} {trainer_args}"
+    cmd = f"elastix-train --checkpoint-dir {ckpt} {trainer_args}"
     elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
             str(a.slices), "--elastic-slices", str(a.slices), "--max-slice-restarts",
             str(a.kills + 2), "--command", cmd)
@@ -93,8 +93,10 @@ def main() -> None:
     ap.add_argument("--tpu-type", default="v5litepod-8")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=10.0)
-    ap.add_argument("--trainer-args", default="")
-    ap.add_argument("--snapshot-flag", default="--snapshot-every 5")
+    ap.add_argument("--trainer-args", default="--preset tiny --steps 1000000 --batch-per-device 2 "
+                    "--seq-len 32 --checkpoint-period 20 --step-delay 0.05 "
+                    "--slice-wait-timeout 120 --max-slice-losses 50")
+    ap.add_argument("--snapshot-flag", default="--snapshot-period 2")
     ap.add_argument("--plots", default=tempfile.gettempdir())
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as root:
@@ -106,6 +108,13 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, d in results.items():
         print("\n".join(summarise(label, d)))
+    causes = [c for c in next(iter(results.values()))["goodput"]["badput_seconds"]]
+    print("\n| config | wall s | productive s | " + " | ".join(causes) + " |")
+    print("|---" * (len(causes) + 3) + "|")
+    for label, d in results.items():
+        g = d["goodput"]
+        print(f"| {label} | {g['wall_seconds']:.1f} | {g['productive_seconds']:.1f} | "
+              + " | ".join(f"{g['badput_seconds'][c]:.1f}" for c in causes) + " |")
 
 
 if __name__ == "__main__":
