@@ -1,7 +1,7 @@
 """Local backend: elastic kill-to-next-step time and its parts vs a full workload restart.
 
-One local workload (the real trainer, CPU devices), scheduling delay 0. Alternating, ``--runs``
-times each, in the same run on the same machine:
+One local workload (the real trainer, CPU devices), scheduling delay 0 unless told otherwise.
+Alternating, ``--runs`` times each, in the same run on the same machine:
 
 - **elastic**: SIGKILL one slice-host process (``LocalBackend.kill_worker``); the controller
   recovers in-process (detection, cleanup, waiting for slices, restore, first step);
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -74,12 +75,15 @@ def main() -> int:
     ap.add_argument("--slices", type=int, default=2)
     ap.add_argument("--tpu-type", default="v5litepod-8")
     ap.add_argument("--health-timeout", default="2.0", help="ELASTIX_HEALTH_TIMEOUT, seconds")
+    ap.add_argument("--scheduling-delay", default="0",
+                    help="ELASTIX_LOCAL_SCHEDULING_DELAY, seconds (0: the issue's setting)")
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),
-           "ELASTIX_LOCAL_SCHEDULING_DELAY": "0", "ELASTIX_HEALTH_TIMEOUT": a.health_timeout}
+           "ELASTIX_LOCAL_SCHEDULING_DELAY": a.scheduling_delay,
+           "ELASTIX_HEALTH_TIMEOUT": a.health_timeout}
     name = "bench-recovery"
     cmd = f"elastix-train --checkpoint-dir {root}/ckpt {a.trainer_args}"
     elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
@@ -110,6 +114,7 @@ def main() -> int:
     finally:
         subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name], env=env,
                        capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
     report(results, a)
     return 0
 
@@ -125,7 +130,7 @@ def report(results: dict[str, list], a: argparse.Namespace) -> None:
     el = [m.recovery for m in results["elastic"]]
     rs = [m.recovery for m in results["restart"]]
     print(f"\n{a.runs} runs each, {a.slices} x {a.tpu_type} (local), health timeout "
-          f"{a.health_timeout} s, scheduling delay 0\n")
+          f"{a.health_timeout} s, scheduling delay {a.scheduling_delay} s\n")
     print("| recovery | kill → next step, median (min–max) s | parts (median s) | same PID | "
           "JobSet restarts |")
     print("|---|---|---|---|---|")
