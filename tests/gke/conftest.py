@@ -1,103 +1,9 @@
-"""Fixtures: a fake Kubernetes API server process on 127.0.0.1 and a kubeconfig pointing at it."""
+"""Fixtures for the GKE tests (helpers live in gke_util)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-FAKE = ROOT / "tests" / "fakes" / "fake_k8s.py"
-JOBSET_CRD = ROOT / "templates" / "jobset-crd-v0.12.0.yaml"  # the vendored JobSet CRD
-
-
-def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
-    """Poll ``pred`` until it returns a truthy value; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-class FakeCluster:
-    """A running fake API server: its URL, a kubeconfig for it, and its admin endpoints."""
-
-    def __init__(self, proc: subprocess.Popen, port: int, kubeconfig: Path) -> None:
-        self.proc, self.port, self.kubeconfig = proc, port, kubeconfig
-        self.url = f"http://127.0.0.1:{port}"
-
-    def admin(self, path: str, body: dict) -> dict:
-        req = urllib.request.Request(f"{self.url}/_fake/{path}", data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
-
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as r:
-            return json.loads(r.read())
-
-    def pods(self, selector: str = "", namespace: str = "default") -> list[dict]:
-        q = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
-        return self.get(f"/api/v1/namespaces/{namespace}/pods{q}")["items"]
-
-    def env(self) -> dict:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), COLUMNS="200")
-        env.pop("ELASTIX_BACKEND", None)
-        return env
-
-
-def write_kubeconfig(path: Path, server: str, ca: str | None = None) -> Path:
-    cluster = {"server": server}
-    if ca:
-        cluster["certificate-authority"] = ca
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
-           "clusters": [{"name": "fake", "cluster": cluster}],
-           "users": [{"name": "tester", "user": {"token": "fake-token"}}],
-           "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}]}
-    path.write_text(json.dumps(cfg))
-    return path
-
-
-def start_fake(tmp: Path, config: dict | None = None, crd: bool = True,
-               extra: list[str] | None = None) -> FakeCluster:
-    port_file = tmp / "port"
-    cmd = [sys.executable, str(FAKE), "--port-file", str(port_file)]
-    if crd:
-        cmd += ["--jobset-crd", str(JOBSET_CRD)]
-    if config:
-        cmd += ["--config", json.dumps(config)]
-    cmd += extra or []
-    log = open(tmp / "fake.log", "w")  # noqa: SIM115 - closed with the process
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: port_file.exists() or proc.poll() is not None, what="fake API server")
-        if proc.poll() is not None:
-            raise AssertionError(f"fake API server exited: {(tmp / 'fake.log').read_text()}")
-    except BaseException:
-        proc.kill()
-        raise
-    port = int(port_file.read_text())
-    return FakeCluster(proc, port, write_kubeconfig(tmp / "kubeconfig", f"http://127.0.0.1:{port}"))
-
-
-def stop(fake: FakeCluster) -> None:
-    fake.proc.terminate()
-    try:
-        fake.proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        fake.proc.kill()
-        fake.proc.wait()
+from gke_util import start_fake, stop
 
 
 @pytest.fixture
@@ -106,17 +12,3 @@ def fake_cluster(tmp_path):
     fake = start_fake(tmp_path, {"log_interval": 0.1, "terminate_delay": 0.2})
     yield fake
     stop(fake)
-
-
-def elastix(fake: FakeCluster, *args: str, timeout: float = 60, check: bool = True):
-    """Run the real ``elastix`` CLI as a subprocess against the fake cluster."""
-    proc = subprocess.run([sys.executable, "-m", "elastix", *args], env=fake.env(),
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"elastix {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n"
-                             f"{proc.stderr}")
-    return proc
-
-
-CREATE = ["workload", "create", "demo", "--tpu-type", "v5litepod-16", "--num-slices", "2",
-          "--elastic-slices", "2", "--docker-image", "img:1", "--command", "python train.py"]

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from conftest import write_kubeconfig
+from gke_util import write_kubeconfig
 from werkzeug import Response
 
 from elastix.main import main

@@ -9,7 +9,7 @@ import datetime as dt
 import json
 
 import pytest
-from conftest import CREATE, start_fake, stop, wait_for
+from gke_util import CREATE, start_fake, stop, wait_for
 from werkzeug import Response
 
 from elastix.main import main

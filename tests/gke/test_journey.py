@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from conftest import CREATE, elastix, wait_for
+from gke_util import CREATE, elastix, wait_for
 
 JS = "jobset.sigs.k8s.io/"
 HEAD = f"{JS}jobset-name=demo,{JS}replicatedjob-name=pathways-head"
@@ -121,7 +121,7 @@ def test_logs_reconnects_after_a_cut_stream_without_repeating_lines(fake_cluster
 
 
 def test_status_explains_a_stuck_workload(tmp_path):
-    from conftest import start_fake, stop
+    from gke_util import start_fake, stop
 
     fake = start_fake(tmp_path, {"unschedulable": {"cloud.google.com/gke-tpu-topology": "4x4"}})
     try:

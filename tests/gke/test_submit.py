@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CREATE, elastix, start_fake, stop, wait_for
+from gke_util import CREATE, elastix, start_fake, stop, wait_for
 
 from elastix.backends.gke import GKEBackend
 from elastix.errors import ManifestError, NotFoundError
