@@ -12,6 +12,10 @@ from elastix.commands import common
 app = typer.Typer(no_args_is_help=True)
 
 LOCAL_IMAGE = "elastix-trainer:local"
+# The local backend's default job: the tiny trainer with checkpoints and snapshots in the
+# workload's own state directory, slow enough per step to watch a recovery.
+LOCAL_COMMAND = ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 --checkpoint-dir "
+                 "\"$ELASTIX_WORKLOAD_DIR/checkpoints\" --checkpoint-period 20 --snapshot-period 5")
 
 
 def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
@@ -118,6 +122,9 @@ def create(
     if kind == "local" and not docker_image and not (file_values or {}).get("docker_image") \
             and not headless:
         flags["docker_image"] = LOCAL_IMAGE  # the local backend runs the command, not the image
+    if kind == "local" and command is None and not (file_values or {}).get("command") \
+            and not headless:
+        flags["command"] = LOCAL_COMMAND
     spec = S.build_spec(file_values, flags)
     manifest = R.render(spec, template)
     if dry_run == "client":
