@@ -16,6 +16,9 @@ import threading
 import time
 from typing import Any
 
+import jax
+from jax.sharding import Mesh, NamedSharding
+
 from elastix.trainer import storage
 from elastix.trainer.events import EventLog, log
 
@@ -201,11 +204,48 @@ class Checkpointer:
 
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
-                                  data=ocp.args.JsonRestore())
+        one, full = _one_replica(abstract_state)
+        args = ocp.args.Composite(state=ocp.args.StandardRestore(one), data=ocp.args.JsonRestore())
         restored = self._manager().restore(step, args=args)
+        state = restored["state"]
+        if full is not None:
+            # Read each shard once (onto the first slice), then copy device to device: reading
+            # straight onto the replicated target made Orbax read the data once per slice.
+            state = jax.device_put(state, full)
         nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-        return restored["state"], dict(restored["data"]), nbytes
+        return state, dict(restored["data"]), nbytes
+
+
+def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
+    """(target on the first slice only, full shardings) - or (abstract_state, None) when the
+    state is not replicated over a 'slice' axis."""
+    from elastix.trainer.health import on_pathways
+
+    if on_pathways():  # there each TPU host reads its own shards (ENABLE_PATHWAYS_PERSISTENCE)
+        return abstract_state, None
+    leaves = jax.tree.leaves(abstract_state)
+    shardings = [getattr(x, "sharding", None) for x in leaves]
+    if not leaves or not all(isinstance(sh, NamedSharding) for sh in shardings):
+        return abstract_state, None
+    mesh = shardings[0].mesh
+    if "slice" not in mesh.axis_names or mesh.shape["slice"] == 1 or any(
+            sh.mesh != mesh or "slice" in _spec_axes(sh.spec) for sh in shardings):
+        return abstract_state, None
+    sub = Mesh(mesh.devices[:1], mesh.axis_names)
+    one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                      sharding=NamedSharding(sub, x.sharding.spec)),
+                       abstract_state)
+    return one, jax.tree.map(lambda x: x.sharding, abstract_state)
+
+
+def _spec_axes(spec) -> set:
+    out = set()
+    for entry in spec:
+        if isinstance(entry, tuple):
+            out.update(entry)
+        elif entry is not None:
+            out.add(entry)
+    return out
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,0 +1,165 @@
+"""Elastic runtime benchmarks (CPU, 8 fake devices as 4 slices x 2, tiny preset, global batch
+32 x 64 tokens), all in one process and one run:
+
+1. overhead: median step time under the runtime (events to a file, log lines, the fault seam,
+   async checkpoints every 20 steps) against a bare loop of the same compiled step on the same
+   data (device_put, step, float(loss)); alternated ABAB for ``--rounds`` rounds;
+2. recovery from a real fault (a slice set down; the next step fails inside XLA) to the next
+   completed step, split into detection, cleanup, wait, restore and first step (compile
+   included when the mesh is new), for pause-resume (same mesh: compiled step reused) and
+   replica-resize (new 3-slice mesh: recompile);
+3. steps lost per fault with host snapshots every 2 steps against checkpoints only (every 20),
+   faults at steps 16, 34 and 47.
+
+    /work/venvs/dev/bin/python bench/bench_elastic.py [--rounds 3] [--steps 60]
+
+Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import io
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+
+from elastix.trainer.config import from_mapping  # noqa: E402
+from elastix.trainer.elastic import ElasticRuntime  # noqa: E402
+from elastix.trainer.events import EventLog, setup_logging  # noqa: E402
+from elastix.trainer.health import ManualHealth, StaticHealth  # noqa: E402
+from elastix.trainer.train import Trainer  # noqa: E402
+
+BASE = dict(preset="tiny", batch_per_device=4, seq_len=64, num_slices=4, warmup_steps=5)
+
+
+def cfg_for(tmp: str, **kw):
+    return from_mapping({**BASE, "checkpoint_dir": os.path.join(tmp, f"ck{time.time_ns()}"), **kw})
+
+
+def runtime_run(cfg, health, events_path=None, setup=None):
+    events = EventLog(events_path)
+    tr = Trainer(cfg, events, health)
+    rt = ElasticRuntime(tr, health)
+    if setup:
+        setup(tr, rt, health)
+    out = rt.run()
+    events.close()
+    assert out.status == "completed", out
+    return tr, rt
+
+
+def bare_loop(cfg) -> list[float]:
+    tr = Trainer(cfg, EventLog(None))
+    s = tr.start(range(4))
+    times, state = [], s.state
+    for _ in range(cfg.steps):
+        t0 = time.monotonic()
+        batch = jax.device_put(tr.data.next_batch(s.global_batch), s.fns.batch_sharding)
+        state, loss = s.fns.step(state, batch)
+        float(loss)
+        times.append(time.monotonic() - t0)
+    return times
+
+
+def overhead(tmp: str, steps: int, rounds: int) -> None:
+    bare, under = [], []
+    for _ in range(rounds):
+        bare.append(statistics.median(bare_loop(cfg_for(tmp, steps=steps))[5:]))
+        cfg = cfg_for(tmp, steps=steps, checkpoint_period=20)
+        tr, _ = runtime_run(cfg, StaticHealth(4), os.path.join(tmp, "ev.jsonl"))
+        under.append(statistics.median([r["seconds"] for r in tr.events.of("step")
+                                        if r["step"] % 20 != 1][5:]))
+    b, u = statistics.median(bare), statistics.median(under)
+    print("| loop | median step (s), per round | median |\n|---|---|---|")
+    print(f"| bare (step + float(loss)) | {', '.join(f'{x:.4f}' for x in bare)} | {b:.4f} |")
+    print(f"| elastic runtime | {', '.join(f'{x:.4f}' for x in under)} | {u:.4f} |")
+    print(f"\noverhead: {100 * (u / b - 1):+.1f} %")
+
+
+def _ts(rec) -> float:
+    return dt.datetime.strptime(rec["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=dt.timezone.utc).timestamp()
+
+
+def recovery(tmp: str, mode: str) -> dict:
+    extra = {"elastic_mode": mode, "min_slices": 3} if mode == "replica-resize" else {}
+    cfg = cfg_for(tmp, steps=30, checkpoint_period=10, **extra)
+    fault_at = {}
+
+    def setup(tr, rt, health):
+        def hook(trainer, n):
+            if n == 16 and not fault_at:
+                fault_at["t"] = time.time()
+                health.set_down(3)
+        tr.before_step.append(hook)
+        if mode == "pause-resume":
+            health.on_wait = lambda h, r: h.set_up(3)
+
+    tr, _ = runtime_run(cfg, ManualHealth(4), setup=setup)
+    ev = tr.events
+    first = ev.of("elastic_first_step")[0]
+    det = ev.of("elastic_detected")[0]
+    return {"detection": _ts(det) - fault_at["t"],
+            "cleanup": ev.of("elastic_cleanup_done")[0]["seconds"],
+            "wait": ev.of("elastic_slices_ready")[0]["seconds"],
+            "restore": ev.of("elastic_restored")[0]["seconds"],
+            "first step": first["seconds"],
+            "total": _ts(first) - fault_at["t"],
+            "steps lost": det["last_step"] - ev.of("elastic_restored")[0]["step"]}
+
+
+def steps_lost(tmp: str, snapshot_period: int) -> list[int]:
+    cfg = cfg_for(tmp, steps=55, checkpoint_period=20, snapshot_period=snapshot_period,
+                  max_slice_losses=5)
+    faults = [16, 34, 47]
+
+    def setup(tr, rt, health):
+        def hook(trainer, n):
+            if faults and n == faults[0] and rt.recoveries == 3 - len(faults):
+                faults.pop(0)
+                health.set_down(2)
+        tr.before_step.append(hook)
+        health.on_wait = lambda h, r: h.set_up(2)
+
+    tr, _ = runtime_run(cfg, ManualHealth(4), setup=setup)
+    dets, rest = tr.events.of("elastic_detected"), tr.events.of("elastic_restored")
+    return [d["last_step"] - r["step"] for d, r in zip(dets, rest, strict=True)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=60)
+    ns = ap.parse_args()
+    setup_logging(io.StringIO(), logging.INFO)  # log lines are formatted but not printed
+    tmp = tempfile.mkdtemp(prefix="bench-elastic-")
+    try:
+        overhead(tmp, ns.steps, ns.rounds)
+        rows = {m: recovery(tmp, m) for m in ("pause-resume", "replica-resize")}
+        keys = list(rows["pause-resume"])
+        print("\n| seconds | " + " | ".join(keys) + " |")
+        print("|---" * (len(keys) + 1) + "|")
+        for mode, r in rows.items():
+            print(f"| {mode} | " + " | ".join(
+                str(r[k]) if k == "steps lost" else f"{r[k]:.3f}" for k in keys) + " |")
+        ck, snap = steps_lost(tmp, 0), steps_lost(tmp, 2)
+        print("\n| recovery source | steps lost per fault (faults at 16, 34, 47) | mean |\n"
+              "|---|---|---|")
+        print(f"| checkpoints only (every 20) | {ck} | {statistics.mean(ck):.1f} |")
+        print(f"| + host snapshots (every 2) | {snap} | {statistics.mean(snap):.1f} |")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
