@@ -64,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # the one boundary: one line, the traceback only with ELASTIX_DEBUG
+        if os.environ.get("ELASTIX_DEBUG"):
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"error: {type(e).__name__}: {first}", file=sys.stderr)
+        print("hint: set ELASTIX_DEBUG=1 for the traceback", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ no save is in flight. After an elastic event the manager is thrown away and a ne
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding
 
+from elastix.errors import UsageError
 from elastix.trainer import storage
 from elastix.trainer.events import EventLog, log
 
@@ -41,6 +43,10 @@ class Checkpointer:
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
                  async_save: bool = True, max_to_keep: int = 3) -> None:
         self.directory = str(directory).rstrip("/")
+        if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
+                os.path.isdir(self.directory):
+            raise UsageError(f"--checkpoint-dir {self.directory} is a file, not a directory",
+                             hint="point --checkpoint-dir at a directory (it is created if missing)")
         self.period, self.continuous, self.async_save = period, continuous, async_save
         self.max_to_keep = max_to_keep
         self.events = events

@@ -130,6 +130,10 @@ class TrainConfig:
         if self.min_slices is not None and self.elastic_mode == "pause-resume":
             p.append(("min_slices", "only applies to --elastic-mode replica-resize",
                       "drop --min-slices or add --elastic-mode replica-resize"))
+        ck = self.checkpoint_dir
+        if ck and not ck.startswith("gs://") and os.path.exists(ck) and not os.path.isdir(ck):
+            p.append(("checkpoint_dir", f"{ck} is a file, not a directory",
+                      "point --checkpoint-dir at a directory (it is created if missing)"))
         if self.continuous_checkpointing and not self.checkpoint_dir:
             p.append(("continuous_checkpointing", "needs --checkpoint-dir", None))
         if p:

@@ -23,7 +23,7 @@ import time
 
 import jax
 
-from elastix.errors import ElastixError
+from elastix.errors import ElastixError, UsageError
 from elastix.trainer import fault
 from elastix.trainer.events import EventLog, iso_ms, log
 from elastix.trainer.health import HealthSource, SliceWaitTimeout, lost
@@ -93,8 +93,8 @@ class ElasticRuntime:
         self.resize = cfg.elastic_mode == "replica-resize"
         self.min_slices = cfg.min_slices or (max(1, self.total - 1) if self.resize else self.total)
         if self.min_slices > self.total:
-            raise ElastixError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
-                               hint=f"use --min-slices {self.total} or fewer")
+            raise UsageError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
+                             hint=f"use --min-slices {self.total} or fewer")
         self.recoveries = self.slice_losses = self.other_errors = 0
         self.history: list[tuple[str, str]] = []  # (kind, error type) of every error handled
         # A plain object made before any event; recovery logs prove it is still the same one.
@@ -124,7 +124,7 @@ class ElasticRuntime:
             tr.ckpt.cleanup_uncommitted()
         try:
             use = self._wait_for_slices(recovery=None)
-        except SliceWaitTimeout as e:
+        except TimeoutError as e:  # any health source's timeout (SliceWaitTimeout is one)
             return self._fail(f"not enough slices to start: {e}")
         while True:
             session = None
@@ -147,7 +147,7 @@ class ElasticRuntime:
                     return outcome
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
-                except SliceWaitTimeout as e2:
+                except TimeoutError as e2:
                     return self._fail(f"gave up waiting for slices after slice loss: {e2}")
                 self._resize_event(mesh, new, "resize")
                 use = new
