@@ -15,7 +15,7 @@ from measure_contract import recorded_run, to_jsonl, to_log
 
 from elastix.main import main
 
-_GKE = Path(__file__).resolve().parents[1] / "gke" / "conftest.py"
+_GKE = Path(__file__).resolve().parents[1] / "gke" / "gke_util.py"
 _spec = importlib.util.spec_from_file_location("elastix_gke_fixtures", _GKE)
 gke = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gke)
