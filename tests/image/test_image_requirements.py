@@ -73,12 +73,12 @@ def test_fresh_venv_with_the_image_requirements_runs_the_trainer(tmp_path):
         **env, "JAX_PLATFORMS": "cpu"}, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["cpu", "4.0"]
-    res = subprocess.run([str(venv / "bin" / "elastix-train"), *TRAIN_ARGS],
+    ckpt = tmp_path / "ckpt"
+    res = subprocess.run([str(venv / "bin" / "elastix-train"), "--preset", "tiny", "--steps", "4",
+                          "--checkpoint-dir", str(ckpt), "--checkpoint-period", "2"],
                          capture_output=True, text=True, env={**env, "JAX_PLATFORMS": "cpu"},
                          timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-
-
-# The trainer's command line for a few CPU steps. The trainer CLI (elastix.trainer.__main__) is
-# still a placeholder; set these to its tiny-model, few-steps flags when it lands.
-TRAIN_ARGS: list[str] = []
+    out = res.stdout + res.stderr
+    assert "completed step: 4," in out, out
+    assert (ckpt / "4").is_dir()  # the final checkpoint committed (renamed from its tmp dir)
