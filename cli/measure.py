@@ -143,7 +143,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         rf"elastix: snapshot taken: step (\d+) \((\d+) bytes in {_NUM} s\)"),
      ("step", "bytes", "seconds")),
     ("restore", re.compile(
-        rf"elastix: restored step (\d+) from (checkpoint|snapshot) \((\d+) bytes in {_NUM} s\)"),
+        rf"elastix: restored step (\d+) from (checkpoint|snapshot|init) \((\d+) bytes in {_NUM} s\)"),
      ("step", "source", "bytes", "seconds")),
     ("elastic_detected", re.compile(
         r"elastix: slice down, retrying \(recovery (\d+), slices lost \[([\d, ]*)\], "

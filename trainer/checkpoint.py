@@ -87,14 +87,16 @@ class Checkpointer:
 
         self.settle()  # one save at a time: Orbax would block on the previous one anyway
         mgr = self._manager()
-        self.events.emit("checkpoint_save_started", step=step)
+        self.events.emit("checkpoint_save_started", step=step,
+                         line=f"elastix: checkpoint save started: step {step}")
         start = time.monotonic()
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   data=ocp.args.JsonSave(data_state))
         try:
             mgr.save(step, args=args, force=True)
         except Exception as e:
-            self.events.emit("checkpoint_save_failed", step=step, error=_first_line(e))
+            self.events.emit("checkpoint_save_failed", step=step, error=_first_line(e),
+                             line=f"elastix: checkpoint save failed: step {step}: {_first_line(e)}")
             raise
         blocking = time.monotonic() - start
         pending = {"step": step, "start": start, "blocking": blocking, "done": threading.Event(),
@@ -118,11 +120,14 @@ class Checkpointer:
         if error is None and step in self.committed_steps():
             nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
             self.events.emit("checkpoint_committed", step=step, seconds=round(seconds, 6),
-                             bytes=nbytes, blocking_seconds=round(pending["blocking"], 6))
+                             bytes=nbytes, blocking_seconds=round(pending["blocking"], 6),
+                             line=f"elastix: checkpoint committed: step {step} ({nbytes} bytes "
+                                  f"in {seconds:.3f} s, blocking {pending['blocking']:.3f} s)")
             pending["ok"] = True
         else:
-            self.events.emit("checkpoint_save_failed", step=step,
-                             error=error or "not committed on storage")
+            error = error or "not committed on storage"
+            self.events.emit("checkpoint_save_failed", step=step, error=error,
+                             line=f"elastix: checkpoint save failed: step {step}: {error}")
             pending["ok"] = False
         pending["done"].set()
 

@@ -108,8 +108,9 @@ class ElasticRuntime:
         self.step_times.append(seconds)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
-            self.events.emit("elastic_first_step", recovery=r, step=step, seconds=round(seconds, 6))
-            log.info("elastix: first step after recovery %d: step %d in %.3f s", r, step, seconds)
+            self.events.emit("elastic_first_step", recovery=r, step=step, seconds=round(seconds, 6),
+                             line=f"elastix: first step after recovery {r}: step {step} in "
+                                  f"{seconds:.3f} s")
 
     def _scale_up_wanted(self, s: Session) -> bool:
         return bool((self.health.live_slices() & frozenset(self.trainer.slices)) - s.slice_ids)
@@ -162,9 +163,15 @@ class ElasticRuntime:
             raise SliceLost(f"slice(s) {sorted(down)} went down during the restore")
         if self._pending_restore_event:
             self._pending_restore_event = False
-            r = session.restored or {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
-            self.events.emit("elastic_restored", recovery=self.recoveries, source=r["source"],
-                             step=r["step"], bytes=r["bytes"], seconds=r["seconds"])
+            r = session.restored
+            if r is None:  # nothing was saved yet: training starts over from step 0
+                self.events.emit("elastic_restored", recovery=self.recoveries, source="init",
+                                 step=0, bytes=0, seconds=0.0,
+                                 line="elastix: restored step 0 from init (0 bytes in 0.000 s)")
+            else:  # the same instant as the restore's own event and log line
+                self.events.emit("elastic_restored", recovery=self.recoveries, at=r["ts"],
+                                 source=r["source"], step=r["step"], bytes=r["bytes"],
+                                 seconds=r["seconds"])
             self._first_step_of = self.recoveries
             self._proof()
 
@@ -195,9 +202,9 @@ class ElasticRuntime:
         down = sorted(lost(mesh, self.health))
         live = self._live_known()
         self.events.emit("elastic_detected", recovery=r, kind="slice_lost", error=error_line(error),
-                         last_step=last, live_slices=len(live), lost_slices=down)
-        log.info("elastix: slice down, retrying (recovery %d, slices lost %s, last step %d): %s",
-                 r, down, last, error_line(error))
+                         last_step=last, live_slices=len(live), lost_slices=down,
+                         line=f"elastix: slice down, retrying (recovery {r}, slices lost {down}, "
+                              f"last step {last}): {error_line(error)}")
         if self.slice_losses > self.trainer.cfg.max_slice_losses:
             self._cleanup(None)
             return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "
@@ -220,8 +227,8 @@ class ElasticRuntime:
                 ck.cleanup_uncommitted()
         seconds = self.clock() - t0
         if recovery is not None:
-            self.events.emit("elastic_cleanup_done", recovery=recovery, seconds=round(seconds, 6))
-            log.info("elastix: cleanup done in %.3f s", seconds)
+            self.events.emit("elastic_cleanup_done", recovery=recovery, seconds=round(seconds, 6),
+                             line=f"elastix: cleanup done in {seconds:.3f} s")
 
     def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
         required = self._required()
@@ -231,16 +238,17 @@ class ElasticRuntime:
         waited = self.clock() - t0
         if recovery is not None:
             self.events.emit("elastic_slices_ready", recovery=recovery, live_slices=len(live),
-                             required_slices=required, seconds=round(waited, 6))
-            log.info("elastix: sufficient slices active: %d >= %d (waited %.3f s)", len(live),
-                     required, waited)
+                             required_slices=required, seconds=round(waited, 6),
+                             line=f"elastix: sufficient slices active: {len(live)} >= {required} "
+                                  f"(waited {waited:.3f} s)")
         return live if self.resize else frozenset(self.trainer.slices)
 
     def _resize_event(self, old: frozenset[int], new: frozenset[int], why: str) -> None:
         if len(old) != len(new):
             self.events.emit("elastic_resize", recovery=self.recoveries, from_slices=len(old),
-                             to_slices=len(new))
-            log.info("elastix: %s from %d to %d slices %s", why, len(old), len(new), sorted(new))
+                             to_slices=len(new),
+                             line=f"elastix: resized mesh (recovery {self.recoveries}): "
+                                  f"{len(old)} -> {len(new)} slices {sorted(new)} ({why})")
 
     def _fail(self, reason: str) -> Outcome:
         ck = self.trainer.ckpt
@@ -268,7 +276,9 @@ def run(cfg) -> int:
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
-        events.emit("run_end", status=outcome.status, reason=outcome.reason, step=outcome.step)
+        events.emit("run_end", status=outcome.status, reason=outcome.reason, step=outcome.step,
+                    line=f"elastix: run end: {outcome.status} at step {outcome.step} "
+                         f"({outcome.reason})")
         health.close()
     finally:
         events.close()

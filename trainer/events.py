@@ -34,7 +34,9 @@ def iso_ms(t: dt.datetime | None = None) -> str:
 
 class _UtcFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        when = dt.datetime.fromtimestamp(record.created, dt.timezone.utc)
+        # An event's line carries the event's own instant, so events and log give one time.
+        when = getattr(record, "elastix_when", None) or dt.datetime.fromtimestamp(
+            record.created, dt.timezone.utc)
         return f"{iso_ms(when)} {record.getMessage()}"
 
 
@@ -72,14 +74,30 @@ class EventLog:
         self._local = local
         self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
 
-    def emit(self, event: str, **fields: Any) -> dict:
-        """Write one event now; returns the record."""
-        record = {"ts": iso_us(), "event": event, "pid": os.getpid(), **fields}
-        line = json.dumps(record, default=_jsonable)
+    def emit(self, event: str, line: str | None = None, at: str | None = None,
+             **fields: Any) -> dict:
+        """Write one event now, and its log line (docs/events.md) with the same timestamp.
+
+        Args:
+            event: the event name.
+            line: the log line's text (without the time prefix); ``None`` for no line.
+            at: the ``ts`` to record instead of now (an event that dates from another one).
+            **fields: the event's keys.
+
+        Returns:
+            The record written.
+        """
+        when = dt.datetime.now(dt.timezone.utc)
+        if at is not None:
+            when = dt.datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+        record = {"ts": iso_us(when), "event": event, "pid": os.getpid(), **fields}
+        if line is not None:
+            log.info("%s", line, extra={"elastix_when": when})
+        text = json.dumps(record, default=_jsonable)
         with self._lock:
             self.records.append(record)
             if self._file is not None:
-                self._file.write(line + "\n")
+                self._file.write(text + "\n")
                 self._file.flush()
                 if self._gcs_path and time.monotonic() - self._last_upload >= self._upload_every:
                     self._upload()

@@ -49,8 +49,10 @@ class SnapshotStore:
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host)))
         self.latest = Snapshot(step, host, dict(data_state), nbytes)
         if emit:
-            self.events.emit("snapshot_taken", step=step,
-                             seconds=round(time.monotonic() - start, 6), bytes=nbytes)
+            seconds = time.monotonic() - start
+            self.events.emit("snapshot_taken", step=step, seconds=round(seconds, 6), bytes=nbytes,
+                             line=f"elastix: snapshot taken: step {step} ({nbytes} bytes in "
+                                  f"{seconds:.3f} s)")
         return self.latest
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:

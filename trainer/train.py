@@ -10,6 +10,7 @@ scale-up boundaries drain the pipeline first, so only known-good state is ever s
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ from elastix.trainer import fault
 from elastix.trainer.checkpoint import Checkpointer
 from elastix.trainer.config import TrainConfig
 from elastix.trainer.data import make_iterator
-from elastix.trainer.events import EventLog, log
+from elastix.trainer.events import EventLog
 from elastix.trainer.health import HealthSource, StaticHealth, lost, on_pathways
 from elastix.trainer.mesh import build_mesh, slice_devices
 from elastix.trainer.model import PRESETS, ModelConfig, flops_per_step
@@ -119,9 +120,9 @@ class Trainer:
         self.last_completed = step
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
                 "path": path}
-        self.events.emit("restore", **info)
-        log.info("elastix: restored step %d from %s (%d bytes in %.3f s)", step, source, nbytes,
-                 seconds)
+        rec = self.events.emit("restore", **info, line=f"elastix: restored step {step} from "
+                               f"{source} ({nbytes} bytes in {seconds:.3f} s)")
+        info["ts"] = rec["ts"]  # a recovery's elastic_restored dates from this instant
         return Session(ids, mesh, fns, state, step, gb, info)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -178,11 +179,11 @@ class Trainer:
         now = time.monotonic()
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
-        log.info("completed step: %d, seconds: %.3f, live slice count: %d, TFLOP/s/device: %.3f, "
-                 "loss: %.4f", n, seconds, len(s.slice_ids), tflops, value)
         self.events.emit("step", step=n, seconds=round(seconds, 6), loss=value,
                          live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
-                         global_batch=s.global_batch)
+                         global_batch=s.global_batch,
+                         line=f"completed step: {n}, seconds: {seconds:.3f}, live slice count: "
+                              f"{len(s.slice_ids)}, TFLOP/s/device: {tflops:.3f}, loss: {value:.4f}")
         self.last_completed = n
         for hook in self.after_step:
             hook(self, n, seconds)
@@ -197,6 +198,8 @@ class Trainer:
 
 def run_start_event(trainer: Trainer, cfg: TrainConfig) -> None:
     """``run_start`` with the slice layout and the config."""
-    trainer.events.emit("run_start", num_slices=len(trainer.slices),
-                        devices=sum(len(d) for d in trainer.slices.values()),
-                        config=dataclasses.asdict(cfg))
+    devices = sum(len(d) for d in trainer.slices.values())
+    trainer.events.emit("run_start", num_slices=len(trainer.slices), devices=devices,
+                        config=dataclasses.asdict(cfg),
+                        line=f"elastix: run start: pid {os.getpid()}, slices "
+                             f"{len(trainer.slices)}, devices {devices}")
