@@ -61,3 +61,17 @@ def test_the_head_log_gives_the_same_recoveries(events, log_events):
             assert getattr(a, key) == getattr(b, key), key
         # this recording's log line and event were stamped by two calls: 1 ms apart at most
         assert abs(a.start - b.start) <= 1
+
+
+def test_a_run_with_every_log_line_gives_identical_numbers_from_either_source():
+    """A newer recording (tiny preset, 2 slices, one SIGKILLed worker, snapshots every 5 steps):
+    the trainer now logs every event in the same call, so the head log alone gives exactly the
+    numbers the events file gives: recoveries and the whole goodput breakdown."""
+    ev = events_from_jsonl((FIX / "real_run2.events.jsonl").read_text())
+    lg = events_from_log((FIX / "real_run2.head.log").read_text().splitlines())
+    assert recoveries(ev) == recoveries(lg)
+    (r,) = recoveries(ev)
+    assert r.restore_source == "snapshot" and r.steps_lost == r.last_step - r.restored_step
+    assert r.pid_same
+    assert goodput(ev) == goodput(lg)
+    assert goodput(ev).last_step == 400
