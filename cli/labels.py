@@ -39,6 +39,8 @@ ELASTIC_SLICES = "elastix.dev/elastic-slices"
 """Annotation: how many slices may be lost and recovered in-process."""
 MAX_SLICE_RESTARTS = "elastix.dev/max-slice-restarts"
 """Annotation: how many times each slice may be recreated before the JobSet restarts."""
+EVENTS_PATH = "elastix.dev/events-path"
+"""Annotation: the gs:// URI of the trainer's JSONL events (docs/events.md), when set."""
 
 HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"

@@ -112,6 +112,11 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     }
     if spec.pathways_persistence:
         main_env["ENABLE_PATHWAYS_PERSISTENCE"] = {"value": "1"}
+    annotations = {L.ELASTIC_SLICES: str(spec.elastic_slices),
+                   L.MAX_SLICE_RESTARTS: str(spec.slice_restarts)}
+    if spec.events_path:
+        main_env["ELASTIX_EVENTS_FILE"] = {"value": spec.events_path}
+        annotations[L.EVENTS_PATH] = spec.events_path
     for k, v in spec.env.items():  # the user's values win over the defaults above
         main_env[k] = {"value": v}
     worker_env = [
@@ -131,8 +136,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "tpu": tpu,
         "labels": L,
         "jobset_labels": jobset_labels,
-        "jobset_annotations": {L.ELASTIC_SLICES: str(spec.elastic_slices),
-                               L.MAX_SLICE_RESTARTS: str(spec.slice_restarts)},
+        "jobset_annotations": annotations,
         "pod_labels": {**spec.labels, L.WORKLOAD: spec.name},
         "proxy_container": proxy,
         "rm_container": rm,

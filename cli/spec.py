@@ -91,6 +91,8 @@ class WorkloadSpec:
     worker_args: list[str] = dataclasses.field(default_factory=list)
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra labels on the JobSet and its pods."""
+    events_path: str | None = None
+    """gs:// URI for the trainer's JSONL events; measurement reads it instead of the head log."""
 
     @property
     def tpu(self) -> TpuType:
@@ -322,6 +324,11 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     if not spec.gcs_scratch.startswith("gs://") or len(spec.gcs_scratch) <= len("gs://"):
         add("gcs_scratch", f"{spec.gcs_scratch!r} is not a gs:// location",
             "e.g. gs://my-bucket/pathways-tmp")
+    if spec.events_path is not None and (not spec.events_path.startswith("gs://")
+                                         or spec.events_path.rstrip("/") == "gs:"
+                                         or spec.events_path.endswith("/")):
+        add("events_path", f"{spec.events_path!r} is not a gs:// object URI",
+            "e.g. gs://my-bucket/runs/demo/events.jsonl (the launcher reads it from GCS)")
     for f in ("priority", "queue", "head_node_pool"):
         v = getattr(spec, f)
         if v is not None and (not _DNS_SUBDOMAIN.match(v) or len(v) > 253):

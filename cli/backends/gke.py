@@ -168,6 +168,16 @@ class GKEBackend(Backend):
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
         return workload_status(js, pods, self._jobs(sel), events)
 
+    def read_events(self, name: str) -> list[dict[str, Any]] | None:
+        """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
+        uri = ((self.get_jobset(name).get("metadata") or {}).get("annotations") or {}).get(
+            L.EVENTS_PATH)
+        if not uri:
+            return None
+        from elastix.gcs import read_jsonl
+
+        return read_jsonl(uri)
+
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         from elastix.backends.gke_logs import stream_logs
 

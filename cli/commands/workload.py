@@ -71,6 +71,9 @@ def create(
     rm_args: list[str] = typer.Option(None, "--custom-rm-arg", help="Repeatable."),
     worker_args: list[str] = typer.Option(None, "--custom-worker-arg", help="Repeatable."),
     label: list[str] = typer.Option(None, "--label", help="KEY=VALUE label; repeatable."),
+    events_path: str = typer.Option(None, "--events-path",
+                                    help="gs:// URI for the trainer's events (read by chaos "
+                                         "--measure and goodput)."),
     template: Path = typer.Option(None, "--template", help="Your own Jinja2 JobSet template."),
     client_dry_run: bool = typer.Option(False, "--dry-run",
                                         help="Print the manifest; no network. --dry-run=server "
@@ -117,6 +120,7 @@ def create(
         "termination_grace_period": grace, "colocated_python_image": colocated,
         "headless": headless, "proxy_args": proxy_args or None, "rm_args": rm_args or None,
         "worker_args": worker_args or None, "labels": _kv_list(label, "--label"),
+        "events_path": events_path,
     }
     file_values = S.load_spec_file(spec_file) if spec_file else None
     if kind == "local" and not docker_image and not (file_values or {}).get("docker_image") \

@@ -95,7 +95,9 @@ def test_headless_has_no_restart_policy_on_regular_containers():
 def test_optional_features():
     m = render.render(make_spec(priority="high", queue="multislice-queue", pathways_persistence=True,
                                 colocated_python_image="img/colo:1", labels={"team": "ml"},
-                                worker_args=["--x=1"], proxy_args=["--y=2"]))
+                                worker_args=["--x=1"], proxy_args=["--y=2"],
+                                events_path="gs://b/run/events.jsonl"))
+    assert m["metadata"]["annotations"]["elastix.dev/events-path"] == "gs://b/run/events.jsonl"
     assert m["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "multislice-queue"
     assert m["metadata"]["labels"]["team"] == "ml"
     pod = workers(m)["template"]["spec"]["template"]["spec"]
@@ -105,6 +107,7 @@ def test_optional_features():
     assert pod["containers"][0]["args"][-1] == "--x=1"
     main = head(m)["template"]["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "ENABLE_PATHWAYS_PERSISTENCE", "value": "1"} in main["env"]
+    assert {"name": "ELASTIX_EVENTS_FILE", "value": "gs://b/run/events.jsonl"} in main["env"]
     proxy = head(m)["template"]["spec"]["template"]["spec"]["initContainers"][0]
     assert proxy["args"][-1] == "--y=2"
 

