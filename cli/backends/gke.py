@@ -135,7 +135,9 @@ class GKEBackend(Backend):
         from elastix.backends.gke_status import workload_status
 
         with self.tr("listing workloads", namespace=self.namespace):
+            # Only elastix's workloads: other JobSets in the namespace are someone else's.
             jobsets = self.http.request("GET", self.path("jobsets"),
+                                        {"labelSelector": L.WORKLOAD},
                                         timeout=TIMEOUT).get("items") or []
         if not jobsets:
             return []

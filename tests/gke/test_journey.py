@@ -156,3 +156,22 @@ def test_kill_worker_random_is_reproducible_and_dry_run_kills_nothing(fake_clust
     assert a["pod"] not in {p["metadata"]["name"] for p in fake.pods(f"{JS}jobset-name=demo")}
     bad = elastix(fake, "chaos", "kill-worker", "demo", "--slice", "5", check=False)
     assert bad.returncode == 2 and "out of range" in bad.stderr
+
+
+def test_list_shows_only_elastix_workloads(fake_cluster):
+    """A JobSet someone else created in the same namespace is not an elastix workload."""
+    import urllib.request
+
+    import yaml
+
+    fake = fake_cluster
+    elastix(fake, *CREATE)
+    manifest = yaml.safe_load(elastix(fake, *CREATE, "--dry-run").stdout)
+    manifest["metadata"]["name"] = "not-ours"
+    manifest["metadata"]["labels"] = {"team": "other"}
+    req = urllib.request.Request(
+        f"{fake.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets", method="POST",
+        data=json.dumps(manifest).encode(), headers={"Content-Type": "application/json"})
+    assert urllib.request.urlopen(req, timeout=10).status == 201
+    names = [w["name"] for w in json.loads(elastix(fake, "workload", "list", "-o", "json").stdout)]
+    assert names == ["demo"]
