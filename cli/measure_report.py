@@ -88,9 +88,10 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
     from rich.table import Table
 
     wall = rep.wall_seconds
-    t = Table(title=f"goodput {_pct(rep.goodput)} over "
-                    f"{wall:.1f} s ({source}; {len(rep.recoveries)} recoveries, "
-                    f"last step {rep.last_step})", title_justify="left")
+    n = len(rep.recoveries)
+    t = Table(title=f"goodput {_pct(rep.goodput)} over {wall:.1f} s ({source}; {n} "
+                    f"recover{'y' if n == 1 else 'ies'}, last step {rep.last_step})",
+              title_justify="left")
     t.add_column("time spent")
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")

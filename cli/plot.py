@@ -136,8 +136,9 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
                  drawstyle="steps-post")
         ax2.set_ylabel("step")
         ax.legend(loc="upper left", fontsize=7, ncol=6, frameon=False)
+        n = len(report.recoveries)
         ax.set_title(f"goodput {report.goodput:.1%} over {report.wall_seconds:.0f} s, "
-                     f"{len(report.recoveries)} recoveries")
+                     f"{n} recover{'y' if n == 1 else 'ies'}")
         series = report.series(window_seconds)
         xs = [x for x, _, _ in series]
         lefts = [0.0] + xs[:-1]
