@@ -97,7 +97,7 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
         if rec.downtime is not None:
             title += f": downtime {rec.downtime:.1f} s"
         if rec.steps_lost is not None:
-            title += f", {rec.steps_lost} steps lost"
+            title += f", {rec.steps_lost} step{'' if rec.steps_lost == 1 else 's'} lost"
         ax.set_title(title)
         ax.set_xlim((max(origin - margin, ts[0] if ts else origin) - origin) / 1000,
                     (end + margin - origin) / 1000)
