@@ -120,9 +120,16 @@ class LocalBackend(Backend):
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
             self.delete(name, wait=True)
-        (d / "logs").mkdir(parents=True)
-        write_json_atomic(d / "manifest.json", manifest)
-        write_json_atomic(d / "plan.json", plan)
+        try:
+            (d / "logs").mkdir(parents=True)
+            write_json_atomic(d / "manifest.json", manifest)
+            write_json_atomic(d / "plan.json", plan)
+        except OSError as e:
+            self._discard(d, None)
+            raise BackendError(f"cannot create the workload's state directory {d}: "
+                               f"{e.strerror or e}",
+                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
+                                    "directory") from None
         env = dict(os.environ)
         env[MARKER_ENV] = plan["marker"]
         with open(d / "supervisor.log", "ab") as out:
@@ -139,10 +146,20 @@ class LocalBackend(Backend):
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
                 last = tail[-1] if tail else "no output"
+                self._discard(d, proc)  # a failed submit leaves nothing behind
                 raise BackendError(f"the local supervisor did not start: {last}",
-                                   hint=f"see {d / 'supervisor.log'}")
+                                   hint="run again with --debug; the supervisor's log was: "
+                                        + " | ".join(tail[-3:]))
             time.sleep(0.02)
         return name
+
+    @staticmethod
+    def _discard(d: Path, proc: subprocess.Popen | None) -> None:
+        """Undo a submit that failed half-way: stop the supervisor, remove the state dir."""
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
 
     # ------------------------------------------------------------------ status
     def list(self) -> list[WorkloadStatus]:

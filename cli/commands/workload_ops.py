@@ -75,7 +75,9 @@ def list_(
         if not items:
             from rich.text import Text
 
-            return Text(f"no workloads in namespace {namespace}")
+            where = (f"in {b.root}" if b.name == "local"
+                     else f"in namespace {namespace}")
+            return Text(f"no {b.name} workloads {where}")
         return display.workloads_table(items)
 
     if watch:
