@@ -85,7 +85,11 @@ class Checkpointer:
         """Start saving ``state`` (device arrays, already known good) at ``step``."""
         import orbax.checkpoint as ocp
 
-        self.settle()  # one save at a time: Orbax would block on the previous one anyway
+        if self.settle() is False:  # one save at a time: Orbax would block on it anyway
+            # A manager whose background write failed re-raises that old error from the next
+            # save(): start over with a fresh one, and free the half-written directory.
+            self.reset()
+            self.cleanup_uncommitted()
         mgr = self._manager()
         self.events.emit("checkpoint_save_started", step=step,
                          line=f"elastix: checkpoint save started: step {step}")

@@ -1,0 +1,96 @@
+"""A slice lost while an async checkpoint write is in flight *and that write fails for real*.
+
+The checkpoint directory is a 2 MiB tmpfs: the first checkpoint (step 4, ~1.2 MB) fits, the
+second (step 8) runs out of space part-way through its background write (ENOSPC from the
+kernel, not a mock). The slice goes down right after that save starts. Recovery must wait for
+the write inside its guard, count it as not committed, remove the half-written directory and
+restore step 4: maxtext#5260's case, where MaxText restores the incomplete step and dies.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from trainer_testlib import losses, make_cfg, run_elastic
+
+from elastix.trainer.checkpoint import Checkpointer
+from elastix.trainer.events import EventLog
+from elastix.trainer.health import ManualHealth
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    d = tmp_path / "small"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"mounting a 2 MiB tmpfs needs root (CI runs as root): {r.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def _grow(disk) -> None:
+    subprocess.run(["mount", "-o", "remount,size=16m", str(disk)], check=True)
+
+
+def test_slice_lost_while_a_failing_write_is_in_flight(reference, small_disk):
+    health = ManualHealth(4)
+
+    def on_wait(h, required):
+        if len(h.waits) > 1:  # not the start-up wait: the operator frees space meanwhile
+            _grow(small_disk)
+        h.set_up(*range(h.num_slices))
+
+    health.on_wait = on_wait
+    cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"))
+
+    def setup(trainer, runtime):
+        def lose_during_save(tr, step):
+            if step == 8 and not tr.events.of("elastic_detected"):
+                health.set_down(2)
+        trainer.after_save.append(lose_during_save)
+        # One more step than the reference's 8, so the loss right after the step-8 save is seen
+        # by a step (the last step's save would otherwise end the run first).
+        trainer.cfg.steps = 9
+
+    outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed", outcome
+    ev = trainer.events
+    order = [r["event"] for r in ev.records]
+    failed = [i for i, r in enumerate(ev.records)
+              if r["event"] == "checkpoint_save_failed" and r["step"] == 8]
+    assert failed, "the step-8 write should have run out of space"
+    detected = order.index("elastic_detected")
+    # The write was still in flight when the loss was detected and settled (failed) inside the
+    # cleanup guard, before the restore.
+    assert order.index("checkpoint_save_started") < detected < failed[0] < order.index(
+        "elastic_cleanup_done") < order.index("elastic_restored")
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == ("checkpoint", 4)
+    got = losses(ev)
+    assert {s: got[s] for s in range(1, 9)} == reference["losses"]
+    # Nothing half-written is left, and storage still holds only what committed.
+    ck = Checkpointer(str(small_disk / "ck"), 4, EventLog(None))
+    assert ck.committed_steps() == [4, 8, 9]  # 8 and 9 saved again once there was room
+    assert not [n for n in os.listdir(small_disk / "ck") if "tmp" in n]
+
+
+def test_failed_writes_do_not_stop_training(reference, small_disk):
+    """With no room at all for a second checkpoint, every later save fails in the background;
+    each is reported as not committed, none poisons the next save, and training goes on."""
+    cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=2)
+    outcome, trainer, _ = run_elastic(cfg)
+    assert outcome.status == "completed", outcome
+    ev = trainer.events
+    assert [r["step"] for r in ev.of("checkpoint_committed")] == [2]
+    assert [r["step"] for r in ev.of("checkpoint_save_failed")] == [4, 6, 8]
+    assert all("No space left on device" in r["error"] or "RESOURCE_EXHAUSTED" in r["error"]
+               for r in ev.of("checkpoint_save_failed"))
+    assert losses(ev) == reference["losses"]
+    ck = Checkpointer(str(small_disk / "ck"), 2, EventLog(None))
+    assert ck.committed_steps() == [2]
