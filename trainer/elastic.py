@@ -29,6 +29,8 @@ from elastix.trainer.events import EventLog, iso_ms, log
 from elastix.trainer.health import HealthSource, SliceWaitTimeout, lost
 from elastix.trainer.train import Session, Trainer
 
+START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
+
 
 class SliceLost(RuntimeError):
     """The health source reports a slice of the current mesh down (no XLA error needed)."""
@@ -124,7 +126,7 @@ class ElasticRuntime:
         if tr.ckpt is not None:
             tr.ckpt.cleanup_uncommitted()
         try:
-            use = self._wait_for_slices(recovery=None)
+            use = self._wait_at_start()
         except TimeoutError as e:  # any health source's timeout (SliceWaitTimeout is one)
             return self._fail(f"not enough slices to start: {e}")
         while True:
@@ -152,6 +154,19 @@ class ElasticRuntime:
                     return self._fail(f"gave up waiting for slices after slice loss: {e2}")
                 self._resize_event(mesh, new, "resize")
                 use = new
+
+    def _wait_at_start(self) -> frozenset[int]:
+        """Slices to start on. replica-resize first gives every slice a grace period to come
+        up (hosts start in any order): starting on the first live slice only to scale up a
+        moment later would cost two compilations for nothing."""
+        if self.resize and self.min_slices < self.total:
+            grace = min(self.trainer.cfg.slice_wait_timeout, START_GRACE_SECONDS)
+            try:
+                return self.health.wait_for(self.total, grace) & frozenset(self.trainer.slices)
+            except TimeoutError:
+                log.info("elastix: not every slice is up after %.0f s: starting on the live "
+                         "ones (replica-resize)", grace)
+        return self._wait_for_slices(recovery=None)
 
     def _live_known(self) -> frozenset[int]:
         return self.health.live_slices() & frozenset(self.trainer.slices)
