@@ -74,10 +74,15 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
     from elastix import tpu as tpu_catalogue
 
     problems: list[tuple[str, str, str | None]] = []
-    if not project or not _PROJECT_RE.match(project):
+    if not project:
+        problems.append(("--project", "a Google Cloud project is required",
+                         "pass --project ID or set GOOGLE_CLOUD_PROJECT"))
+    elif not _PROJECT_RE.match(project):
         problems.append(("--project", f"{project!r} is not a Google Cloud project id",
                          "6-30 lowercase letters, digits or hyphens, starting with a letter"))
-    if not zone or not _ZONE_RE.match(zone):
+    if not zone:
+        problems.append(("--zone", "a zone is required", "e.g. --zone us-central1-a"))
+    elif not _ZONE_RE.match(zone):
         hint = "a zone looks like us-central1-a"
         if zone and _REGION_RE.match(zone):
             hint = f"{zone} is a region; a TPU slice lives in one zone, e.g. {zone}-a"

@@ -161,6 +161,8 @@ def test_pools_report_tpu_capacity():
       "--tpu-type", "v5litepod-17"], ["unknown TPU type", "did you mean"]),
     (["delete", "elastic", "--project", "P", "--zone", "uscentral1a", "--yes"],
      ["2 problems", "--project", "--zone"]),
+    (["delete", "elastic", "--yes"],
+     ["a Google Cloud project is required", "a zone is required"]),
 ])
 def test_bad_input_rejected_before_any_request(capsys, monkeypatch, args, needles):
     monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
