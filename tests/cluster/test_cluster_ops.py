@@ -166,6 +166,7 @@ def test_pools_report_tpu_capacity():
 ])
 def test_bad_input_rejected_before_any_request(capsys, monkeypatch, args, needles):
     monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)  # --project's env fallback
     assert main(["cluster", *args]) == 2
     err = capsys.readouterr().err
     for needle in needles:
