@@ -18,8 +18,8 @@ JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 JOBSET_PLURAL = "jobsets"
 JOBSET_INSTALL_HINT = (
-    "install JobSet on the cluster: kubectl apply --server-side -f "
-    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml"
+    "install JobSet on the cluster: elastix cluster create NAME --project P --zone Z ... installs "
+    "it when missing (or apply the v0.12.0 release manifest yourself)"
 )
 
 
