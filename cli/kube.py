@@ -18,8 +18,9 @@ JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 JOBSET_PLURAL = "jobsets"
 JOBSET_INSTALL_HINT = (
-    "install JobSet on the cluster: elastix cluster create NAME --project P --zone Z ... installs "
-    "it when missing (or apply the v0.12.0 release manifest yourself)"
+    "install JobSet: `elastix cluster create` installs it when missing, or apply "
+    "https://github.com/kubernetes-sigs/jobset/releases/download/v0.12.0/manifests.yaml "
+    "(server-side)"
 )
 
 
