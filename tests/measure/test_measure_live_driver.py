@@ -106,3 +106,24 @@ def test_chaos_run_reports_and_fails_on_bound(live_env, tmp_path):
         assert json.loads(p.stdout)["source"] == "log"
     finally:
         _cli(live_env, "workload", "delete", "soak", "--wait", check=False)
+
+
+def test_chaos_run_slice_mode_kills_every_host_of_one_slice(live_env):
+    """--mode slice on a 4-host slice type: all four hosts of one slice die together."""
+    backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
+    _cli(live_env, "workload", "create", "whole", "--tpu-type", "v5litepod-16", "--num-slices",
+         "2", "--elastic-slices", "2", "--max-slice-restarts", "5",
+         "--command", f"{sys.executable} {CONTROLLER} --step-delay 0.05")
+    try:
+        _wait_steps(backend, "whole", 8)
+        p = _cli(live_env, "chaos", "run", "whole", "--kills", "1", "--interval", "0",
+                 "--mode", "slice", "--seed", "1", "--timeout", "60s", "-o", "json")
+        (kill,) = json.loads(p.stdout)["kills"]
+        victims = kill["kills"]
+        assert sorted(v["host"] for v in victims) == [0, 1, 2, 3]
+        assert len({v["slice"] for v in victims}) == 1 and len({v["pid"] for v in victims}) == 4
+        assert kill["in_process"] and kill["pid_same"] and kill["jobset_restarts"] == 0
+        r = kill["recovery"]
+        assert r["steps_lost"] == r["last_step"] - r["restored_step"]
+    finally:
+        _cli(live_env, "workload", "delete", "whole", "--wait", check=False)
