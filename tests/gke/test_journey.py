@@ -81,9 +81,13 @@ def test_journey(fake_cluster):
         assert st["slices"][1]["job_failures"] == 1 and st["jobset_restarts"] == 0
 
         # kill the head: the JobSet restarts and logs -f follows the new head, saying so
-        fake_del = subprocess.run(["kubectl", "delete", "pod", old_head, "--grace-period=0",
-                                   "--force"], env=fake.env(), capture_output=True, text=True)
-        assert fake_del.returncode == 0, fake_del.stderr
+        # (a plain API call, as kubectl delete --force sends it: no kubectl, no ~/.kube/cache)
+        import urllib.request
+
+        req = urllib.request.Request(
+            f"{fake.url}/api/v1/namespaces/default/pods/{old_head}?gracePeriodSeconds=0",
+            method="DELETE")
+        assert urllib.request.urlopen(req, timeout=10).status == 200
         new_head = wait_for(lambda: [p["metadata"]["name"] for p in _running(fake, HEAD)
                                      if p["metadata"]["name"] != old_head], what="new head")[0]
         wait_for(lambda: any(f"on pod {new_head}" in x for x in follower.out),
