@@ -142,6 +142,9 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
     except OSError as e:
         raise UsageError(f"cannot read spec file {str(p)!r}: {e.strerror}",
                          hint="check the path given to --spec") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"spec file {str(p)!r} is not UTF-8 text (byte {e.start})",
+                         hint="save it as UTF-8 YAML") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -165,6 +168,9 @@ def load_env_file(path: str | Path) -> dict[str, str]:
     except OSError as e:
         raise UsageError(f"cannot read env file {str(p)!r}: {e.strerror}",
                          hint="check the path given to --env-file") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"env file {str(p)!r} is not UTF-8 text (byte {e.start})",
+                         hint="save it as UTF-8 KEY=VALUE lines") from None
     out: dict[str, str] = {}
     for n, line in enumerate(lines, 1):
         s = line.strip()
@@ -245,6 +251,11 @@ def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:
     elif key in _MAP_FIELDS:
         if not isinstance(value, dict):
             return "must be a mapping of names to values", None
+        for k, v in value.items():
+            if isinstance(v, (dict, list)):
+                # str() would put a Python repr ("[1]") into the manifest
+                return (f"value of {str(k)!r} must be a string, got {v!r}",
+                        "quote it in the spec file")
         value = {str(k): _scalar_str(v) for k, v in value.items()}
     elif key == "command":
         if not (isinstance(value, str) or (isinstance(value, list) and value
@@ -266,6 +277,13 @@ def _scalar_str(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+def _valid_name(name: str) -> str:
+    """The nearest valid workload name to suggest ('' when nothing is left)."""
+    # the hint must itself pass: lowercase, starts with a letter, at most MAX_NAME
+    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).lstrip("0123456789-")
+    return fixed[:MAX_NAME].rstrip("-")
+
+
 def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str, str, str | None]]:
     """Every problem of a spec as (field, message, hint); empty when valid."""
     p: list[tuple[str, str, str | None]] = []
@@ -278,10 +296,11 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     if not name:
         add("name", "a workload name is required", "pass NAME, e.g. elastix workload create demo")
     elif len(name) > MAX_NAME:
+        fixed = _valid_name(name)
         add("name", f"{name!r} is {len(name)} characters; at most {MAX_NAME} are allowed",
-            f"shorten it, e.g. {name[:MAX_NAME].rstrip('-')!r}")
+            f"shorten it, e.g. {fixed!r}" if fixed else "shorten it")
     elif not _DNS_LABEL.match(name):
-        fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+        fixed = _valid_name(name)
         add("name", f"{name!r} is not a DNS label (lowercase letters, digits and '-', "
                     "starting with a letter)", f"try {fixed!r}" if fixed else None)
     if not _DNS_LABEL.match(spec.namespace or "") or len(spec.namespace) > 63:

@@ -109,6 +109,31 @@ def test_bad_spec_files(tmp_path, text, message):
     assert message in e.value.message
 
 
+@pytest.mark.parametrize("loader", [load_spec_file, load_env_file])
+def test_spec_and_env_files_not_utf8(tmp_path, loader):
+    f = tmp_path / "file"
+    f.write_bytes(b"\xff\xfename: x\n")
+    with pytest.raises(UsageError) as e:
+        loader(f)
+    assert "is not UTF-8 text" in e.value.message
+
+
+@pytest.mark.parametrize("value", [[1], {"x": 1}])
+def test_env_and_label_values_must_be_scalars(value):
+    # a nested value used to become its Python repr ("[1]", "{'x': 1}") in the manifest
+    for field in ("env", "labels"):
+        found = [p for p in problems(**{field: {"A": value}}) if p[0] == field]
+        assert found and "'A'" in found[0][1] and "must be a string" in found[0][1]
+
+
+@pytest.mark.parametrize("name", ["1abc", "9-Demo", "-x_y", "A" * 41, "9" + "a" * 45])
+def test_suggested_name_is_valid(name):
+    hint = [p for p in problems(name=name) if p[0] == "name"][0][2]
+    suggested = hint.split("'")[1] if hint else None
+    assert suggested, hint
+    build_spec(None, {**BASE, "name": suggested})  # raises SpecError if the suggestion is invalid
+
+
 def test_missing_spec_file(tmp_path):
     with pytest.raises(UsageError) as e:
         load_spec_file(tmp_path / "nope.yaml")
