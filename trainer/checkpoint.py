@@ -231,6 +231,30 @@ class Checkpointer:
         return state, dict(restored["data"]), nbytes
 
 
+def check_matches(directory: str, step: int, shapes: Any) -> None:
+    """Raise UsageError when committed ``step`` holds a state of other shapes than ``shapes``.
+
+    Restoring it would fail deep in Orbax, be retried as a user-code error and end with
+    "re-run with the same --checkpoint-dir", which fails the same way.
+    """
+    import orbax.checkpoint as ocp
+
+    stored = ocp.StandardCheckpointHandler().metadata(storage.epath(directory) / str(step) / "state")
+    have = jax.tree_util.tree_leaves_with_path(stored)
+    want = jax.tree.leaves(shapes)
+    pairs = zip(have, want, strict=False)  # a count mismatch is reported below
+    diff = next(((jax.tree_util.keystr(p), tuple(m.shape), tuple(w.shape))
+                 for (p, m), w in pairs if tuple(m.shape) != tuple(w.shape)), None)
+    if diff is None and len(have) == len(want):
+        return
+    what = (f"{diff[0]} is {diff[1]} there, {diff[2]} here" if diff
+            else f"{len(have)} arrays there, {len(want)} here")
+    raise UsageError(f"the checkpoint at step {step} in {directory} holds a different model "
+                     f"({what})",
+                     hint="resume with the --preset it was trained with, or use a new "
+                          "--checkpoint-dir")
+
+
 def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
     """(target on the first slice only, full shardings) - or (abstract_state, None) when the
     state is not replicated over a 'slice' axis."""

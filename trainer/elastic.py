@@ -287,6 +287,7 @@ def run(cfg) -> int:
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
         trainer = Trainer(cfg, events, health)
+        trainer.check_resume()
         run_start_event(trainer, cfg)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, iso_ms())

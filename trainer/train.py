@@ -17,7 +17,7 @@ from collections.abc import Callable
 import jax
 
 from elastix.trainer import fault
-from elastix.trainer.checkpoint import Checkpointer
+from elastix.trainer.checkpoint import Checkpointer, check_matches
 from elastix.trainer.config import TrainConfig
 from elastix.trainer.data import make_iterator
 from elastix.trainer.events import EventLog
@@ -25,7 +25,7 @@ from elastix.trainer.health import HealthSource, StaticHealth, lost, on_pathways
 from elastix.trainer.mesh import build_mesh, slice_devices
 from elastix.trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix.trainer.snapshot import SnapshotStore
-from elastix.trainer.step import OptConfig, StepFns, step_fns
+from elastix.trainer.step import OptConfig, StepFns, init_state, step_fns
 
 
 @dataclasses.dataclass
@@ -79,6 +79,14 @@ class Trainer:
         self.after_save: list[Callable[[Trainer, int], None]] = []
         self.on_restore: list[Callable[[Trainer, str, int], None]] = []
         self.scale_up_check: Callable[[Session], bool] | None = None
+
+    def check_resume(self) -> None:
+        """Fail with a usage error, before training, when the newest committed checkpoint
+        belongs to another model (another --preset)."""
+        step = self.ckpt.latest_committed() if self.ckpt is not None else None
+        if step is not None:
+            shapes = jax.eval_shape(lambda: init_state(self.model, self.opt, self.cfg.seed))
+            check_matches(self.ckpt.directory, step, shapes)
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:

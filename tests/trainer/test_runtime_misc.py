@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 
@@ -94,3 +95,18 @@ def test_cli_min_slices_above_slice_count_is_usage_error():
     proc = run_cli(["--num-slices", "4", "--elastic-mode", "replica-resize", "--min-slices", "5"],
                    timeout=120)
     assert proc.returncode == 2 and "exceeds the 4 slices" in proc.stderr
+
+
+def test_cli_resume_with_another_model_is_usage_error(reference, tmp_path):
+    """A checkpoint of another model was restored, failed deep in Orbax, was retried as a user
+    error and ended with 'checkpoints are intact; re-run with the same --checkpoint-dir'."""
+    ck = tmp_path / "ck"
+    shutil.copytree(reference["ckpt"], ck)
+    proc = run_cli(["--preset", "small", "--steps", "12", "--num-slices", "4", "--seq-len", "32",
+                    "--checkpoint-dir", str(ck)], timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert err[0].startswith(f"error: the checkpoint at step 8 in {ck} holds a different model"), err
+    assert "--preset" in err[1] and "Traceback" not in proc.stderr
+    assert "not a slice loss" not in proc.stdout  # not retried
+    assert sorted(p.name for p in ck.iterdir() if p.name.isdigit()) == ["4", "8"]  # untouched
