@@ -134,6 +134,14 @@ def make_iterator(data: str, seq_len: int, vocab_size: int, seed: int) -> DataIt
 
 
 def _read_documents(path: str) -> list[str]:
+    try:
+        return _parse_documents(path)
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{path} is not UTF-8 text (byte {e.start})",
+                         hint="convert it to UTF-8 (e.g. iconv -t UTF-8)") from None
+
+
+def _parse_documents(path: str) -> list[str]:
     with open(path, encoding="utf-8") as f:
         if path.endswith(".jsonl"):
             docs = []
@@ -165,6 +173,13 @@ def prepare_data(inputs: Sequence[str], output: str, seq_len: int, num_shards: i
     if missing or not inputs:
         raise UsageError(f"input file not found: {missing[0] if missing else '(none given)'}",
                          hint="pass one or more .txt or .jsonl files with --input")
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise UsageError(f"--output {output} is a file, not a directory",
+                         hint="point --output at a new directory")
+    old = glob.glob(os.path.join(output, "*.array_record"))
+    if old:  # training reads every shard in the directory: two sets would mix
+        raise UsageError(f"--output {output} already holds {len(old)} ArrayRecord shards",
+                         hint="use a new --output directory, or delete the old shards first")
     tok = ByteTokenizer()
     stream = np.concatenate([tok.encode(d) for p in inputs for d in _read_documents(p)])
     rec = seq_len + 1

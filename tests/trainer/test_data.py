@@ -74,3 +74,20 @@ def test_prepare_data_errors(tmp_path):
 def test_seq_len_longer_than_records(shards):
     with pytest.raises(UsageError, match="needs records of 65 tokens"):
         make_iterator(str(shards), 64, 512, 0)
+
+
+def test_prepare_data_bad_output_and_input(tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_text("hello world, " * 40)
+    # A second run into the same directory with other --shards left the first run's shards
+    # beside the new ones, and training read both sets.
+    out = tmp_path / "o"
+    prepare_data([str(text)], str(out), 16, 4)
+    with pytest.raises(UsageError, match="already holds 4 ArrayRecord shards"):
+        prepare_data([str(text)], str(out), 16, 2)
+    assert len(list(out.glob("*.array_record"))) == 4
+    with pytest.raises(UsageError, match="is a file"):  # was FileExistsError, exit 1
+        prepare_data([str(text)], str(text), 16)
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe" + b"x" * 100)
+    with pytest.raises(UsageError, match="bin.txt is not UTF-8 text"):  # was UnicodeDecodeError
+        prepare_data([str(tmp_path / "bin.txt")], str(tmp_path / "o2"), 16)
