@@ -6,7 +6,7 @@ from typing import Any
 
 from elastix.chaos_run import KillMeasurement, SoakResult
 from elastix.goodput import GoodputReport
-from elastix.measure import Recovery, fmt_ms
+from elastix.measure import Recovery, fmt_ms, ms_of
 
 
 def _s(x: float | None) -> str:
@@ -25,7 +25,7 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     """(what, value) rows of one kill's recovery timeline, in time order."""
     r: Recovery | None = m.recovery
     k = m.kills[0]
-    rows = [("kill", f"{fmt_ms(r.kill) if r and r.kill else k.time.isoformat()}  "
+    rows = [("kill", f"{fmt_ms(r.kill if r and r.kill else ms_of(k.time))}  "
                      f"{', '.join(x.pod for x in m.kills)}")]
     if r is None:
         rows.append(("recovery", "none observed" + (" (timed out)" if m.timed_out else "")))

@@ -136,3 +136,18 @@ def test_bad_event_file_is_a_usage_error():
 def test_parse_ts_truncates():
     assert parse_ts("1970-01-01T00:00:01.999999Z") == 1999
     assert parse_ts("1970-01-01T00:00:01.5Z") == 1500
+
+
+def test_timed_out_kill_row_uses_the_millisecond_format():
+    """With no recovery the kill time was printed as '...T11:17:06.516726+00:00'; every other
+    time in the table (and in -o json) is '...T11:17:06.516Z'."""
+    from elastix.backends.base import KillRecord
+    from elastix.chaos_run import KillMeasurement
+    from elastix.measure_report import recovery_rows
+
+    at = dt.datetime(2026, 11, 29, 11, 17, 6, 516726, tzinfo=dt.timezone.utc)
+    kill = KillRecord(workload="w", pod="w-worker-1-0-2", slice=1, host=0, node="n", time=at)
+    m = KillMeasurement(kills=[kill], recovery=None, source="events", state_after="Running",
+                        jobset_restarts=0, head_restarts=0, head_pid_before=1, head_pid_after=1,
+                        timed_out=True)
+    assert dict(recovery_rows(m))["kill"] == "2026-11-29T11:17:06.516Z  w-worker-1-0-2"
