@@ -171,8 +171,12 @@ def _coerce(name: str, value: Any) -> Any:
 def _read_file(path: str) -> dict:
     if not os.path.isfile(path):
         raise ConfigError([("config", f"file not found: {path}", None)])
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise ConfigError([("config", f"cannot parse {path}: not UTF-8 text (byte {e.start})",
+                            None)]) from None
     try:
         if path.endswith(".json"):
             data = json.loads(text)

@@ -162,6 +162,16 @@ def test_config_file_and_flags(tmp_path):
     assert "did you mean steps?" in e.value.problems[0][2]
 
 
+def test_config_file_not_utf8(tmp_path):
+    from elastix.trainer.config import ConfigError, parse_args
+
+    (tmp_path / "c.yaml").write_bytes(b"\xffsteps: 3\n")  # was UnicodeDecodeError, exit 1
+    with pytest.raises(ConfigError) as e:
+        parse_args(["--config", str(tmp_path / "c.yaml")])
+    assert e.value.problems[0][:2] == ("config", f"cannot parse {tmp_path / 'c.yaml'}: not UTF-8 "
+                                                 "text (byte 0)")
+
+
 def test_cli_bad_value_exit_code_and_no_traceback():
     proc = run_cli(["--batch-per-device", "-1", "--elastic-mode", "nope"], timeout=60)
     assert proc.returncode == 2
