@@ -171,8 +171,14 @@ def prepare_data(inputs: Sequence[str], output: str, seq_len: int, num_shards: i
         raise UsageError("--seq-len and --shards must be positive")
     missing = [p for p in inputs if not os.path.isfile(p)]
     if missing or not inputs:
-        raise UsageError(f"input file not found: {missing[0] if missing else '(none given)'}",
-                         hint="pass one or more .txt or .jsonl files with --input")
+        if not inputs:
+            what = "no input files given"
+        elif os.path.isdir(missing[0]):
+            what = f"--input {missing[0]} is a directory, not a file"
+        else:
+            what = f"input file not found: {missing[0]}"
+        raise UsageError(what, hint="pass one or more .txt or .jsonl files with --input "
+                                    "(e.g. --input data/*.txt)")
     if os.path.exists(output) and not os.path.isdir(output):
         raise UsageError(f"--output {output} is a file, not a directory",
                          hint="point --output at a new directory")

@@ -64,6 +64,8 @@ def test_train_on_array_record(shards, tmp_path):
 def test_prepare_data_errors(tmp_path):
     with pytest.raises(UsageError, match="input file not found"):
         prepare_data([str(tmp_path / "nope.txt")], str(tmp_path / "o"), 32)
+    with pytest.raises(UsageError, match="is a directory, not a file"):
+        prepare_data([str(tmp_path)], str(tmp_path / "o"), 32)
     (tmp_path / "bad.jsonl").write_text("not json\n")
     with pytest.raises(UsageError, match="bad.jsonl:1"):
         prepare_data([str(tmp_path / "bad.jsonl")], str(tmp_path / "o"), 32)
