@@ -149,12 +149,15 @@ def _parse_documents(path: str) -> list[str]:
                 if not line.strip():
                     continue
                 try:
-                    docs.append(str(json.loads(line)["text"]))
+                    text = json.loads(line)["text"]
                 except (ValueError, KeyError, TypeError):
+                    text = None
+                if not isinstance(text, str):  # a number or a list is not a document
                     raise UsageError(
-                        f"{path}:{n}: not a JSON object with a 'text' field",
-                        hint='JSONL input needs one {"text": ...} object per line',
-                    ) from None
+                        f"{path}:{n}: not a JSON object with a string 'text' field",
+                        hint='JSONL input needs one {"text": "..."} object per line',
+                    )
+                docs.append(text)
             return docs
         return [f.read()]
 

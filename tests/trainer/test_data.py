@@ -69,6 +69,9 @@ def test_prepare_data_errors(tmp_path):
     (tmp_path / "bad.jsonl").write_text("not json\n")
     with pytest.raises(UsageError, match="bad.jsonl:1"):
         prepare_data([str(tmp_path / "bad.jsonl")], str(tmp_path / "o"), 32)
+    (tmp_path / "num.jsonl").write_text('{"text": "ok"}\n{"text": 1}\n')
+    with pytest.raises(UsageError, match="num.jsonl:2: not a JSON object with a string 'text'"):
+        prepare_data([str(tmp_path / "num.jsonl")], str(tmp_path / "o"), 32)
     with pytest.raises(UsageError, match="no ArrayRecord shards"):
         make_iterator(str(tmp_path / "empty"), 32, 512, 0)
 
