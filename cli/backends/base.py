@@ -58,12 +58,19 @@ class SliceStatus:
 
     @property
     def state(self) -> str:
-        """``Ready`` when every host runs, else ``Degraded``/``Pending``."""
+        """``Ready`` (every host runs), ``Degraded`` (some do), ``Completed`` (all succeeded),
+        ``Failed`` (none runs and none is coming back) or ``Pending``."""
         if self.ready == self.hosts:
             return "Ready"
-        if self.ready == 0:
-            return "Pending"
-        return "Degraded"
+        if self.ready > 0:
+            return "Degraded"
+        phases = [p.phase for p in self.pods]
+        if phases and all(ph == "Succeeded" for ph in phases):
+            return "Completed"
+        if phases and not any(ph == "Pending" for ph in phases) and any(
+                ph in ("Failed", "Unknown") for ph in phases):
+            return "Failed"
+        return "Pending"
 
 
 @dataclasses.dataclass
