@@ -7,7 +7,8 @@ import signal
 import uuid
 
 import pytest
-from localtest_util import TAG_ENV, Cli, tagged_pids
+from localtest_util import Cli
+from process_tags import TAG_ENV, tagged_pids
 
 from elastix.backends.local import LocalBackend
 

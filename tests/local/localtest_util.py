@@ -11,7 +11,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin_controller.py"
-TAG_ENV = "ELASTIX_TEST_TAG"
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -24,20 +23,6 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
         time.sleep(interval)
-
-
-def tagged_pids(tag: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries this test's tag."""
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(TAG_ENV) == tag:
-                out.append(p.info["pid"])
-        except psutil.Error:
-            continue
-    return out
 
 
 class Cli:

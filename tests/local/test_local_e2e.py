@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from localtest_util import tagged_pids, wait_until
+from localtest_util import wait_until
+from process_tags import tagged_pids
 
 from elastix.measure import events_from_records, recoveries
 

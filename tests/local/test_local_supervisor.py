@@ -60,7 +60,7 @@ def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backe
 
 
 def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, backend, tag):
-    from localtest_util import tagged_pids
+    from process_tags import tagged_pids
 
     create(cli, "budget", tpu="v5litepod-8", slices=2, slice_restarts=1, max_restarts=1)
     wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "first step")
@@ -110,7 +110,7 @@ def test_head_failure_restarts_the_workload_and_logs_follow_the_new_head(cli, ba
 
 
 def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backend, tag):
-    from localtest_util import tagged_pids
+    from process_tags import tagged_pids
 
     create(cli, "orphan", tpu="v5litepod-16", slices=2)
     wait_until(lambda: "completed step: 1," in head_log(backend, "orphan"), 60, "first step")

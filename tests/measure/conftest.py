@@ -7,21 +7,7 @@ import signal
 import uuid
 
 import pytest
-
-TAG_ENV = "ELASTIX_TEST_TAG"
-
-
-def _tagged(tag: str) -> list[int]:
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(TAG_ENV) == tag:
-                out.append(p.info["pid"])
-        except psutil.Error:
-            continue
-    return out
+from process_tags import TAG_ENV, tagged_pids
 
 
 @pytest.fixture
@@ -39,7 +25,7 @@ def live_env(tmp_path, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     yield {**os.environ, **env}
-    left = _tagged(tag)
+    left = tagged_pids(tag)
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
