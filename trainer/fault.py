@@ -61,9 +61,39 @@ def arm(step: int, lost: frozenset[int] | set[int]) -> None:
 
 
 def disarm() -> None:
-    """Forget every verdict (after an elastic event)."""
+    """Forget every verdict (after an elastic event), once no device can still read one.
+
+    The failed step's error reaches Python as soon as one device's callback raised; the other
+    devices' callbacks may not have run yet. Clearing the verdicts under them would let a
+    late device pass its check and wait at the step's first collective for peers that already
+    failed, and XLA aborts the whole process after 40 s (seen once in the local end-to-end
+    test). So wait for every dispatched computation with side effects to finish first.
+    """
+    _wait_for_dispatched()
     with _lock:
         _verdicts.clear()
+
+
+def _wait_for_dispatched() -> None:
+    """Block until every device has finished (or failed) what was dispatched to it.
+
+    ``jax.effects_barrier()`` stops at the first device whose token carries the failed step's
+    error, so each device's token is awaited on its own (jax's per-device runtime tokens: a
+    private structure, hence the pin on jax in pyproject.toml), then the barrier runs to clear
+    them.
+    """
+    from jax._src import dispatch
+
+    tokens = getattr(dispatch.runtime_tokens, "output_runtime_tokens", {})
+    for token in list(tokens.values()):
+        try:
+            token.block_until_ready()
+        except Exception:  # noqa: BLE001 - the failed step's own error
+            pass
+    try:
+        jax.effects_barrier()
+    except Exception:  # noqa: BLE001 - likewise
+        pass
 
 
 def _check(step: np.ndarray, rows: int) -> np.ndarray:
