@@ -45,9 +45,7 @@ def kill_worker_command(
     location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
-    from elastix.commands.workload_ops import target
-
-    t = target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
+    t = common.target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
     if measure or plot:
         from elastix.measure_report import measured_kill
 
@@ -97,10 +95,8 @@ def run_command(
     if output not in ("table", "json"):
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
-    target = common.Target(backend=backend, context=context, kubeconfig=kubeconfig,
-                           namespace=namespace, cluster=cluster, project=project,
-                           location=location, state_dir=state_dir)
-    be = common.get_backend(target)
+    be = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster,
+                                          project, location, state_dir))
     err = Console(stderr=True, highlight=False)
 
     def progress(i: int, m) -> None:

@@ -26,6 +26,14 @@ class Target:
     state_dir: str | None = None  # local backend: where workload state lives
 
 
+def target(backend: str | None, context: str | None, kubeconfig: str | None, namespace: str,
+           cluster: str | None, project: str | None, location: str | None,
+           state_dir: str | None) -> Target:
+    """The ``Target`` of a command from its shared options (every backend command uses this)."""
+    return Target(backend=backend, context=context, kubeconfig=kubeconfig, namespace=namespace,
+                  cluster=cluster, project=project, location=location, state_dir=state_dir)
+
+
 BackendOpt = typer.Option(None, "--backend", help="gke or local (default: gke when a cluster is "
                           "configured, else local).", envvar="ELASTIX_BACKEND")
 ContextOpt = typer.Option(None, "--context", help="kubeconfig context (default: current).")

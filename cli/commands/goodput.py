@@ -40,9 +40,8 @@ def goodput_command(
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
     if window <= 0:
         raise UsageError("--window must be > 0 seconds")
-    events, source = _load(name, events_file, log_file, common.Target(
-        backend=backend, context=context, kubeconfig=kubeconfig, namespace=namespace,
-        cluster=cluster, project=project, location=location, state_dir=state_dir))
+    events, source = _load(name, events_file, log_file, common.target(
+        backend, context, kubeconfig, namespace, cluster, project, location, state_dir))
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")

@@ -44,15 +44,14 @@ def logs_command(
     import sys
 
     from elastix.backends.base import LogOptions
-    from elastix.commands.workload_ops import target
     from elastix.errors import UsageError
 
     if tail is not None and tail < 0:
         raise UsageError("--tail must be 0 or more")
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
                       since_seconds=parse_duration(since) if since else None, tail_lines=tail)
-    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
-                                  location, state_dir))
+    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
+                                         location, state_dir))
     out, err = sys.stdout, sys.stderr
     for event in b.logs(name, opts):
         if event.notice:

@@ -99,9 +99,8 @@ def create(
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     if output not in ("yaml", "json"):
         raise UsageError(f"--output {output!r} is not yaml or json", hint="use -o yaml or -o json")
-    target = common.Target(backend=backend, context=context, kubeconfig=kubeconfig,
-                           namespace=namespace or "default", cluster=cluster, project=project,
-                           location=location, state_dir=state_dir)
+    target = common.target(backend, context, kubeconfig, namespace or "default", cluster,
+                           project, location, state_dir)
     kind = common.choose_backend(target) if dry_run != "client" else None
     envs: dict[str, str] = {}
     if env_file:

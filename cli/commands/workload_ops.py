@@ -10,15 +10,6 @@ from elastix.commands import common
 from elastix.commands.workload import app
 
 
-def target(backend: str | None, context: str | None, kubeconfig: str | None, namespace: str,
-           cluster: str | None, project: str | None, location: str | None,
-           state_dir: str | None) -> common.Target:
-    """A ``Target`` from the shared options (used by logs and chaos too)."""
-    return common.Target(backend=backend, context=context, kubeconfig=kubeconfig,
-                         namespace=namespace, cluster=cluster, project=project,
-                         location=location, state_dir=state_dir)
-
-
 def _check_output(output: str) -> None:
     from elastix.errors import UsageError
 
@@ -64,8 +55,8 @@ def list_(
     from elastix import display
 
     _check_output(output)
-    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
-                                  location, state_dir))
+    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
+                                         location, state_dir))
     if output == "json":
         typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
         return
@@ -100,8 +91,8 @@ def status(
     from elastix import display
 
     _check_output(output)
-    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
-                                  location, state_dir))
+    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
+                                         location, state_dir))
     if output == "json":
         typer.echo(json.dumps(b.status(name).to_json(), indent=2))
         return
@@ -123,8 +114,8 @@ def delete(
     """Delete a workload (its JobSet, Jobs and pods)."""
     from rich.console import Console
 
-    b = common.get_backend(target(backend, context, kubeconfig, namespace, cluster, project,
-                                  location, state_dir))
+    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
+                                         location, state_dir))
     b.delete(name, wait=wait, timeout=timeout)
     gone = "deleted; every pod is gone" if wait else "deletion requested"
     Console(stderr=True, highlight=False).print(f"workload [bold]{name}[/]: {gone}")
