@@ -22,8 +22,8 @@ import jinja2
 
 from elastix import crd
 from elastix import labels as L
-from elastix.errors import ManifestError, UsageError
-from elastix.spec import WorkloadSpec
+from elastix.errors import ManifestError
+from elastix.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
 # YAML forbids or folds these inside double-quoted scalars; JSON leaves them raw.
@@ -155,12 +155,8 @@ def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:
             env = _environment(jinja2.PackageLoader("elastix.templates", "."))
             tmpl = env.get_template(TEMPLATE)
         else:
-            path = Path(template)
-            try:
-                source = path.read_text(encoding="utf-8")
-            except OSError as e:
-                raise UsageError(f"cannot read template {str(path)!r}: {e.strerror}",
-                                 hint="check the path given to --template") from None
+            source = read_user_text(Path(template), "template", "--template",
+                                    "save it as UTF-8 text")
             tmpl = _environment(None).from_string(source)
         return tmpl.render(context(spec))
     except jinja2.TemplateSyntaxError as e:

@@ -132,19 +132,24 @@ _MAP_FIELDS = {"env", "labels"}
 _QUANTITY_FIELDS = ("head_cpu", "head_memory", "proxy_cpu", "proxy_memory", "rm_cpu", "rm_memory")
 
 
+def read_user_text(path: Path, what: str, flag: str, utf8_hint: str) -> str:
+    """A file the user named (spec, env file, template) as text; one-line errors otherwise."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {str(path)!r}: {e.strerror}",
+                         hint=f"check the path given to {flag}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{what} {str(path)!r} is not UTF-8 text (byte {e.start})",
+                         hint=utf8_hint) from None
+
+
 def load_spec_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML spec file into a plain mapping (keys may use - or _)."""
     import yaml
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot read spec file {str(p)!r}: {e.strerror}",
-                         hint="check the path given to --spec") from None
-    except UnicodeDecodeError as e:
-        raise UsageError(f"spec file {str(p)!r} is not UTF-8 text (byte {e.start})",
-                         hint="save it as UTF-8 YAML") from None
+    text = read_user_text(p, "spec file", "--spec", "save it as UTF-8 YAML")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -163,14 +168,8 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
 def load_env_file(path: str | Path) -> dict[str, str]:
     """Read ``KEY=VALUE`` lines (``#`` comments, blank lines and ``export`` allowed)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise UsageError(f"cannot read env file {str(p)!r}: {e.strerror}",
-                         hint="check the path given to --env-file") from None
-    except UnicodeDecodeError as e:
-        raise UsageError(f"env file {str(p)!r} is not UTF-8 text (byte {e.start})",
-                         hint="save it as UTF-8 KEY=VALUE lines") from None
+    lines = read_user_text(p, "env file", "--env-file",
+                           "save it as UTF-8 KEY=VALUE lines").splitlines()
     out: dict[str, str] = {}
     for n, line in enumerate(lines, 1):
         s = line.strip()

@@ -246,3 +246,13 @@ def test_schema_extract_matches_the_crd():
     separators=(',',':')) + '\\n')"
     """
     assert crd.schema() == crd.schema_from_crd()
+
+
+def test_non_utf8_template_is_a_usage_error(tmp_path):
+    from elastix.errors import UsageError
+
+    t = tmp_path / "latin1.j2"
+    t.write_bytes("kind: JobSet # caf\xe9\n".encode("latin-1"))
+    with pytest.raises(UsageError) as e:
+        render.render(make_spec(), t)
+    assert "is not UTF-8 text" in e.value.message
