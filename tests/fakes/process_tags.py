@@ -21,3 +21,28 @@ def tagged_pids(tag: str) -> list[int]:
         except psutil.Error:
             continue
     return out
+
+
+def reap(tag: str) -> list[int]:
+    """SIGKILL every process still carrying ``tag``; return their pids (empty: none was left).
+
+    Tests assert the result is empty after killing, so one failing test cannot leak into the next.
+    """
+    import os
+    import signal
+
+    left = tagged_pids(tag)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+def local_env(tag: str, state_dir, tmp_path) -> dict[str, str]:
+    """Variables for the CLI on the local backend in a test: tagged, state in ``state_dir``,
+    no kubeconfig, fast replacement and health timeouts."""
+    return {"NO_COLOR": "1", "COLUMNS": "200", TAG_ENV: tag, "ELASTIX_STATE_DIR": str(state_dir),
+            "ELASTIX_BACKEND": "local", "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
+            "ELASTIX_LOCAL_SCHEDULING_DELAY": "0.2", "ELASTIX_HEALTH_TIMEOUT": "1.0"}

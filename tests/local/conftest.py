@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import signal
 import uuid
 
 import pytest
 from localtest_util import Cli
-from process_tags import TAG_ENV, tagged_pids
+from process_tags import local_env, reap
 
 from elastix.backends.local import LocalBackend
 
@@ -32,22 +31,13 @@ def no_strays(tag):
     Leftovers are SIGKILLed first, so one failing test cannot leak into the next.
     """
     yield
-    left = tagged_pids(tag)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    left = reap(tag)
     assert not left, f"processes left running after the test: {left}"
 
 
 @pytest.fixture
 def cli(state_dir, tag, tmp_path):
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", TAG_ENV: tag,
-           "ELASTIX_STATE_DIR": str(state_dir), "ELASTIX_BACKEND": "local",
-           "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
-           "ELASTIX_LOCAL_SCHEDULING_DELAY": "0.2", "ELASTIX_HEALTH_TIMEOUT": "1.0"}
-    return Cli(env)
+    return Cli({**os.environ, **local_env(tag, state_dir, tmp_path)})
 
 
 @pytest.fixture

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
 import uuid
 
 import pytest
-from process_tags import TAG_ENV, tagged_pids
+from process_tags import local_env, reap
 
 
 @pytest.fixture
@@ -19,16 +18,9 @@ def live_env(tmp_path, monkeypatch):
     tag = uuid.uuid4().hex
     state = tmp_path / "state"
     state.mkdir()
-    env = {"NO_COLOR": "1", "COLUMNS": "200", TAG_ENV: tag, "ELASTIX_STATE_DIR": str(state),
-           "ELASTIX_BACKEND": "local", "KUBECONFIG": str(tmp_path / "no-kubeconfig"),
-           "ELASTIX_LOCAL_SCHEDULING_DELAY": "0.2", "ELASTIX_HEALTH_TIMEOUT": "1.0"}
+    env = local_env(tag, state, tmp_path)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     yield {**os.environ, **env}
-    left = tagged_pids(tag)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    left = reap(tag)
     assert not left, f"processes left running after the test: {left}"
