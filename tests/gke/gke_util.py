@@ -8,10 +8,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fakes" / "fake_k8s.py"
@@ -20,14 +21,7 @@ JOBSET_CRD = ROOT / "templates" / "jobset-crd-v0.12.0.yaml"  # the vendored JobS
 
 def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
     """Poll ``pred`` until it returns a truthy value; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    return wait_until(pred, timeout, what, interval=0.02)
 
 
 class FakeCluster:

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from polling import wait_until  # noqa: F401 (the local tests import it from here)
 
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin_controller.py"
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``cond`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for: {what}")
-        time.sleep(interval)
 
 
 class Cli:

@@ -6,7 +6,8 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
+
+from polling import wait_until as _wait_until
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -27,14 +28,8 @@ def run_cli(args: list[str], timeout: float = 240, **env: str) -> subprocess.Com
 
 
 def wait_until(cond, timeout: float, what: str, interval: float = 0.002):
-    """Poll ``cond`` until it returns a truthy value (a condition wait, not a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    """Poll ``cond`` (fast: the trainer tests race a process's save)."""
+    return _wait_until(cond, timeout, what, interval)
 
 
 BASE = dict(preset="tiny", steps=8, batch_per_device=1, seq_len=32, lr=1e-2, warmup_steps=2,
