@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MAPPING = {"cli": "elastix", "trainer": "elastix/trainer", "templates": "elastix/templates"}
+MAPPING = {"cli/elastix": "elastix", "trainer": "elastix/trainer", "templates": "elastix/templates"}
 
 
 @pytest.fixture(scope="module")

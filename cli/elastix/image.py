@@ -145,7 +145,9 @@ def find_source_dir(explicit: Path | None = None) -> Path:
     Raises:
         UsageError: no source tree (e.g. elastix was installed from a wheel).
     """
-    candidate = explicit or Path(__file__).resolve().parent.parent
+    # The checkout's root is the one ancestor of this file holding elastix's pyproject.toml.
+    candidate = explicit or next((p for p in Path(__file__).resolve().parents
+                                  if (p / "pyproject.toml").is_file()), Path(__file__).parent)
     pyproject = candidate / "pyproject.toml"
     if not pyproject.is_file() or 'name = "elastix"' not in pyproject.read_text():
         raise UsageError(f"{candidate} is not an elastix source tree (no pyproject.toml for "
