@@ -25,10 +25,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
 
-from elastix.trainer.checkpoint import Checkpointer  # noqa: E402
-from elastix.trainer.config import from_mapping  # noqa: E402
-from elastix.trainer.events import EventLog  # noqa: E402
-from elastix.trainer.train import Trainer  # noqa: E402
+from elastix_trainer.checkpoint import Checkpointer  # noqa: E402
+from elastix_trainer.config import from_mapping  # noqa: E402
+from elastix_trainer.events import EventLog  # noqa: E402
+from elastix_trainer.train import Trainer  # noqa: E402
 
 
 def step_times(preset: str, steps: int, **extra) -> tuple[float, Trainer]:

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 
-from elastix.trainer.local_health import (
+from elastix_trainer.local_health import (
     DEFAULT_INTERVAL,
     ENV_ADDRESS,
     ENV_INTERVAL,

@@ -50,7 +50,7 @@ def test_plan_context_holds_project_and_requirements_only():
     plan = image.plan_build(image.ImageRequest(tag=TAG, extra_requirements=("einops==0.8.0",)))
     names = set(plan.files)
     assert {"Dockerfile", "requirements.txt", "extra-requirements.txt",
-            "src/pyproject.toml", "src/cli/elastix/main.py", "src/trainer/__main__.py",
+            "src/pyproject.toml", "src/cli/elastix/main.py", "src/trainer/elastix_trainer/__main__.py",
             "src/templates/Dockerfile.j2"} <= names
     # Allow-listed tree only: no VCS data, caches, dotfiles or tests.
     assert not [n for n in names if "/." in n or "__pycache__" in n or n.startswith("src/tests")]

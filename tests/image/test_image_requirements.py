@@ -67,7 +67,7 @@ def test_fresh_venv_with_the_image_requirements_runs_the_trainer(tmp_path):
                    check=True, env=env, timeout=300)
     # The image's stack imports, on CPU, and the trainer entry point runs.
     check = ("import jax, jax.numpy as jnp, optax, orbax.checkpoint, grain, pathwaysutils;"
-             "import elastix.trainer;"
+             "import elastix_trainer;"
              "print(jax.devices()[0].platform, float(jnp.ones(4).sum()))")
     res = subprocess.run([py, "-c", check], capture_output=True, text=True, env={
         **env, "JAX_PLATFORMS": "cpu"}, timeout=300, cwd=tmp_path)

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from elastix.trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.local_health import LocalHeartbeatHealth
 
 
 def log(msg: str) -> None:

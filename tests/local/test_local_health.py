@@ -11,7 +11,7 @@ import sys
 import pytest
 from localtest_util import wait_until
 
-from elastix.trainer.local_health import (
+from elastix_trainer.local_health import (
     LocalHeartbeatHealth,
     SliceTimeoutError,
     decode_heartbeat,

@@ -17,7 +17,7 @@ import time
 
 from measure_contract import log_line
 
-from elastix.trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.local_health import LocalHeartbeatHealth
 
 
 class Out:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from trainer_testlib import cli_env, losses, make_cfg, run_cli, run_elastic, wait_until
 
-from elastix.trainer.checkpoint import Checkpointer
-from elastix.trainer.events import EventLog
-from elastix.trainer.train import Trainer
+from elastix_trainer.checkpoint import Checkpointer
+from elastix_trainer.events import EventLog
+from elastix_trainer.train import Trainer
 
 
 def test_loss_goes_down(reference):
@@ -78,7 +78,7 @@ def _run_and_kill_mid_save(ckpt, events_file):
     args = ["--preset", "tiny", "--steps", "8", "--batch-per-device", "1", "--seq-len", "32",
             "--lr", "1e-2", "--warmup-steps", "2", "--num-slices", "4", "--checkpoint-period", "1",
             "--max-to-keep", "10", "--checkpoint-dir", str(ckpt), "--events-file", str(events_file)]
-    proc = subprocess.Popen([sys.executable, "-m", "elastix.trainer", *args], env=cli_env(),
+    proc = subprocess.Popen([sys.executable, "-m", "elastix_trainer", *args], env=cli_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         def tmp_after_a_commit():
@@ -140,7 +140,7 @@ def test_bad_config_is_one_clear_error(args, fragment):
     import contextlib
     import io
 
-    from elastix.trainer.__main__ import main
+    from elastix_trainer.__main__ import main
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
@@ -150,7 +150,7 @@ def test_bad_config_is_one_clear_error(args, fragment):
 
 
 def test_config_file_and_flags(tmp_path):
-    from elastix.trainer.config import ConfigError, parse_args
+    from elastix_trainer.config import ConfigError, parse_args
 
     (tmp_path / "c.yaml").write_text("preset: tiny\nsteps: 7\nbatch-per-device: 3\n")
     cfg = parse_args(["--config", str(tmp_path / "c.yaml"), "--steps", "9"])
@@ -163,7 +163,7 @@ def test_config_file_and_flags(tmp_path):
 
 
 def test_config_file_not_utf8(tmp_path):
-    from elastix.trainer.config import ConfigError, parse_args
+    from elastix_trainer.config import ConfigError, parse_args
 
     (tmp_path / "c.yaml").write_bytes(b"\xffsteps: 3\n")  # was UnicodeDecodeError, exit 1
     with pytest.raises(ConfigError) as e:

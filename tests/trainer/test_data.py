@@ -9,8 +9,8 @@ import pytest
 from trainer_testlib import make_cfg, run_cli, run_elastic
 
 from elastix.errors import UsageError
-from elastix.trainer.data import make_iterator, prepare_data
-from elastix.trainer.tokenizer import ByteTokenizer
+from elastix_trainer.data import make_iterator, prepare_data
+from elastix_trainer.tokenizer import ByteTokenizer
 
 
 @pytest.fixture(scope="module")

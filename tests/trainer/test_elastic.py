@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from trainer_testlib import losses, make_cfg, run_elastic
 
-from elastix.trainer.checkpoint import Checkpointer
-from elastix.trainer.elastic import classify
-from elastix.trainer.events import EventLog
-from elastix.trainer.health import ManualHealth, StaticHealth
-from elastix.trainer.train import Trainer
+from elastix_trainer.checkpoint import Checkpointer
+from elastix_trainer.elastic import classify
+from elastix_trainer.events import EventLog
+from elastix_trainer.health import ManualHealth, StaticHealth
+from elastix_trainer.train import Trainer
 
 
 def down_once_at(health: ManualHealth, step: int, *slices: int, times: int = 1):
@@ -55,7 +55,7 @@ def test_pause_resume_matches_uninterrupted(reference, tmp_path, caplog):
         trainer.before_step.append(down_once_at(health, 6, 2))
         setup.keep = runtime.step_times
 
-    with caplog.at_level(logging.INFO, logger="elastix.trainer"):
+    with caplog.at_level(logging.INFO, logger="elastix_trainer"):
         outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
     assert runtime.history == [("slice_lost", "JaxRuntimeError")]

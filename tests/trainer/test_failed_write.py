@@ -15,9 +15,9 @@ import subprocess
 import pytest
 from trainer_testlib import losses, make_cfg, run_elastic
 
-from elastix.trainer.checkpoint import Checkpointer
-from elastix.trainer.events import EventLog
-from elastix.trainer.health import ManualHealth
+from elastix_trainer.checkpoint import Checkpointer
+from elastix_trainer.events import EventLog
+from elastix_trainer.health import ManualHealth
 
 
 @pytest.fixture

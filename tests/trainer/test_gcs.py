@@ -8,9 +8,9 @@ import pytest
 from fake_gcs import fake_gcs
 from trainer_testlib import losses, make_cfg, run_elastic
 
-from elastix.trainer.checkpoint import COMMIT_MARKER, Checkpointer
-from elastix.trainer.events import EventLog
-from elastix.trainer.train import Trainer
+from elastix_trainer.checkpoint import COMMIT_MARKER, Checkpointer
+from elastix_trainer.events import EventLog
+from elastix_trainer.train import Trainer
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_gcs_checkpoints_resume_and_events(gcs_env, reference):
     events.close()
     ck = Checkpointer(path, 4, EventLog(None))
     assert ck.committed_steps() == [4]
-    from elastix.trainer.storage import epath
+    from elastix_trainer.storage import epath
 
     assert (epath(path) / "4" / COMMIT_MARKER).exists()
     # An uncommitted GCS step (no commit marker) is never restored and gets cleaned up.

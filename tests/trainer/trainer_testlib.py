@@ -22,8 +22,8 @@ def cli_env(**extra: str) -> dict:
 
 
 def run_cli(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m elastix.trainer`` to completion."""
-    return subprocess.run([sys.executable, "-m", "elastix.trainer", *args], capture_output=True,
+    """Run ``python -m elastix_trainer`` to completion."""
+    return subprocess.run([sys.executable, "-m", "elastix_trainer", *args], capture_output=True,
                           text=True, timeout=timeout, env=cli_env(**env), cwd=REPO)
 
 
@@ -38,7 +38,7 @@ BASE = dict(preset="tiny", steps=8, batch_per_device=1, seq_len=32, lr=1e-2, war
 
 def make_cfg(**overrides):
     """A validated tiny TrainConfig (4 slices x 2 devices)."""
-    from elastix.trainer.config import from_mapping
+    from elastix_trainer.config import from_mapping
 
     return from_mapping({**BASE, **overrides})
 
@@ -50,10 +50,10 @@ def losses(events) -> dict[int, float]:
 
 def run_elastic(cfg, health=None, events_path=None, setup=None):
     """Run the elastic runtime in-process. Returns (outcome, trainer, runtime)."""
-    from elastix.trainer.elastic import ElasticRuntime
-    from elastix.trainer.events import EventLog
-    from elastix.trainer.health import StaticHealth
-    from elastix.trainer.train import Trainer
+    from elastix_trainer.elastic import ElasticRuntime
+    from elastix_trainer.events import EventLog
+    from elastix_trainer.health import StaticHealth
+    from elastix_trainer.train import Trainer
 
     events = EventLog(events_path)
     health = health or StaticHealth(cfg.num_slices)

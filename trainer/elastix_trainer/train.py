@@ -16,16 +16,16 @@ from collections.abc import Callable
 
 import jax
 
-from elastix.trainer import fault
-from elastix.trainer.checkpoint import Checkpointer, check_matches
-from elastix.trainer.config import TrainConfig
-from elastix.trainer.data import make_iterator
-from elastix.trainer.events import EventLog
-from elastix.trainer.health import HealthSource, StaticHealth, lost, on_pathways
-from elastix.trainer.mesh import build_mesh, slice_devices
-from elastix.trainer.model import PRESETS, ModelConfig, flops_per_step
-from elastix.trainer.snapshot import SnapshotStore
-from elastix.trainer.step import OptConfig, StepFns, init_state, step_fns
+from elastix_trainer import fault
+from elastix_trainer.checkpoint import Checkpointer, check_matches
+from elastix_trainer.config import TrainConfig
+from elastix_trainer.data import make_iterator
+from elastix_trainer.events import EventLog
+from elastix_trainer.health import HealthSource, StaticHealth, lost, on_pathways
+from elastix_trainer.mesh import build_mesh, slice_devices
+from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
+from elastix_trainer.snapshot import SnapshotStore
+from elastix_trainer.step import OptConfig, StepFns, init_state, step_fns
 
 
 @dataclasses.dataclass

@@ -21,8 +21,8 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import UsageError
-from elastix.trainer import storage
-from elastix.trainer.events import EventLog, log
+from elastix_trainer import storage
+from elastix_trainer.events import EventLog, log
 
 COMMIT_MARKER = "commit_success.txt"
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
@@ -258,7 +258,7 @@ def check_matches(directory: str, step: int, shapes: Any) -> None:
 def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
     """(target on the first slice only, full shardings) - or (abstract_state, None) when the
     state is not replicated over a 'slice' axis."""
-    from elastix.trainer.health import on_pathways
+    from elastix_trainer.health import on_pathways
 
     if on_pathways():  # there each TPU host reads its own shards (ENABLE_PATHWAYS_PERSISTENCE)
         return abstract_state, None

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from elastix.errors import UsageError
-from elastix.trainer.tokenizer import ByteTokenizer
+from elastix_trainer.tokenizer import ByteTokenizer
 
 RECORD_DTYPE = np.int32
 
@@ -76,7 +76,7 @@ def _shard_paths(pattern: str) -> list[str]:
     if not paths:
         raise UsageError(
             f"no ArrayRecord shards at {pattern!r}",
-            hint="make some with `python -m elastix.trainer prepare-data --input FILE --output DIR`"
+            hint="make some with `python -m elastix_trainer prepare-data --input FILE --output DIR`"
             " or use --data synthetic",
         )
     return paths

@@ -79,7 +79,7 @@ class SliceTimeoutError(TimeoutError):
 
 
 class LocalHeartbeatHealth:
-    """The ``HealthSource`` of the local backend (see ``elastix.trainer.health``).
+    """The ``HealthSource`` of the local backend (see ``elastix_trainer.health``).
 
     Args:
         address: where to receive heartbeats (``unix:PATH``, ``unix:@NAME``, ``udp:HOST:PORT``).

@@ -20,7 +20,7 @@ import numpy as np
 from jax.experimental import io_callback
 from jax.sharding import PartitionSpec as P
 
-from elastix.trainer.mesh import BATCH_SPEC
+from elastix_trainer.mesh import BATCH_SPEC
 
 _lock = threading.Lock()
 _verdicts: dict[int, str] = {}  # step -> error text, only for steps that must fail

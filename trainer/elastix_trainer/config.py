@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from elastix.errors import UsageError
-from elastix.trainer.model import PRESETS
+from elastix_trainer.model import PRESETS
 
 MODES = ("pause-resume", "replica-resize")
 

@@ -2,7 +2,7 @@
 
 - ``PathwaysHealth``: pathwaysutils' own probe (a tiny pmap per slice, failures classified by
   ``is_error_due_to_slice_down``) and its ``wait_for_slices``; reused, not rewritten.
-- ``LocalHeartbeatHealth`` (``elastix.trainer.local_health``, the local backend's): heartbeats
+- ``LocalHeartbeatHealth`` (``elastix_trainer.local_health``, the local backend's): heartbeats
   from local slice-host processes; imported only when ``ELASTIX_LOCAL_HEALTH`` is set.
 - ``StaticHealth``: every slice always up (plain CPU runs).
 - ``ManualHealth``: tests flip slices down/up; ``on_wait`` lets a test bring slices back exactly
@@ -154,7 +154,7 @@ def on_pathways() -> bool:
 def health_from_env(num_slices: int) -> HealthSource:
     """The health source for this process (see the module docstring for the order)."""
     if os.environ.get("ELASTIX_LOCAL_HEALTH"):
-        from elastix.trainer.local_health import LocalHeartbeatHealth
+        from elastix_trainer.local_health import LocalHeartbeatHealth
 
         return LocalHeartbeatHealth.from_env(num_slices)
     if on_pathways():

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from elastix.trainer.events import EventLog
+from elastix_trainer.events import EventLog
 
 
 @dataclasses.dataclass

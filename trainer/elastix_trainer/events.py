@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-LOGGER_NAME = "elastix.trainer"
+LOGGER_NAME = "elastix_trainer"
 log = logging.getLogger(LOGGER_NAME)
 
 
@@ -109,7 +109,7 @@ class EventLog:
             return [r for r in self.records if r["event"] == event]
 
     def _upload(self) -> None:
-        from elastix.trainer.storage import upload_file
+        from elastix_trainer.storage import upload_file
 
         upload_file(self._local, self._gcs_path)
         self._last_upload = time.monotonic()

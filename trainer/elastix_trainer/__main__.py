@@ -1,4 +1,4 @@
-"""``elastix-train`` / ``python -m elastix.trainer``: the program on the head pod.
+"""``elastix-train`` / ``python -m elastix_trainer``: the program on the head pod.
 
 ``elastix-train [flags]`` trains; ``elastix-train prepare-data --input F... --output DIR`` turns
 text or JSONL into ArrayRecord shards. Errors print one line (and a hint); exit codes: 2 bad
@@ -23,7 +23,7 @@ def _init_platform() -> None:
 
 
 def _prepare_data(argv: list[str]) -> int:
-    from elastix.trainer.data import prepare_data
+    from elastix_trainer.data import prepare_data
 
     ap = argparse.ArgumentParser(prog="elastix-train prepare-data",
                                  description="Tokenize .txt/.jsonl files (byte tokenizer, no "
@@ -40,11 +40,11 @@ def _prepare_data(argv: list[str]) -> int:
 
 
 def _train(argv: list[str]) -> int:
-    from elastix.trainer.config import parse_args
+    from elastix_trainer.config import parse_args
 
     cfg = parse_args(argv)
     _init_platform()
-    from elastix.trainer.elastic import run
+    from elastix_trainer.elastic import run
 
     return run(cfg)
 

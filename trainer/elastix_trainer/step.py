@@ -15,9 +15,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from elastix.trainer import fault
-from elastix.trainer.mesh import batch_sharding, num_devices, state_shardings
-from elastix.trainer.model import ModelConfig, init_params, loss_fn
+from elastix_trainer import fault
+from elastix_trainer.mesh import batch_sharding, num_devices, state_shardings
+from elastix_trainer.model import ModelConfig, init_params, loss_fn
 
 
 @dataclasses.dataclass(frozen=True)

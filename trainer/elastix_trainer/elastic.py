@@ -24,10 +24,10 @@ import time
 import jax
 
 from elastix.errors import ElastixError, UsageError
-from elastix.trainer import fault
-from elastix.trainer.events import EventLog, iso_ms, log
-from elastix.trainer.health import HealthSource, SliceWaitTimeout, lost
-from elastix.trainer.train import Session, Trainer
+from elastix_trainer import fault
+from elastix_trainer.events import EventLog, iso_ms, log
+from elastix_trainer.health import HealthSource, SliceWaitTimeout, lost
+from elastix_trainer.train import Session, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -277,10 +277,10 @@ class ElasticRuntime:
 
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
-    from elastix.trainer.events import setup_logging
-    from elastix.trainer.health import health_from_env
-    from elastix.trainer.mesh import slice_devices
-    from elastix.trainer.train import run_start_event
+    from elastix_trainer.events import setup_logging
+    from elastix_trainer.health import health_from_env
+    from elastix_trainer.mesh import slice_devices
+    from elastix_trainer.train import run_start_event
 
     setup_logging()
     events = EventLog(cfg.resolved_events_file())
