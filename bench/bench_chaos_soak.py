@@ -22,8 +22,8 @@ import sys
 import tempfile
 import time
 
-from elastix.backends.local import LocalBackend
-from elastix.chaos_run import read_stream
+from elastix.backends.local.backend import LocalBackend
+from elastix.measure.chaos import read_stream
 
 
 def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TARGET_RATIO = 0.25
-REFERENCE = Path("/work/shared/reference/xpk-1.16.0-pathways-elastic.yaml")
+REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "xpk-1.16.0-pathways-elastic.yaml"
 
 IMAGE = "us-docker.pkg.dev/demo-project/elastix/trainer:latest"
 WORKLOAD = "elastic-demo"

@@ -76,7 +76,7 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "elastix", *CREATE, "--max-slice-restarts",
                             "1000"], env=fake.env(), check=True, capture_output=True)
             os.environ["KUBECONFIG"] = str(fake.kubeconfig)
-            from elastix.backends.gke import GKEBackend
+            from elastix.backends.gke.backend import GKEBackend
             from elastix.commands.common import Target
 
             backend = GKEBackend.from_target(Target())

@@ -9,7 +9,7 @@ Alternating, ``--runs`` times each, in the same run on the same machine:
   (JobSet restart: every slice host and a new controller), which resumes from the checkpoint.
 
 Each recovery is measured from the kill to the first completed step after it, from the trainer's
-events, with ``elastix.chaos_run.measure_kill`` (the same code as ``chaos kill-worker --measure``).
+events, with ``elastix.measure.chaos.measure_kill`` (the same code as ``chaos kill-worker --measure``).
 
     /work/venvs/dev/bin/python bench/bench_local_recovery.py --runs 3
 
@@ -30,8 +30,8 @@ import tempfile
 import time
 
 from elastix.backends.base import KillRecord, utcnow
-from elastix.backends.local import LocalBackend
-from elastix.chaos_run import measure_kill
+from elastix.backends.local.backend import LocalBackend
+from elastix.measure.chaos import measure_kill
 
 DEFAULT_TRAINER = ("--preset tiny --steps 1000000 --batch-per-device 4 --seq-len 64 "
                    "--checkpoint-period 10 --elastic-mode pause-resume --max-slice-losses 100 "

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from measure_contract import log_line
+from measure_helpers import log_line
 
 from elastix_trainer.local_health import LocalHeartbeatHealth
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from elastix.goodput import goodput
-from elastix.measure import events_from_jsonl, events_from_log, recoveries
+from elastix.measure.events import events_from_jsonl, events_from_log, recoveries
+from elastix.measure.goodput import goodput
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 

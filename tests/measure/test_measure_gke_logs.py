@@ -6,19 +6,13 @@ numbers must equal those from the same run's events.jsonl.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
+import fake_cluster as gke
 import pytest
-from measure_contract import recorded_run, to_jsonl, to_log
+from measure_helpers import recorded_run, to_jsonl, to_log
 
 from elastix.main import main
-
-_GKE = Path(__file__).resolve().parents[1] / "gke" / "gke_util.py"
-_spec = importlib.util.spec_from_file_location("elastix_gke_fixtures", _GKE)
-gke = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gke)
 
 HEAD = ("jobset.sigs.k8s.io/jobset-name=demo,"
         "jobset.sigs.k8s.io/replicatedjob-name=pathways-head")

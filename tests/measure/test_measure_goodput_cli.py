@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from measure_contract import recorded_run, to_jsonl, to_log
+from measure_helpers import recorded_run, to_jsonl, to_log
 
 from elastix.main import main
 

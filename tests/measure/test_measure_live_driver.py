@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from elastix.backends.local import LocalBackend
-from elastix.chaos_run import measure_kill, read_stream
-from elastix.measure import events_from_log, recoveries
+from elastix.backends.local.backend import LocalBackend
+from elastix.measure.chaos import measure_kill, read_stream
+from elastix.measure.events import events_from_log, recoveries
 
 CONTROLLER = Path(__file__).resolve().parent / "event_controller.py"
 

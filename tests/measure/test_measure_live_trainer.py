@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from elastix.backends.local import LocalBackend
-from elastix.chaos_run import read_stream
+from elastix.backends.local.backend import LocalBackend
+from elastix.measure.chaos import read_stream
 
 TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
          "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "

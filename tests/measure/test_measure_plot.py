@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from matplotlib import colors as mcolors
 from matplotlib import image as mimage
-from measure_contract import T0, recorded_run, to_jsonl
+from measure_helpers import T0, recorded_run, to_jsonl
 
 from elastix.errors import UsageError
-from elastix.goodput import goodput
-from elastix.measure import assign_kills, events_from_jsonl, ms_of, recoveries
-from elastix.plot import COLORS, plot_goodput, plot_recovery
+from elastix.measure.events import assign_kills, events_from_jsonl, ms_of, recoveries
+from elastix.measure.goodput import goodput
+from elastix.views.plot import COLORS, plot_goodput, plot_recovery
 
 
 def _has_colour(img: np.ndarray, hex_colour: str) -> bool:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from measure_contract import T0, recorded_run, to_jsonl, to_log, ts  # noqa: I001
+from measure_helpers import T0, recorded_run, to_jsonl, to_log, ts  # noqa: I001
 
 from elastix.errors import UsageError
-from elastix.goodput import goodput
-from elastix.measure import (
+from elastix.measure.events import (
     assign_kills,
     events_from_jsonl,
     events_from_log,
@@ -17,6 +16,7 @@ from elastix.measure import (
     parse_ts,
     recoveries,
 )
+from elastix.measure.goodput import goodput
 
 
 def _kill_ms(seconds: float) -> int:
@@ -142,8 +142,8 @@ def test_timed_out_kill_row_uses_the_millisecond_format():
     """With no recovery the kill time was printed as '...T11:17:06.516726+00:00'; every other
     time in the table (and in -o json) is '...T11:17:06.516Z'."""
     from elastix.backends.base import KillRecord
-    from elastix.chaos_run import KillMeasurement
-    from elastix.measure_report import recovery_rows
+    from elastix.measure.chaos import KillMeasurement
+    from elastix.views.measurement import recovery_rows
 
     at = dt.datetime(2026, 11, 29, 11, 17, 6, 516726, tzinfo=dt.timezone.utc)
     kill = KillRecord(workload="w", pod="w-worker-1-0-2", slice=1, host=0, node="n", time=at)

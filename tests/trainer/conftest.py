@@ -33,7 +33,7 @@ def _eight_devices():
 def reference(tmp_path_factory):
     """The uninterrupted tiny run every recovery test compares with (8 steps, 4 slices,
     checkpoints at 4 and 8)."""
-    from trainer_testlib import losses, make_cfg, run_elastic
+    from trainer_helpers import losses, make_cfg, run_elastic
 
     ckpt = tmp_path_factory.mktemp("reference") / "ckpt"
     cfg = make_cfg(checkpoint_dir=str(ckpt))

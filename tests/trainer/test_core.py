@@ -12,7 +12,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from trainer_testlib import cli_env, losses, make_cfg, run_cli, run_elastic, wait_until
+from trainer_helpers import cli_env, losses, make_cfg, run_cli, run_elastic, wait_until
 
 from elastix_trainer.checkpoint import Checkpointer
 from elastix_trainer.events import EventLog

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from trainer_testlib import make_cfg, run_cli, run_elastic
+from trainer_helpers import make_cfg, run_cli, run_elastic
 
 from elastix.errors import UsageError
 from elastix_trainer.data import make_iterator, prepare_data

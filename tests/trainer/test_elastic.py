@@ -13,7 +13,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from trainer_testlib import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, run_elastic
 
 from elastix_trainer.checkpoint import Checkpointer
 from elastix_trainer.elastic import classify

@@ -13,7 +13,7 @@ import os
 import subprocess
 
 import pytest
-from trainer_testlib import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, run_elastic
 
 from elastix_trainer.checkpoint import Checkpointer
 from elastix_trainer.events import EventLog

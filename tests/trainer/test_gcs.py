@@ -6,7 +6,7 @@ import json
 
 import pytest
 from fake_gcs import fake_gcs
-from trainer_testlib import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, run_elastic
 
 from elastix_trainer.checkpoint import COMMIT_MARKER, Checkpointer
 from elastix_trainer.events import EventLog

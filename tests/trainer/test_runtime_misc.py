@@ -8,7 +8,7 @@ import socket
 import sys
 
 import pytest
-from trainer_testlib import losses, make_cfg, run_cli, run_elastic
+from trainer_helpers import losses, make_cfg, run_cli, run_elastic
 
 from elastix_trainer.health import (
     HealthSource,

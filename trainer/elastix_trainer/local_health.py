@@ -1,6 +1,6 @@
 """Slice health for the local backend: heartbeats from local slice-host processes.
 
-The local backend runs one ``elastix.local_host`` process per worker pod (slice host). Each sends
+The local backend runs one ``elastix.backends.local.host`` process per worker pod (slice host). Each sends
 a small datagram every ``interval`` seconds to the address in ``ELASTIX_LOCAL_HEALTH``; this module
 receives them in the controller. A slice is live iff *every* one of its hosts has sent a heartbeat
 within the timeout, so a slice with one dead host is down even while its other hosts are fine, and

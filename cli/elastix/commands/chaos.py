@@ -14,8 +14,8 @@ def kill_worker(t: common.Target, name: str, *, slice_: int | None, host: int | 
     """Kill one worker pod with no grace (SIGKILL) and print what was killed, when (UTC, ms)."""
     import json
 
-    from elastix import display
     from elastix.errors import UsageError
+    from elastix.views import status as display
 
     if output not in ("text", "json"):
         raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
@@ -47,7 +47,7 @@ def kill_worker_command(
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
     t = common.target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
     if measure or plot:
-        from elastix.measure_report import measured_kill
+        from elastix.views.measurement import measured_kill
 
         measured_kill(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run,
                       output=output, timeout=timeout, plot=plot)
@@ -88,9 +88,9 @@ def run_command(
 
     from rich.console import Console
 
-    from elastix.chaos_run import parse_duration, run_soak
     from elastix.errors import BackendError, UsageError
-    from elastix.measure_report import print_kill, print_soak
+    from elastix.measure.chaos import parse_duration, run_soak
+    from elastix.views.measurement import print_kill, print_soak
 
     if output not in ("table", "json"):
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
@@ -106,8 +106,8 @@ def run_command(
                    mode=mode, seed=seed, max_downtime=bound, max_steps_lost=max_steps_lost,
                    timeout=parse_duration(timeout, "--timeout"), on_kill=progress)
     if plot:
-        from elastix.chaos_run import read_stream
-        from elastix.plot import plot_goodput
+        from elastix.measure.chaos import read_stream
+        from elastix.views.plot import plot_goodput
 
         plot_goodput(res.goodput, read_stream(be, name)[0], plot, window_seconds=window)
     if output == "json":

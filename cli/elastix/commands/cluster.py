@@ -48,9 +48,8 @@ def create_command(
     skip_jobset: bool = typer.Option(False, "--skip-jobset", help="Do not install JobSet."),
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix import cluster_ops as co
-    from elastix import jobset_install as ji
-
+    from elastix.provision import cluster as co
+    from elastix.provision import jobset_install as ji
     cfg = co.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel)
@@ -72,8 +71,7 @@ def create_command(
             for step in ji.plan(ji.read_manifest(source)):
                 out.print(step.describe(), markup=False)
         return
-    from elastix import gcp
-
+    from elastix.clients import gke as gcp
     client = co.make_client()
     kube = None if skip_jobset else (lambda: gcp.api_client_for_cluster(cfg.project, cfg.zone,
                                                                         cfg.name))
@@ -97,8 +95,8 @@ def describe_command(
 ) -> None:
     from rich.table import Table
 
-    from elastix import cluster_ops as co
     from elastix.errors import NotFoundError
+    from elastix.provision import cluster as co
 
     cfg = co.validate(project, zone, name)
     client = co.make_client()
@@ -119,9 +117,8 @@ def describe_command(
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
     if not skip_jobset:
-        from elastix import gcp
-        from elastix import jobset_install as ji
-
+        from elastix.clients import gke as gcp
+        from elastix.provision import jobset_install as ji
         api, where = gcp.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
         st = ji.status(api, where)
         out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
@@ -137,8 +134,7 @@ def delete_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix import cluster_ops as co
-
+    from elastix.provision import cluster as co
     cfg = co.validate(project, zone, name)
     out = _console()
     steps = co.plan_delete(cfg)

@@ -67,9 +67,9 @@ def get_backend(t: Target):  # -> elastix.backends.base.Backend
     """Build the backend for a target. Imports the backend module lazily."""
     kind = choose_backend(t)
     if kind == "gke":
-        from elastix.backends.gke import GKEBackend
+        from elastix.backends.gke.backend import GKEBackend
 
         return GKEBackend.from_target(t)
-    from elastix.backends.local import LocalBackend
+    from elastix.backends.local.backend import LocalBackend
 
     return LocalBackend.from_target(t)

@@ -33,8 +33,8 @@ def goodput_command(
     from rich.console import Console
 
     from elastix.errors import UsageError
-    from elastix.goodput import goodput
-    from elastix.measure_report import print_goodput
+    from elastix.measure.goodput import goodput
+    from elastix.views.measurement import print_goodput
 
     if output not in ("table", "json"):
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
@@ -47,7 +47,7 @@ def goodput_command(
                          hint="has the trainer started? see docs/events.md")
     rep = goodput(events)
     if plot:
-        from elastix.plot import plot_goodput
+        from elastix.views.plot import plot_goodput
 
         plot_goodput(rep, events, str(plot), window_seconds=window)
     if output == "json":
@@ -66,7 +66,7 @@ def goodput_command(
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,
           target: common.Target):
     from elastix.errors import UsageError
-    from elastix.measure import events_from_jsonl, events_from_log
+    from elastix.measure.events import events_from_jsonl, events_from_log
 
     if events_file and log_file:
         raise UsageError("give --events or --log, not both")
@@ -82,6 +82,6 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
                          "(or --events FILE / --log FILE)")
-    from elastix.chaos_run import read_stream
+    from elastix.measure.chaos import read_stream
 
     return read_stream(common.get_backend(target), name)

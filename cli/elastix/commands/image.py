@@ -32,8 +32,7 @@ def build_command(
 ) -> None:
     from rich.console import Console
 
-    from elastix import image
-
+    from elastix.provision import image
     extra = list(requirement)
     if requirements_file is not None:
         try:

@@ -92,9 +92,9 @@ def create(
     state_dir: str = common.StateDirOpt,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
-    from elastix import render as R
-    from elastix import spec as S
     from elastix.errors import UsageError
+    from elastix.workload import render as R
+    from elastix.workload import spec as S
 
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     if output not in ("yaml", "json"):
@@ -154,8 +154,7 @@ def _submit(target: common.Target, kind: str | None, spec: Any, manifest: dict[s
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
     from rich.console import Console
 
-    from elastix import render as R
-
+    from elastix.workload import render as R
     console = Console(stderr=True, highlight=False)
     if kind == "local" and not target.backend:
         console.print("[dim]no cluster configured: using the local backend "

@@ -26,7 +26,7 @@ def _watch(render, interval: float) -> None:
 
     from rich.live import Live
 
-    from elastix.display import console as make_console
+    from elastix.views.status import console as make_console
 
     console = make_console()
     if not console.is_terminal:
@@ -52,8 +52,7 @@ def list_(
     location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """List workloads: state, slices ready, pods, restarts, head, age."""
-    from elastix import display
-
+    from elastix.views import status as display
     _check_output(output)
     b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
                                          location, state_dir))
@@ -88,8 +87,7 @@ def status(
     location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
-    from elastix import display
-
+    from elastix.views import status as display
     _check_output(output)
     b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
                                          location, state_dir))

@@ -1,0 +1,1 @@
+"""The GKE backend: JobSets on a cluster through the Kubernetes API."""

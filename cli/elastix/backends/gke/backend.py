@@ -1,0 +1,247 @@
+"""The GKE backend: JobSets on a Kubernetes cluster through the official ``kubernetes`` client.
+
+Cluster access is the current kubeconfig context (or ``--context``), or a GKE cluster looked up
+with ``google-cloud-container`` (``--cluster/--project/--location``). Responses are read as plain
+JSON (``elastix.clients.kube.Http``) so that new or unusual fields never break deserialisation.
+Every API error becomes an ``elastix.errors`` type through ``elastix.clients.kube.Translator``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus, utcnow
+from elastix.clients.kube import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, Http, Translator
+from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
+from elastix.workload import labels as L
+
+TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
+
+
+def close_stream(resp: Any) -> None:
+    """Drop a response that may be unread: returning it to the pool would hand the next request
+    a connection still busy with this stream."""
+    resp.close()
+    resp.release_conn()
+
+
+class GKEBackend(Backend):
+    """Runs workloads as JobSets on a GKE (or any Kubernetes) cluster."""
+
+    name = "gke"
+
+    def __init__(self, api_client: Any, namespace: str = "default", where: str = "cluster") -> None:
+        """Args:
+        api_client: a ``kubernetes.client.ApiClient`` (tests point it at a fake server).
+        namespace: where workloads live.
+        where: a label naming the cluster and credential, used in error messages.
+        """
+        self.api = api_client
+        self.http = Http(api_client)
+        self.namespace = namespace
+        self.tr = Translator(where)
+
+    @classmethod
+    def from_target(cls, t: Any) -> GKEBackend:
+        """Build from a ``Target``: a GKE cluster lookup, or a kubeconfig context."""
+        if t.cluster:
+            from elastix.clients.gke import api_client_for_cluster
+
+            api, where = api_client_for_cluster(t.project, t.location, t.cluster)
+        else:
+            from elastix.clients.kube import api_client_from_kubeconfig
+
+            api, where = api_client_from_kubeconfig(t.kubeconfig, t.context)
+        return cls(api, t.namespace, where)
+
+    # --- raw helpers ------------------------------------------------------------------------
+
+    def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
+        """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
+        prefix = {"pods": "/api/v1", "events": "/api/v1", "jobs": "/apis/batch/v1",
+                  "jobsets": f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
+        plural = JOBSET_PLURAL if kind == "jobsets" else kind
+        out = f"{prefix}/namespaces/{self.namespace}/{plural}"
+        return out + "".join(f"/{x}" for x in (name, sub) if x)
+
+    def get_jobset(self, name: str) -> dict:
+        with self.tr(f"reading workload {name}", namespace=self.namespace):
+            return self.http.request("GET", self.path("jobsets", name), timeout=TIMEOUT)
+
+    def pods(self, selector: str) -> tuple[list[dict], str]:
+        """Pods matching a label selector, and the list's resourceVersion (to watch from)."""
+        with self.tr("listing pods", namespace=self.namespace):
+            out = self.http.request("GET", self.path("pods"), {"labelSelector": selector},
+                                    timeout=TIMEOUT)
+        return out.get("items") or [], (out.get("metadata") or {}).get("resourceVersion", "")
+
+    def _jobs(self, selector: str) -> list[dict]:
+        with self.tr("listing jobs", namespace=self.namespace):
+            return self.http.request("GET", self.path("jobs"), {"labelSelector": selector},
+                                     timeout=TIMEOUT).get("items") or []
+
+    def wait_pod_change(self, selector: str, rv: str, timeout: float) -> None:
+        """Block until a pod matching ``selector`` changes after ``rv``, or ``timeout`` passes."""
+        with self.tr("watching pods", namespace=self.namespace):
+            resp = self.http.request(
+                "GET", self.path("pods"),
+                {"labelSelector": selector, "watch": True, "resourceVersion": rv or None,
+                 "timeoutSeconds": max(1, int(timeout))},
+                stream=True, timeout=(TIMEOUT[0], timeout + 10))
+            try:
+                resp.readline()  # the first event (or the server closing the watch) is enough
+            finally:
+                close_stream(resp)
+
+    # --- Backend ----------------------------------------------------------------------------
+
+    def submit(self, manifest: dict[str, Any], *, replace: bool = False,
+               dry_run: str | None = None) -> str:
+        body = json.loads(json.dumps(manifest))  # a private copy
+        md = body.setdefault("metadata", {})
+        md["namespace"] = self.namespace
+        name = md.get("name")
+        if not name:
+            raise UsageError("the manifest has no metadata.name")
+        if replace and not dry_run and self._exists(name):
+            self.delete(name, wait=True)
+        try:
+            with self.tr(f"creating workload {name}", namespace=self.namespace):
+                self.http.request("POST", self.path("jobsets"),
+                                  {"dryRun": "All" if dry_run == "server" else None,
+                                   "fieldValidation": "Strict"}, body=body, timeout=TIMEOUT)
+        except ConflictError:
+            if dry_run and replace:
+                return name  # the server decoded and validated it before finding the old one
+            raise ConflictError(f"workload {name!r} already exists in namespace {self.namespace}",
+                                hint="pass --replace to delete it and submit again, or choose "
+                                     "another name") from None
+        return name
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.get_jobset(name)
+        except NotFoundError as err:
+            if "JobSet API is not available" in err.message:
+                raise
+            return False
+        return True
+
+    def list(self) -> list[WorkloadStatus]:
+        from elastix.backends.gke.status import workload_status
+
+        with self.tr("listing workloads", namespace=self.namespace):
+            # Only elastix's workloads: other JobSets in the namespace are someone else's.
+            jobsets = self.http.request("GET", self.path("jobsets"),
+                                        {"labelSelector": L.WORKLOAD},
+                                        timeout=TIMEOUT).get("items") or []
+        if not jobsets:
+            return []
+        pods, _ = self.pods(L.JOBSET_NAME)
+        jobs = self._jobs(L.JOBSET_NAME)
+
+        def mine(objs: list[dict], name: str) -> list[dict]:
+            return [o for o in objs if ((o.get("metadata") or {}).get("labels") or {}).get(
+                L.JOBSET_NAME) == name]
+
+        out = [workload_status(js, mine(pods, js["metadata"]["name"]),
+                               mine(jobs, js["metadata"]["name"])) for js in jobsets]
+        return sorted(out, key=lambda s: (s.created is None, s.created, s.name))
+
+    def status(self, name: str) -> WorkloadStatus:
+        from elastix.backends.gke.status import workload_status
+
+        js = self.get_jobset(name)
+        sel = f"{L.JOBSET_NAME}={name}"
+        pods, _ = self.pods(sel)
+        events: list[dict] = []
+        pending = {p["metadata"]["name"] for p in pods
+                   if (p.get("status") or {}).get("phase") == "Pending"}
+        if pending:
+            with self.tr("reading events", namespace=self.namespace):
+                events = self.http.request(
+                    "GET", self.path("events"),
+                    {"fieldSelector": "involvedObject.kind=Pod,type=Warning"},
+                    timeout=TIMEOUT).get("items") or []
+            events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
+        return workload_status(js, pods, self._jobs(sel), events)
+
+    def read_events(self, name: str) -> list[dict[str, Any]] | None:
+        """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
+        uri = ((self.get_jobset(name).get("metadata") or {}).get("annotations") or {}).get(
+            L.EVENTS_PATH)
+        if not uri:
+            return None
+        from elastix.clients.gcs import read_jsonl
+
+        return read_jsonl(uri)
+
+    def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+        from elastix.backends.gke.logs import stream_logs
+
+        return stream_logs(self, name, opts)
+
+    def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
+                    seed: int | None = None, dry_run: bool = False) -> KillRecord:
+        from elastix.backends.gke.status import pod_info
+
+        js = self.get_jobset(name)
+        pods, _ = self.pods(f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB}")
+        infos = [(pod_info(p), p) for p in pods]
+        num = next((rj.get("replicas", 1) for rj in js.get("spec", {}).get("replicatedJobs", [])
+                    if rj.get("name") == L.WORKER_JOB), 0)
+        if slice is not None and not 0 <= slice < num:
+            raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
+                             f"(0-{num - 1})")
+        live = sorted(((i, p) for i, p in infos if i.phase == "Running"
+                       and (slice is None or i.slice == slice)
+                       and (host is None or i.host == host)),
+                      key=lambda x: (x[0].slice or 0, x[0].host or 0, x[0].name))
+        if not live:
+            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
+                            if v is not None)
+            raise BackendError(f"no running worker pod of {name}{where} to kill",
+                               hint=f"see the pods with: elastix workload status {name}")
+        info, pod = live[0] if (slice is not None and host is not None) else \
+            random.Random(seed).choice(live)
+        if not dry_run:
+            # Grace 0 is SIGKILL; the UID precondition never kills a pod that replaced it.
+            opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": pod["metadata"]["uid"]}}
+            try:
+                with self.tr(f"killing pod {info.name}", name=info.name, kind="pod",
+                             namespace=self.namespace):
+                    self.http.request("DELETE", self.path("pods", info.name),
+                                      {"gracePeriodSeconds": 0}, body=opts, timeout=TIMEOUT)
+            except ConflictError:
+                raise ConflictError(f"pod {info.name} was replaced before it could be killed",
+                                    hint="run the command again") from None
+        return KillRecord(workload=name, pod=info.name, slice=info.slice, host=info.host,
+                          node=info.node, time=utcnow(), dry_run=dry_run)
+
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
+        with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
+            self.http.request("DELETE", self.path("jobsets", name),
+                              body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                    "propagationPolicy": "Background"}, timeout=TIMEOUT)
+        if wait:
+            self.wait_gone(name, timeout)
+
+    def wait_gone(self, name: str, timeout: float) -> None:
+        """Return once the JobSet and every pod labelled with its name are gone."""
+        deadline = time.monotonic() + timeout
+        sel = f"{L.JOBSET_NAME}={name}"
+        while True:
+            pods, rv = self.pods(sel)
+            if not pods and not self._exists(name):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BackendError(f"timed out after {timeout:.0f} s waiting for workload {name} "
+                                   f"to go ({len(pods)} pods left)",
+                                   hint=f"check with: elastix workload status {name}")
+            self.wait_pod_change(sel, rv, min(left, 5.0))

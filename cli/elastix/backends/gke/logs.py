@@ -1,0 +1,184 @@
+"""Log streaming for the GKE backend, following the head (or a worker) across pod restarts.
+
+With ``follow``, log lines are requested with timestamps so that a reconnection to the *same*
+pod (a cut stream) resumes after the last line seen; when the pod is replaced (a new UID: the
+JobSet restarted or the worker was recreated) a notice is emitted and the new pod is streamed
+from its start. Pods are chosen by JobSet labels, never by name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from elastix.backends.base import LogEvent, LogOptions, utcnow
+from elastix.backends.gke.backend import close_stream
+from elastix.backends.gke.status import parse_time
+from elastix.errors import BackendError, NotFoundError, UsageError
+from elastix.workload import labels as L
+
+MAX_CUTS = 5  # consecutive broken streams of one pod before giving up
+QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (silently)
+
+
+def _selector(name: str, opts: LogOptions) -> tuple[str, str]:
+    if opts.slice is None and opts.host is None:
+        return f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.HEAD_JOB}", "head"
+    sel = (f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB},"
+           f"{L.JOB_INDEX}={opts.slice or 0},{L.JOB_COMPLETION_INDEX}={opts.host or 0}")
+    return sel, f"worker (slice {opts.slice or 0}, host {opts.host or 0})"
+
+
+def _pick(pods: list[dict]) -> dict | None:
+    """The newest pod that is not being deleted (else the newest)."""
+    if not pods:
+        return None
+    return max(pods, key=lambda p: (not p["metadata"].get("deletionTimestamp"),
+                                     p["metadata"].get("creationTimestamp") or ""))
+
+
+def _container(pod: dict, opts: LogOptions, role: str) -> str:
+    spec = pod.get("spec") or {}
+    names = [c["name"] for c in spec.get("containers") or []]
+    every = names + [c["name"] for c in spec.get("initContainers") or []]
+    if opts.container:
+        if opts.container not in every:
+            raise UsageError(f"pod {pod['metadata']['name']} has no container "
+                             f"{opts.container!r}", hint=f"choose one of: {', '.join(every)}")
+        return opts.container
+    preferred = L.MAIN_CONTAINER if role == "head" else L.WORKER_CONTAINER
+    return preferred if preferred in names else names[0]
+
+
+def _running(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") and \
+        not pod["metadata"].get("deletionTimestamp")
+
+
+def _split_ts(line: str) -> tuple[dt.datetime | None, str]:
+    stamp, _, text = line.partition(" ")
+    try:
+        return parse_time(stamp), text
+    except ValueError:
+        return None, line
+
+
+def _read_lines(resp: Any) -> Iterator[str]:
+    buf = b""
+    try:
+        while True:
+            chunk = resp.read1(64 * 1024)  # whatever has arrived: lines show as they come
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                yield line.decode("utf-8", "replace")
+        if buf:
+            yield buf.decode("utf-8", "replace")
+    finally:
+        close_stream(resp)
+
+
+def stream_logs(backend: Any, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+    """Yield the log of a workload's head (or one worker); see ``Backend.logs``."""
+    backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
+    sel, role = _selector(name, opts)
+    if not opts.follow:
+        pods, _ = backend.pods(sel)
+        pod = _pick(pods)
+        if pod is None:
+            raise NotFoundError(f"workload {name} has no {role} pod yet",
+                                hint=f"elastix workload status {name} says why; "
+                                     "or add -f to wait for it")
+        yield from _once(backend, pod, _container(pod, opts, role), opts)
+        return
+    yield from _follow(backend, name, sel, role, opts)
+
+
+def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: int | None,
+             tail: int | None, timestamps: bool) -> Any:
+    pname = pod["metadata"]["name"]
+    with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
+                    namespace=backend.namespace, invalid=BackendError):
+        return backend.http.request(
+            "GET", backend.path("pods", pname, "log"),
+            {"container": container, "follow": follow, "sinceSeconds": since,
+             "tailLines": tail, "timestamps": timestamps},
+            stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
+
+
+def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator[LogEvent]:
+    resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
+                    tail=opts.tail_lines, timestamps=False)
+    with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
+        for line in _read_lines(resp):
+            yield LogEvent(line)
+
+
+def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> Iterator[LogEvent]:
+    current: dict | None = None  # the pod being followed
+    last: dt.datetime | None = None  # timestamp of the last line yielded from it
+    cuts = 0
+    announced = False
+    while True:
+        pods, rv = backend.pods(sel)
+        pod = _pick([p for p in pods if _running(p)])
+        if pod is None or (current and pod["metadata"]["uid"] == current["metadata"]["uid"]
+                           and _finished(pod)):
+            if current and pod is not None:
+                return  # the followed container finished and was not replaced
+            if not backend._exists(name):
+                yield LogEvent(f"workload {name} was deleted", notice=True)
+                return
+            if not announced:
+                waiting = f"the {role} pod of {name}" if current is None else \
+                    f"a replacement for {role} pod {current['metadata']['name']}"
+                yield LogEvent(f"waiting for {waiting}", notice=True)
+                announced = True
+            backend.wait_pod_change(sel, rv, 5.0)
+            continue
+        announced = False
+        first = current is None
+        if current is not None and pod["metadata"]["uid"] != current["metadata"]["uid"]:
+            yield LogEvent(f"{role} pod {current['metadata']['name']} was replaced by "
+                           f"{pod['metadata']['name']} (restart); following the new pod",
+                           notice=True)
+            last, cuts = None, 0
+        current = pod
+        since = opts.since_seconds if first else None
+        if last is not None:  # reconnecting to the same pod: resume after the last line
+            since = max(1, math.ceil((utcnow() - last).total_seconds()) + 1)
+        container = _container(pod, opts, role)
+        try:
+            resp = _request(backend, pod, container, follow=True, since=since,
+                            tail=opts.tail_lines if first else None, timestamps=True)
+            with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
+                for line in _read_lines(resp):
+                    t, text = _split_ts(line)
+                    if last is not None and t is not None and t <= last:
+                        continue  # already shown before the reconnection
+                    last = t or last
+                    cuts = 0
+                    yield LogEvent(text)
+        except UsageError:
+            raise
+        except BackendError as err:
+            if "waiting to start" in err.message:  # e.g. CrashLoopBackOff: wait for a change
+                backend.wait_pod_change(sel, rv, 5.0)
+                continue
+            if err.message.startswith("timed out following"):
+                continue  # a quiet log: ask again from the last line seen
+            if "was cut" not in err.message:
+                raise
+            cuts += 1
+            if cuts > MAX_CUTS:
+                raise
+            yield LogEvent(f"log stream of pod {pod['metadata']['name']} was cut; reconnecting",
+                           notice=True)
+
+
+def _finished(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

@@ -1,0 +1,1 @@
+"""The local backend: the same rendered JobSet run as local processes under a supervisor."""

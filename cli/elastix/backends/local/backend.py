@@ -1,0 +1,387 @@
+"""The local backend: the same rendered JobSet, run as processes on this machine.
+
+``submit`` turns the manifest into a plan (``elastix.backends.local.state.make_plan``) and starts a detached
+supervisor (``elastix.backends.local.supervisor``) that plays the JobSet controller: the head's main
+container command becomes the controller process (the trainer, on CPU devices), each worker pod a
+heartbeating slice-host process. Everything about a workload lives in one directory,
+``<root>/<name>/``, where ``<root>`` is ``--state-dir`` / ``ELASTIX_STATE_DIR`` or
+``<user data dir>/elastix/workloads``. Reading commands (list, status, logs) only read that
+directory; ``kill_worker`` sends a real SIGKILL; ``delete`` stops the supervisor and sweeps every
+recorded process, so nothing is orphaned even when the supervisor itself was SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from elastix.backends.base import (
+    Backend,
+    KillRecord,
+    LogEvent,
+    LogOptions,
+    PodInfo,
+    SliceStatus,
+    WorkloadStatus,
+    utcnow,
+)
+from elastix.backends.local.state import (
+    FINAL_STATES,
+    MARKER_ENV,
+    default_root,
+    make_plan,
+    proc_matches,
+    read_json,
+    read_procs,
+    sweep,
+    write_json_atomic,
+)
+from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
+from elastix.workload import labels
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
+_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
+
+
+def _parse_time(s: str | None) -> dt.datetime | None:
+    if not s:
+        return None
+    t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+class LocalBackend(Backend):
+    """Runs workloads as local processes; state in one directory per workload."""
+
+    name = "local"
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root) if root else default_root()
+
+    @classmethod
+    def from_target(cls, target: Any) -> LocalBackend:
+        return cls(getattr(target, "state_dir", None) or os.environ.get("ELASTIX_STATE_DIR"))
+
+    # ------------------------------------------------------------------ helpers
+    def _dir(self, name: str, must_exist: bool = True) -> Path:
+        if not _NAME.match(name or ""):
+            raise UsageError(f"{name!r} is not a valid workload name",
+                             hint="lowercase letters, digits and '-', as in Kubernetes names")
+        d = self.root / name
+        if must_exist and not (d / "plan.json").exists():
+            raise NotFoundError(f"workload {name!r} not found in {self.root}",
+                                hint="list workloads with: elastix workload list --backend local")
+        return d
+
+    def _raw(self, d: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        plan = read_json(d / "plan.json")
+        try:
+            state = read_json(d / "state.json")
+        except FileNotFoundError:
+            state = {"state": "Pending", "restarts": 0, "slices": [], "head": None}
+        return plan, state
+
+    @staticmethod
+    def _supervisor(d: Path, state: dict[str, Any]) -> dict[str, Any] | None:
+        if state.get("supervisor"):
+            return state["supervisor"]
+        for rec in read_procs(d):  # before its first state write: the spawner's record
+            if rec.get("role") == "supervisor":
+                return rec
+        return None
+
+    def _supervisor_alive(self, d: Path, state: dict[str, Any]) -> bool:
+        sup = self._supervisor(d, state)
+        return bool(sup) and proc_matches(sup["pid"], sup.get("create_time"))
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, manifest: dict[str, Any], *, replace: bool = False,
+               dry_run: str | None = None) -> str:
+        name = (manifest.get("metadata") or {}).get("name", "")
+        d = self._dir(name, must_exist=False)
+        plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
+        if dry_run:
+            return name
+        if d.exists():
+            if not replace:
+                raise ConflictError(f"workload {name!r} already exists (local, {d})",
+                                    hint="pass --replace, or delete it: "
+                                         f"elastix workload delete {name} --backend local")
+            self.delete(name, wait=True)
+        try:
+            (d / "logs").mkdir(parents=True)
+            write_json_atomic(d / "manifest.json", manifest)
+            write_json_atomic(d / "plan.json", plan)
+        except OSError as e:
+            self._discard(d, None)
+            raise BackendError(f"cannot create the workload's state directory {d}: "
+                               f"{e.strerror or e}",
+                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
+                                    "directory") from None
+        env = dict(os.environ)
+        env[MARKER_ENV] = plan["marker"]
+        with open(d / "supervisor.log", "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor", str(d)],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        from elastix.backends.local.state import create_time_of
+
+        with open(d / "procs.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"pid": proc.pid, "create_time": create_time_of(proc.pid),
+                                "role": "supervisor"}) + "\n")
+        deadline = time.monotonic() + START_TIMEOUT
+        while not (d / "state.json").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
+                last = tail[-1] if tail else "no output"
+                self._discard(d, proc)  # a failed submit leaves nothing behind
+                raise BackendError(f"the local supervisor did not start: {last}",
+                                   hint="run again with --debug; the supervisor's log was: "
+                                        + " | ".join(tail[-3:]))
+            time.sleep(0.02)
+        return name
+
+    @staticmethod
+    def _discard(d: Path, proc: subprocess.Popen | None) -> None:
+        """Undo a submit that failed half-way: stop the supervisor, remove the state dir."""
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+    # ------------------------------------------------------------------ status
+    def list(self) -> list[WorkloadStatus]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for d in self.root.iterdir():
+            if (d / "plan.json").exists() and _NAME.match(d.name):
+                try:
+                    out.append(self.status(d.name))
+                except (NotFoundError, OSError, ValueError):
+                    continue  # deleted or half-written while we looked
+        return sorted(out, key=lambda w: w.created or utcnow())
+
+    def status(self, name: str) -> WorkloadStatus:
+        d = self._dir(name)
+        plan, st = self._raw(d)
+        alive = self._supervisor_alive(d, st)
+        state, reasons = st.get("state", "Pending"), []
+        if state == "Starting":
+            state = "Pending"
+        if state not in FINAL_STATES and not alive:
+            state = "Failed"
+            reasons.append("the local supervisor is not running (killed?); "
+                           f"clean up with: elastix workload delete {name} --backend local")
+
+        def pod(p: dict[str, Any] | None, role: str) -> PodInfo | None:
+            if p is None:
+                return None
+            phase = p["phase"]
+            if phase == "Running" and not proc_matches(p["pid"], p.get("create_time")):
+                phase = "Unknown"  # the supervisor has not seen the death (or is gone)
+            return PodInfo(name=p["name"], role=role, phase=phase, slice=p.get("slice"),
+                           host=p.get("host"), node="localhost", reason=p.get("reason"),
+                           started=_parse_time(p.get("started")), pid=p.get("pid"))
+
+        slices = [SliceStatus(index=s["index"], hosts=plan["hosts_per_slice"],
+                              pods=[pod(p, "worker") for p in s["pods"]],
+                              job_failures=s["failures"], backoff_limit=s["backoff_limit"])
+                  for s in st.get("slices", [])]
+        return WorkloadStatus(
+            name=name, namespace="local", backend="local", state=state,
+            created=_parse_time(plan["created"]), num_slices=plan["num_slices"],
+            jobset_restarts=st.get("restarts", 0), max_restarts=plan["max_restarts"],
+            head=pod(st.get("head"), "head"), slices=slices, reasons=reasons,
+            message=st.get("message"))
+
+    def read_events(self, name: str) -> list[dict[str, Any]] | None:
+        d = self._dir(name)
+        path = Path(read_json(d / "plan.json")["events_file"])
+        events = []
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        events.append(json.loads(line))
+                    except ValueError:
+                        pass  # the line being written right now
+        except FileNotFoundError:
+            return None  # a command that writes no events: measurement reads the head's log
+        return events
+
+    # ------------------------------------------------------------------ chaos
+    def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
+                    seed: int | None = None, dry_run: bool = False) -> KillRecord:
+        d = self._dir(name)
+        _, st = self._raw(d)
+        pods = [p for s in st.get("slices", []) for p in s["pods"]
+                if p["phase"] == "Running" and proc_matches(p["pid"], p.get("create_time"))
+                and (slice is None or p["slice"] == slice) and (host is None or p["host"] == host)]
+        if not pods:
+            where = "" if slice is None and host is None else f" (slice={slice}, host={host})"
+            raise NotFoundError(f"no running worker of {name!r} to kill{where}",
+                                hint=f"see which are running: elastix workload status {name}")
+        pods.sort(key=lambda p: (p["slice"], p["host"]))
+        victim = random.Random(seed).choice(pods)
+        t = utcnow()
+        if not dry_run:
+            try:
+                os.kill(victim["pid"], signal.SIGKILL)
+            except ProcessLookupError as err:
+                raise BackendError(f"worker {victim['name']} exited before the kill") from err
+        return KillRecord(workload=name, pod=victim["name"], slice=victim["slice"],
+                          host=victim["host"], node="localhost", time=t, dry_run=dry_run,
+                          pid=victim["pid"])
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
+        d = self._dir(name)
+        try:
+            plan, st = self._raw(d)
+        except (OSError, ValueError):
+            plan, st = {}, {}
+        sup = self._supervisor(d, st)
+        if sup and proc_matches(sup["pid"], sup.get("create_time")):
+            os.kill(sup["pid"], signal.SIGTERM)  # it stops its pods gracefully, then exits
+            deadline = time.monotonic() + min(timeout, 15.0)
+            while proc_matches(sup["pid"], sup.get("create_time")):
+                if time.monotonic() > deadline:
+                    os.kill(sup["pid"], signal.SIGKILL)
+                    break
+                time.sleep(0.02)
+        sweep(d, plan.get("marker"), timeout=min(timeout, 10.0))
+        survivors = [r["pid"] for r in read_procs(d)
+                     if proc_matches(r["pid"], r.get("create_time"))]
+        if survivors:
+            raise BackendError(f"processes of {name!r} survived SIGKILL: {survivors}",
+                               hint="they may be stuck in the kernel; try again")
+        address = plan.get("health_address", "")
+        if address.startswith("unix:/") and not address.startswith(f"unix:{d}"):
+            try:
+                os.unlink(address[len("unix:"):])
+            except FileNotFoundError:
+                pass
+        shutil.rmtree(d, ignore_errors=True)
+
+    # ------------------------------------------------------------------ logs
+    def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+        d = self._dir(name)
+        container = opts.container
+        if opts.slice is not None or opts.host is not None:
+            if container not in (None, labels.WORKER_CONTAINER):
+                raise NotFoundError(f"worker pods have no container {container!r}",
+                                    hint=f"the worker container is {labels.WORKER_CONTAINER}")
+            path = d / "logs" / f"worker-{opts.slice or 0}-{opts.host or 0}.log"
+            if not path.exists():
+                raise NotFoundError(f"no worker slice {opts.slice or 0} host {opts.host or 0} "
+                                    f"in {name!r}")
+            return _follow_files(d, lambda: [path], opts)
+        if container not in (None, labels.MAIN_CONTAINER):
+            raise NotFoundError(f"container {container!r} does not run on the local backend",
+                                hint=f"local workloads run the head's {labels.MAIN_CONTAINER} "
+                                     "container and the slice hosts (--slice/--host)")
+
+        def heads() -> list[Path]:
+            files = list((d / "logs").glob("head-*.log"))
+            return sorted(files, key=lambda p: int(p.stem.split("-")[1]))
+
+        return _follow_files(d, heads, opts)
+
+
+def _finished(d: Path) -> bool:
+    """The workload will write no more logs: final state, supervisor gone, or deleted."""
+    try:
+        st = read_json(d / "state.json")
+    except (OSError, ValueError):
+        return not d.exists()
+    if st.get("state") in FINAL_STATES or st.get("state") == "Terminating":
+        return True
+    sup = st.get("supervisor") or {}
+    return not proc_matches(sup.get("pid", -1), sup.get("create_time"))
+
+
+def _keep(line: str, since: dt.datetime | None) -> bool:
+    if since is None:
+        return True
+    m = _TS.match(line)
+    return m is None or _parse_time(m.group(1)) >= since
+
+
+def _follow_files(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:
+    """Lines of the newest file; with ``follow``, keep reading it and move on to newer ones."""
+    since = utcnow() - dt.timedelta(seconds=opts.since_seconds) if opts.since_seconds else None
+    paths = files()
+    if not paths:
+        if not opts.follow:
+            return
+        while not paths and not _finished(d):
+            time.sleep(0.1)
+            paths = files()
+        if not paths:
+            return
+    current = paths[-1]
+    with open(current, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines(keepends=True)
+        pos = f.tell()
+    if lines and not lines[-1].endswith("\n") and opts.follow:
+        pos -= len(lines.pop().encode())  # half a line: read it whole later
+    if opts.tail_lines is not None:
+        lines = lines[-opts.tail_lines:] if opts.tail_lines > 0 else []
+    for line in lines:
+        if _keep(line, since):
+            yield LogEvent(line.rstrip("\n"))
+    if not opts.follow:
+        return
+    yield from _tail(d, files, current, pos)
+
+
+def _tail(d: Path, files, current: Path, pos: int) -> Iterator[LogEvent]:
+    buf = b""
+    while True:
+        try:
+            with open(current, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+        except FileNotFoundError:
+            return  # deleted
+        pos += len(chunk)
+        buf += chunk
+        *whole, buf = buf.split(b"\n")
+        for line in whole:
+            yield LogEvent(line.decode("utf-8", "replace"))
+        if chunk:
+            continue
+        paths = files()
+        later = paths[paths.index(current) + 1] if current in paths[:-1] else None
+        if later is not None:
+            if buf:
+                yield LogEvent(buf.decode("utf-8", "replace"))
+            yield LogEvent(f"head restarted (workload restart {later.stem.split('-')[1]}): "
+                           "following the new head", notice=True)
+            current, pos, buf = later, 0, b""
+            continue
+        if _finished(d):
+            # One last read: the process may have written between our read and its exit.
+            try:
+                with open(current, "rb") as f:
+                    f.seek(pos)
+                    buf += f.read()
+            except FileNotFoundError:
+                pass
+            for line in buf.decode("utf-8", "replace").splitlines():
+                yield LogEvent(line)
+            return
+        time.sleep(0.1)

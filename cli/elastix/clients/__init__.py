@@ -1,0 +1,1 @@
+"""Thin adapters to external APIs (Kubernetes, GKE, Cloud Storage, Docker), imported lazily."""

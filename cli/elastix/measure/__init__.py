@@ -1,0 +1,1 @@
+"""Measurement: events -> recoveries -> goodput, and the chaos drivers over a Backend."""

@@ -1,0 +1,384 @@
+"""Recovery measurement from the trainer's event log or from the head's log lines.
+
+Pure functions, no JAX, no I/O: the two sources (docs/events.md) are first normalised into one
+stream of :class:`Event` (times truncated to the millisecond, ``seconds`` rounded to 3 decimals,
+only the keys both sources carry), so everything computed from that stream is identical whichever
+source it came from. Recoveries (:func:`recoveries`) and goodput (:mod:`elastix.measure.goodput`) are then
+computed from the stream.
+
+Times are integer milliseconds since the Unix epoch. Kill times come from the launcher's clock
+(:class:`~elastix.backends.base.KillRecord`), event times from the trainer's: the same clock
+locally; on GKE they differ by the NTP skew between the machines (usually milliseconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from elastix.errors import UsageError
+
+# The keys of each event that the log lines also carry; nothing else survives normalisation.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "run_start": ("pid", "num_slices", "devices"),
+    "step": ("step", "seconds", "live_slices"),
+    "checkpoint_save_started": ("step",),
+    "checkpoint_committed": ("step", "bytes", "seconds", "blocking_seconds"),
+    "checkpoint_save_failed": ("step", "error"),
+    "snapshot_taken": ("step", "bytes", "seconds"),
+    "restore": ("source", "step", "bytes", "seconds"),
+    "elastic_detected": ("recovery", "last_step", "lost_slices", "error"),
+    "elastic_cleanup_done": ("seconds",),
+    "elastic_slices_ready": ("live_slices", "required_slices", "seconds"),
+    "elastic_restored": ("source", "step", "bytes", "seconds"),
+    "elastic_first_step": ("recovery", "step", "seconds"),
+    "elastic_resize": ("recovery", "from_slices", "to_slices"),
+    "run_end": ("status", "step", "reason"),
+}
+_SECONDS = ("seconds", "blocking_seconds")
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One normalised trainer event: ``t`` in ms since the epoch, ``name``, and its data."""
+
+    t: int
+    name: str
+    data: dict[str, Any]
+
+
+def parse_ts(text: str) -> int:
+    """``2026-11-29T09:50:01.123456Z`` (or ``.123Z``) to ms since the epoch, truncated.
+
+    Raises:
+        ValueError: not an ISO 8601 time.
+    """
+    t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    t = t.astimezone(dt.timezone.utc)
+    whole = int(t.replace(microsecond=0).timestamp())
+    return whole * 1000 + t.microsecond // 1000
+
+
+def ms_of(t: dt.datetime) -> int:
+    """A datetime (e.g. a kill time) to ms since the epoch, truncated like event times."""
+    return parse_ts(t.astimezone(dt.timezone.utc).isoformat())
+
+
+def fmt_ms(ms: int) -> str:
+    """ms since the epoch to ``2026-11-29T09:50:01.123Z``."""
+    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _norm(name: str, t: int, raw: dict[str, Any]) -> Event:
+    data = {}
+    for key in _KEYS[name]:
+        v = raw.get(key)
+        if key in _SECONDS and v is not None:
+            v = float(f"{float(v):.3f}")  # what the log line prints
+        elif key == "error" and isinstance(v, str):
+            v = v.splitlines()[0] if v else v
+        data[key] = v
+    return Event(t, name, data)
+
+
+def events_from_records(records: Iterable[dict[str, Any]]) -> list[Event]:
+    """Normalise event dicts (one JSONL line each, docs/events.md). Unknown events are skipped.
+
+    Raises:
+        UsageError: a record without a valid ``ts`` or ``event``.
+    """
+    out = []
+    for i, rec in enumerate(records):
+        name = rec.get("event") if isinstance(rec, dict) else None
+        if name not in _KEYS:
+            continue
+        try:
+            t = parse_ts(rec["ts"])
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(f"event {i + 1} ({name}) has no valid 'ts'",
+                             hint="events must follow docs/events.md") from None
+        out.append(_norm(name, t, rec))
+    return _fix_recovery_restores(out)
+
+
+def events_from_jsonl(text: str) -> list[Event]:
+    """Parse and normalise the text of an events.jsonl file; a torn last line is ignored."""
+    records = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:  # the writer may be mid-line
+                break
+            raise UsageError(f"events file line {i + 1} is not JSON",
+                             hint="events must follow docs/events.md") from None
+    return events_from_records(records)
+
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
+_PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
+    ("step", re.compile(rf"completed step: (\d+), seconds: {_NUM}(?:, live slice count: (\d+))?"),
+     ("step", "seconds", "live_slices")),
+    ("run_start", re.compile(r"elastix: run start: pid (\d+), slices (\d+), devices (\d+)"),
+     ("pid", "num_slices", "devices")),
+    ("checkpoint_save_started", re.compile(r"elastix: checkpoint save started: step (\d+)"),
+     ("step",)),
+    ("checkpoint_committed", re.compile(
+        rf"elastix: checkpoint committed: step (\d+) \((\d+) bytes in {_NUM} s, "
+        rf"blocking {_NUM} s\)"), ("step", "bytes", "seconds", "blocking_seconds")),
+    ("checkpoint_save_failed", re.compile(r"elastix: checkpoint save failed: step (\d+): (.*)"),
+     ("step", "error")),
+    ("snapshot_taken", re.compile(
+        rf"elastix: snapshot taken: step (\d+) \((\d+) bytes in {_NUM} s\)"),
+     ("step", "bytes", "seconds")),
+    ("restore", re.compile(
+        rf"elastix: restored step (\d+) from (checkpoint|snapshot|init) \((\d+) bytes in {_NUM} s\)"),
+     ("step", "source", "bytes", "seconds")),
+    ("elastic_detected", re.compile(
+        r"elastix: slice down, retrying \(recovery (\d+), slices lost \[([\d, ]*)\], "
+        r"last step (-?\d+)\): ?(.*)"), ("recovery", "lost_slices", "last_step", "error")),
+    ("elastic_cleanup_done", re.compile(rf"elastix: cleanup done in {_NUM} s"), ("seconds",)),
+    ("elastic_slices_ready", re.compile(
+        rf"elastix: sufficient slices active: (\d+) >= (\d+) \(waited {_NUM} s\)"),
+     ("live_slices", "required_slices", "seconds")),
+    ("elastic_first_step", re.compile(
+        rf"elastix: first step after recovery (\d+): step (\d+) in {_NUM} s"),
+     ("recovery", "step", "seconds")),
+    ("elastic_resize", re.compile(r"elastix: resized mesh \(recovery (\d+)\): (\d+) -> (\d+)"),
+     ("recovery", "from_slices", "to_slices")),
+    ("run_end", re.compile(r"elastix: run end: (\w+) at step (-?\d+)(?: \((.*)\))?"),
+     ("status", "step", "reason")),
+]
+
+
+def _convert(key: str, text: str | None) -> Any:
+    if text is None:
+        return None
+    if key in ("source", "status", "reason", "error"):
+        return text
+    if key == "lost_slices":
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    if key in _SECONDS:
+        return float(text)
+    return int(text)
+
+
+def events_from_log(lines: Iterable[str]) -> list[Event]:
+    """Normalise the head's log lines (docs/events.md, "Log lines"). Other lines are skipped."""
+    out = []
+    for line in lines:
+        m = _LINE_RE.match(line)
+        if not m:
+            continue
+        try:
+            t = parse_ts(m.group(1))
+        except ValueError:
+            continue
+        body = m.group(2)
+        for name, pat, keys in _PATTERNS:
+            pm = pat.search(body)
+            if pm:
+                raw = {k: _convert(k, v) for k, v in zip(keys, pm.groups(), strict=True)}
+                out.append(_norm(name, t, raw))
+                break
+    return _fix_recovery_restores(out)
+
+
+def _fix_recovery_restores(events: list[Event]) -> list[Event]:
+    """A restore inside a recovery window is that recovery's ``elastic_restored``.
+
+    The log has one "restored step" line for both kinds, and a trainer may write both events
+    for one recovery restore; either way one ``elastic_restored`` per recovery remains (the last).
+    """
+    out: list[Event] = []
+    in_recovery = False
+    for ev in events:
+        if ev.name == "elastic_detected":
+            in_recovery = True
+        elif ev.name in ("elastic_first_step", "run_start"):
+            in_recovery = False
+        elif ev.name in ("restore", "elastic_restored") and in_recovery:
+            out = [e for e in out if not (e.name == "elastic_restored" and e.t >= _last_t(out))]
+            ev = Event(ev.t, "elastic_restored", ev.data)
+        out.append(ev)
+    return out
+
+
+def _last_t(events: list[Event]) -> int:
+    """Time of the most recent ``elastic_detected``: restores after it belong to its recovery."""
+    for ev in reversed(events):
+        if ev.name == "elastic_detected":
+            return ev.t
+    return 0
+
+
+PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart")
+
+
+@dataclasses.dataclass
+class Recovery:
+    """One recovery from a failure: in-process (``elastic_*`` events) or a process restart.
+
+    Times are ms since the epoch (None when that point was not reached or is unknown).
+    """
+
+    index: int  # 1-based, in order of appearance
+    kind: str  # "in-process" or "restart"
+    kill: int | None = None  # from the launcher's KillRecord, when known
+    start: int | None = None  # elastic_detected, or the new process's run_start
+    cleanup_done: int | None = None
+    slices_ready: int | None = None
+    restored: int | None = None
+    first_step_at: int | None = None
+    last_step: int | None = None  # last step completed before the failure surfaced
+    restored_step: int | None = None
+    restore_source: str | None = None
+    restore_bytes: int | None = None
+    restore_seconds: float | None = None
+    first_step: int | None = None
+    first_step_seconds: float | None = None
+    live_slices: int | None = None
+    required_slices: int | None = None
+    lost_slices: list[int] | None = None
+    error: str | None = None
+    pid_before: int | None = None
+    pid_after: int | None = None
+    prev_event: int | None = None  # last event before the failure surfaced (restart: old run)
+
+    @property
+    def complete(self) -> bool:
+        """Training is stepping again."""
+        return self.first_step_at is not None
+
+    def phases(self) -> list[tuple[str, int, int]]:
+        """(phase, start ms, end ms), contiguous, for the phases that were reached."""
+        origin = self.kill if self.kill is not None else self.prev_event
+        if self.kind == "restart":
+            points = [("restart", origin), ("restore", self.start), ("first step", self.restored),
+                      (None, self.first_step_at)]
+        else:
+            points = [("detection", origin), ("cleanup", self.start),
+                      ("waiting for slices", self.cleanup_done), ("restore", self.slices_ready),
+                      ("first step", self.restored), (None, self.first_step_at)]
+        out = []
+        prev_name, prev_t = None, None
+        for name, t in points:
+            if t is None:
+                continue
+            if prev_name is not None and prev_t is not None:
+                out.append((prev_name, prev_t, t))
+            prev_name, prev_t = name, t
+        return out
+
+    def phase_seconds(self) -> dict[str, float | None]:
+        """Each phase's duration in seconds (None when not reached)."""
+        got = {n: (b - a) / 1000 for n, a, b in self.phases()}
+        names = PHASES[-3:] if self.kind == "restart" else PHASES[:5]
+        return {n: got.get(n) for n in names}
+
+    @property
+    def downtime(self) -> float | None:
+        """Seconds from the kill (or the failure) to the first completed step after it."""
+        origin = self.kill if self.kill is not None else self.start
+        if origin is None or self.first_step_at is None:
+            return None
+        return (self.first_step_at - origin) / 1000
+
+    @property
+    def steps_lost(self) -> int | None:
+        """Last step completed before the failure minus the step training resumed from."""
+        if self.last_step is None or self.restored_step is None:
+            return None
+        return self.last_step - self.restored_step
+
+    @property
+    def pid_same(self) -> bool | None:
+        if self.pid_before is None or self.pid_after is None:
+            return None
+        return self.pid_before == self.pid_after
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict: times as ISO strings, phases in seconds, derived numbers."""
+        d = dataclasses.asdict(self)
+        for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
+                  "prev_event"):
+            d[k] = fmt_ms(d[k]) if d[k] is not None else None
+        d.update(complete=self.complete, downtime_seconds=self.downtime,
+                 steps_lost=self.steps_lost, pid_same=self.pid_same,
+                 phases=self.phase_seconds())
+        return d
+
+
+def recoveries(events: list[Event]) -> list[Recovery]:
+    """Every recovery in a normalised event stream, in order.
+
+    An ``elastic_detected`` opens an in-process recovery that the ``elastic_*`` events fill in;
+    a second ``run_start`` is a restart (the controller process was replaced), resumed from the
+    start-up ``restore`` and completed by the next ``step``.
+    """
+    out: list[Recovery] = []
+    cur: Recovery | None = None
+    pid: int | None = None
+    last_step: int | None = None
+    prev_t: int | None = None
+    started = False
+    for ev in events:
+        d = ev.data
+        if ev.name == "run_start":
+            if started:
+                cur = Recovery(len(out) + 1, "restart", start=ev.t, last_step=last_step,
+                               pid_before=pid, pid_after=d["pid"], prev_event=prev_t)
+                out.append(cur)
+            started, pid = True, d["pid"]
+        elif ev.name == "elastic_detected":
+            cur = Recovery(len(out) + 1, "in-process", start=ev.t, pid_before=pid,
+                           last_step=d["last_step"] if d["last_step"] is not None else last_step,
+                           lost_slices=d["lost_slices"], error=d["error"], prev_event=prev_t)
+            out.append(cur)
+        elif cur is not None and not cur.complete:
+            _fill(cur, ev, pid)
+        if ev.name == "step":
+            last_step = d["step"]
+        prev_t = ev.t
+    return out
+
+
+def _fill(cur: Recovery, ev: Event, pid: int | None) -> None:
+    d = ev.data
+    if ev.name == "elastic_cleanup_done":
+        cur.cleanup_done = ev.t
+    elif ev.name == "elastic_slices_ready":
+        cur.slices_ready = ev.t
+        cur.live_slices, cur.required_slices = d["live_slices"], d["required_slices"]
+    elif ev.name in ("elastic_restored", "restore"):
+        cur.restored, cur.restored_step = ev.t, d["step"]
+        cur.restore_source, cur.restore_bytes = d["source"], d["bytes"]
+        cur.restore_seconds = d["seconds"]
+    elif ev.name == ("step" if cur.kind == "restart" else "elastic_first_step"):
+        cur.first_step_at, cur.first_step = ev.t, d["step"]
+        cur.first_step_seconds = d["seconds"]
+        if cur.kind == "in-process":
+            cur.pid_after = pid
+
+
+def assign_kills(recs: list[Recovery], kills: list[int]) -> None:
+    """Attach kill times (ms) to recoveries: each kill to the first later unclaimed recovery."""
+    pending = sorted(kills)
+    for rec in recs:
+        if not pending or rec.start is None:
+            continue
+        if pending[0] <= rec.start:
+            rec.kill = pending.pop(0)
+            while pending and pending[0] <= rec.start:  # two kills, one recovery
+                pending.pop(0)

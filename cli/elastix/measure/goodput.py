@@ -1,0 +1,187 @@
+"""Goodput and badput over a run, from a normalised event stream (:mod:`elastix.measure.events`).
+
+The run's wall time (first event to last) is painted with intervals, each with a cause; where
+intervals overlap the higher-priority cause wins, and time no event accounts for is "other". So
+the causes partition the wall time exactly and goodput = productive / wall.
+
+- productive: ``step`` intervals (``[ts - seconds, ts]``) whose result was kept;
+- steps re-done: step intervals rolled back by a later restore to an earlier step;
+- detection, cleanup, waiting for slices, restore, recompile (first step after recovery), restart:
+  the recovery phases (:meth:`Recovery.phases`); detection starts at the kill when known, else at
+  the last event before the failure surfaced;
+- checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
+  the ``step`` event of the saved step;
+- startup: a run's start to the end of its first step (compile), minus any start-up restore.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from elastix.measure.events import Event, Recovery, assign_kills, recoveries
+
+# Highest priority first.
+CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "recompile", "restart",
+          "checkpoint stall", "steps re-done", "productive", "startup")
+BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
+_PHASE_CAUSE = {"first step": "recompile"}
+
+
+@dataclasses.dataclass
+class GoodputReport:
+    """Goodput of a run and where the rest of the wall time went."""
+
+    start: int  # ms since the epoch
+    end: int
+    productive_seconds: float
+    badput: dict[str, float]  # cause -> seconds, every cause in BADPUT
+    last_step: int | None
+    steps_redone: int  # step executions whose result was rolled back
+    recoveries: list[Recovery]
+    segments: list[tuple[str, int, int]]  # (cause, start ms, end ms), contiguous, in order
+
+    @property
+    def wall_seconds(self) -> float:
+        return (self.end - self.start) / 1000
+
+    @property
+    def goodput(self) -> float | None:
+        """Productive time over wall time (None for an empty run)."""
+        return self.productive_seconds / self.wall_seconds if self.end > self.start else None
+
+    def series(self, window_seconds: float) -> list[tuple[float, float, float]]:
+        """Goodput over time: (seconds since start, goodput in the window, cumulative goodput)."""
+        win = max(1, int(window_seconds * 1000))
+        out = []
+        total = self.end - self.start
+        edges = list(range(self.start + win, self.end, win)) + [self.end] if total > 0 else []
+        cum = 0
+        lo = self.start
+        for hi in edges:
+            prod = sum(max(0, min(b, hi) - max(a, lo)) for c, a, b in self.segments
+                       if c == "productive" and b > lo and a < hi)
+            cum += prod
+            out.append(((hi - self.start) / 1000, prod / (hi - lo), cum / (hi - self.start)))
+            lo = hi
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        from elastix.measure.events import fmt_ms
+
+        return {
+            "start": fmt_ms(self.start), "end": fmt_ms(self.end),
+            "wall_seconds": self.wall_seconds, "productive_seconds": self.productive_seconds,
+            "goodput": self.goodput, "badput_seconds": self.badput,
+            "last_step": self.last_step, "steps_redone": self.steps_redone,
+            "recoveries": [r.to_json() for r in self.recoveries],
+        }
+
+
+def _step_intervals(events: list[Event]) -> tuple[list, list, dict[int, int]]:
+    """Kept and rolled-back step intervals, and the time each step (last execution) ended."""
+    kept: list[tuple[int, int, int]] = []  # (step, start, end)
+    redone: list[tuple[int, int, int]] = []
+    step_end: dict[int, int] = {}
+    first_of_run = True  # the stream's first step compiles, even when no run_start was logged
+    for ev in events:
+        if ev.name == "run_start":
+            first_of_run = True
+        elif ev.name in ("restore", "elastic_restored") and ev.data["step"] is not None:
+            r = ev.data["step"]
+            redone += [k for k in kept if k[0] > r]
+            kept = [k for k in kept if k[0] <= r]
+        elif ev.name == "step":
+            step_end[ev.data["step"]] = ev.t
+            if first_of_run:  # the compile step belongs to start-up
+                first_of_run = False
+                continue
+            secs = ev.data["seconds"] or 0.0
+            kept.append((ev.data["step"], ev.t - round(secs * 1000), ev.t))
+    return kept, redone, step_end
+
+
+def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int, int]]:
+    kept, redone, _ = _step_intervals(events)
+    out = [("productive", a, b) for _, a, b in kept] + [("steps re-done", a, b)
+                                                        for _, a, b in redone]
+    for rec in recs:
+        out += [(_PHASE_CAUSE.get(n, n), a, b) for n, a, b in rec.phases()]
+    run_start = None
+    last_step_t: dict[int, int] = {}
+    stall_cursor: dict[int, int] = {}
+    for ev in events:
+        if ev.name == "run_start":
+            run_start = ev.t
+        elif ev.name == "step":
+            last_step_t[ev.data["step"]] = ev.t
+            if not last_step_t.keys() - {ev.data["step"]} and run_start is None:
+                run_start = ev.t - round((ev.data["seconds"] or 0.0) * 1000)  # no run_start
+            if run_start is not None:
+                out.append(("startup", run_start, ev.t))
+                run_start = None
+        elif ev.name == "restore" and ev.data["seconds"] is not None:
+            out.append(("restore", ev.t - round(ev.data["seconds"] * 1000), ev.t))
+        elif ev.name in ("checkpoint_committed", "snapshot_taken"):
+            secs = ev.data["blocking_seconds" if ev.name == "checkpoint_committed" else "seconds"]
+            at = last_step_t.get(ev.data["step"])
+            if at is not None and secs:
+                a = stall_cursor.get(at, at)
+                b = a + round(secs * 1000)
+                stall_cursor[at] = b
+                out.append(("checkpoint stall", a, b))
+    return out
+
+
+def _paint(intervals: list[tuple[str, int, int]], lo: int, hi: int) -> list[tuple[str, int, int]]:
+    """Sweep the intervals over [lo, hi]; each elementary piece gets its highest-priority cause."""
+    rank = {c: i for i, c in enumerate(CAUSES)}
+    marks: list[tuple[int, int, int]] = []
+    for cause, a, b in intervals:
+        a, b = max(a, lo), min(b, hi)
+        if b > a:
+            marks += [(a, 1, rank[cause]), (b, -1, rank[cause])]
+    marks.sort()
+    counts = [0] * len(CAUSES)
+    segs: list[tuple[str, int, int]] = []
+    t = lo
+    i = 0
+    while t < hi:
+        while i < len(marks) and marks[i][0] <= t:
+            counts[marks[i][2]] += marks[i][1]
+            i += 1
+        nxt = marks[i][0] if i < len(marks) else hi
+        top = next((CAUSES[k] for k in range(len(CAUSES)) if counts[k] > 0), "other")
+        if segs and segs[-1][0] == top:
+            segs[-1] = (top, segs[-1][1], nxt)
+        else:
+            segs.append((top, t, nxt))
+        t = nxt
+    return segs
+
+
+def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputReport:
+    """Goodput and badput by cause over the run in ``events``.
+
+    Args:
+        events: a normalised stream (``events_from_jsonl`` / ``events_from_log``).
+        kills: kill times (ms) when known; detection is then counted from each kill.
+    """
+    recs = recoveries(events)
+    if kills:
+        assign_kills(recs, kills)
+    if not events:
+        return GoodputReport(0, 0, 0.0, dict.fromkeys(BADPUT, 0.0), None, 0, recs, [])
+    # A log without its run_start line begins at the first step's end: start at its beginning.
+    first = next((e for e in events if e.name == "step"), None)
+    lo = events[0].t if first is None else min(events[0].t, first.t - round(
+        (first.data["seconds"] or 0.0) * 1000))
+    hi = events[-1].t
+    segs = _paint(_intervals(events, recs), lo, hi)
+    totals = dict.fromkeys(CAUSES + ("other",), 0)
+    for cause, a, b in segs:
+        totals[cause] += b - a
+    _, redone, _ = _step_intervals(events)
+    last = next((e.data["step"] for e in reversed(events) if e.name == "step"), None)
+    return GoodputReport(lo, hi, totals["productive"] / 1000,
+                         {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs)

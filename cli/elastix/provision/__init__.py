@@ -1,0 +1,1 @@
+"""Provisioning: a GKE cluster, the JobSet controller on it, the trainer image."""

@@ -1,0 +1,361 @@
+"""GKE cluster provisioning: validate, plan, create (cluster, CPU pool, one TPU pool per slice),
+describe and delete, through ``google-cloud-container``'s REST transport.
+
+Flow: :func:`validate` turns flags into a :class:`ClusterConfig` (every problem reported at once,
+before any request); :func:`plan_create` turns it into the exact requests; ``--dry-run`` prints
+them and :func:`create` sends them, following each long-running operation to the end. Creation
+is resumable: an existing cluster or node pool is kept, only what is missing is created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from elastix.errors import BackendError, NotFoundError, SpecError, UsageError
+
+CPU_POOL = "pathways-head"
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
+_PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
+_NAME_RE = re.compile(r"^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$")
+_MACHINE_RE = re.compile(r"^[a-z][a-z0-9]*-[a-z0-9-]+$")
+
+Progress = Callable[[str], None]
+
+
+class ClusterOptionsError(SpecError):
+    """Every problem with the ``cluster`` command's options, reported at once."""
+
+    def __init__(self, problems: list[tuple[str, str, str | None]]) -> None:
+        super().__init__(problems)
+        if len(problems) > 1:
+            self.message = f"{len(problems)} problems with the cluster options"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """A validated cluster request."""
+
+    project: str
+    zone: str
+    name: str
+    tpu: Any = None  # elastix.workload.tpu.TpuType; None for describe/delete
+    num_slices: int = 1
+    cpu_machine_type: str = "n2-standard-32"
+    cpu_nodes: int = 1
+    spot: bool = False
+    release_channel: str = "RAPID"
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.zone}"
+
+    @property
+    def cluster_path(self) -> str:
+        return f"{self.parent}/clusters/{self.name}"
+
+    def pool_names(self) -> list[str]:
+        """TPU node pool names, one per slice."""
+        return [f"tpu-slice-{i}" for i in range(self.num_slices)]
+
+
+def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str | None = None,
+             num_slices: int = 1, cpu_machine_type: str = "n2-standard-32", cpu_nodes: int = 1,
+             spot: bool = False, release_channel: str = "RAPID") -> ClusterConfig:
+    """Check every option; raise :class:`ClusterOptionsError` listing all problems.
+
+    ``tpu_type`` None skips the TPU checks (describe, delete).
+    """
+    from elastix.workload import tpu as tpu_catalogue
+    problems: list[tuple[str, str, str | None]] = []
+    if not project:
+        problems.append(("--project", "a Google Cloud project is required",
+                         "pass --project ID or set GOOGLE_CLOUD_PROJECT"))
+    elif not _PROJECT_RE.match(project):
+        problems.append(("--project", f"{project!r} is not a Google Cloud project id",
+                         "6-30 lowercase letters, digits or hyphens, starting with a letter"))
+    if not zone:
+        problems.append(("--zone", "a zone is required", "e.g. --zone us-central1-a"))
+    elif not _ZONE_RE.match(zone):
+        hint = "a zone looks like us-central1-a"
+        if zone and _REGION_RE.match(zone):
+            hint = f"{zone} is a region; a TPU slice lives in one zone, e.g. {zone}-a"
+        problems.append(("--zone", f"{zone!r} is not a zone", hint))
+    if not _NAME_RE.match(name or ""):
+        problems.append(("name", f"{name!r} is not a valid GKE cluster name",
+                         "1-40 lowercase letters, digits or hyphens; start with a letter, end "
+                         "with a letter or digit"))
+    tpu = None
+    if tpu_type is not None:
+        try:
+            tpu = tpu_catalogue.lookup(tpu_type)
+        except UsageError as err:
+            problems.append(("--tpu-type", err.message, err.hint))
+        if not 1 <= num_slices <= 64:
+            problems.append(("--num-slices", f"{num_slices} is out of range", "1 to 64"))
+    if not _MACHINE_RE.match(cpu_machine_type):
+        problems.append(("--cpu-machine-type", f"{cpu_machine_type!r} is not a machine type",
+                         "e.g. n2-standard-32"))
+    if cpu_nodes < 1:
+        problems.append(("--cpu-nodes", f"{cpu_nodes} is out of range",
+                         "at least 1 (the Pathways head runs there)"))
+    if release_channel.upper() not in RELEASE_CHANNELS:
+        problems.append(("--release-channel", f"unknown channel {release_channel!r}",
+                         "RAPID, REGULAR or STABLE"))
+    if problems:
+        raise ClusterOptionsError(problems)
+    return ClusterConfig(project, zone, name, tpu, num_slices, cpu_machine_type, cpu_nodes,
+                         spot, release_channel.upper())
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One mutating request of a plan (followed by polling its operation to DONE)."""
+
+    action: str  # "create_cluster" | "create_node_pool" | "delete_cluster"
+    method: str
+    path: str  # REST path under https://container.googleapis.com
+    body: dict | None
+    message: Any = None  # the proto message sent (Cluster / NodePool)
+
+    def describe(self) -> str:
+        return f"{self.method} /v1/{self.path}"
+
+
+def _cluster_pb(cfg: ClusterConfig) -> Any:
+    from google.cloud import container_v1 as c
+
+    return c.Cluster(
+        name=cfg.name,
+        release_channel=c.ReleaseChannel(channel=c.ReleaseChannel.Channel[cfg.release_channel]),
+        # Pods read and write checkpoints on GCS with their Kubernetes service account.
+        workload_identity_config=c.WorkloadIdentityConfig(
+            workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog"),
+        node_pools=[c.NodePool(
+            name=CPU_POOL,
+            initial_node_count=cfg.cpu_nodes,
+            config=c.NodeConfig(machine_type=cfg.cpu_machine_type,
+                                workload_metadata_config=c.WorkloadMetadataConfig(
+                                    mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+        )],
+    )
+
+
+def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
+    from google.cloud import container_v1 as c
+
+    tpu = cfg.tpu
+    pool = c.NodePool(
+        name=name,
+        initial_node_count=tpu.hosts,
+        config=c.NodeConfig(machine_type=tpu.machine_type, spot=cfg.spot,
+                            workload_metadata_config=c.WorkloadMetadataConfig(
+                                mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+        # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
+        management=c.NodeManagement(auto_repair=True, auto_upgrade=True),
+    )
+    if tpu.hosts > 1:  # a multi-host slice needs its hosts placed as one ICI topology
+        pool.placement_policy = c.NodePool.PlacementPolicy(
+            type_=c.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
+    return pool
+
+
+def _body(key: str, msg: Any) -> dict:
+    """The JSON body exactly as the REST transport sends it (camelCase, enums as numbers)."""
+    from google.protobuf import json_format
+
+    return {key: json_format.MessageToDict(type(msg).pb(msg), use_integers_for_enums=True)}
+
+
+def plan_create(cfg: ClusterConfig, existing: Any = None) -> list[Step]:
+    """The create requests, skipping what ``existing`` (a ``Cluster`` or None) already has."""
+    steps = []
+    have_pools = {p.name for p in existing.node_pools} if existing is not None else set()
+    if existing is None:
+        pb = _cluster_pb(cfg)
+        steps.append(Step("create_cluster", "POST", f"{cfg.parent}/clusters",
+                          _body("cluster", pb), pb))
+    for name in cfg.pool_names():
+        if name not in have_pools:
+            pb = _tpu_pool_pb(cfg, name)
+            steps.append(Step("create_node_pool", "POST", f"{cfg.cluster_path}/nodePools",
+                              _body("nodePool", pb), pb))
+    return steps
+
+
+def plan_delete(cfg: ClusterConfig) -> list[Step]:
+    """The delete request."""
+    return [Step("delete_cluster", "DELETE", cfg.cluster_path, None)]
+
+
+def make_client(creds: Any = None) -> Any:
+    """A ``ClusterManagerClient`` on the REST transport (``ELASTIX_GKE_API_ENDPOINT`` for tests)."""
+    import os
+
+    from google.cloud import container_v1
+
+    from elastix.clients import gke as gcp
+    if creds is None:
+        creds, _ = gcp.credentials()
+    options = {}
+    if os.environ.get(gcp.ENDPOINT_ENV):
+        options["api_endpoint"] = os.environ[gcp.ENDPOINT_ENV]
+    return container_v1.ClusterManagerClient(credentials=creds, transport="rest",
+                                             client_options=options)
+
+
+def translate(err: Exception, what: str) -> Exception:
+    """A ``google.api_core`` error as an elastix error with a hint."""
+    from google.api_core import exceptions as g
+
+    # The REST transport prefixes the message with "POST https://...: "; the URL adds nothing.
+    msg = re.sub(r"^[A-Z]+ \S+: ", "", getattr(err, "message", None) or str(err))
+    # HTTP status classes: the REST transport raises Forbidden/TooManyRequests/BadRequest/...,
+    # of which the gRPC-named errors (PermissionDenied, ResourceExhausted, ...) are subclasses.
+    if isinstance(err, g.NotFound):
+        return NotFoundError(f"not found while {what}: {msg}",
+                             hint="check --project and --zone, and that the Kubernetes Engine API "
+                                  "is enabled (gcloud services enable container.googleapis.com)")
+    if isinstance(err, (g.Forbidden, g.Unauthorized)):
+        return BackendError(f"permission denied while {what}: {msg}",
+                            hint="the credentials need roles/container.admin on the project "
+                                 "(gcloud auth application-default login)")
+    if isinstance(err, g.TooManyRequests):
+        return BackendError(f"quota or capacity exhausted while {what}: {msg}",
+                            hint="request TPU quota in the zone, try another zone, or use --spot")
+    if isinstance(err, g.Conflict):
+        return BackendError(f"already exists while {what}: {msg}",
+                            hint="run `elastix cluster describe` to see it")
+    if isinstance(err, g.BadRequest):
+        return UsageError(f"GKE rejected the request while {what}: {msg}",
+                          hint="another operation may be running on the cluster; check "
+                               "`elastix cluster describe`")
+    if isinstance(err, g.GoogleAPICallError):
+        return BackendError(f"the GKE API failed while {what}: {msg}", hint="try again later")
+    return BackendError(f"cannot reach the GKE API while {what}: {err}",
+                        hint="check the network (or ELASTIX_GKE_API_ENDPOINT)")
+
+
+def call(what: str, fn: Callable[[], Any]) -> Any:
+    """Run one GKE API call, translating its errors."""
+    from google.api_core import exceptions as g
+    from google.auth.exceptions import GoogleAuthError
+
+    try:
+        return fn()
+    except (g.GoogleAPICallError, GoogleAuthError, OSError) as err:
+        raise translate(err, what) from err
+
+
+def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress: Progress,
+                   interval: float = 5.0, sleep: Callable[[float], None] = time.sleep,
+                   clock: Callable[[], float] = time.monotonic) -> Any:
+    """Poll a long-running operation until DONE; raise if it ended with an error."""
+    from google.cloud import container_v1 as c
+
+    start = clock()
+    name = f"{cfg.parent}/operations/{op.name}"
+    while op.status != c.Operation.Status.DONE:
+        progress(f"{what}: {op.status.name.lower()} ({clock() - start:.0f} s)")
+        sleep(interval)
+        op = call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
+    error = op.error.message if op.error and op.error.message else op.status_message
+    if error:
+        raise BackendError(f"{what} failed: {error}",
+                           hint="see the operation in the console, or `gcloud container "
+                                f"operations describe {op.name} --zone {cfg.zone}`")
+    progress(f"{what}: done ({clock() - start:.0f} s)")
+    return op
+
+
+def get_cluster(client: Any, cfg: ClusterConfig) -> Any | None:
+    """The cluster, or None when it does not exist."""
+    from google.api_core import exceptions as g
+
+    try:
+        return client.get_cluster(name=cfg.cluster_path, timeout=60.0)
+    except g.NotFound:
+        return None
+    except Exception as err:  # noqa: BLE001 - translated
+        raise translate(err, f"looking up cluster {cfg.name}") from err
+
+
+def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
+        **poll: Any) -> None:
+    """Send each step's request and follow its operation to the end."""
+    for step in steps:
+        if step.action == "create_cluster":
+            what = f"creating cluster {cfg.name}"
+            op = call(what, lambda s=step: client.create_cluster(
+                parent=cfg.parent, cluster=s.message, timeout=60.0))
+        elif step.action == "create_node_pool":
+            what = f"creating node pool {step.message.name}"
+            op = call(what, lambda s=step: client.create_node_pool(
+                parent=cfg.cluster_path, node_pool=s.message, timeout=60.0))
+        else:
+            what = f"deleting cluster {cfg.name}"
+            op = call(what, lambda: client.delete_cluster(name=cfg.cluster_path, timeout=60.0))
+        progress(f"{what}: started ({step.describe()})")
+        wait_operation(client, cfg, op, what, progress, **poll)
+
+
+def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
+           kube: Callable[[], tuple[Any, str]] | None = None,
+           jobset_manifest: str | None = None, **poll: Any) -> list[Step]:
+    """Create what is missing (cluster, TPU pools), then install JobSet if it is missing.
+
+    Args:
+        kube: returns (ApiClient, label) for the cluster; None skips the JobSet step.
+        jobset_manifest: file or https URL of the JobSet release manifest (default: pinned URL).
+
+    Returns:
+        The steps that were sent.
+    """
+    from elastix.provision import jobset_install as ji
+    existing = get_cluster(client, cfg)
+    if existing is not None:
+        progress(f"cluster {cfg.name} exists; creating only the missing node pools")
+    steps = plan_create(cfg, existing)
+    run(client, cfg, steps, progress, **poll)
+    if kube is not None:
+        api, where = kube()
+        st = ji.status(api, where)
+        if st.installed:
+            progress(f"JobSet {st.version} is already installed")
+        else:
+            docs = ji.read_manifest(jobset_manifest)
+            ji.apply(api, where, ji.plan(docs),
+                     on_step=lambda s: progress(f"JobSet: applying {s.kind} {s.name}"))
+            st = ji.wait_ready(api, where)
+            progress(f"JobSet {st.version} installed and ready")
+    return steps
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolInfo:
+    """One node pool as ``cluster describe`` shows it."""
+
+    name: str
+    machine_type: str
+    nodes: int
+    topology: str
+    tpu_chips: int
+    status: str
+
+
+def pools(cluster: Any) -> list[PoolInfo]:
+    """Node pools with their TPU capacity (chips = nodes × chips per host of the machine type)."""
+    out = []
+    for p in cluster.node_pools:
+        machine = p.config.machine_type
+        per_node = re.search(r"^ct\w+-\w+-(\d+)t$", machine)
+        nodes = p.initial_node_count or (p.autoscaling.total_min_node_count or 0)
+        topo = p.placement_policy.tpu_topology if p.placement_policy else ""
+        out.append(PoolInfo(p.name, machine, nodes, topo,
+                            nodes * int(per_node.group(1)) if per_node else 0, p.status.name))
+    return out

@@ -1,0 +1,251 @@
+"""Install the JobSet controller on a cluster, and report whether (and which version) is there.
+
+The manifest is JobSet's pinned release manifest (``manifests.yaml`` of release
+:data:`JOBSET_VERSION`), read from a file or downloaded from the release. elastix does not ship a
+copy: see ``templates/JOBSET.md`` for why and for air-gapped use. Objects are applied with
+server-side apply through the official ``kubernetes`` client (the JobSet CRD is larger than the
+``last-applied-configuration`` annotation client-side apply would need), so a second install is
+an idempotent upgrade.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from elastix.errors import BackendError, UsageError
+
+JOBSET_VERSION = "v0.12.0"
+RELEASE_URL = (f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/"
+               "manifests.yaml")
+CRD_NAME = "jobsets.jobset.x-k8s.io"
+NAMESPACE = "jobset-system"
+DEPLOYMENT = "jobset-controller-manager"
+FIELD_MANAGER = "elastix"
+
+# Where each kind of the release manifest lives: (API path prefix, plural, namespaced). Applying in
+# this order means namespaces and the CRD exist before what refers to them, and the webhooks come
+# last, once the Service behind them exists.
+_KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+        ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"):
+        ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"):
+        ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
+        ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
+    ("v1", "Secret"): ("/api/v1", "secrets", True),
+    ("v1", "Service"): ("/api/v1", "services", True),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"):
+        ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"):
+        ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False),
+}
+_ORDER = {key: i for i, key in enumerate(_KINDS)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyStep:
+    """One server-side apply request."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    path: str  # the object's URL path; the request is PATCH path?fieldManager=elastix&force=true
+    body: dict
+
+    def describe(self) -> str:
+        """``PATCH <path>?…  (server-side apply of Kind name)``."""
+        return (f"PATCH {self.path}?fieldManager={FIELD_MANAGER}&force=true  "
+                f"(server-side apply, {self.kind} {self.name})")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSetStatus:
+    """What ``elastix cluster describe`` reports about JobSet."""
+
+    crd_installed: bool
+    version: str | None  # from the controller image tag, e.g. "v0.12.0"
+    ready_replicas: int  # controller replicas available
+
+    @property
+    def installed(self) -> bool:
+        """CRD and controller both present."""
+        return self.crd_installed and self.version is not None
+
+
+def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict]:
+    """Load the release manifest from a file path or an https URL (default: the pinned release).
+
+    Raises:
+        UsageError: unreadable, not YAML, or not a JobSet release manifest.
+        BackendError: the download failed.
+    """
+    import yaml
+
+    source = source or RELEASE_URL
+    if source.startswith("https://"):
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (https)
+                text = resp.read().decode()
+        except OSError as err:
+            raise BackendError(f"cannot download the JobSet manifest {source}: {err}",
+                               hint="download it elsewhere and pass --jobset-manifest FILE") from err
+    elif "://" in source:
+        raise UsageError(f"--jobset-manifest {source}: only https:// URLs or file paths",
+                         hint=f"e.g. {RELEASE_URL}")
+    else:
+        try:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as err:
+            raise UsageError(f"cannot read --jobset-manifest {source}: {err.strerror}") from err
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD alone is 800 kB
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d]
+    except yaml.YAMLError as err:
+        raise UsageError(f"--jobset-manifest {source} is not YAML: {err}") from err
+    return check_manifest(docs, source)
+
+
+def check_manifest(docs: list[dict], source: str) -> list[dict]:
+    """Check the documents form a JobSet release manifest of kinds elastix knows how to apply."""
+    kinds = set()
+    for d in docs:
+        key = (d.get("apiVersion"), d.get("kind"))
+        if not isinstance(d, dict) or key not in _KINDS or not d.get("metadata", {}).get("name"):
+            raise UsageError(f"{source}: unexpected object {key[1]} {key[0]} in a JobSet manifest",
+                             hint=f"use the release manifest of JobSet, e.g. {RELEASE_URL}")
+        kinds.add((d["kind"], d["metadata"]["name"]))
+    for need in (("CustomResourceDefinition", CRD_NAME), ("Deployment", DEPLOYMENT)):
+        if need not in kinds:
+            raise UsageError(f"{source} has no {need[0]} {need[1]}: not a JobSet release manifest",
+                             hint=f"use {RELEASE_URL}")
+    return docs
+
+
+def manifest_version(docs: list[dict]) -> str | None:
+    """The JobSet version a manifest installs (the controller image's tag)."""
+    for d in docs:
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == DEPLOYMENT:
+            return _image_version(d)
+    return None
+
+
+def plan(docs: list[dict]) -> list[ApplyStep]:
+    """The apply requests for a manifest, in dependency order."""
+    steps = []
+    for d in sorted(docs, key=lambda d: _ORDER[(d["apiVersion"], d["kind"])]):
+        prefix, plural, namespaced = _KINDS[(d["apiVersion"], d["kind"])]
+        meta = d["metadata"]
+        ns = meta.get("namespace") or ("default" if namespaced else None)
+        path = f"{prefix}/namespaces/{ns}/{plural}/{meta['name']}" if namespaced else \
+            f"{prefix}/{plural}/{meta['name']}"
+        steps.append(ApplyStep(d["kind"], meta["name"], ns, path, d))
+    return steps
+
+
+def _request(api: Any, method: str, path: str, *, query: list | None = None,
+             body: Any = None, content_type: str | None = None) -> dict:
+    """One request through the official client; non-2xx raises its ``ApiException``."""
+    from kubernetes.client.exceptions import ApiException
+
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    method, url, headers, body, post = api.param_serialize(
+        method, path, query_params=query or [], header_params=headers, body=body,
+        auth_settings=["BearerToken"])
+    resp = api.call_api(method, url, header_params=headers, body=body, post_params=post,
+                        _request_timeout=60)
+    data = resp.read()
+    if not 200 <= resp.status < 300:
+        raise ApiException.from_response(http_resp=resp, body=data.decode("utf-8", "replace"),
+                                         data=None)
+    return json.loads(data) if data else {}
+
+
+def apply(api: Any, where: str, steps: list[ApplyStep],
+          on_step: Callable[[ApplyStep], None] = lambda s: None) -> None:
+    """Server-side apply every step (creates what is missing, updates what differs).
+
+    Raises:
+        BackendError: the API server refused an object (translated, with a hint).
+    """
+    from elastix.clients.kube import Translator
+
+    tr = Translator(where)
+    query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+    for step in steps:
+        on_step(step)
+        with tr(f"applying {step.kind} {step.name}", name=step.name, kind=step.kind,
+                namespace=step.namespace):
+            _request(api, "PATCH", step.path, query=query, body=step.body,
+                     content_type="application/apply-patch+yaml")
+
+
+def status(api: Any, where: str) -> JobSetStatus:
+    """Whether the JobSet CRD and controller are installed, and the controller's version."""
+    from kubernetes.client.exceptions import ApiException
+
+    from elastix.clients.kube import Translator
+
+    tr = Translator(where)
+
+    def get(path: str) -> dict | None:
+        try:
+            with tr("reading JobSet installation"):
+                return _request(api, "GET", path)
+        except Exception as err:  # noqa: BLE001 - a 404 means "not installed"
+            cause = err.__cause__ if err.__cause__ is not None else err
+            if isinstance(cause, ApiException) and cause.status == 404:
+                return None
+            raise
+
+    crd = get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+    dep = get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{DEPLOYMENT}")
+    ready = int((dep or {}).get("status", {}).get("availableReplicas") or 0)
+    return JobSetStatus(crd is not None, _image_version(dep) if dep else None, ready)
+
+
+def wait_ready(api: Any, where: str, timeout: float = 300.0, interval: float = 2.0,
+               clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> JobSetStatus:
+    """Wait until the controller Deployment has an available replica.
+
+    Raises:
+        BackendError: not ready within ``timeout`` seconds.
+    """
+    deadline = clock() + timeout
+    while True:
+        st = status(api, where)
+        if st.installed and st.ready_replicas > 0:
+            return st
+        if clock() >= deadline:
+            raise BackendError(
+                f"the JobSet controller is not ready after {timeout:.0f} s ({where})",
+                hint=f"look at its pods: kubectl -n {NAMESPACE} get pods; "
+                     f"kubectl -n {NAMESPACE} describe deployment {DEPLOYMENT}")
+        sleep(interval)
+
+
+def _image_version(dep: dict) -> str | None:
+    for c in dep.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+        image = c.get("image", "")
+        ref = image.split("@", 1)[0]
+        if ":" in ref.rsplit("/", 1)[-1]:
+            return ref.rsplit(":", 1)[1]
+        return "unknown"
+    return None
+

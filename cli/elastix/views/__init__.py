@@ -1,0 +1,1 @@
+"""Views: Rich tables and PNG charts. No backend calls, no Typer."""

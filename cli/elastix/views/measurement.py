@@ -1,0 +1,146 @@
+"""Rich tables for recovery measurements, soaks and goodput (what the chaos/goodput commands print)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastix.measure.chaos import KillMeasurement, SoakResult
+from elastix.measure.events import Recovery, fmt_ms, ms_of
+from elastix.measure.goodput import GoodputReport
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f} s"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _yn(x: bool | None) -> str:
+    return "?" if x is None else ("yes" if x else "no")
+
+
+def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
+    """(what, value) rows of one kill's recovery timeline, in time order."""
+    r: Recovery | None = m.recovery
+    k = m.kills[0]
+    rows = [("kill", f"{fmt_ms(r.kill if r and r.kill else ms_of(k.time))}  "
+                     f"{', '.join(x.pod for x in m.kills)}")]
+    if r is None:
+        rows.append(("recovery", "none observed" + (" (timed out)" if m.timed_out else "")))
+    else:
+        for phase, secs in r.phase_seconds().items():
+            rows.append((phase, _s(secs)))
+        if r.restored_step is not None:
+            rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
+                                     f"{r.restore_bytes or 0:,} bytes in {_s(r.restore_seconds)}"))
+        if r.first_step is not None:
+            rows.append(("first step after", f"step {r.first_step} at {fmt_ms(r.first_step_at)}"
+                                             f" ({_s(r.first_step_seconds)})"))
+        rows += [("downtime", _s(r.downtime)),
+                 ("steps lost", "-" if r.steps_lost is None else
+                  f"{r.steps_lost} (step {r.last_step} -> {r.restored_step})")]
+    rows += [("JobSet restarts", str(m.jobset_restarts)), ("head restarts", str(m.head_restarts)),
+             ("controller PID same", _yn(m.pid_same)),
+             ("in-process recovery", _yn(m.in_process)), ("source", m.source)]
+    if m.timed_out:
+        rows.append(("result", "timed out before training resumed"))
+    return rows
+
+
+def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> None:
+    from rich.table import Table
+
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    for what, val in recovery_rows(m):
+        t.add_row(what, val)
+    console.print(t)
+
+
+def print_soak(console: Any, res: SoakResult) -> None:
+    from rich.table import Table
+
+    t = Table(title="chaos run", title_justify="left")
+    for col in ("kill", "pod", "detection", "slices", "restore", "first step", "downtime",
+                "steps lost", "in-process"):
+        t.add_column(col, justify="left" if col == "pod" else "right")
+    for i, m in enumerate(res.measurements, 1):
+        r = m.recovery
+        ph = r.phase_seconds() if r else {}
+        t.add_row(str(i), ", ".join(k.pod for k in m.kills), _s(ph.get("detection")),
+                  _s(ph.get("waiting for slices")), _s(ph.get("restore")),
+                  _s(ph.get("first step")), _s(r.downtime if r else None),
+                  "-" if not r or r.steps_lost is None else str(r.steps_lost),
+                  _yn(m.in_process))
+    console.print(t)
+    tot = res.to_json()["totals"]
+    console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
+                  f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
+                  f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
+    for v in res.violations:
+        console.print(f"[red]bound missed:[/] {v}")
+
+
+def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
+    from rich.table import Table
+
+    wall = rep.wall_seconds
+    n = len(rep.recoveries)
+    t = Table(title=f"goodput {_pct(rep.goodput)} over {wall:.1f} s ({source}; {n} "
+                    f"recover{'y' if n == 1 else 'ies'}, last step {rep.last_step})",
+              title_justify="left")
+    t.add_column("time spent")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    rows = [("productive", rep.productive_seconds)] + [
+        (c, v) for c, v in sorted(rep.badput.items(), key=lambda kv: -kv[1]) if v > 0]
+    for cause, secs in rows:
+        t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
+                  f"{secs / wall:.1%}" if wall else "-")
+    console.print(t)
+
+
+def measured_kill(t: Any, name: str, *, slice_: int | None, host: int | None, seed: int | None,
+                  dry_run: bool, output: str, timeout: str, plot: str | None) -> KillMeasurement:
+    """``chaos kill-worker --measure``: kill, wait for the recovery, print its timeline.
+
+    Raises:
+        UsageError: bad flags. BackendError: the workload died or did not recover in time
+        (after printing what was measured).
+    """
+    import json
+
+    import typer
+    from rich.console import Console
+
+    from elastix.commands import common
+    from elastix.errors import BackendError, UsageError
+    from elastix.measure.chaos import measure_kill, parse_duration, read_stream
+
+    if output not in ("text", "table", "json"):
+        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
+    if dry_run:
+        raise UsageError("--measure cannot be combined with --dry-run")
+    if host is not None and slice_ is None:
+        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    secs = parse_duration(timeout, "--timeout")
+    be = common.get_backend(t)
+    m = measure_kill(be, name, lambda: [be.kill_worker(name, slice=slice_, host=host, seed=seed)],
+                     timeout=secs)
+    if plot and m.recovery is not None and m.recovery.phases():
+        from elastix.views.plot import plot_recovery
+
+        plot_recovery(read_stream(be, name)[0], m.recovery, plot)
+    if output == "json":
+        typer.echo(json.dumps(m.to_json(), indent=2))
+    else:
+        print_kill(Console(highlight=False), m)
+    if m.recovery is None or not m.recovery.complete:
+        why = (f"workload {name} is {m.state_after}" if m.state_after in ("Failed", "Completed")
+               else f"training did not resume within {timeout}")
+        raise BackendError(f"no recovery measured: {why}",
+                           hint=f"see elastix logs {name} and elastix workload status {name}")
+    return m

@@ -1,0 +1,162 @@
+"""Cluster errors become one line with a hint (no traceback): exact responses from a scripted
+HTTP server (pytest-httpserver), the real CLI entry point in-process."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+from fake_cluster import write_kubeconfig
+from werkzeug import Response
+
+from elastix.main import main
+
+JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+
+
+def status(code: int, reason: str, message: str, details: dict | None = None) -> Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": reason, "code": code, **({"details": details} if details else {})}
+    return Response(json.dumps(body), status=code, content_type="application/json")
+
+
+@pytest.fixture
+def run(httpserver, tmp_path, capsys, monkeypatch):
+    kc = write_kubeconfig(tmp_path / "kc", httpserver.url_for("/").rstrip("/"))
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+
+    def _run(*args: str) -> tuple[int, str]:
+        rc = main(list(args))
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        _run.out = captured.out
+        return rc, captured.err
+
+    return _run
+
+
+def test_unreachable_api_server(tmp_path, capsys, monkeypatch):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc",
+                                                           f"http://127.0.0.1:{port}")))
+    assert main(["workload", "list"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot reach the Kubernetes API server while listing workloads (context fake" in err
+    assert "hint:" in err and "--context" in err and "Traceback" not in err
+
+
+def test_401_names_the_credential(httpserver, run):
+    httpserver.expect_request(JOBSETS).respond_with_response(
+        status(401, "Unauthorized", "Unauthorized"))
+    rc, err = run("workload", "list")
+    assert rc == 1
+    assert "rejected the credentials of context fake" in err and "401" in err
+    assert "hint:" in err
+
+
+def test_403_names_the_permission(httpserver, run):
+    msg = ('jobsets.jobset.x-k8s.io is forbidden: User "dev@example.com" cannot list resource '
+           '"jobsets" in API group "jobset.x-k8s.io" in the namespace "default"')
+    httpserver.expect_request(JOBSETS).respond_with_response(status(403, "Forbidden", msg))
+    rc, err = run("workload", "list")
+    assert rc == 1
+    assert "permission denied while listing workloads" in err and 'cannot list resource' in err
+    assert "RBAC" in err
+
+
+def test_404_workload_missing(httpserver, run):
+    httpserver.expect_request(f"{JOBSETS}/nope").respond_with_response(status(
+        404, "NotFound", 'jobsets.jobset.x-k8s.io "nope" not found',
+        {"name": "nope", "group": "jobset.x-k8s.io", "kind": "jobsets"}))
+    rc, err = run("workload", "status", "nope")
+    assert rc == 1
+    assert "no workload named 'nope' in namespace default" in err
+    assert "elastix workload list -n default" in err
+
+
+def test_404_jobset_crd_missing(httpserver, run):
+    httpserver.expect_request(JOBSETS).respond_with_data("404 page not found\n", status=404,
+                                                         content_type="text/plain")
+    rc, err = run("workload", "list")
+    assert rc == 1
+    assert "JobSet CRD is not installed" in err and "jobset/releases" in err
+
+
+def test_409_on_create_offers_replace(httpserver, run):
+    httpserver.expect_request(JOBSETS, method="POST").respond_with_response(status(
+        409, "AlreadyExists", 'jobsets.jobset.x-k8s.io "demo" already exists',
+        {"name": "demo", "group": "jobset.x-k8s.io", "kind": "jobsets"}))
+    rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
+                  "--docker-image", "img:1", "--command", "true", "--backend", "gke")
+    assert rc == 1
+    assert "workload 'demo' already exists in namespace default" in err and "--replace" in err
+    req, _ = httpserver.log[0]
+    assert req.args.get("fieldValidation") == "Strict" and "dryRun" not in req.args
+
+
+def test_server_dry_run_sends_dry_run_all(httpserver, run):
+    httpserver.expect_request(JOBSETS, method="POST",
+                              query_string={"dryRun": "All", "fieldValidation": "Strict"}
+                              ).respond_with_json({"kind": "JobSet"}, status=201)
+    rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
+                  "--docker-image", "img:1", "--command", "true", "--backend", "gke",
+                  "--dry-run=server")
+    assert rc == 0, err
+    sent = json.loads(httpserver.log[0][0].get_data())
+    assert sent["kind"] == "JobSet" and sent["metadata"]["name"] == "demo"
+
+
+def test_5xx(httpserver, run):
+    httpserver.expect_request(JOBSETS).respond_with_response(
+        status(503, "ServiceUnavailable", "etcdserver: leader changed"))
+    rc, err = run("workload", "list")
+    assert rc == 1
+    assert "API server failed (503) while listing workloads: etcdserver: leader changed" in err
+    assert "try again" in err
+
+
+def test_timeout(httpserver, run, monkeypatch):
+    from elastix.backends.gke import backend as gke
+
+    monkeypatch.setattr(gke, "TIMEOUT", (2.0, 0.3))  # a short read timeout, to keep the test fast
+
+    def slow(_request):
+        time.sleep(1.0)
+        return Response("{}", content_type="application/json")
+
+    httpserver.expect_request(JOBSETS).respond_with_handler(slow)
+    rc, err = run("workload", "list")
+    assert rc == 1
+    assert "timed out listing workloads" in err
+
+
+def test_log_stream_cut_midway(httpserver, run):
+    pod = {"metadata": {"name": "demo-pathways-head-0-0-abcde", "uid": "u1",
+                        "creationTimestamp": "2026-01-01T00:00:00Z",
+                        "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "pathways-head"}},
+           "spec": {"containers": [{"name": "jax-tpu"}]}, "status": {"phase": "Running"}}
+    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_json({"metadata": {"name": "demo"}})
+    httpserver.expect_request("/api/v1/namespaces/default/pods").respond_with_json(
+        {"metadata": {"resourceVersion": "5"}, "items": [pod]})
+    # Content-Length promises more than is sent (a streamed body keeps the header as given):
+    # the connection ends mid-stream.
+    httpserver.expect_request("/api/v1/namespaces/default/pods/demo-pathways-head-0-0-abcde/log"
+                              ).respond_with_response(Response(
+                                  iter([b"line 1\n", b"line 2\n"]),
+                                  headers={"Content-Length": "1000"}, content_type="text/plain"))
+    rc, err = run("logs", "demo")
+    assert rc == 1
+    assert run.out == "line 1\nline 2\n"  # what arrived before the cut is shown
+    assert "connection was cut while reading the log of pod demo-pathways-head-0-0-abcde" in err
+
+
+def test_bad_kubeconfig_context(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:1")))
+    assert main(["workload", "list", "--context", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot use kubeconfig" in err and "nope" in err and "Traceback" not in err

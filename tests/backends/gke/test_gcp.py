@@ -1,0 +1,126 @@
+"""``--cluster/--project/--location``: the GKE API (google-cloud-container, REST transport) served
+by a local HTTP server, a token from a local OAuth endpoint, then the Kubernetes API over TLS
+with the cluster CA it returned. No gcloud, no kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+
+import pytest
+from fake_cluster import CREATE, start_fake, stop, wait_for
+from werkzeug import Response
+
+from elastix.main import main
+
+CLUSTER_PATH = "/v1/projects/proj/locations/us-central2-b/clusters/tpu"
+
+
+def self_signed(tmp_path):
+    """A certificate for 127.0.0.1 (cert.pem, key.pem) and its PEM text."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-gke")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "cert.pem").write_bytes(pem)
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return pem
+
+
+@pytest.fixture
+def gcp(httpserver, tmp_path, monkeypatch):
+    """Application-default credentials whose token endpoint is the local server."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    # A service-account key: unlike authorized_user files, it keeps its own token_uri.
+    adc = tmp_path / "adc.json"
+    adc.write_text(json.dumps({"type": "service_account", "project_id": "proj",
+                               "private_key_id": "k1", "private_key": pem,
+                               "client_email": "elastix-test@proj.iam.gserviceaccount.com",
+                               "client_id": "1", "token_uri": httpserver.url_for("/token")}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+    monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", httpserver.url_for("/").rstrip("/"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent-kubeconfig"))
+    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+    httpserver.expect_request("/token", method="POST").respond_with_json(
+        {"access_token": "ya29.local-token", "expires_in": 3600, "token_type": "Bearer"})
+    return httpserver
+
+
+ARGS = ["--cluster", "tpu", "--project", "proj", "--location", "us-central2-b"]
+
+
+def test_cluster_lookup_then_kubernetes_over_tls(gcp, tmp_path, capsys):
+    tls = tmp_path / "tls"
+    tls.mkdir()
+    pem = self_signed(tls)
+    fake = start_fake(tmp_path, {"log_interval": 0.1}, extra=["--tls-dir", str(tls),
+                                                                 "--require-token",
+                                                                 "ya29.local-token"])
+    try:
+        gcp.expect_request(CLUSTER_PATH, method="GET").respond_with_json({
+            "name": "tpu", "endpoint": f"127.0.0.1:{fake.port}", "status": "RUNNING",
+            "masterAuth": {"clusterCaCertificate": base64.b64encode(pem).decode()}})
+        assert main([*CREATE, *ARGS]) == 0, capsys.readouterr().err
+        assert main(["workload", "list", "-o", "json", *ARGS]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert [w["name"] for w in listed] == ["demo"]
+        paths = [req.path for req, _ in gcp.log]
+        assert paths.count("/token") >= 1 and CLUSTER_PATH in paths
+        cluster_req = next(req for req, _ in gcp.log if req.path == CLUSTER_PATH)
+        assert cluster_req.headers["Authorization"].startswith("Bearer ")  # a signed JWT
+        wait_for(lambda: main(["workload", "delete", "demo", "--wait", *ARGS]) == 0,
+                 what="delete")
+    finally:
+        stop(fake)
+
+
+def test_cluster_not_found(gcp, capsys):
+    gcp.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
+        {"error": {"code": 404, "message": "Not found: cluster tpu.", "status": "NOT_FOUND"}}),
+        status=404, content_type="application/json"))
+    assert main(["workload", "list", *ARGS]) == 1
+    err = capsys.readouterr().err
+    assert "no GKE cluster 'tpu' in project 'proj', location 'us-central2-b'" in err
+    assert "hint:" in err and "Traceback" not in err
+
+
+def test_cluster_permission_denied(gcp, capsys):
+    gcp.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
+        {"error": {"code": 403, "message": "Required 'container.clusters.get' permission",
+                   "status": "PERMISSION_DENIED"}}), status=403,
+        content_type="application/json"))
+    assert main(["workload", "list", *ARGS]) == 1
+    err = capsys.readouterr().err
+    assert "permission denied reading cluster projects/proj/locations/us-central2-b/clusters/tpu" \
+        in err
+    assert "container.clusters.get" in err
+
+
+def test_no_application_default_credentials(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    assert main(["workload", "list", *ARGS]) == 1
+    err = capsys.readouterr().err
+    assert "no Google Cloud credentials" in err and "application-default" in err

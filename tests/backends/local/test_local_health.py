@@ -1,0 +1,161 @@
+"""The local health source against real datagrams and real slice-host processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+from local_helpers import wait_until
+
+from elastix_trainer.local_health import (
+    LocalHeartbeatHealth,
+    SliceTimeoutError,
+    decode_heartbeat,
+    encode_heartbeat,
+    parse_address,
+)
+
+
+class Clock:
+    """A hand-driven monotonic clock: staleness without sleeping."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _send(address: str, slice_id: int, host: int, pid: int, ts: float) -> None:
+    family, addr = parse_address(address)
+    with socket.socket(family, socket.SOCK_DGRAM) as s:
+        s.sendto(encode_heartbeat(slice_id, host, pid, ts), addr)
+
+
+def _received(health: LocalHeartbeatHealth, key: tuple[int, int], pid: int) -> bool:
+    return health.host_pids().get(key) == pid
+
+
+def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
+    clock = Clock()
+    addr = f"unix:{tmp_path}/h.sock"
+    with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=2.0,
+                              clock=clock) as health:
+        assert health.live_slices() == frozenset()
+        for s, h in [(0, 0), (0, 1), (1, 0)]:
+            _send(addr, s, h, 100 + 10 * s + h, clock.t)
+            wait_until(lambda s=s, h=h: _received(health, (s, h), 100 + 10 * s + h), 5, "hb")
+        # Slice 1 misses host 1: down, however fresh host 0 is.
+        assert health.live_slices() == frozenset({0})
+        _send(addr, 1, 1, 111, clock.t)
+        wait_until(lambda: _received(health, (1, 1), 111), 5, "hb 1/1")
+        assert health.live_slices() == frozenset({0, 1})
+        # Host 0/1 goes quiet: 2.5 s later slice 0 is down, slice 1 (refreshed) is up.
+        clock.t += 2.5
+        for s, h in [(0, 0), (1, 0), (1, 1)]:
+            _send(addr, s, h, 100 + 10 * s + h, clock.t)
+        wait_until(lambda: health.live_slices() == frozenset({1}), 5, "slice 0 down")
+        # A replacement host (new pid) counts as soon as someone waits for it.
+        _send(addr, 0, 1, 999, clock.t)
+        wait_until(lambda: _received(health, (0, 1), 999), 5, "hb from the replacement")
+        assert health.wait_for(2, timeout=1) == frozenset({0, 1})
+        assert health.live_slices() == frozenset({0, 1})
+        # An old datagram of the dead host cannot make the slice look fresher or staler.
+        _send(addr, 0, 1, 101, clock.t - 10)
+        _send(addr, 0, 0, 100, clock.t)
+        wait_until(lambda: _received(health, (0, 0), 100), 5, "hb")
+        assert health.host_pids()[(0, 1)] == 999
+        assert health.wait_for(2, timeout=0.1) == frozenset({0, 1})
+        # Garbage and out-of-range ids are ignored.
+        _send(addr, 7, 0, 1, clock.t)
+        family, a = parse_address(addr)
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.sendto(b"hello", a)
+    assert not os.path.exists(tmp_path / "h.sock")
+
+
+def test_wait_for_times_out_with_a_clear_error(tmp_path):
+    with LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", num_slices=3) as health:
+        with pytest.raises(SliceTimeoutError, match="only 0 of 2 required slices"):
+            health.wait_for(2, timeout=0.2)
+
+
+@pytest.mark.parametrize("kind", ["udp", "abstract"])
+def test_other_addresses(kind, tmp_path):
+    if kind == "abstract" and not sys.platform.startswith("linux"):
+        pytest.skip("abstract UNIX sockets exist only on Linux")
+    if kind == "udp":
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        addr = f"udp:127.0.0.1:{port}"
+    else:
+        addr = f"unix:@elastix-test-{os.getpid()}"
+    with LocalHeartbeatHealth(addr, num_slices=1, timeout=60) as health:
+        _send(addr, 0, 0, 5, __import__("time").monotonic())
+        assert health.wait_for(1, timeout=10) == frozenset({0})
+
+
+def test_address_and_datagram_parsing():
+    assert parse_address("unix:/a/b")[1] == "/a/b"
+    assert parse_address("unix:@x")[1] == "\0x"
+    assert parse_address("udp:127.0.0.1:9")[1] == ("127.0.0.1", 9)
+    with pytest.raises(ValueError, match="unix:PATH or udp:HOST:PORT"):
+        parse_address("tcp:1")
+    assert decode_heartbeat(encode_heartbeat(1, 2, 3, 4.5)) == (1, 2, 3, 4.5)
+    assert decode_heartbeat(b"hb 1 x 3 4") is None
+
+
+def _host(addr: str, s: int, h: int) -> subprocess.Popen:
+    env = dict(os.environ, ELASTIX_LOCAL_HEALTH=addr, ELASTIX_SLICE=str(s), ELASTIX_HOST=str(h),
+               ELASTIX_HEARTBEAT_INTERVAL="0.05")
+    return subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"], env=env,
+                            stdout=subprocess.DEVNULL)
+
+
+def test_real_slice_hosts_killed_and_replaced(tmp_path):
+    """SIGKILL one host of a 2-host slice: that slice goes down, the other stays; a replacement
+    process brings it back."""
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=0.5) as health:
+            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            victim = procs[1]  # slice 0, host 1
+            os.kill(victim.pid, signal.SIGKILL)
+            assert victim.wait(10) == -signal.SIGKILL
+            wait_until(lambda: health.live_slices() == frozenset({1}), 10, "slice 0 down")
+            procs.append(_host(addr, 0, 1))
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            assert health.host_pids()[(0, 1)] == procs[-1].pid
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_host_replaced_before_the_timeout_is_still_reported_lost_once(tmp_path):
+    clock = Clock()
+    addr = f"unix:{tmp_path}/h.sock"
+    with LocalHeartbeatHealth(addr, num_slices=2, timeout=2.0, clock=clock) as health:
+        for s in range(2):
+            _send(addr, s, 0, 10 + s, clock.t)
+        health.wait_for(2, timeout=5)
+        _send(addr, 1, 0, 77, clock.t + 0.1)  # new pid for slice 1, heartbeats never stale
+        wait_until(lambda: _received(health, (1, 0), 77), 5, "hb from the replacement")
+        assert health.live_slices() == frozenset({0})  # the loss...
+        assert health.live_slices() == frozenset({0})  # ...the same for every caller
+        clock.t += 2.1  # one timeout later the latch is gone (fresh heartbeats keep 1 up)
+        for s, pid in ((0, 10), (1, 77)):
+            _send(addr, s, 0, pid, clock.t)
+        wait_until(lambda: health.live_slices() == frozenset({0, 1}), 5, "latch expired")
+        _send(addr, 1, 0, 78, clock.t)  # replaced again; a waiter takes it back at once
+        wait_until(lambda: _received(health, (1, 0), 78), 5, "hb from the second replacement")
+        assert health.live_slices() == frozenset({0})
+        assert health.wait_for(2, timeout=1) == frozenset({0, 1})

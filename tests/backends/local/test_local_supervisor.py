@@ -1,0 +1,157 @@
+"""The local supervisor's JobSet semantics, with a stand-in controller (no JAX: fast).
+
+Workloads are created through the real CLI; state is read back with the same ``LocalBackend``
+the CLI uses. Every wait is on a condition (log line, state) with a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import psutil
+from local_helpers import STANDIN, wait_until
+
+from elastix.backends.base import LogOptions
+
+
+def create(cli, name: str, *, slices: int = 2, tpu: str = "v5litepod-16", slice_restarts: int = 1,
+           max_restarts: int = 0, steps: int = 100000, extra: str = "") -> None:
+    cli("workload", "create", name, "--tpu-type", tpu, "--num-slices", str(slices),
+        "--elastic-slices", str(slices), "--max-slice-restarts", str(slice_restarts),
+        "--max-restarts", str(max_restarts),
+        "--command", f"{sys.executable} {STANDIN} --steps {steps} --step-delay 0.05 {extra}")
+
+
+def head_log(backend, name: str) -> str:
+    return "\n".join(ev.text for ev in backend.logs(name, LogOptions()))
+
+
+def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backend):
+    create(cli, "solo")
+    st = wait_until(lambda: "completed step: 3," in head_log(backend, "solo")
+                    and backend.status("solo"), 60, "steps")
+    head_pid = st.head.pid
+    assert st.state == "Running" and st.num_slices == 2
+    assert [len(s.pods) for s in st.slices] == [4, 4]  # v5litepod-16: 4 hosts per slice
+    assert [s.backoff_limit for s in st.slices] == [4, 4]  # 1 slice restart x 4 hosts
+    env = psutil.Process(head_pid).environ()
+    assert env["JAX_PLATFORMS"] == "cpu" and env["PATHWAYS_HEAD"] == "127.0.0.1"
+    assert env["XLA_FLAGS"].endswith("--xla_force_host_platform_device_count=4")
+    assert env["ELASTIX_EVENTS_FILE"].startswith(str(backend.root))
+
+    rec = backend.kill_worker("solo", slice=1, host=2)
+    assert (rec.slice, rec.host) == (1, 2) and rec.pid not in (None, head_pid)
+    wait_until(lambda: "slices lost [1]" in head_log(backend, "solo"), 30, "slice down")
+    wait_until(lambda: head_log(backend, "solo").count("sufficient slices active") == 2, 30,
+               "slices ready again")
+    log = head_log(backend, "solo")
+    n = int(log.rsplit("completed step: ", 1)[1].split(",")[0])
+    wait_until(lambda: f"completed step: {n + 1}," in head_log(backend, "solo"), 30, "next step")
+    st = backend.status("solo")
+    assert st.head.pid == head_pid and st.jobset_restarts == 0
+    assert [s.job_failures for s in st.slices] == [0, 1]
+    new = st.slices[1].pods[2]
+    assert new.phase == "Running" and new.pid != rec.pid
+    assert not psutil.pid_exists(rec.pid) or psutil.Process(rec.pid).status() == "zombie"
+    backend.delete("solo")
+    assert backend.list() == []
+
+
+def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, backend, tag):
+    from process_tags import tagged_pids
+
+    create(cli, "budget", tpu="v5litepod-8", slices=2, slice_restarts=1, max_restarts=1)
+    wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "first step")
+    first_head = backend.status("budget").head.pid
+
+    def kill_slice0_until(restarts: int) -> None:
+        while backend.status("budget").jobset_restarts < restarts:
+            st = backend.status("budget")
+            if st.state == "Failed":
+                return
+            pod = st.slices[0].pods[0]
+            if pod.phase == "Running":
+                backend.kill_worker("budget", slice=0, host=0)
+            wait_until(lambda p=pod.pid: backend.status("budget").slices[0].pods[0].pid != p
+                       or backend.status("budget").state in ("Failed", "Restarting")
+                       or backend.status("budget").jobset_restarts >= restarts, 30, "replacement")
+
+    kill_slice0_until(1)  # two failures of slice 0 > backoffLimit 1: the JobSet restarts
+    st = wait_until(lambda: (s := backend.status("budget")).state == "Running"
+                    and s.head.pid != first_head and s, 30, "restarted workload")
+    assert st.jobset_restarts == 1 and [s.job_failures for s in st.slices] == [0, 0]
+    wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "new head steps")
+    kill_slice0_until(2)  # and again: the restart budget (1) is spent, the workload fails
+    st = wait_until(lambda: (s := backend.status("budget")).state == "Failed" and s, 30, "Failed")
+    assert "slice 0 job failed: backoffLimit 1 exceeded" in st.message
+    assert "restart budget used (1/1" in st.message
+    # Failed means stopped: no controller, no slice host is left running.
+    wait_until(lambda: not tagged_pids(tag), 15, "every process of the failed workload to exit")
+    out = cli("workload", "delete", "budget", check=False)
+    assert out.returncode == 0, out.stderr
+    assert backend.list() == []
+
+
+def test_head_failure_restarts_the_workload_and_logs_follow_the_new_head(cli, backend, tmp_path):
+    create(cli, "crashy", tpu="v5litepod-8", slices=1, max_restarts=1, extra="--fail-after 2")
+    events = list(backend.logs("crashy", LogOptions(follow=True)))  # ends when the workload does
+    texts = [e.text for e in events]
+    notices = [e.text for e in events if e.notice]
+    assert notices == ["head restarted (workload restart 1): following the new head"]
+    assert sum("user code failed" in t for t in texts) == 2
+    st = backend.status("crashy")
+    assert st.state == "Failed" and st.jobset_restarts == 1 and st.max_restarts == 1
+    assert "head exited (exit code 3)" in st.message
+    assert backend.logs("crashy", LogOptions(tail_lines=1)).__next__().text.endswith(
+        "user code failed")
+    backend.delete("crashy")
+
+
+def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backend, tag):
+    from process_tags import tagged_pids
+
+    create(cli, "orphan", tpu="v5litepod-16", slices=2)
+    wait_until(lambda: "completed step: 1," in head_log(backend, "orphan"), 60, "first step")
+    import json
+
+    state = json.loads((backend.root / "orphan" / "state.json").read_text())
+    os.kill(state["supervisor"]["pid"], signal.SIGKILL)
+    st = wait_until(lambda: (s := backend.status("orphan")).state == "Failed" and s, 15,
+                    "status to notice the dead supervisor")
+    assert "supervisor is not running" in st.reasons[0]
+    backend.delete("orphan")
+    assert not tagged_pids(tag)
+    assert not (backend.root / "orphan").exists()
+
+
+def test_create_conflict_replace_and_default_backend_message(cli, backend):
+    out = cli("workload", "create", "twice", "--tpu-type", "v5litepod-8", "--command",
+              f"{sys.executable} {STANDIN}", env={"ELASTIX_BACKEND": ""})
+    assert "no cluster configured: using the local backend" in out.stderr
+    out = cli("workload", "create", "twice", "--tpu-type", "v5litepod-8", "--command", "true",
+              check=False)
+    assert out.returncode == 1 and "already exists" in out.stderr and "--replace" in out.stderr
+    assert "Traceback" not in out.stderr
+    old = backend.status("twice").head.pid
+    cli("workload", "create", "twice", "--tpu-type", "v5litepod-8", "--replace", "--command",
+        f"{sys.executable} {STANDIN} --steps 2")
+    st = wait_until(lambda: (s := backend.status("twice")).state == "Completed" and s, 60,
+                    "the replacement to complete")
+    assert st.head.pid != old and st.head.phase == "Succeeded"
+    assert all(p.phase == "Succeeded" for s in st.slices for p in s.pods)
+    backend.delete("twice")
+
+
+def test_a_failed_submit_leaves_nothing_behind(cli, tmp_path):
+    """A state dir that cannot be created: one line with a hint, exit 1, no directory left."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    out = cli("workload", "create", "nowhere", "--tpu-type", "v5litepod-8", "--command", "true",
+              check=False, env={"ELASTIX_STATE_DIR": str(blocker / "sub")})
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "cannot create the workload's state directory" in out.stderr
+    assert "--state-dir" in out.stderr
+    assert blocker.read_text() == "not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "state") == ["a-file"]
