@@ -4,7 +4,7 @@ Runs the real trainer on the local backend (CPU devices, real SIGKILL of slice-h
 ``--kills`` kills per configuration via ``elastix chaos run -o json``, the two configurations one
 after the other on the same machine, and prints one table to paste into docs/benchmarks.md.
 
-    /work/venvs/dev/bin/python bench/bench_chaos_soak.py --kills 5 --interval 20s
+    .venv/bin/python bench/bench_chaos_soak.py --kills 5 --interval 20s
 
 ``--trainer-args`` is passed to the trainer; ``--snapshot-flag`` is the flag that turns host-memory
 snapshots on (off is the trainer's default). Nothing here asserts a timing.

@@ -16,7 +16,7 @@ loopback (``unshare -n``, needs root) before timing.
 
 Run by hand::
 
-    /work/venvs/dev/bin/python bench/bench_cli.py --xpk /work/venvs/xpk/bin/xpk --runs 10
+    .venv/bin/python bench/bench_cli.py --xpk ~/venvs/xpk/bin/xpk --runs 10
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
 3. steps lost per fault with host snapshots every 2 steps against checkpoints only (every 20),
    faults at steps 16, 34 and 47.
 
-    /work/venvs/dev/bin/python bench/bench_elastic.py [--blocks 30] [--only-overhead]
+    .venv/bin/python bench/bench_elastic.py [--blocks 30] [--only-overhead]
 
 Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
 """

@@ -12,7 +12,7 @@ name) being *listed* by the API, for three ways of killing, interleaved round by
 The fake server does no scheduling work, so this measures the tools' own overhead, not GKE's.
 Run by hand from the repo root::
 
-    /work/venvs/dev/bin/python bench/bench_kill.py --rounds 10
+    .venv/bin/python bench/bench_kill.py --rounds 10
 """
 
 from __future__ import annotations

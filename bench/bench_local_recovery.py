@@ -11,7 +11,7 @@ Alternating, ``--runs`` times each, in the same run on the same machine:
 Each recovery is measured from the kill to the first completed step after it, from the trainer's
 events, with ``elastix.measure.chaos.measure_kill`` (the same code as ``chaos kill-worker --measure``).
 
-    /work/venvs/dev/bin/python bench/bench_local_recovery.py --runs 3
+    .venv/bin/python bench/bench_local_recovery.py --runs 3
 
 Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing.
 """

@@ -6,7 +6,7 @@
 3. save and restore throughput for a ~1 GB state (the bench-1g preset: params + AdamW moments)
    against the disk's own write (fdatasync) and read speed measured in the same run, same dir.
 
-    /work/venvs/dev/bin/python bench/bench_trainer.py [--dir /var/tmp] [--steps 40]
+    .venv/bin/python bench/bench_trainer.py [--dir /var/tmp] [--steps 40]
 
 Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
 """

@@ -7,8 +7,8 @@ cascade; lists of scalars (``args``) are compared as sets plus order.
 
 Run by hand::
 
-    /work/venvs/dev/bin/python bench/diff_xpk.py                # renders with elastix itself
-    /work/venvs/dev/bin/python bench/diff_xpk.py --elastix out.yaml
+    .venv/bin/python bench/diff_xpk.py                # renders with elastix itself
+    .venv/bin/python bench/diff_xpk.py --elastix out.yaml
 """
 
 from __future__ import annotations
