@@ -14,6 +14,8 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
+from elastix.backends import Target
+
 
 def utcnow() -> dt.datetime:
     """The current time, timezone-aware UTC."""
@@ -152,6 +154,11 @@ class Backend(abc.ABC):
     """Runs rendered JobSet manifests. Implementations: ``gke``, ``local``."""
 
     name: str = "abstract"
+
+    @classmethod
+    def from_target(cls, target: Target) -> Backend:
+        """Build the backend for the target the command's options describe."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, get_backend
+from elastix.commands.options import with_target
 
 app = typer.Typer(no_args_is_help=True)
 
 
-def kill_worker(t: common.Target, name: str, *, slice_: int | None, host: int | None,
+def kill_worker(t: Target, name: str, *, slice_: int | None, host: int | None,
                 seed: int | None, dry_run: bool, output: str = "text"):
     """Kill one worker pod with no grace (SIGKILL) and print what was killed, when (UTC, ms)."""
     import json
@@ -21,14 +22,16 @@ def kill_worker(t: common.Target, name: str, *, slice_: int | None, host: int | 
         raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
     if host is not None and slice_ is None:
         raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
-    rec = common.get_backend(t).kill_worker(name, slice=slice_, host=host, seed=seed,
+    rec = get_backend(t).kill_worker(name, slice=slice_, host=host, seed=seed,
                                             dry_run=dry_run)
     typer.echo(json.dumps(display.kill_json(rec)) if output == "json" else display.kill_line(rec))
     return rec
 
 
 @app.command("kill-worker")
+@with_target
 def kill_worker_command(
+    target: Target,
     name: str = typer.Argument(..., help="Workload name."),
     slice_: int = typer.Option(None, "--slice", help="Kill a worker of this slice [random]."),
     host: int = typer.Option(None, "--host", help="Kill this host of --slice [random]."),
@@ -39,13 +42,9 @@ def kill_worker_command(
                                  "its timeline, downtime and steps lost."),
     timeout: str = typer.Option("10m", "--timeout", help="--measure: give up after this."),
     plot: str = typer.Option(None, "--plot", help="--measure: draw the timeline to FILE.png."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
-    t = common.target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
+    t = target
     if measure or plot:
         from elastix.views.measurement import measured_kill
 
@@ -56,7 +55,9 @@ def kill_worker_command(
 
 
 @app.command("run")
+@with_target
 def run_command(
+    target: Target,
     name: str = typer.Argument(..., help="Workload name."),
     kills: int = typer.Option(3, "--kills", help="How many kills."),
     interval: str = typer.Option("2m", "--interval", help="Time between kills (90s, 2m, 1h)."),
@@ -71,14 +72,6 @@ def run_command(
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     plot: str = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
     window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
-    backend: str = common.BackendOpt,
-    context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt,
-    namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt,
-    project: str = common.ProjectOpt,
-    location: str = common.LocationOpt,
-    state_dir: str = common.StateDirOpt,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
 
@@ -95,8 +88,7 @@ def run_command(
     if output not in ("table", "json"):
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
-    be = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster,
-                                          project, location, state_dir))
+    be = get_backend(target)
     err = Console(stderr=True, highlight=False)
 
     def progress(i: int, m) -> None:

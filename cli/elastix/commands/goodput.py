@@ -7,12 +7,15 @@ from pathlib import Path
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, get_backend
+from elastix.commands.options import with_target
 from elastix.commands.workload import app
 
 
 @app.command("goodput")
+@with_target
 def goodput_command(
+    target: Target,
     name: str = typer.Argument(None, help="Workload name (not needed with --events/--log)."),
     events_file: Path = typer.Option(None, "--events", help="Read this events.jsonl instead "
                                      "of asking the backend."),
@@ -20,14 +23,6 @@ def goodput_command(
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     plot: Path = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
     window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
-    backend: str = common.BackendOpt,
-    context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt,
-    namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt,
-    project: str = common.ProjectOpt,
-    location: str = common.LocationOpt,
-    state_dir: str = common.StateDirOpt,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
     from rich.console import Console
@@ -40,8 +35,7 @@ def goodput_command(
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
     if window <= 0:
         raise UsageError("--window must be > 0 seconds")
-    events, source = _load(name, events_file, log_file, common.target(
-        backend, context, kubeconfig, namespace, cluster, project, location, state_dir))
+    events, source = _load(name, events_file, log_file, target)
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")
@@ -64,7 +58,7 @@ def goodput_command(
 
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,
-          target: common.Target):
+          target: Target):
     from elastix.errors import UsageError
     from elastix.measure.events import events_from_jsonl, events_from_log
 
@@ -84,4 +78,4 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
                          "(or --events FILE / --log FILE)")
     from elastix.measure.chaos import read_stream
 
-    return read_stream(common.get_backend(target), name)
+    return read_stream(get_backend(target), name)

@@ -6,7 +6,8 @@ import re
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, get_backend
+from elastix.commands.options import with_target
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -24,7 +25,9 @@ def parse_duration(text: str) -> int:
     return ((d * 24 + h) * 60 + mi) * 60 + s
 
 
+@with_target
 def logs_command(
+    target: Target,
     name: str = typer.Argument(..., help="Workload name."),
     follow: bool = typer.Option(False, "--follow", "-f",
                                 help="Keep streaming, across head pod restarts, until Ctrl-C."),
@@ -35,10 +38,6 @@ def logs_command(
     host: int = typer.Option(None, "--host", help="Host (pod index) within --slice [0]."),
     since: str = typer.Option(None, "--since", help="Only lines newer than this (30s, 5m, 1h)."),
     tail: int = typer.Option(None, "--tail", help="Only the last N lines to start with."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
     import sys
@@ -50,8 +49,7 @@ def logs_command(
         raise UsageError("--tail must be 0 or more")
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
                       since_seconds=parse_duration(since) if since else None, tail_lines=tail)
-    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
-                                         location, state_dir))
+    b = get_backend(target)
     out, err = sys.stdout, sys.stderr
     for event in b.logs(name, opts):
         if event.notice:

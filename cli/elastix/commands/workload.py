@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, choose_backend, get_backend
+from elastix.commands.options import with_target
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -33,7 +35,9 @@ def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
 
 
 @app.command("create")
+@with_target(namespace=None)
 def create(
+    target: Target,
     name: str = typer.Argument(None, help="Workload name (a DNS label, at most 40 characters)."),
     spec_file: Path = typer.Option(None, "--spec", help="YAML spec file; flags override it."),
     tpu_type: str = typer.Option(None, "--tpu-type", "--device-type",
@@ -82,14 +86,6 @@ def create(
     output: str = typer.Option("yaml", "--output", "-o", help="yaml or json (with --dry-run)."),
     output_file: Path = typer.Option(None, "--output-file", help="Write the manifest here."),
     replace: bool = typer.Option(False, "--replace", help="Replace a workload of the same name."),
-    backend: str = common.BackendOpt,
-    context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt,
-    namespace: str = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace."),
-    cluster: str = common.ClusterOpt,
-    project: str = common.ProjectOpt,
-    location: str = common.LocationOpt,
-    state_dir: str = common.StateDirOpt,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
     from elastix.errors import UsageError
@@ -99,16 +95,15 @@ def create(
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     if output not in ("yaml", "json"):
         raise UsageError(f"--output {output!r} is not yaml or json", hint="use -o yaml or -o json")
-    target = common.target(backend, context, kubeconfig, namespace or "default", cluster,
-                           project, location, state_dir)
-    kind = common.choose_backend(target) if dry_run != "client" else None
+    kind = choose_backend(target) if dry_run != "client" else None
     envs: dict[str, str] = {}
     if env_file:
         envs.update(S.load_env_file(env_file))
     envs.update(S.parse_env_flags(env or []))
     flags: dict[str, Any] = {
-        "name": name, "cluster": cluster, "project": project, "location": location,
-        "namespace": namespace, "tpu_type": tpu_type, "num_slices": num_slices,
+        "name": name, "cluster": target.cluster, "project": target.project,
+        "location": target.location, "namespace": target.namespace, "tpu_type": tpu_type,
+        "num_slices": num_slices,
         "elastic_slices": elastic_slices, "max_slice_restarts": max_slice_restarts,
         "max_restarts": max_restarts, "docker_image": docker_image, "command": command,
         "env": envs or None, "priority": priority, "queue": queue, "proxy_image": proxy_image,
@@ -150,7 +145,7 @@ def _emit(text: str, output_file: Path | None) -> None:
                          hint="check the path given to --output-file") from None
 
 
-def _submit(target: common.Target, kind: str | None, spec: Any, manifest: dict[str, Any], *,
+def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
     from rich.console import Console
 
@@ -159,8 +154,7 @@ def _submit(target: common.Target, kind: str | None, spec: Any, manifest: dict[s
     if kind == "local" and not target.backend:
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
-    target.namespace = spec.namespace
-    backend = common.get_backend(target)
+    backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
     name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None)
     if server_dry_run:
         console.print(f"[green]server dry run passed[/] for workload {name}")

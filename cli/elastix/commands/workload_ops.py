@@ -6,7 +6,8 @@ import json
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, get_backend
+from elastix.commands.options import with_target
 from elastix.commands.workload import app
 
 
@@ -42,20 +43,17 @@ def _watch(render, interval: float) -> None:
 
 
 @app.command("list")
+@with_target
 def list_(
+    target: Target,
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
     interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """List workloads: state, slices ready, pods, restarts, head, age."""
     from elastix.views import status as display
     _check_output(output)
-    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
-                                         location, state_dir))
+    b = get_backend(target)
     if output == "json":
         typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
         return
@@ -66,7 +64,7 @@ def list_(
             from rich.text import Text
 
             where = (f"in {b.root}" if b.name == "local"
-                     else f"in namespace {namespace}")
+                     else f"in namespace {target.namespace}")
             return Text(f"no {b.name} workloads {where}")
         return display.workloads_table(items)
 
@@ -76,21 +74,18 @@ def list_(
 
 
 @app.command("status")
+@with_target
 def status(
+    target: Target,
     name: str = typer.Argument(..., help="Workload name."),
     output: str = typer.Option("table", "--output", "-o", help="table or json."),
     watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
     interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
     from elastix.views import status as display
     _check_output(output)
-    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
-                                         location, state_dir))
+    b = get_backend(target)
     if output == "json":
         typer.echo(json.dumps(b.status(name).to_json(), indent=2))
         return
@@ -100,20 +95,17 @@ def status(
 
 
 @app.command("delete")
+@with_target
 def delete(
+    target: Target,
     name: str = typer.Argument(..., help="Workload name."),
     wait: bool = typer.Option(False, "--wait", help="Return only once every pod is gone."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait with --wait."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
 ) -> None:
     """Delete a workload (its JobSet, Jobs and pods)."""
     from rich.console import Console
 
-    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
-                                         location, state_dir))
+    b = get_backend(target)
     b.delete(name, wait=wait, timeout=timeout)
     gone = "deleted; every pod is gone" if wait else "deletion requested"
     Console(stderr=True, highlight=False).print(f"workload [bold]{name}[/]: {gone}")

@@ -116,7 +116,7 @@ def measured_kill(t: Any, name: str, *, slice_: int | None, host: int | None, se
     import typer
     from rich.console import Console
 
-    from elastix.commands import common
+    from elastix.backends import get_backend
     from elastix.errors import BackendError, UsageError
     from elastix.measure.chaos import measure_kill, parse_duration, read_stream
 
@@ -127,7 +127,7 @@ def measured_kill(t: Any, name: str, *, slice_: int | None, host: int | None, se
     if host is not None and slice_ is None:
         raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
     secs = parse_duration(timeout, "--timeout")
-    be = common.get_backend(t)
+    be = get_backend(t)
     m = measure_kill(be, name, lambda: [be.kill_worker(name, slice=slice_, host=host, seed=seed)],
                      timeout=secs)
     if plot and m.recovery is not None and m.recovery.phases():

@@ -72,7 +72,8 @@ class LocalBackend(Backend):
 
     @classmethod
     def from_target(cls, target: Any) -> LocalBackend:
-        return cls(getattr(target, "state_dir", None) or os.environ.get("ELASTIX_STATE_DIR"))
+        # --state-dir declares ELASTIX_STATE_DIR as its envvar: the option already read it
+        return cls(target.state_dir)
 
     # ------------------------------------------------------------------ helpers
     def _dir(self, name: str, must_exist: bool = True) -> Path:

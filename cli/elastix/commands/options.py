@@ -1,0 +1,91 @@
+"""The options every backend command shares, declared once.
+
+The eight target options (``--backend`` ... ``--state-dir``) are ``Annotated`` aliases;
+:func:`with_target` adds them to a handler that takes ``target: Target`` and passes it the
+``Target`` they describe, so no command spells them out or copies them into a dataclass.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from elastix.backends import Target
+
+BackendOpt = Annotated[str | None, typer.Option(
+    "--backend", help="gke or local (default: gke when a cluster is configured, else local).",
+    envvar="ELASTIX_BACKEND")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="kubeconfig context (default: current).")]
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig file.", envvar="KUBECONFIG")]
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", "-n", help="Kubernetes namespace.")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", help="GKE cluster name (looked up with the GKE API).")]
+ProjectOpt = Annotated[str | None, typer.Option(
+    "--project", help="Google Cloud project of the cluster.")]
+LocationOpt = Annotated[str | None, typer.Option(
+    "--location", "--zone", help="Cluster location (region or zone).")]
+StateDirOpt = Annotated[str | None, typer.Option(
+    "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
+
+# (Target field, option, default), in the order --help lists them.
+TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("backend", BackendOpt, None),
+    ("context", ContextOpt, None),
+    ("kubeconfig", KubeconfigOpt, None),
+    ("namespace", NamespaceOpt, "default"),
+    ("cluster", ClusterOpt, None),
+    ("project", ProjectOpt, None),
+    ("location", LocationOpt, None),
+    ("state_dir", StateDirOpt, None),
+)
+
+
+def replace_params(fn: Callable[..., Any], params: list[inspect.Parameter],
+                   call: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A wrapper of ``fn`` whose signature (what Typer reads) is ``params``.
+
+    ``call(kwargs)`` receives the parsed options and calls ``fn``. Typer reads both
+    ``__signature__`` and the annotations, so both are set from ``params``.
+    """
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> Any:
+        return call(kwargs)
+
+    # Typer passes every option by name, so all may be keyword-only (and in any order).
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+def with_target(fn: Callable[..., Any] | None = None, *, namespace: str | None = "default"
+                ) -> Any:
+    """Decorate a handler taking ``target: Target``: it gets the eight target options instead.
+
+    Args:
+        fn: the handler.
+        namespace: the ``--namespace`` default (``workload create`` uses None: a spec file's
+            namespace applies unless the flag is given).
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+               if p.name != "target"]
+        defaults = {"namespace": namespace}
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=opt,
+                                   default=defaults.get(name, default))
+                 for name, opt, default in TARGET_OPTIONS]
+
+        def call(kwargs: dict[str, Any]) -> Any:
+            fields = {name: kwargs.pop(name) for name, _, _ in TARGET_OPTIONS}
+            return fn(target=Target(**fields), **kwargs)
+
+        return replace_params(fn, own + added, call)
+
+    return decorate(fn) if fn is not None else decorate
