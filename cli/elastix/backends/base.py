@@ -155,10 +155,25 @@ class Backend(abc.ABC):
 
     name: str = "abstract"
 
+    namespace: str = "default"  # Kubernetes backends: the namespace their workloads live in
+
     @classmethod
     def from_target(cls, target: Target) -> Backend:
         """Build the backend for the target the command's options describe."""
         raise NotImplementedError
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Spec fields this backend fills in when neither flags nor the spec file give them.
+
+        Applied to workloads that are not headless. A class method: ``workload create`` needs
+        them before the spec (and so before the backend) exists.
+        """
+        return {}
+
+    def where(self) -> str:
+        """Where this backend's workloads live, as in ``no gke workloads in namespace x``."""
+        return f"namespace {self.namespace}"
 
     @abc.abstractmethod
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,

@@ -8,17 +8,10 @@ from typing import Any
 
 import typer
 
-from elastix.backends import Target, choose_backend, get_backend
+from elastix.backends import Target, backend_class, choose_backend, get_backend
 from elastix.commands.options import with_target
 
 app = typer.Typer(no_args_is_help=True)
-
-LOCAL_IMAGE = "elastix-trainer:local"
-# The local backend's default job: the tiny trainer with checkpoints and snapshots in the
-# workload's own state directory, slow enough per step to watch a recovery.
-LOCAL_COMMAND = ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 --checkpoint-dir "
-                 "\"$ELASTIX_WORKLOAD_DIR/checkpoints\" --checkpoint-period 20 --snapshot-period 5")
-
 
 def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
     from elastix.errors import UsageError
@@ -116,13 +109,11 @@ def create(
         "worker_args": worker_args or None, "labels": _kv_list(label, "--label"),
         "events_path": events_path,
     }
-    file_values = S.load_spec_file(spec_file) if spec_file else None
-    if kind == "local" and not docker_image and not (file_values or {}).get("docker_image") \
-            and not headless:
-        flags["docker_image"] = LOCAL_IMAGE  # the local backend runs the command, not the image
-    if kind == "local" and command is None and not (file_values or {}).get("command") \
-            and not headless:
-        flags["command"] = LOCAL_COMMAND
+    file_values = S.load_spec_file(spec_file) if spec_file else {}
+    if kind and not (headless if headless is not None else file_values.get("headless")):
+        for field, value in backend_class(kind).defaults().items():
+            if flags.get(field) is None and not file_values.get(field):
+                flags[field] = value
     spec = S.build_spec(file_values, flags)
     manifest = R.render(spec, template)
     if dry_run == "client":

@@ -63,9 +63,7 @@ def list_(
         if not items:
             from rich.text import Text
 
-            where = (f"in {b.root}" if b.name == "local"
-                     else f"in namespace {target.namespace}")
-            return Text(f"no {b.name} workloads {where}")
+            return Text(f"no {b.name} workloads in {b.where()}")
         return display.workloads_table(items)
 
     if watch:

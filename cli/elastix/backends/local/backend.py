@@ -301,6 +301,22 @@ class LocalBackend(Backend):
 
         return _follow_files(d, heads, opts)
 
+    # ------------------------------------------------------------------ policy
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The local job: the tiny trainer, checkpointing into the workload's own state directory,
+        slow enough per step to watch a recovery. The image is only a label here: the local
+        backend runs the command, not the image."""
+        return {
+            "docker_image": "elastix-trainer:local",
+            "command": ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 "
+                        "--checkpoint-dir \"$ELASTIX_WORKLOAD_DIR/checkpoints\" "
+                        "--checkpoint-period 20 --snapshot-period 5"),
+        }
+
+    def where(self) -> str:
+        return str(self.root)
+
 
 def _finished(d: Path) -> bool:
     """The workload will write no more logs: final state, supervisor gone, or deleted."""
