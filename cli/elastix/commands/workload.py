@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import with_target
+from elastix.commands.options import replace_params, with_target
+from elastix.workload import spec
 
 app = typer.Typer(no_args_is_help=True)
+
 
 def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
     from elastix.errors import UsageError
@@ -27,64 +31,82 @@ def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
     return out
 
 
+_CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
+              "map": list[str] | None, "str": str | None}
+
+
+def _spec_parameters() -> list[inspect.Parameter]:
+    """One ``workload create`` option per spec field that declares one (``flags`` metadata).
+
+    Like ``elastix_trainer.config.build_parser``: the spec's fields are the source, so a new
+    field needs no edit here. Every default is None: only given flags override the spec file.
+    """
+    out = []
+    for name, field in spec.FIELDS.items():
+        meta = field.metadata
+        if not meta.get("flags"):
+            continue
+        opt = typer.Option(*meta["flags"], help=meta["help"])
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Annotated[_CLI_TYPES[spec.KINDS[name]], opt]))
+    return out
+
+
+def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Put the spec-field options where ``fn`` has ``flags``, and pass them as that dict.
+
+    ``env_file`` is listed right after ``--env``, where it belongs.
+    """
+    own = inspect.signature(fn, eval_str=True).parameters
+    options = _spec_parameters()
+    fields = [p.name for p in options]
+    params: list[inspect.Parameter] = []
+    for p in own.values():
+        if p.name == "flags":
+            for q in options:
+                params.append(q)
+                if q.name == "env":
+                    params.append(own["env_file"])
+        elif p.name != "env_file":
+            params.append(p)
+
+    def call(kwargs: dict[str, Any]) -> Any:
+        return fn(flags={f: kwargs.pop(f) for f in fields}, **kwargs)
+
+    return replace_params(fn, params, call)
+
+
 @app.command("create")
 @with_target(namespace=None)
+@with_spec_options
 def create(
     target: Target,
-    name: str = typer.Argument(None, help="Workload name (a DNS label, at most 40 characters)."),
-    spec_file: Path = typer.Option(None, "--spec", help="YAML spec file; flags override it."),
-    tpu_type: str = typer.Option(None, "--tpu-type", "--device-type",
-                                 help="TPU type per slice, e.g. v5litepod-16 or v5litepod-4x4."),
-    num_slices: int = typer.Option(None, "--num-slices", help="Number of TPU slices [1]."),
-    elastic_slices: int = typer.Option(None, "--elastic-slices",
-                                       help="Slices that may fail and recover in-process [0]."),
-    max_slice_restarts: int = typer.Option(None, "--max-slice-restarts",
-                                           help="Recreations allowed per slice [10 if elastic]."),
-    max_restarts: int = typer.Option(None, "--max-restarts",
-                                     help="Whole-JobSet restarts allowed (last resort) [0]."),
-    docker_image: str = typer.Option(None, "--docker-image", help="Trainer image (head pod)."),
-    command: str = typer.Option(None, "--command", help="Trainer command, run by bash -c."),
-    env: list[str] = typer.Option(None, "--env", help="KEY=VALUE for the trainer; repeatable."),
-    env_file: Path = typer.Option(None, "--env-file", help="File of KEY=VALUE lines."),
-    priority: str = typer.Option(None, "--priority", help="priorityClassName of the workers."),
-    queue: str = typer.Option(None, "--queue", help="Kueue LocalQueue name."),
-    proxy_image: str = typer.Option(None, "--proxy-server-image", help="Pathways proxy image."),
-    server_image: str = typer.Option(None, "--server-image", help="Pathways server image."),
-    gcs_scratch: str = typer.Option(None, "--pathways-gcs-location",
-                                    help="Pathways scratch location, gs://..."),
-    persistence: bool = typer.Option(None, "--pathways-persistence/--no-pathways-persistence",
-                                     help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints)."),
-    head_cpu: str = typer.Option(None, "--head-cpu"),
-    head_memory: str = typer.Option(None, "--head-memory"),
-    proxy_cpu: str = typer.Option(None, "--proxy-cpu"),
-    proxy_memory: str = typer.Option(None, "--proxy-memory"),
-    rm_cpu: str = typer.Option(None, "--rm-cpu"),
-    rm_memory: str = typer.Option(None, "--rm-memory"),
-    head_node_pool: str = typer.Option(None, "--head-node-pool", help="Node pool of the head."),
-    grace: int = typer.Option(None, "--termination-grace-period", help="Worker grace, seconds."),
-    colocated: str = typer.Option(None, "--colocated-python-sidecar-image"),
-    headless: bool = typer.Option(None, "--headless", help="No main container."),
-    proxy_args: list[str] = typer.Option(None, "--custom-proxy-arg", help="Repeatable."),
-    rm_args: list[str] = typer.Option(None, "--custom-rm-arg", help="Repeatable."),
-    worker_args: list[str] = typer.Option(None, "--custom-worker-arg", help="Repeatable."),
-    label: list[str] = typer.Option(None, "--label", help="KEY=VALUE label; repeatable."),
-    events_path: str = typer.Option(None, "--events-path",
-                                    help="gs:// URI for the trainer's events (read by chaos "
-                                         "--measure and goodput)."),
-    template: Path = typer.Option(None, "--template", help="Your own Jinja2 JobSet template."),
-    client_dry_run: bool = typer.Option(False, "--dry-run",
-                                        help="Print the manifest; no network. --dry-run=server "
-                                             "asks the API server to validate it instead."),
-    server_dry_run: bool = typer.Option(False, "--server-dry-run", hidden=True),
-    output: str = typer.Option("yaml", "--output", "-o", help="yaml or json (with --dry-run)."),
-    output_file: Path = typer.Option(None, "--output-file", help="Write the manifest here."),
-    replace: bool = typer.Option(False, "--replace", help="Replace a workload of the same name."),
+    name: Annotated[str | None, typer.Argument(
+        help="Workload name (a DNS label, at most 40 characters).")] = None,
+    spec_file: Annotated[Path | None, typer.Option(
+        "--spec", help="YAML spec file; flags override it.")] = None,
+    flags: dict[str, Any] | None = None,
+    env_file: Annotated[Path | None, typer.Option(
+        "--env-file", help="File of KEY=VALUE lines.")] = None,
+    template: Annotated[Path | None, typer.Option(
+        "--template", help="Your own Jinja2 JobSet template.")] = None,
+    client_dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API "
+                          "server to validate it instead.")] = False,
+    server_dry_run: Annotated[bool, typer.Option("--server-dry-run", hidden=True)] = False,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
+    output_file: Annotated[Path | None, typer.Option(
+        "--output-file", help="Write the manifest here.")] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Replace a workload of the same name.")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
     from elastix.errors import UsageError
     from elastix.workload import render as R
     from elastix.workload import spec as S
 
+    flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     if output not in ("yaml", "json"):
         raise UsageError(f"--output {output!r} is not yaml or json", hint="use -o yaml or -o json")
@@ -92,24 +114,15 @@ def create(
     envs: dict[str, str] = {}
     if env_file:
         envs.update(S.load_env_file(env_file))
-    envs.update(S.parse_env_flags(env or []))
-    flags: dict[str, Any] = {
-        "name": name, "cluster": target.cluster, "project": target.project,
-        "location": target.location, "namespace": target.namespace, "tpu_type": tpu_type,
-        "num_slices": num_slices,
-        "elastic_slices": elastic_slices, "max_slice_restarts": max_slice_restarts,
-        "max_restarts": max_restarts, "docker_image": docker_image, "command": command,
-        "env": envs or None, "priority": priority, "queue": queue, "proxy_image": proxy_image,
-        "server_image": server_image, "gcs_scratch": gcs_scratch,
-        "pathways_persistence": persistence, "head_cpu": head_cpu, "head_memory": head_memory,
-        "proxy_cpu": proxy_cpu, "proxy_memory": proxy_memory, "rm_cpu": rm_cpu,
-        "rm_memory": rm_memory, "head_node_pool": head_node_pool,
-        "termination_grace_period": grace, "colocated_python_image": colocated,
-        "headless": headless, "proxy_args": proxy_args or None, "rm_args": rm_args or None,
-        "worker_args": worker_args or None, "labels": _kv_list(label, "--label"),
-        "events_path": events_path,
-    }
+    envs.update(S.parse_env_flags(flags["env"] or []))
+    flags["env"] = envs or None
+    flags["labels"] = _kv_list(flags["labels"], "--label")
+    for key in ("proxy_args", "rm_args", "worker_args"):
+        flags[key] = flags[key] or None
+    flags.update(name=name, cluster=target.cluster, project=target.project,
+                 location=target.location, namespace=target.namespace)
     file_values = S.load_spec_file(spec_file) if spec_file else {}
+    headless = flags["headless"]
     if kind and not (headless if headless is not None else file_values.get("headless")):
         for field, value in backend_class(kind).defaults().items():
             if flags.get(field) is None and not file_values.get(field):
