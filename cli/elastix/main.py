@@ -13,8 +13,6 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
-from elastix.commands import goodput as _goodput  # noqa: F401  (registers `workload goodput`)
-from elastix.commands import workload_ops as _workload_ops  # noqa: F401  (list, status, delete)
 from elastix.errors import ElastixError, SpecError, UsageError
 
 app = typer.Typer(
@@ -25,11 +23,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-app.add_typer(workload.app, name="workload", help="Create, list, inspect and delete workloads.")
+
+
+def _group(commands: dict[str, object]) -> typer.Typer:
+    """A command group: one Typer with these handlers, under these names, in this order."""
+    group = typer.Typer(no_args_is_help=True)
+    for name, handler in commands.items():
+        group.command(name)(handler)
+    return group
+
+
+# Every command is registered here, by name, so this is the one list of what elastix does.
+app.add_typer(_group({"create": workload.create, "goodput": workload.goodput_command,
+                      "list": workload.list_, "status": workload.status,
+                      "delete": workload.delete}),
+              name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs_command
 )
-app.add_typer(chaos.app, name="chaos", help="Inject failures and measure the recovery.")
+app.add_typer(_group({"kill-worker": chaos.kill_worker_command, "run": chaos.run_command}),
+              name="chaos", help="Inject failures and measure the recovery.")
 app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
 

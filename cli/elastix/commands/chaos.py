@@ -1,4 +1,4 @@
-"""`elastix chaos` commands."""
+"""`elastix chaos` commands: kill-worker and run (registered in main)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import typer
 
 from elastix.backends import Target, get_backend
 from elastix.commands.options import with_target
-
-app = typer.Typer(no_args_is_help=True)
 
 
 def kill_worker(t: Target, name: str, *, slice_: int | None, host: int | None,
@@ -28,7 +26,6 @@ def kill_worker(t: Target, name: str, *, slice_: int | None, host: int | None,
     return rec
 
 
-@app.command("kill-worker")
 @with_target
 def kill_worker_command(
     target: Target,
@@ -54,7 +51,6 @@ def kill_worker_command(
     kill_worker(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run, output=output)
 
 
-@app.command("run")
 @with_target
 def run_command(
     target: Target,

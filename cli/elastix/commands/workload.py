@@ -1,9 +1,10 @@
-"""`elastix workload` commands: create (here), list/status/delete (workload_ops), goodput."""
+"""`elastix workload` commands: create, list, status, delete and goodput (registered in main)."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,8 +14,6 @@ import typer
 from elastix.backends import Target, backend_class, choose_backend, get_backend
 from elastix.commands.options import replace_params, with_target
 from elastix.workload import spec
-
-app = typer.Typer(no_args_is_help=True)
 
 
 def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
@@ -76,7 +75,6 @@ def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return replace_params(fn, params, call)
 
 
-@app.command("create")
 @with_target(namespace=None)
 @with_spec_options
 def create(
@@ -170,3 +168,166 @@ def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any
     console.print(f"[green]created[/] workload [bold]{name}[/] on {backend.name} "
                   f"({spec.num_slices} x {spec.tpu.name}, elastic slices {spec.elastic_slices})")
     console.print(f"  elastix workload status {name}    elastix logs {name} -f")
+
+
+def _check_output(output: str) -> None:
+    from elastix.errors import UsageError
+
+    if output not in ("table", "json"):
+        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table or -o json")
+
+
+def _watch(render, interval: float) -> None:
+    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point).
+
+    On a terminal the frame is redrawn in place; piped, each frame is printed after the last.
+    """
+    import time
+
+    from rich.live import Live
+
+    from elastix.views.status import console as make_console
+
+    console = make_console()
+    if not console.is_terminal:
+        while True:
+            console.print(render())
+            console.print()
+            console.file.flush()
+            time.sleep(interval)  # a refresh period, not synchronisation
+    with Live(render(), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            live.update(render(), refresh=True)
+
+
+@with_target
+def list_(
+    target: Target,
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
+) -> None:
+    """List workloads: state, slices ready, pods, restarts, head, age."""
+    from elastix.views import status as display
+    _check_output(output)
+    b = get_backend(target)
+    if output == "json":
+        typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
+        return
+
+    def render():
+        items = b.list()
+        if not items:
+            from rich.text import Text
+
+            return Text(f"no {b.name} workloads in {b.where()}")
+        return display.workloads_table(items)
+
+    if watch:
+        _watch(render, interval)
+    display.console().print(render())
+
+
+@with_target
+def status(
+    target: Target,
+    name: str = typer.Argument(..., help="Workload name."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
+) -> None:
+    """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
+    from elastix.views import status as display
+    _check_output(output)
+    b = get_backend(target)
+    if output == "json":
+        typer.echo(json.dumps(b.status(name).to_json(), indent=2))
+        return
+    if watch:
+        _watch(lambda: display.status_renderable(b.status(name)), interval)
+    display.console().print(display.status_renderable(b.status(name)))
+
+
+@with_target
+def delete(
+    target: Target,
+    name: str = typer.Argument(..., help="Workload name."),
+    wait: bool = typer.Option(False, "--wait", help="Return only once every pod is gone."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait with --wait."),
+) -> None:
+    """Delete a workload (its JobSet, Jobs and pods)."""
+    from rich.console import Console
+
+    b = get_backend(target)
+    b.delete(name, wait=wait, timeout=timeout)
+    gone = "deleted; every pod is gone" if wait else "deletion requested"
+    Console(stderr=True, highlight=False).print(f"workload [bold]{name}[/]: {gone}")
+
+
+@with_target
+def goodput_command(
+    target: Target,
+    name: str = typer.Argument(None, help="Workload name (not needed with --events/--log)."),
+    events_file: Path = typer.Option(None, "--events", help="Read this events.jsonl instead "
+                                     "of asking the backend."),
+    log_file: Path = typer.Option(None, "--log", help="Read this head log instead."),
+    output: str = typer.Option("table", "--output", "-o", help="table or json."),
+    plot: Path = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
+    window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
+) -> None:
+    """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
+    from rich.console import Console
+
+    from elastix.errors import UsageError
+    from elastix.measure.goodput import goodput
+    from elastix.views.measurement import print_goodput
+
+    if output not in ("table", "json"):
+        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
+    if window <= 0:
+        raise UsageError("--window must be > 0 seconds")
+    events, source = _load(name, events_file, log_file, target)
+    if not events:
+        raise UsageError(f"no trainer events found ({source})",
+                         hint="has the trainer started? see docs/events.md")
+    rep = goodput(events)
+    if plot:
+        from elastix.views.plot import plot_goodput
+
+        plot_goodput(rep, events, str(plot), window_seconds=window)
+    if output == "json":
+        d = rep.to_json()
+        d["source"] = source
+        d["series"] = [{"seconds": x, "window_goodput": w, "cumulative_goodput": c}
+                       for x, w, c in rep.series(window)]
+        typer.echo(json.dumps(d, indent=2))
+        return
+    console = Console(highlight=False)
+    print_goodput(console, rep, source)
+    if plot:
+        console.print(f"wrote {plot}")
+
+
+def _load(name: str | None, events_file: Path | None, log_file: Path | None,
+          target: Target):
+    from elastix.errors import UsageError
+    from elastix.measure.events import events_from_jsonl, events_from_log
+
+    if events_file and log_file:
+        raise UsageError("give --events or --log, not both")
+    path = events_file or log_file
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+        if events_file:
+            return events_from_jsonl(text), f"events {path}"
+        return events_from_log(text.splitlines()), f"log {path}"
+    if not name:
+        raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
+                         "(or --events FILE / --log FILE)")
+    from elastix.measure.chaos import read_stream
+
+    return read_stream(get_backend(target), name)
