@@ -8,24 +8,6 @@ from elastix.backends import Target, get_backend
 from elastix.commands.options import with_target
 
 
-def kill_worker(t: Target, name: str, *, slice_: int | None, host: int | None,
-                seed: int | None, dry_run: bool, output: str = "text"):
-    """Kill one worker pod with no grace (SIGKILL) and print what was killed, when (UTC, ms)."""
-    import json
-
-    from elastix.errors import UsageError
-    from elastix.views import status as display
-
-    if output not in ("text", "json"):
-        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
-    if host is not None and slice_ is None:
-        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
-    rec = get_backend(t).kill_worker(name, slice=slice_, host=host, seed=seed,
-                                            dry_run=dry_run)
-    typer.echo(json.dumps(display.kill_json(rec)) if output == "json" else display.kill_line(rec))
-    return rec
-
-
 @with_target
 def kill_worker_command(
     target: Target,
@@ -41,14 +23,62 @@ def kill_worker_command(
     plot: str = typer.Option(None, "--plot", help="--measure: draw the timeline to FILE.png."),
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
-    t = target
-    if measure or plot:
-        from elastix.views.measurement import measured_kill
+    import json
 
-        measured_kill(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run,
-                      output=output, timeout=timeout, plot=plot)
+    from elastix.errors import UsageError
+    from elastix.views.status import kill_json, kill_line
+
+    measuring = measure or bool(plot)
+    # --measure prints a table, so it has always taken -o table too
+    if output not in ("text", "json") and not (measuring and output == "table"):
+        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
+    if measuring and dry_run:
+        raise UsageError("--measure cannot be combined with --dry-run")
+    if host is not None and slice_ is None:
+        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    if measuring:
+        _measured_kill(target, name, slice_=slice_, host=host, seed=seed, output=output,
+                       timeout=timeout, plot=plot)
         return
-    kill_worker(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run, output=output)
+    rec = get_backend(target).kill_worker(name, slice=slice_, host=host, seed=seed,
+                                          dry_run=dry_run)
+    typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
+
+
+def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
+                   seed: int | None, output: str, timeout: str, plot: str | None) -> None:
+    """``kill-worker --measure``: kill, wait for the recovery, print its timeline.
+
+    Raises:
+        BackendError: the workload died or did not recover in time (after printing what was
+            measured).
+    """
+    import json
+
+    from rich.console import Console
+
+    from elastix.errors import BackendError
+    from elastix.measure.chaos import DEAD_STATES, measure_kill, parse_duration, read_stream
+    from elastix.views.measurement import print_kill
+
+    secs = parse_duration(timeout, "--timeout")
+    backend = get_backend(target)
+    m = measure_kill(backend, name,
+                     lambda: [backend.kill_worker(name, slice=slice_, host=host, seed=seed)],
+                     timeout=secs)
+    if plot and m.recovery is not None and m.recovery.phases():
+        from elastix.views.plot import plot_recovery
+
+        plot_recovery(read_stream(backend, name)[0], m.recovery, plot)
+    if output == "json":
+        typer.echo(json.dumps(m.to_json(), indent=2))
+    else:
+        print_kill(Console(highlight=False), m)
+    if m.recovery is None or not m.recovery.complete:
+        why = (f"workload {name} is {m.state_after}" if m.state_after in DEAD_STATES
+               else f"training did not resume within {timeout}")
+        raise BackendError(f"no recovery measured: {why}",
+                           hint=f"see elastix logs {name} and elastix workload status {name}")
 
 
 @with_target
