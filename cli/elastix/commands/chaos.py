@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import with_target
+from elastix.commands.options import parse_duration, with_target
 
 
 @with_target
@@ -58,7 +58,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     from rich.console import Console
 
     from elastix.errors import BackendError
-    from elastix.measure.chaos import DEAD_STATES, measure_kill, parse_duration, read_stream
+    from elastix.measure.chaos import DEAD_STATES, measure_kill, read_stream
     from elastix.views.measurement import print_kill
 
     secs = parse_duration(timeout, "--timeout")
@@ -108,21 +108,23 @@ def run_command(
     from rich.console import Console
 
     from elastix.errors import BackendError, UsageError
-    from elastix.measure.chaos import parse_duration, run_soak
+    from elastix.measure.chaos import run_soak
     from elastix.views.measurement import print_kill, print_soak
 
     if output not in ("table", "json"):
         raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
+    every = parse_duration(interval, "--interval")
+    give_up = parse_duration(timeout, "--timeout")
     be = get_backend(target)
     err = Console(stderr=True, highlight=False)
 
     def progress(i: int, m) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
 
-    res = run_soak(be, name, kills=kills, interval=parse_duration(interval, "--interval"),
-                   mode=mode, seed=seed, max_downtime=bound, max_steps_lost=max_steps_lost,
-                   timeout=parse_duration(timeout, "--timeout"), on_kill=progress)
+    res = run_soak(be, name, kills=kills, interval=every, mode=mode, seed=seed,
+                   max_downtime=bound, max_steps_lost=max_steps_lost, timeout=give_up,
+                   on_kill=progress)
     if plot:
         from elastix.measure.chaos import read_stream
         from elastix.views.plot import plot_goodput

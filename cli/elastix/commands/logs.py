@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import with_target
-
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def parse_duration(text: str) -> int:
-    """``90s``, ``5m``, ``1h30m``, ``2d`` or plain seconds -> seconds."""
-    from elastix.errors import UsageError
-
-    m = _DURATION.match(text.strip()) if not text.strip().isdigit() else None
-    if text.strip().isdigit():
-        return int(text)
-    if not m or not any(m.groups()):
-        raise UsageError(f"--since {text!r} is not a duration", hint="e.g. --since 30s, 5m, 1h30m")
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
+from elastix.commands.options import parse_duration, with_target
 
 
 @with_target
@@ -40,6 +23,7 @@ def logs_command(
     tail: int = typer.Option(None, "--tail", help="Only the last N lines to start with."),
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
+    import math
     import sys
 
     from elastix.backends.base import LogOptions
@@ -47,8 +31,9 @@ def logs_command(
 
     if tail is not None and tail < 0:
         raise UsageError("--tail must be 0 or more")
+    since_seconds = math.ceil(parse_duration(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
-                      since_seconds=parse_duration(since) if since else None, tail_lines=tail)
+                      since_seconds=since_seconds, tail_lines=tail)
     b = get_backend(target)
     out, err = sys.stdout, sys.stderr
     for event in b.logs(name, opts):

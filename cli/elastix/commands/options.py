@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from elastix.backends import Target
+from elastix.errors import UsageError
 
 BackendOpt = Annotated[str | None, typer.Option(
     "--backend", help="gke or local (default: gke when a cluster is configured, else local).",
@@ -89,3 +91,26 @@ def with_target(fn: Callable[..., Any] | None = None, *, namespace: str | None =
         return replace_params(fn, own + added, call)
 
     return decorate(fn) if fn is not None else decorate
+
+
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_DURATION = re.compile("".join(f"(?:{_NUMBER}{unit})?" for unit in "dhms"))
+_UNIT_SECONDS = (86400, 3600, 60, 1)
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """A duration flag's value in seconds: ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2d``.
+
+    Every duration flag (``--since``, ``--timeout``, ``--interval``, ``--max-downtime``) takes
+    this one grammar: a plain number is seconds; otherwise d, h, m, s parts, in that order.
+
+    Raises:
+        UsageError: anything else.
+    """
+    t = str(text).strip().lower()
+    if re.fullmatch(_NUMBER, t):
+        return float(t)
+    m = _DURATION.fullmatch(t)
+    if not t or not m:
+        raise UsageError(f"{flag} {text!r} is not a duration", hint=f"e.g. {flag} 90s, 5m or 1h30m")
+    return sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
