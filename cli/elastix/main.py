@@ -13,7 +13,7 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
-from elastix.errors import ElastixError, SpecError, UsageError
+from elastix.errors import ElastixError, ProblemsError, UsageError
 
 app = typer.Typer(
     name="elastix",
@@ -65,7 +65,7 @@ def _print_error(err: ElastixError) -> None:
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     console.print(f"[bold red]error:[/] {err.message}", markup=True)
-    if isinstance(err, SpecError) and len(err.problems) > 1:
+    if isinstance(err, ProblemsError) and len(err.problems) > 1:
         for line in err.lines():
             console.print(f"  - {line}", markup=False)
     if err.hint:
