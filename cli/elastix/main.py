@@ -61,9 +61,9 @@ def version() -> None:
 
 
 def _print_error(err: ElastixError) -> None:
-    from rich.console import Console
+    from elastix.views.console import console as make_console
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = make_console(stderr=True, soft_wrap=True)
     console.print(f"[bold red]error:[/] {err.message}", markup=True)
     if isinstance(err, ProblemsError) and len(err.problems) > 1:
         for line in err.lines():

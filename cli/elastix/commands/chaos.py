@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import parse_duration, with_target
+from elastix.commands.options import check_output, parse_duration, with_target
 
 
 @with_target
@@ -30,8 +30,8 @@ def kill_worker_command(
 
     measuring = measure or bool(plot)
     # --measure prints a table, so it has always taken -o table too
-    if output not in ("text", "json") and not (measuring and output == "table"):
-        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
+    if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
+        check_output(output, ("text", "json"))
     if measuring and dry_run:
         raise UsageError("--measure cannot be combined with --dry-run")
     if host is not None and slice_ is None:
@@ -55,10 +55,9 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     """
     import json
 
-    from rich.console import Console
-
     from elastix.errors import BackendError
     from elastix.measure.chaos import DEAD_STATES, measure_kill, read_stream
+    from elastix.views.console import console
     from elastix.views.measurement import print_kill
 
     secs = parse_duration(timeout, "--timeout")
@@ -73,7 +72,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     if output == "json":
         typer.echo(json.dumps(m.to_json(), indent=2))
     else:
-        print_kill(Console(highlight=False), m)
+        print_kill(console(), m)
     if m.recovery is None or not m.recovery.complete:
         why = (f"workload {name} is {m.state_after}" if m.state_after in DEAD_STATES
                else f"training did not resume within {timeout}")
@@ -105,19 +104,17 @@ def run_command(
     """
     import json
 
-    from rich.console import Console
-
-    from elastix.errors import BackendError, UsageError
+    from elastix.errors import BackendError
     from elastix.measure.chaos import run_soak
+    from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
 
-    if output not in ("table", "json"):
-        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
+    check_output(output, ("table", "json"))
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
     every = parse_duration(interval, "--interval")
     give_up = parse_duration(timeout, "--timeout")
     be = get_backend(target)
-    err = Console(stderr=True, highlight=False)
+    err = console(stderr=True)
 
     def progress(i: int, m) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
@@ -133,7 +130,7 @@ def run_command(
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
-        print_soak(Console(highlight=False), res)
+        print_soak(console(), res)
     if res.died:
         raise BackendError(f"workload {name} died during the chaos run",
                            hint=f"see elastix logs {name} and elastix workload status {name}")

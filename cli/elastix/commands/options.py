@@ -114,3 +114,14 @@ def parse_duration(text: str, flag: str) -> float:
     if not t or not m:
         raise UsageError(f"{flag} {text!r} is not a duration", hint=f"e.g. {flag} 90s, 5m or 1h30m")
     return sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
+
+
+def check_output(output: str, choices: tuple[str, ...]) -> None:
+    """Validate ``-o/--output`` (by hand: ``typer.Choice`` words its error differently).
+
+    Raises:
+        UsageError: ``output`` is not one of ``choices``.
+    """
+    if output not in choices:
+        raise UsageError(f"--output {output!r} is not {' or '.join(choices)}",
+                         hint="use " + " or ".join(f"-o {c}" for c in choices))

@@ -12,23 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import replace_params, with_target
+from elastix.commands.options import check_output, replace_params, with_target
 from elastix.workload import spec
-
-
-def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
-    from elastix.errors import UsageError
-
-    if not items:
-        return None
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} key=value")
-        k, v = item.split("=", 1)
-        out[k] = v
-    return out
-
 
 _CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
               "map": list[str] | None, "str": str | None}
@@ -100,23 +85,22 @@ def create(
         "--replace", help="Replace a workload of the same name.")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
-    from elastix.errors import UsageError
     from elastix.workload import render as R
     from elastix.workload import spec as S
 
     flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
-    if output not in ("yaml", "json"):
-        raise UsageError(f"--output {output!r} is not yaml or json", hint="use -o yaml or -o json")
+    check_output(output, ("yaml", "json"))
     kind = choose_backend(target) if dry_run != "client" else None
-    envs: dict[str, str] = {}
-    if env_file:
-        envs.update(S.load_env_file(env_file))
-    envs.update(S.parse_env_flags(flags["env"] or []))
-    flags["env"] = envs or None
-    flags["labels"] = _kv_list(flags["labels"], "--label")
-    for key in ("proxy_args", "rm_args", "worker_args"):
-        flags[key] = flags[key] or None
+    env_from_file = S.load_env_file(env_file) if env_file else {}
+    for key, field_kind in S.KINDS.items():
+        if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
+            meta = S.FIELDS[key].metadata
+            flags[key] = S.parse_kv(flags[key] or [], meta["flags"][0], meta["kv"])
+        if key == "env":
+            flags[key] = {**env_from_file, **flags[key]}  # --env wins over --env-file
+        if field_kind in ("map", "list") and key in flags:
+            flags[key] = flags[key] or None  # an empty option leaves the spec file's value
     flags.update(name=name, cluster=target.cluster, project=target.project,
                  location=target.location, namespace=target.namespace)
     file_values = S.load_spec_file(spec_file) if spec_file else {}
@@ -149,10 +133,10 @@ def _emit(text: str, output_file: Path | None) -> None:
 
 def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
-    from rich.console import Console
-
+    from elastix.views.console import console as make_console
     from elastix.workload import render as R
-    console = Console(stderr=True, highlight=False)
+
+    console = make_console(stderr=True)
     if kind == "local" and not target.backend:
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
@@ -170,13 +154,6 @@ def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any
     console.print(f"  elastix workload status {name}    elastix logs {name} -f")
 
 
-def _check_output(output: str) -> None:
-    from elastix.errors import UsageError
-
-    if output not in ("table", "json"):
-        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table or -o json")
-
-
 def _watch(render, interval: float) -> None:
     """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point).
 
@@ -186,7 +163,7 @@ def _watch(render, interval: float) -> None:
 
     from rich.live import Live
 
-    from elastix.views.status import console as make_console
+    from elastix.views.console import console as make_console
 
     console = make_console()
     if not console.is_terminal:
@@ -210,7 +187,8 @@ def list_(
 ) -> None:
     """List workloads: state, slices ready, pods, restarts, head, age."""
     from elastix.views import status as display
-    _check_output(output)
+    from elastix.views.console import console
+    check_output(output, ("table", "json"))
     b = get_backend(target)
     if output == "json":
         typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
@@ -226,7 +204,7 @@ def list_(
 
     if watch:
         _watch(render, interval)
-    display.console().print(render())
+    console().print(render())
 
 
 @with_target
@@ -239,14 +217,15 @@ def status(
 ) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
     from elastix.views import status as display
-    _check_output(output)
+    from elastix.views.console import console
+    check_output(output, ("table", "json"))
     b = get_backend(target)
     if output == "json":
         typer.echo(json.dumps(b.status(name).to_json(), indent=2))
         return
     if watch:
         _watch(lambda: display.status_renderable(b.status(name)), interval)
-    display.console().print(display.status_renderable(b.status(name)))
+    console().print(display.status_renderable(b.status(name)))
 
 
 @with_target
@@ -257,12 +236,12 @@ def delete(
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait with --wait."),
 ) -> None:
     """Delete a workload (its JobSet, Jobs and pods)."""
-    from rich.console import Console
+    from elastix.views.console import console
 
     b = get_backend(target)
     b.delete(name, wait=wait, timeout=timeout)
     gone = "deleted; every pod is gone" if wait else "deletion requested"
-    Console(stderr=True, highlight=False).print(f"workload [bold]{name}[/]: {gone}")
+    console(stderr=True).print(f"workload [bold]{name}[/]: {gone}")
 
 
 @with_target
@@ -277,14 +256,12 @@ def goodput_command(
     window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
-    from rich.console import Console
-
     from elastix.errors import UsageError
     from elastix.measure.goodput import goodput
+    from elastix.views.console import console
     from elastix.views.measurement import print_goodput
 
-    if output not in ("table", "json"):
-        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
+    check_output(output, ("table", "json"))
     if window <= 0:
         raise UsageError("--window must be > 0 seconds")
     events, source = _load(name, events_file, log_file, target)
@@ -303,10 +280,10 @@ def goodput_command(
                        for x, w, c in rep.series(window)]
         typer.echo(json.dumps(d, indent=2))
         return
-    console = Console(highlight=False)
-    print_goodput(console, rep, source)
+    out = console()
+    print_goodput(out, rep, source)
     if plot:
-        console.print(f"wrote {plot}")
+        out.print(f"wrote {plot}")
 
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,

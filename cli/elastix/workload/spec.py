@@ -245,13 +245,16 @@ def load_env_file(path: str | Path) -> dict[str, str]:
     return out
 
 
-def parse_env_flags(items: list[str]) -> dict[str, str]:
-    """``--env K=V`` values to a dict. The value may contain ``=``."""
+def parse_kv(items: list[str], flag: str, example: str = "key=value") -> dict[str, str]:
+    """Repeated ``FLAG KEY=VALUE`` values to a dict; a value may contain ``=``.
+
+    Raises:
+        UsageError: an item without ``=``; the hint shows ``FLAG example``.
+    """
     out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"--env {item!r} is not KEY=VALUE",
-                             hint="write --env NAME=value (use --env NAME= for an empty value)")
+            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} {example}")
         k, v = item.split("=", 1)
         out[k] = v
     return out
