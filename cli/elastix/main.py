@@ -34,14 +34,14 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 
 
 # Every command is registered here, by name, so this is the one list of what elastix does.
-app.add_typer(_group({"create": workload.create, "goodput": workload.goodput_command,
+app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "list": workload.list_, "status": workload.status,
                       "delete": workload.delete}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
-    logs.logs_command
+    logs.logs
 )
-app.add_typer(_group({"kill-worker": chaos.kill_worker_command, "run": chaos.run_command}),
+app.add_typer(_group({"kill-worker": chaos.kill_worker, "run": chaos.run}),
               name="chaos", help="Inject failures and measure the recovery.")
 app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")

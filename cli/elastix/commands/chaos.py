@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import check_output, parse_duration, with_target
+from elastix.commands.options import WorkloadName, check_output, parse_duration, with_target
 
 
 @with_target
-def kill_worker_command(
+def kill_worker(
     target: Target,
-    name: str = typer.Argument(..., help="Workload name."),
-    slice_: int = typer.Option(None, "--slice", help="Kill a worker of this slice [random]."),
-    host: int = typer.Option(None, "--host", help="Kill this host of --slice [random]."),
-    seed: int = typer.Option(None, "--seed", help="Seed of the random choice (reproducible)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show which pod would be killed."),
-    output: str = typer.Option("text", "--output", "-o", help="text or json."),
-    measure: bool = typer.Option(False, "--measure", help="Wait for the recovery and report "
-                                 "its timeline, downtime and steps lost."),
-    timeout: str = typer.Option("10m", "--timeout", help="--measure: give up after this."),
-    plot: str = typer.Option(None, "--plot", help="--measure: draw the timeline to FILE.png."),
+    name: WorkloadName,
+    slice_: Annotated[int | None, typer.Option(
+        "--slice", help="Kill a worker of this slice [random].")] = None,
+    host: Annotated[int | None, typer.Option(
+        "--host", help="Kill this host of --slice [random].")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Seed of the random choice (reproducible).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show which pod would be killed.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
+                          "lost.")] = False,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", help="--measure: give up after this.")] = "10m",
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="--measure: draw the timeline to FILE.png.")] = None,
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
     import json
@@ -29,7 +38,6 @@ def kill_worker_command(
     from elastix.views.status import kill_json, kill_line
 
     measuring = measure or bool(plot)
-    # --measure prints a table, so it has always taken -o table too
     if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
         check_output(output, ("text", "json"))
     if measuring and dry_run:
@@ -81,22 +89,28 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
 
 
 @with_target
-def run_command(
+def run(
     target: Target,
-    name: str = typer.Argument(..., help="Workload name."),
-    kills: int = typer.Option(3, "--kills", help="How many kills."),
-    interval: str = typer.Option("2m", "--interval", help="Time between kills (90s, 2m, 1h)."),
-    mode: str = typer.Option("random", "--mode", help="random (any worker), host (one chosen "
-                             "host) or slice (every host of one slice)."),
-    seed: int = typer.Option(None, "--seed", help="Seed for choosing victims."),
-    max_downtime: str = typer.Option(None, "--max-downtime",
-                                     help="Fail if a recovery takes longer (e.g. 3m)."),
-    max_steps_lost: int = typer.Option(None, "--max-steps-lost",
-                                       help="Fail if a recovery loses more steps."),
-    timeout: str = typer.Option("10m", "--timeout", help="Give up on a recovery after this."),
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
-    plot: str = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
-    window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
+    name: WorkloadName,
+    kills: Annotated[int, typer.Option("--kills", help="How many kills.")] = 3,
+    interval: Annotated[str, typer.Option(
+        "--interval", help="Time between kills (90s, 2m, 1h).")] = "2m",
+    mode: Annotated[str, typer.Option(
+        "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
+                       "one slice).")] = "random",
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Seed for choosing victims.")] = None,
+    max_downtime: Annotated[str | None, typer.Option(
+        "--max-downtime", help="Fail if a recovery takes longer (e.g. 3m).")] = None,
+    max_steps_lost: Annotated[int | None, typer.Option(
+        "--max-steps-lost", help="Fail if a recovery loses more steps.")] = None,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", help="Give up on a recovery after this.")] = "10m",
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Write goodput over time to FILE.png.")] = None,
+    window: Annotated[float, typer.Option(
+        "--window", help="Seconds per goodput window (--plot).")] = 60.0,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
 
@@ -105,7 +119,7 @@ def run_command(
     import json
 
     from elastix.errors import BackendError
-    from elastix.measure.chaos import run_soak
+    from elastix.measure.chaos import KillMeasurement, run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
 
@@ -113,20 +127,20 @@ def run_command(
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
     every = parse_duration(interval, "--interval")
     give_up = parse_duration(timeout, "--timeout")
-    be = get_backend(target)
+    backend = get_backend(target)
     err = console(stderr=True)
 
-    def progress(i: int, m) -> None:
+    def progress(i: int, m: KillMeasurement) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
 
-    res = run_soak(be, name, kills=kills, interval=every, mode=mode, seed=seed,
+    res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
                    max_downtime=bound, max_steps_lost=max_steps_lost, timeout=give_up,
                    on_kill=progress)
     if plot:
         from elastix.measure.chaos import read_stream
         from elastix.views.plot import plot_goodput
 
-        plot_goodput(res.goodput, read_stream(be, name)[0], plot, window_seconds=window)
+        plot_goodput(res.goodput, read_stream(backend, name)[0], plot, window_seconds=window)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:

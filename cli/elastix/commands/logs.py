@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import parse_duration, with_target
+from elastix.commands.options import WorkloadName, parse_duration, with_target
 
 
 @with_target
-def logs_command(
+def logs(
     target: Target,
-    name: str = typer.Argument(..., help="Workload name."),
-    follow: bool = typer.Option(False, "--follow", "-f",
-                                help="Keep streaming, across head pod restarts, until Ctrl-C."),
-    container: str = typer.Option(None, "--container", "-c",
-                                  help="Container: the main one by default; pathways-proxy or "
-                                       "pathways-rm on the head."),
-    slice_: int = typer.Option(None, "--slice", help="A worker of this slice instead of the head."),
-    host: int = typer.Option(None, "--host", help="Host (pod index) within --slice [0]."),
-    since: str = typer.Option(None, "--since", help="Only lines newer than this (30s, 5m, 1h)."),
-    tail: int = typer.Option(None, "--tail", help="Only the last N lines to start with."),
+    name: WorkloadName,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep streaming, across head pod restarts, until Ctrl-C.")] = False,
+    container: Annotated[str | None, typer.Option(
+        "--container", "-c", help="Container: the main one by default; pathways-proxy or "
+                                  "pathways-rm on the head.")] = None,
+    slice_: Annotated[int | None, typer.Option(
+        "--slice", help="A worker of this slice instead of the head.")] = None,
+    host: Annotated[int | None, typer.Option(
+        "--host", help="Host (pod index) within --slice [0].")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Only lines newer than this (30s, 5m, 1h).")] = None,
+    tail: Annotated[int | None, typer.Option(
+        "--tail", help="Only the last N lines to start with.")] = None,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
     import math
@@ -34,9 +40,8 @@ def logs_command(
     since_seconds = math.ceil(parse_duration(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
                       since_seconds=since_seconds, tail_lines=tail)
-    b = get_backend(target)
     out, err = sys.stdout, sys.stderr
-    for event in b.logs(name, opts):
+    for event in get_backend(target).logs(name, opts):
         if event.notice:
             err.write(f"elastix: {event.text}\n")
             err.flush()

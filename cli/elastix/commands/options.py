@@ -36,6 +36,8 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
+WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
+
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("backend", BackendOpt, None),

@@ -7,13 +7,27 @@ import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import check_output, replace_params, with_target
-from elastix.workload import spec
+from elastix.commands.options import WorkloadName, check_output, replace_params, with_target
+from elastix.workload.spec import (
+    FIELDS,
+    KINDS,
+    build_spec,
+    load_env_file,
+    load_spec_file,
+    parse_kv,
+)
+
+if TYPE_CHECKING:
+    from elastix.workload.spec import WorkloadSpec
+
+TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
+Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
+Interval = Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")]
 
 _CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
               "map": list[str] | None, "str": str | None}
@@ -26,13 +40,13 @@ def _spec_parameters() -> list[inspect.Parameter]:
     field needs no edit here. Every default is None: only given flags override the spec file.
     """
     out = []
-    for name, field in spec.FIELDS.items():
+    for name, field in FIELDS.items():
         meta = field.metadata
         if not meta.get("flags"):
             continue
         opt = typer.Option(*meta["flags"], help=meta["help"])
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                     annotation=Annotated[_CLI_TYPES[spec.KINDS[name]], opt]))
+                                     annotation=Annotated[_CLI_TYPES[KINDS[name]], opt]))
     return out
 
 
@@ -85,34 +99,33 @@ def create(
         "--replace", help="Replace a workload of the same name.")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
-    from elastix.workload import render as R
-    from elastix.workload import spec as S
+    from elastix.workload.render import dump, render
 
     flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     check_output(output, ("yaml", "json"))
     kind = choose_backend(target) if dry_run != "client" else None
-    env_from_file = S.load_env_file(env_file) if env_file else {}
-    for key, field_kind in S.KINDS.items():
+    env_from_file = load_env_file(env_file) if env_file else {}
+    for key, field_kind in KINDS.items():
         if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
-            meta = S.FIELDS[key].metadata
-            flags[key] = S.parse_kv(flags[key] or [], meta["flags"][0], meta["kv"])
+            meta = FIELDS[key].metadata
+            flags[key] = parse_kv(flags[key] or [], meta["flags"][0], meta["kv"])
         if key == "env":
             flags[key] = {**env_from_file, **flags[key]}  # --env wins over --env-file
         if field_kind in ("map", "list") and key in flags:
             flags[key] = flags[key] or None  # an empty option leaves the spec file's value
     flags.update(name=name, cluster=target.cluster, project=target.project,
                  location=target.location, namespace=target.namespace)
-    file_values = S.load_spec_file(spec_file) if spec_file else {}
+    file_values = load_spec_file(spec_file) if spec_file else {}
     headless = flags["headless"]
     if kind and not (headless if headless is not None else file_values.get("headless")):
         for field, value in backend_class(kind).defaults().items():
             if flags.get(field) is None and not file_values.get(field):
                 flags[field] = value
-    spec = S.build_spec(file_values, flags)
-    manifest = R.render(spec, template)
+    spec = build_spec(file_values, flags)
+    manifest = render(spec, template)
     if dry_run == "client":
-        _emit(R.dump(manifest, output), output_file)
+        _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file)
@@ -131,10 +144,10 @@ def _emit(text: str, output_file: Path | None) -> None:
                          hint="check the path given to --output-file") from None
 
 
-def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any], *,
+def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
     from elastix.views.console import console as make_console
-    from elastix.workload import render as R
+    from elastix.workload.render import dump
 
     console = make_console(stderr=True)
     if kind == "local" and not target.backend:
@@ -145,16 +158,16 @@ def _submit(target: Target, kind: str | None, spec: Any, manifest: dict[str, Any
     if server_dry_run:
         console.print(f"[green]server dry run passed[/] for workload {name}")
         if output_file:
-            _emit(R.dump(manifest, output), output_file)
+            _emit(dump(manifest, output), output_file)
         return
     if output_file:
-        _emit(R.dump(manifest, output), output_file)
+        _emit(dump(manifest, output), output_file)
     console.print(f"[green]created[/] workload [bold]{name}[/] on {backend.name} "
                   f"({spec.num_slices} x {spec.tpu.name}, elastic slices {spec.elastic_slices})")
     console.print(f"  elastix workload status {name}    elastix logs {name} -f")
 
 
-def _watch(render, interval: float) -> None:
+def _watch(render: Callable[[], Any], interval: float) -> None:
     """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point).
 
     On a terminal the frame is redrawn in place; piped, each frame is printed after the last.
@@ -179,28 +192,25 @@ def _watch(render, interval: float) -> None:
 
 
 @with_target
-def list_(
-    target: Target,
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
-    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
-) -> None:
+def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
+          interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, pods, restarts, head, age."""
-    from elastix.views import status as display
     from elastix.views.console import console
+    from elastix.views.status import workloads_table
+
     check_output(output, ("table", "json"))
-    b = get_backend(target)
+    backend = get_backend(target)
     if output == "json":
-        typer.echo(json.dumps([s.to_json() for s in b.list()], indent=2))
+        typer.echo(json.dumps([s.to_json() for s in backend.list()], indent=2))
         return
 
-    def render():
-        items = b.list()
+    def render() -> Any:
+        items = backend.list()
         if not items:
             from rich.text import Text
 
-            return Text(f"no {b.name} workloads in {b.where()}")
-        return display.workloads_table(items)
+            return Text(f"no {backend.name} workloads in {backend.where()}")
+        return workloads_table(items)
 
     if watch:
         _watch(render, interval)
@@ -208,56 +218,57 @@ def list_(
 
 
 @with_target
-def status(
-    target: Target,
-    name: str = typer.Argument(..., help="Workload name."),
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh until Ctrl-C."),
-    interval: float = typer.Option(2.0, "--interval", help="Seconds between refreshes."),
-) -> None:
+def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
+           watch: Watch = False, interval: Interval = 2.0) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
-    from elastix.views import status as display
     from elastix.views.console import console
+    from elastix.views.status import status_renderable
+
     check_output(output, ("table", "json"))
-    b = get_backend(target)
+    backend = get_backend(target)
     if output == "json":
-        typer.echo(json.dumps(b.status(name).to_json(), indent=2))
+        typer.echo(json.dumps(backend.status(name).to_json(), indent=2))
         return
     if watch:
-        _watch(lambda: display.status_renderable(b.status(name)), interval)
-    console().print(display.status_renderable(b.status(name)))
+        _watch(lambda: status_renderable(backend.status(name)), interval)
+    console().print(status_renderable(backend.status(name)))
 
 
 @with_target
 def delete(
     target: Target,
-    name: str = typer.Argument(..., help="Workload name."),
-    wait: bool = typer.Option(False, "--wait", help="Return only once every pod is gone."),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait with --wait."),
+    name: WorkloadName,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Return only once every pod is gone.")] = False,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds to wait with --wait.")] = 300.0,
 ) -> None:
     """Delete a workload (its JobSet, Jobs and pods)."""
     from elastix.views.console import console
 
-    b = get_backend(target)
-    b.delete(name, wait=wait, timeout=timeout)
+    get_backend(target).delete(name, wait=wait, timeout=timeout)
     gone = "deleted; every pod is gone" if wait else "deletion requested"
     console(stderr=True).print(f"workload [bold]{name}[/]: {gone}")
 
 
 @with_target
-def goodput_command(
+def goodput(
     target: Target,
-    name: str = typer.Argument(None, help="Workload name (not needed with --events/--log)."),
-    events_file: Path = typer.Option(None, "--events", help="Read this events.jsonl instead "
-                                     "of asking the backend."),
-    log_file: Path = typer.Option(None, "--log", help="Read this head log instead."),
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
-    plot: Path = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
-    window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
+    name: Annotated[str | None, typer.Argument(
+        help="Workload name (not needed with --events/--log).")] = None,
+    events_file: Annotated[Path | None, typer.Option(
+        "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
+    log_file: Annotated[Path | None, typer.Option(
+        "--log", help="Read this head log instead.")] = None,
+    output: TableOrJson = "table",
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write goodput over time to FILE.png.")] = None,
+    window: Annotated[float, typer.Option(
+        "--window", help="Seconds per goodput window (--plot).")] = 60.0,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
     from elastix.errors import UsageError
-    from elastix.measure.goodput import goodput
+    from elastix.measure.goodput import goodput as measure_goodput
     from elastix.views.console import console
     from elastix.views.measurement import print_goodput
 
@@ -268,7 +279,7 @@ def goodput_command(
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")
-    rep = goodput(events)
+    rep = measure_goodput(events)
     if plot:
         from elastix.views.plot import plot_goodput
 
@@ -287,7 +298,7 @@ def goodput_command(
 
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,
-          target: Target):
+          target: Target) -> tuple[list[Any], str]:
     from elastix.errors import UsageError
     from elastix.measure.events import events_from_jsonl, events_from_log
 
