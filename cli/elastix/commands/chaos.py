@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import WorkloadName, check_output, parse_duration, with_target
+from elastix.commands.options import GoodputWindow, WorkloadName, check_output, parse_duration, with_target
+from elastix.errors import BackendError, UsageError
 
 
 @with_target
@@ -34,7 +35,6 @@ def kill_worker(
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
     import json
 
-    from elastix.errors import UsageError
     from elastix.views.status import kill_json, kill_line
 
     measuring = measure or bool(plot)
@@ -63,7 +63,6 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     """
     import json
 
-    from elastix.errors import BackendError
     from elastix.measure.chaos import DEAD_STATES, measure_kill, read_stream
     from elastix.views.console import console
     from elastix.views.measurement import print_kill
@@ -85,7 +84,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
         why = (f"workload {name} is {m.state_after}" if m.state_after in DEAD_STATES
                else f"training did not resume within {timeout}")
         raise BackendError(f"no recovery measured: {why}",
-                           hint=f"see elastix logs {name} and elastix workload status {name}")
+                           hint=_where_to_look(name))
 
 
 @with_target
@@ -109,8 +108,7 @@ def run(
     output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
-    window: Annotated[float, typer.Option(
-        "--window", help="Seconds per goodput window (--plot).")] = 60.0,
+    window: GoodputWindow = 60.0,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
 
@@ -118,7 +116,6 @@ def run(
     """
     import json
 
-    from elastix.errors import BackendError
     from elastix.measure.chaos import KillMeasurement, run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
@@ -147,8 +144,13 @@ def run(
         print_soak(console(), res)
     if res.died:
         raise BackendError(f"workload {name} died during the chaos run",
-                           hint=f"see elastix logs {name} and elastix workload status {name}")
+                           hint=_where_to_look(name))
     if res.violations:
         n = len(res.violations)
         raise BackendError(f"{n} recover{'y' if n == 1 else 'ies'} missed a bound",
                            hint="; ".join(res.violations))
+
+
+def _where_to_look(name: str) -> str:
+    """The hint when a workload did not recover: its log and its status."""
+    return f"see elastix logs {name} and elastix workload status {name}"

@@ -8,6 +8,7 @@ import typer
 
 from elastix.backends import Target, get_backend
 from elastix.commands.options import WorkloadName, parse_duration, with_target
+from elastix.errors import UsageError
 
 
 @with_target
@@ -33,7 +34,6 @@ def logs(
     import sys
 
     from elastix.backends.base import LogOptions
-    from elastix.errors import UsageError
 
     if tail is not None and tail < 0:
         raise UsageError("--tail must be 0 or more")

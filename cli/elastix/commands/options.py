@@ -37,6 +37,8 @@ StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
 WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
+GoodputWindow = Annotated[float, typer.Option(
+    "--window", help="Seconds per goodput window (--plot).")]
 
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (

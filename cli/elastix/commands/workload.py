@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import WorkloadName, check_output, replace_params, with_target
+from elastix.commands.options import GoodputWindow, WorkloadName, check_output, replace_params, with_target
+from elastix.errors import UsageError
 from elastix.workload.spec import (
     FIELDS,
     KINDS,
@@ -132,8 +133,6 @@ def create(
 
 
 def _emit(text: str, output_file: Path | None) -> None:
-    from elastix.errors import UsageError
-
     if output_file is None:
         typer.echo(text, nl=False)
         return
@@ -263,11 +262,9 @@ def goodput(
     output: TableOrJson = "table",
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
-    window: Annotated[float, typer.Option(
-        "--window", help="Seconds per goodput window (--plot).")] = 60.0,
+    window: GoodputWindow = 60.0,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
-    from elastix.errors import UsageError
     from elastix.measure.goodput import goodput as measure_goodput
     from elastix.views.console import console
     from elastix.views.measurement import print_goodput
@@ -299,7 +296,6 @@ def goodput(
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,
           target: Target) -> tuple[list[Any], str]:
-    from elastix.errors import UsageError
     from elastix.measure.events import events_from_jsonl, events_from_log
 
     if events_file and log_file:
