@@ -76,8 +76,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "elastix", *CREATE, "--max-slice-restarts",
                             "1000"], env=fake.env(), check=True, capture_output=True)
             os.environ["KUBECONFIG"] = str(fake.kubeconfig)
+            from elastix.backends import Target
             from elastix.backends.gke.backend import GKEBackend
-            from elastix.commands.common import Target
 
             backend = GKEBackend.from_target(Target())
             ways = ("elastix", "kubectl", "library")

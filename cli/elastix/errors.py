@@ -27,29 +27,36 @@ class UsageError(ElastixError):
     exit_code = 2
 
 
-class SpecError(UsageError):
-    """A WorkloadSpec failed validation. Holds every problem found, not just the first."""
+class ProblemsError(UsageError):
+    """Bad input reported as every problem at once, not just the first.
+
+    One problem reads ``field: message`` with its hint; several read ``N problems {subject}``
+    and the entry point lists them, one line each. Subclasses set ``subject``.
+    """
+
+    subject = "in the input"
 
     def __init__(self, problems: list[tuple[str, str, str | None]]) -> None:
         """Args:
         problems: (field, message, hint) triples, in the order the fields were checked.
         """
         self.problems = problems
-        first_field, first_msg, first_hint = problems[0]
         if len(problems) == 1:
-            message = f"{first_field}: {first_msg}"
-            hint = first_hint
+            field, msg, hint = problems[0]
+            super().__init__(f"{field}: {msg}", hint)
         else:
-            message = f"{len(problems)} problems in the workload spec"
-            hint = None
-        super().__init__(message, hint)
+            super().__init__(f"{len(problems)} problems {self.subject}")
 
     def lines(self) -> list[str]:
         """One line per problem: ``field: message (hint)``."""
-        out = []
-        for field, msg, hint in self.problems:
-            out.append(f"{field}: {msg}" + (f" ({hint})" if hint else ""))
-        return out
+        return [f"{field}: {msg}" + (f" ({hint})" if hint else "")
+                for field, msg, hint in self.problems]
+
+
+class SpecError(ProblemsError):
+    """A WorkloadSpec failed validation. Holds every problem found, not just the first."""
+
+    subject = "in the workload spec"
 
 
 class ManifestError(UsageError):

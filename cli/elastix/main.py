@@ -13,9 +13,7 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
-from elastix.commands import goodput as _goodput  # noqa: F401  (registers `workload goodput`)
-from elastix.commands import workload_ops as _workload_ops  # noqa: F401  (list, status, delete)
-from elastix.errors import ElastixError, SpecError, UsageError
+from elastix.errors import ElastixError, ProblemsError, UsageError
 
 app = typer.Typer(
     name="elastix",
@@ -25,11 +23,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-app.add_typer(workload.app, name="workload", help="Create, list, inspect and delete workloads.")
+
+
+def _group(commands: dict[str, object]) -> typer.Typer:
+    """A command group: one Typer with these handlers, under these names, in this order."""
+    group = typer.Typer(no_args_is_help=True)
+    for name, handler in commands.items():
+        group.command(name)(handler)
+    return group
+
+
+# Every command is registered here, by name, so this is the one list of what elastix does.
+app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
+                      "list": workload.list_, "status": workload.status,
+                      "delete": workload.delete}),
+              name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
-    logs.logs_command
+    logs.logs
 )
-app.add_typer(chaos.app, name="chaos", help="Inject failures and measure the recovery.")
+app.add_typer(_group({"kill-worker": chaos.kill_worker, "run": chaos.run}),
+              name="chaos", help="Inject failures and measure the recovery.")
 app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
 
@@ -48,11 +61,11 @@ def version() -> None:
 
 
 def _print_error(err: ElastixError) -> None:
-    from rich.console import Console
+    from elastix.views.console import console as make_console
 
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    console = make_console(stderr=True, soft_wrap=True)
     console.print(f"[bold red]error:[/] {err.message}", markup=True)
-    if isinstance(err, SpecError) and len(err.problems) > 1:
+    if isinstance(err, ProblemsError) and len(err.problems) > 1:
         for line in err.lines():
             console.print(f"  - {line}", markup=False)
     if err.hint:

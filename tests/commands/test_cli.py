@@ -135,3 +135,29 @@ def test_dry_run_makes_no_network_access(monkeypatch, capsys):
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     assert main([*DEMO, "--cluster", "c", "--project", "p", "--location", "us-central1"]) == 0
     assert "kind: JobSet" in capsys.readouterr().out
+
+
+CREATE_FLAGS = {
+    "--backend", "--cluster", "--colocated-python-sidecar-image", "--command", "--context",
+    "--custom-proxy-arg", "--custom-rm-arg", "--custom-worker-arg", "--device-type",
+    "--docker-image", "--dry-run", "--elastic-slices", "--env", "--env-file", "--events-path",
+    "--head-cpu", "--head-memory", "--head-node-pool", "--headless", "--kubeconfig", "--label",
+    "--location", "--max-restarts", "--max-slice-restarts", "--namespace", "--no-pathways-persistence",
+    "--num-slices", "--output", "--output-file", "--pathways-gcs-location", "--pathways-persistence",
+    "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
+    "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image", "--spec",
+    "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--zone", "-n", "-o",
+}
+
+
+def test_create_accepts_exactly_these_flags():
+    """The spec-derived options keep every spelling (a renamed field must not rename a flag)."""
+    import typer.main
+
+    from elastix.main import app
+
+    create = typer.main.get_command(app).commands["workload"].commands["create"]
+    flags = {o for p in create.params if p.param_type_name == "option"
+             for o in (*p.opts, *p.secondary_opts)}
+    assert flags == CREATE_FLAGS
+    assert [p.name for p in create.params if p.param_type_name == "argument"] == ["name"]

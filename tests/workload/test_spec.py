@@ -3,7 +3,7 @@
 import pytest
 
 from elastix.errors import SpecError, UsageError
-from elastix.workload.spec import build_spec, load_env_file, load_spec_file, parse_env_flags
+from elastix.workload.spec import build_spec, load_env_file, load_spec_file, parse_kv
 
 BASE = {"name": "demo", "tpu_type": "v5litepod-16", "docker_image": "img:1",
         "command": "python3 train.py"}
@@ -144,9 +144,9 @@ def test_env_file_and_flags(tmp_path):
     f = tmp_path / ".env"
     f.write_text("# comment\nexport A=1\nB='two words'\nC=x=y\n\n")
     assert load_env_file(f) == {"A": "1", "B": "two words", "C": "x=y"}
-    assert parse_env_flags(["X=1=2", "EMPTY="]) == {"X": "1=2", "EMPTY": ""}
+    assert parse_kv(["X=1=2", "EMPTY="], "--env") == {"X": "1=2", "EMPTY": ""}
     with pytest.raises(UsageError):
-        parse_env_flags(["NOEQUALS"])
+        parse_kv(["NOEQUALS"], "--env")
     f.write_text("garbage line\n")
     with pytest.raises(UsageError) as e:
         load_env_file(f)

@@ -14,6 +14,8 @@ import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
+from elastix.backends import Target
+
 
 def utcnow() -> dt.datetime:
     """The current time, timezone-aware UTC."""
@@ -152,6 +154,26 @@ class Backend(abc.ABC):
     """Runs rendered JobSet manifests. Implementations: ``gke``, ``local``."""
 
     name: str = "abstract"
+
+    namespace: str = "default"  # Kubernetes backends: the namespace their workloads live in
+
+    @classmethod
+    def from_target(cls, target: Target) -> Backend:
+        """Build the backend for the target the command's options describe."""
+        raise NotImplementedError
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Spec fields this backend fills in when neither flags nor the spec file give them.
+
+        Applied to workloads that are not headless. A class method: ``workload create`` needs
+        them before the spec (and so before the backend) exists.
+        """
+        return {}
+
+    def where(self) -> str:
+        """Where this backend's workloads live, as in ``no gke workloads in namespace x``."""
+        return f"namespace {self.namespace}"
 
     @abc.abstractmethod
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,

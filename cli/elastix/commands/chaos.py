@@ -1,84 +1,114 @@
-"""`elastix chaos` commands."""
+"""`elastix chaos` commands: kill-worker and run (registered in main)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from elastix.commands import common
-
-app = typer.Typer(no_args_is_help=True)
-
-
-def kill_worker(t: common.Target, name: str, *, slice_: int | None, host: int | None,
-                seed: int | None, dry_run: bool, output: str = "text"):
-    """Kill one worker pod with no grace (SIGKILL) and print what was killed, when (UTC, ms)."""
-    import json
-
-    from elastix.errors import UsageError
-    from elastix.views import status as display
-
-    if output not in ("text", "json"):
-        raise UsageError(f"--output {output!r} is not text or json", hint="use -o text or -o json")
-    if host is not None and slice_ is None:
-        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
-    rec = common.get_backend(t).kill_worker(name, slice=slice_, host=host, seed=seed,
-                                            dry_run=dry_run)
-    typer.echo(json.dumps(display.kill_json(rec)) if output == "json" else display.kill_line(rec))
-    return rec
+from elastix.backends import Target, get_backend
+from elastix.commands.options import GoodputWindow, WorkloadName, check_output, parse_duration, with_target
+from elastix.errors import BackendError, UsageError
 
 
-@app.command("kill-worker")
-def kill_worker_command(
-    name: str = typer.Argument(..., help="Workload name."),
-    slice_: int = typer.Option(None, "--slice", help="Kill a worker of this slice [random]."),
-    host: int = typer.Option(None, "--host", help="Kill this host of --slice [random]."),
-    seed: int = typer.Option(None, "--seed", help="Seed of the random choice (reproducible)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show which pod would be killed."),
-    output: str = typer.Option("text", "--output", "-o", help="text or json."),
-    measure: bool = typer.Option(False, "--measure", help="Wait for the recovery and report "
-                                 "its timeline, downtime and steps lost."),
-    timeout: str = typer.Option("10m", "--timeout", help="--measure: give up after this."),
-    plot: str = typer.Option(None, "--plot", help="--measure: draw the timeline to FILE.png."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+@with_target
+def kill_worker(
+    target: Target,
+    name: WorkloadName,
+    slice_: Annotated[int | None, typer.Option(
+        "--slice", help="Kill a worker of this slice [random].")] = None,
+    host: Annotated[int | None, typer.Option(
+        "--host", help="Kill this host of --slice [random].")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Seed of the random choice (reproducible).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show which pod would be killed.")] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    measure: Annotated[bool, typer.Option(
+        "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
+                          "lost.")] = False,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", help="--measure: give up after this.")] = "10m",
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="--measure: draw the timeline to FILE.png.")] = None,
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
-    t = common.target(backend, context, kubeconfig, namespace, cluster, project, location, state_dir)
-    if measure or plot:
-        from elastix.views.measurement import measured_kill
+    import json
 
-        measured_kill(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run,
-                      output=output, timeout=timeout, plot=plot)
+    from elastix.views.status import kill_json, kill_line
+
+    measuring = measure or bool(plot)
+    if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
+        check_output(output, ("text", "json"))
+    if measuring and dry_run:
+        raise UsageError("--measure cannot be combined with --dry-run")
+    if host is not None and slice_ is None:
+        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    if measuring:
+        _measured_kill(target, name, slice_=slice_, host=host, seed=seed, output=output,
+                       timeout=timeout, plot=plot)
         return
-    kill_worker(t, name, slice_=slice_, host=host, seed=seed, dry_run=dry_run, output=output)
+    rec = get_backend(target).kill_worker(name, slice=slice_, host=host, seed=seed,
+                                          dry_run=dry_run)
+    typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
 
 
-@app.command("run")
-def run_command(
-    name: str = typer.Argument(..., help="Workload name."),
-    kills: int = typer.Option(3, "--kills", help="How many kills."),
-    interval: str = typer.Option("2m", "--interval", help="Time between kills (90s, 2m, 1h)."),
-    mode: str = typer.Option("random", "--mode", help="random (any worker), host (one chosen "
-                             "host) or slice (every host of one slice)."),
-    seed: int = typer.Option(None, "--seed", help="Seed for choosing victims."),
-    max_downtime: str = typer.Option(None, "--max-downtime",
-                                     help="Fail if a recovery takes longer (e.g. 3m)."),
-    max_steps_lost: int = typer.Option(None, "--max-steps-lost",
-                                       help="Fail if a recovery loses more steps."),
-    timeout: str = typer.Option("10m", "--timeout", help="Give up on a recovery after this."),
-    output: str = typer.Option("table", "--output", "-o", help="table or json."),
-    plot: str = typer.Option(None, "--plot", help="Write goodput over time to FILE.png."),
-    window: float = typer.Option(60.0, "--window", help="Seconds per goodput window (--plot)."),
-    backend: str = common.BackendOpt,
-    context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt,
-    namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt,
-    project: str = common.ProjectOpt,
-    location: str = common.LocationOpt,
-    state_dir: str = common.StateDirOpt,
+def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
+                   seed: int | None, output: str, timeout: str, plot: str | None) -> None:
+    """``kill-worker --measure``: kill, wait for the recovery, print its timeline.
+
+    Raises:
+        BackendError: the workload died or did not recover in time (after printing what was
+            measured).
+    """
+    import json
+
+    from elastix.measure.chaos import DEAD_STATES, measure_kill, read_stream
+    from elastix.views.console import console
+    from elastix.views.measurement import print_kill
+
+    secs = parse_duration(timeout, "--timeout")
+    backend = get_backend(target)
+    m = measure_kill(backend, name,
+                     lambda: [backend.kill_worker(name, slice=slice_, host=host, seed=seed)],
+                     timeout=secs)
+    if plot and m.recovery is not None and m.recovery.phases():
+        from elastix.views.plot import plot_recovery
+
+        plot_recovery(read_stream(backend, name)[0], m.recovery, plot)
+    if output == "json":
+        typer.echo(json.dumps(m.to_json(), indent=2))
+    else:
+        print_kill(console(), m)
+    if m.recovery is None or not m.recovery.complete:
+        why = (f"workload {name} is {m.state_after}" if m.state_after in DEAD_STATES
+               else f"training did not resume within {timeout}")
+        raise BackendError(f"no recovery measured: {why}",
+                           hint=_where_to_look(name))
+
+
+@with_target
+def run(
+    target: Target,
+    name: WorkloadName,
+    kills: Annotated[int, typer.Option("--kills", help="How many kills.")] = 3,
+    interval: Annotated[str, typer.Option(
+        "--interval", help="Time between kills (90s, 2m, 1h).")] = "2m",
+    mode: Annotated[str, typer.Option(
+        "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
+                       "one slice).")] = "random",
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="Seed for choosing victims.")] = None,
+    max_downtime: Annotated[str | None, typer.Option(
+        "--max-downtime", help="Fail if a recovery takes longer (e.g. 3m).")] = None,
+    max_steps_lost: Annotated[int | None, typer.Option(
+        "--max-steps-lost", help="Fail if a recovery loses more steps.")] = None,
+    timeout: Annotated[str, typer.Option(
+        "--timeout", help="Give up on a recovery after this.")] = "10m",
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    plot: Annotated[str | None, typer.Option(
+        "--plot", help="Write goodput over time to FILE.png.")] = None,
+    window: GoodputWindow = 60.0,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
 
@@ -86,38 +116,41 @@ def run_command(
     """
     import json
 
-    from rich.console import Console
-
-    from elastix.errors import BackendError, UsageError
-    from elastix.measure.chaos import parse_duration, run_soak
+    from elastix.measure.chaos import KillMeasurement, run_soak
+    from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
 
-    if output not in ("table", "json"):
-        raise UsageError(f"--output {output!r} is not table or json", hint="use -o table|json")
+    check_output(output, ("table", "json"))
     bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
-    be = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster,
-                                          project, location, state_dir))
-    err = Console(stderr=True, highlight=False)
+    every = parse_duration(interval, "--interval")
+    give_up = parse_duration(timeout, "--timeout")
+    backend = get_backend(target)
+    err = console(stderr=True)
 
-    def progress(i: int, m) -> None:
+    def progress(i: int, m: KillMeasurement) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
 
-    res = run_soak(be, name, kills=kills, interval=parse_duration(interval, "--interval"),
-                   mode=mode, seed=seed, max_downtime=bound, max_steps_lost=max_steps_lost,
-                   timeout=parse_duration(timeout, "--timeout"), on_kill=progress)
+    res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
+                   max_downtime=bound, max_steps_lost=max_steps_lost, timeout=give_up,
+                   on_kill=progress)
     if plot:
         from elastix.measure.chaos import read_stream
         from elastix.views.plot import plot_goodput
 
-        plot_goodput(res.goodput, read_stream(be, name)[0], plot, window_seconds=window)
+        plot_goodput(res.goodput, read_stream(backend, name)[0], plot, window_seconds=window)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
-        print_soak(Console(highlight=False), res)
+        print_soak(console(), res)
     if res.died:
         raise BackendError(f"workload {name} died during the chaos run",
-                           hint=f"see elastix logs {name} and elastix workload status {name}")
+                           hint=_where_to_look(name))
     if res.violations:
         n = len(res.violations)
         raise BackendError(f"{n} recover{'y' if n == 1 else 'ies'} missed a bound",
                            hint="; ".join(res.violations))
+
+
+def _where_to_look(name: str) -> str:
+    """The hint when a workload did not recover: its log and its status."""
+    return f"see elastix logs {name} and elastix workload status {name}"

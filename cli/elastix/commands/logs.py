@@ -2,58 +2,46 @@
 
 from __future__ import annotations
 
-import re
+from typing import Annotated
 
 import typer
 
-from elastix.commands import common
-
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-
-
-def parse_duration(text: str) -> int:
-    """``90s``, ``5m``, ``1h30m``, ``2d`` or plain seconds -> seconds."""
-    from elastix.errors import UsageError
-
-    m = _DURATION.match(text.strip()) if not text.strip().isdigit() else None
-    if text.strip().isdigit():
-        return int(text)
-    if not m or not any(m.groups()):
-        raise UsageError(f"--since {text!r} is not a duration", hint="e.g. --since 30s, 5m, 1h30m")
-    d, h, mi, s = (int(x or 0) for x in m.groups())
-    return ((d * 24 + h) * 60 + mi) * 60 + s
+from elastix.backends import Target, get_backend
+from elastix.commands.options import WorkloadName, parse_duration, with_target
+from elastix.errors import UsageError
 
 
-def logs_command(
-    name: str = typer.Argument(..., help="Workload name."),
-    follow: bool = typer.Option(False, "--follow", "-f",
-                                help="Keep streaming, across head pod restarts, until Ctrl-C."),
-    container: str = typer.Option(None, "--container", "-c",
-                                  help="Container: the main one by default; pathways-proxy or "
-                                       "pathways-rm on the head."),
-    slice_: int = typer.Option(None, "--slice", help="A worker of this slice instead of the head."),
-    host: int = typer.Option(None, "--host", help="Host (pod index) within --slice [0]."),
-    since: str = typer.Option(None, "--since", help="Only lines newer than this (30s, 5m, 1h)."),
-    tail: int = typer.Option(None, "--tail", help="Only the last N lines to start with."),
-    backend: str = common.BackendOpt, context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt, namespace: str = common.NamespaceOpt,
-    cluster: str = common.ClusterOpt, project: str = common.ProjectOpt,
-    location: str = common.LocationOpt, state_dir: str = common.StateDirOpt,
+@with_target
+def logs(
+    target: Target,
+    name: WorkloadName,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep streaming, across head pod restarts, until Ctrl-C.")] = False,
+    container: Annotated[str | None, typer.Option(
+        "--container", "-c", help="Container: the main one by default; pathways-proxy or "
+                                  "pathways-rm on the head.")] = None,
+    slice_: Annotated[int | None, typer.Option(
+        "--slice", help="A worker of this slice instead of the head.")] = None,
+    host: Annotated[int | None, typer.Option(
+        "--host", help="Host (pod index) within --slice [0].")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Only lines newer than this (30s, 5m, 1h).")] = None,
+    tail: Annotated[int | None, typer.Option(
+        "--tail", help="Only the last N lines to start with.")] = None,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
+    import math
     import sys
 
     from elastix.backends.base import LogOptions
-    from elastix.errors import UsageError
 
     if tail is not None and tail < 0:
         raise UsageError("--tail must be 0 or more")
+    since_seconds = math.ceil(parse_duration(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
-                      since_seconds=parse_duration(since) if since else None, tail_lines=tail)
-    b = common.get_backend(common.target(backend, context, kubeconfig, namespace, cluster, project,
-                                         location, state_dir))
+                      since_seconds=since_seconds, tail_lines=tail)
     out, err = sys.stdout, sys.stderr
-    for event in b.logs(name, opts):
+    for event in get_backend(target).logs(name, opts):
         if event.notice:
             err.write(f"elastix: {event.text}\n")
             err.flush()

@@ -1,145 +1,138 @@
-"""`elastix workload` commands: create (here), list/status/delete (workload_ops), goodput."""
+"""`elastix workload` commands: create, list, status, delete and goodput (registered in main)."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from elastix.commands import common
+from elastix.backends import Target, backend_class, choose_backend, get_backend
+from elastix.commands.options import GoodputWindow, WorkloadName, check_output, replace_params, with_target
+from elastix.errors import UsageError
+from elastix.workload.spec import (
+    FIELDS,
+    KINDS,
+    build_spec,
+    load_env_file,
+    load_spec_file,
+    parse_kv,
+)
 
-app = typer.Typer(no_args_is_help=True)
+if TYPE_CHECKING:
+    from elastix.workload.spec import WorkloadSpec
 
-LOCAL_IMAGE = "elastix-trainer:local"
-# The local backend's default job: the tiny trainer with checkpoints and snapshots in the
-# workload's own state directory, slow enough per step to watch a recovery.
-LOCAL_COMMAND = ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 --checkpoint-dir "
-                 "\"$ELASTIX_WORKLOAD_DIR/checkpoints\" --checkpoint-period 20 --snapshot-period 5")
+TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
+Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
+Interval = Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")]
+
+_CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
+              "map": list[str] | None, "str": str | None}
 
 
-def _kv_list(items: list[str] | None, flag: str) -> dict[str, str] | None:
-    from elastix.errors import UsageError
+def _spec_parameters() -> list[inspect.Parameter]:
+    """One ``workload create`` option per spec field that declares one (``flags`` metadata).
 
-    if not items:
-        return None
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} key=value")
-        k, v = item.split("=", 1)
-        out[k] = v
+    Like ``elastix_trainer.config.build_parser``: the spec's fields are the source, so a new
+    field needs no edit here. Every default is None: only given flags override the spec file.
+    """
+    out = []
+    for name, field in FIELDS.items():
+        meta = field.metadata
+        if not meta.get("flags"):
+            continue
+        opt = typer.Option(*meta["flags"], help=meta["help"])
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Annotated[_CLI_TYPES[KINDS[name]], opt]))
     return out
 
 
-@app.command("create")
+def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Put the spec-field options where ``fn`` has ``flags``, and pass them as that dict.
+
+    ``env_file`` is listed right after ``--env``, where it belongs.
+    """
+    own = inspect.signature(fn, eval_str=True).parameters
+    options = _spec_parameters()
+    fields = [p.name for p in options]
+    params: list[inspect.Parameter] = []
+    for p in own.values():
+        if p.name == "flags":
+            for q in options:
+                params.append(q)
+                if q.name == "env":
+                    params.append(own["env_file"])
+        elif p.name != "env_file":
+            params.append(p)
+
+    def call(kwargs: dict[str, Any]) -> Any:
+        return fn(flags={f: kwargs.pop(f) for f in fields}, **kwargs)
+
+    return replace_params(fn, params, call)
+
+
+@with_target(namespace=None)
+@with_spec_options
 def create(
-    name: str = typer.Argument(None, help="Workload name (a DNS label, at most 40 characters)."),
-    spec_file: Path = typer.Option(None, "--spec", help="YAML spec file; flags override it."),
-    tpu_type: str = typer.Option(None, "--tpu-type", "--device-type",
-                                 help="TPU type per slice, e.g. v5litepod-16 or v5litepod-4x4."),
-    num_slices: int = typer.Option(None, "--num-slices", help="Number of TPU slices [1]."),
-    elastic_slices: int = typer.Option(None, "--elastic-slices",
-                                       help="Slices that may fail and recover in-process [0]."),
-    max_slice_restarts: int = typer.Option(None, "--max-slice-restarts",
-                                           help="Recreations allowed per slice [10 if elastic]."),
-    max_restarts: int = typer.Option(None, "--max-restarts",
-                                     help="Whole-JobSet restarts allowed (last resort) [0]."),
-    docker_image: str = typer.Option(None, "--docker-image", help="Trainer image (head pod)."),
-    command: str = typer.Option(None, "--command", help="Trainer command, run by bash -c."),
-    env: list[str] = typer.Option(None, "--env", help="KEY=VALUE for the trainer; repeatable."),
-    env_file: Path = typer.Option(None, "--env-file", help="File of KEY=VALUE lines."),
-    priority: str = typer.Option(None, "--priority", help="priorityClassName of the workers."),
-    queue: str = typer.Option(None, "--queue", help="Kueue LocalQueue name."),
-    proxy_image: str = typer.Option(None, "--proxy-server-image", help="Pathways proxy image."),
-    server_image: str = typer.Option(None, "--server-image", help="Pathways server image."),
-    gcs_scratch: str = typer.Option(None, "--pathways-gcs-location",
-                                    help="Pathways scratch location, gs://..."),
-    persistence: bool = typer.Option(None, "--pathways-persistence/--no-pathways-persistence",
-                                     help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints)."),
-    head_cpu: str = typer.Option(None, "--head-cpu"),
-    head_memory: str = typer.Option(None, "--head-memory"),
-    proxy_cpu: str = typer.Option(None, "--proxy-cpu"),
-    proxy_memory: str = typer.Option(None, "--proxy-memory"),
-    rm_cpu: str = typer.Option(None, "--rm-cpu"),
-    rm_memory: str = typer.Option(None, "--rm-memory"),
-    head_node_pool: str = typer.Option(None, "--head-node-pool", help="Node pool of the head."),
-    grace: int = typer.Option(None, "--termination-grace-period", help="Worker grace, seconds."),
-    colocated: str = typer.Option(None, "--colocated-python-sidecar-image"),
-    headless: bool = typer.Option(None, "--headless", help="No main container."),
-    proxy_args: list[str] = typer.Option(None, "--custom-proxy-arg", help="Repeatable."),
-    rm_args: list[str] = typer.Option(None, "--custom-rm-arg", help="Repeatable."),
-    worker_args: list[str] = typer.Option(None, "--custom-worker-arg", help="Repeatable."),
-    label: list[str] = typer.Option(None, "--label", help="KEY=VALUE label; repeatable."),
-    events_path: str = typer.Option(None, "--events-path",
-                                    help="gs:// URI for the trainer's events (read by chaos "
-                                         "--measure and goodput)."),
-    template: Path = typer.Option(None, "--template", help="Your own Jinja2 JobSet template."),
-    client_dry_run: bool = typer.Option(False, "--dry-run",
-                                        help="Print the manifest; no network. --dry-run=server "
-                                             "asks the API server to validate it instead."),
-    server_dry_run: bool = typer.Option(False, "--server-dry-run", hidden=True),
-    output: str = typer.Option("yaml", "--output", "-o", help="yaml or json (with --dry-run)."),
-    output_file: Path = typer.Option(None, "--output-file", help="Write the manifest here."),
-    replace: bool = typer.Option(False, "--replace", help="Replace a workload of the same name."),
-    backend: str = common.BackendOpt,
-    context: str = common.ContextOpt,
-    kubeconfig: str = common.KubeconfigOpt,
-    namespace: str = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace."),
-    cluster: str = common.ClusterOpt,
-    project: str = common.ProjectOpt,
-    location: str = common.LocationOpt,
-    state_dir: str = common.StateDirOpt,
+    target: Target,
+    name: Annotated[str | None, typer.Argument(
+        help="Workload name (a DNS label, at most 40 characters).")] = None,
+    spec_file: Annotated[Path | None, typer.Option(
+        "--spec", help="YAML spec file; flags override it.")] = None,
+    flags: dict[str, Any] | None = None,
+    env_file: Annotated[Path | None, typer.Option(
+        "--env-file", help="File of KEY=VALUE lines.")] = None,
+    template: Annotated[Path | None, typer.Option(
+        "--template", help="Your own Jinja2 JobSet template.")] = None,
+    client_dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API "
+                          "server to validate it instead.")] = False,
+    server_dry_run: Annotated[bool, typer.Option("--server-dry-run", hidden=True)] = False,
+    output: Annotated[str, typer.Option(
+        "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
+    output_file: Annotated[Path | None, typer.Option(
+        "--output-file", help="Write the manifest here.")] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Replace a workload of the same name.")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
-    from elastix.errors import UsageError
-    from elastix.workload import render as R
-    from elastix.workload import spec as S
+    from elastix.workload.render import dump, render
 
+    flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
-    if output not in ("yaml", "json"):
-        raise UsageError(f"--output {output!r} is not yaml or json", hint="use -o yaml or -o json")
-    target = common.target(backend, context, kubeconfig, namespace or "default", cluster,
-                           project, location, state_dir)
-    kind = common.choose_backend(target) if dry_run != "client" else None
-    envs: dict[str, str] = {}
-    if env_file:
-        envs.update(S.load_env_file(env_file))
-    envs.update(S.parse_env_flags(env or []))
-    flags: dict[str, Any] = {
-        "name": name, "cluster": cluster, "project": project, "location": location,
-        "namespace": namespace, "tpu_type": tpu_type, "num_slices": num_slices,
-        "elastic_slices": elastic_slices, "max_slice_restarts": max_slice_restarts,
-        "max_restarts": max_restarts, "docker_image": docker_image, "command": command,
-        "env": envs or None, "priority": priority, "queue": queue, "proxy_image": proxy_image,
-        "server_image": server_image, "gcs_scratch": gcs_scratch,
-        "pathways_persistence": persistence, "head_cpu": head_cpu, "head_memory": head_memory,
-        "proxy_cpu": proxy_cpu, "proxy_memory": proxy_memory, "rm_cpu": rm_cpu,
-        "rm_memory": rm_memory, "head_node_pool": head_node_pool,
-        "termination_grace_period": grace, "colocated_python_image": colocated,
-        "headless": headless, "proxy_args": proxy_args or None, "rm_args": rm_args or None,
-        "worker_args": worker_args or None, "labels": _kv_list(label, "--label"),
-        "events_path": events_path,
-    }
-    file_values = S.load_spec_file(spec_file) if spec_file else None
-    if kind == "local" and not docker_image and not (file_values or {}).get("docker_image") \
-            and not headless:
-        flags["docker_image"] = LOCAL_IMAGE  # the local backend runs the command, not the image
-    if kind == "local" and command is None and not (file_values or {}).get("command") \
-            and not headless:
-        flags["command"] = LOCAL_COMMAND
-    spec = S.build_spec(file_values, flags)
-    manifest = R.render(spec, template)
+    check_output(output, ("yaml", "json"))
+    kind = choose_backend(target) if dry_run != "client" else None
+    env_from_file = load_env_file(env_file) if env_file else {}
+    for key, field_kind in KINDS.items():
+        if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
+            meta = FIELDS[key].metadata
+            flags[key] = parse_kv(flags[key] or [], meta["flags"][0], meta["kv"])
+        if key == "env":
+            flags[key] = {**env_from_file, **flags[key]}  # --env wins over --env-file
+        if field_kind in ("map", "list") and key in flags:
+            flags[key] = flags[key] or None  # an empty option leaves the spec file's value
+    flags.update(name=name, cluster=target.cluster, project=target.project,
+                 location=target.location, namespace=target.namespace)
+    file_values = load_spec_file(spec_file) if spec_file else {}
+    headless = flags["headless"]
+    if kind and not (headless if headless is not None else file_values.get("headless")):
+        for field, value in backend_class(kind).defaults().items():
+            if flags.get(field) is None and not file_values.get(field):
+                flags[field] = value
+    spec = build_spec(file_values, flags)
+    manifest = render(spec, template)
     if dry_run == "client":
-        _emit(R.dump(manifest, output), output_file)
+        _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file)
 
 
 def _emit(text: str, output_file: Path | None) -> None:
-    from elastix.errors import UsageError
-
     if output_file is None:
         typer.echo(text, nl=False)
         return
@@ -150,25 +143,175 @@ def _emit(text: str, output_file: Path | None) -> None:
                          hint="check the path given to --output-file") from None
 
 
-def _submit(target: common.Target, kind: str | None, spec: Any, manifest: dict[str, Any], *,
+def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
-    from rich.console import Console
+    from elastix.views.console import console as make_console
+    from elastix.workload.render import dump
 
-    from elastix.workload import render as R
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     if kind == "local" and not target.backend:
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
-    target.namespace = spec.namespace
-    backend = common.get_backend(target)
+    backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
     name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None)
     if server_dry_run:
         console.print(f"[green]server dry run passed[/] for workload {name}")
         if output_file:
-            _emit(R.dump(manifest, output), output_file)
+            _emit(dump(manifest, output), output_file)
         return
     if output_file:
-        _emit(R.dump(manifest, output), output_file)
+        _emit(dump(manifest, output), output_file)
     console.print(f"[green]created[/] workload [bold]{name}[/] on {backend.name} "
                   f"({spec.num_slices} x {spec.tpu.name}, elastic slices {spec.elastic_slices})")
     console.print(f"  elastix workload status {name}    elastix logs {name} -f")
+
+
+def _watch(render: Callable[[], Any], interval: float) -> None:
+    """Redraw ``render()`` every ``interval`` seconds until Ctrl-C (exit 130 by the entry point).
+
+    On a terminal the frame is redrawn in place; piped, each frame is printed after the last.
+    """
+    import time
+
+    from rich.live import Live
+
+    from elastix.views.console import console as make_console
+
+    console = make_console()
+    if not console.is_terminal:
+        while True:
+            console.print(render())
+            console.print()
+            console.file.flush()
+            time.sleep(interval)  # a refresh period, not synchronisation
+    with Live(render(), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            live.update(render(), refresh=True)
+
+
+@with_target
+def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
+          interval: Interval = 2.0) -> None:
+    """List workloads: state, slices ready, pods, restarts, head, age."""
+    from elastix.views.console import console
+    from elastix.views.status import workloads_table
+
+    check_output(output, ("table", "json"))
+    backend = get_backend(target)
+    if output == "json":
+        typer.echo(json.dumps([s.to_json() for s in backend.list()], indent=2))
+        return
+
+    def render() -> Any:
+        items = backend.list()
+        if not items:
+            from rich.text import Text
+
+            return Text(f"no {backend.name} workloads in {backend.where()}")
+        return workloads_table(items)
+
+    if watch:
+        _watch(render, interval)
+    console().print(render())
+
+
+@with_target
+def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
+           watch: Watch = False, interval: Interval = 2.0) -> None:
+    """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
+    from elastix.views.console import console
+    from elastix.views.status import status_renderable
+
+    check_output(output, ("table", "json"))
+    backend = get_backend(target)
+    if output == "json":
+        typer.echo(json.dumps(backend.status(name).to_json(), indent=2))
+        return
+    if watch:
+        _watch(lambda: status_renderable(backend.status(name)), interval)
+    console().print(status_renderable(backend.status(name)))
+
+
+@with_target
+def delete(
+    target: Target,
+    name: WorkloadName,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Return only once every pod is gone.")] = False,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds to wait with --wait.")] = 300.0,
+) -> None:
+    """Delete a workload (its JobSet, Jobs and pods)."""
+    from elastix.views.console import console
+
+    get_backend(target).delete(name, wait=wait, timeout=timeout)
+    gone = "deleted; every pod is gone" if wait else "deletion requested"
+    console(stderr=True).print(f"workload [bold]{name}[/]: {gone}")
+
+
+@with_target
+def goodput(
+    target: Target,
+    name: Annotated[str | None, typer.Argument(
+        help="Workload name (not needed with --events/--log).")] = None,
+    events_file: Annotated[Path | None, typer.Option(
+        "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
+    log_file: Annotated[Path | None, typer.Option(
+        "--log", help="Read this head log instead.")] = None,
+    output: TableOrJson = "table",
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Write goodput over time to FILE.png.")] = None,
+    window: GoodputWindow = 60.0,
+) -> None:
+    """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
+    from elastix.measure.goodput import goodput as measure_goodput
+    from elastix.views.console import console
+    from elastix.views.measurement import print_goodput
+
+    check_output(output, ("table", "json"))
+    if window <= 0:
+        raise UsageError("--window must be > 0 seconds")
+    events, source = _load(name, events_file, log_file, target)
+    if not events:
+        raise UsageError(f"no trainer events found ({source})",
+                         hint="has the trainer started? see docs/events.md")
+    rep = measure_goodput(events)
+    if plot:
+        from elastix.views.plot import plot_goodput
+
+        plot_goodput(rep, events, str(plot), window_seconds=window)
+    if output == "json":
+        d = rep.to_json()
+        d["source"] = source
+        d["series"] = [{"seconds": x, "window_goodput": w, "cumulative_goodput": c}
+                       for x, w, c in rep.series(window)]
+        typer.echo(json.dumps(d, indent=2))
+        return
+    out = console()
+    print_goodput(out, rep, source)
+    if plot:
+        out.print(f"wrote {plot}")
+
+
+def _load(name: str | None, events_file: Path | None, log_file: Path | None,
+          target: Target) -> tuple[list[Any], str]:
+    from elastix.measure.events import events_from_jsonl, events_from_log
+
+    if events_file and log_file:
+        raise UsageError("give --events or --log, not both")
+    path = events_file or log_file
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+        if events_file:
+            return events_from_jsonl(text), f"events {path}"
+        return events_from_log(text.splitlines()), f"log {path}"
+    if not name:
+        raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
+                         "(or --events FILE / --log FILE)")
+    from elastix.measure.chaos import read_stream
+
+    return read_stream(get_backend(target), name)

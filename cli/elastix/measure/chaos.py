@@ -212,23 +212,3 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     events, _ = read_stream(backend, name)
     report = goodput(events, kills=[ms_of(m.kills[0].time) for m in out])
     return SoakResult(out, report, violations, died)
-
-
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str, flag: str) -> float:
-    """``90``, ``90s``, ``2m``, ``1.5h`` to seconds.
-
-    Raises:
-        UsageError: anything else, or a negative duration.
-    """
-    t = str(text).strip().lower()
-    unit = t[-1] if t and t[-1] in "smh" else ""
-    try:
-        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise UsageError(f"{flag} {text!r} is not a duration", hint="e.g. 90s, 2m or 1h")
-    return value

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from elastix.errors import UsageError
@@ -52,6 +54,20 @@ def _save(fig: Any, path: str) -> None:
         raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
 
 
+@contextlib.contextmanager
+def _figure(path: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """``plt.subplots(*args, **kwargs)``'s axes to draw on; then laid out, saved to ``path``
+    and closed (closed also when drawing fails: pyplot keeps every open figure alive)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(*args, **kwargs)
+    try:
+        yield axes
+        fig.tight_layout()
+        _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
 def _secs(x: float) -> str:
     return f"{x:.2f} s" if x < 1 else f"{x:.1f} s"
 
@@ -75,12 +91,10 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
     phases = rec.phases()
     if not phases:
         raise UsageError(f"recovery {rec.index} has no measured phase to plot")
-    plt = _pyplot()
     origin = rec.kill if rec.kill is not None else phases[0][1]
     end = phases[-1][2]
     margin = int(margin_seconds * 1000)
-    fig, ax = plt.subplots(figsize=(10, 3.6))
-    try:
+    with _figure(path, figsize=(10, 3.6)) as ax:
         for name, a, b in phases:
             ax.barh(0, (b - a) / 1000, left=(a - origin) / 1000, height=0.5,
                     color=COLORS[name], label=f"{name} {_secs((b - a) / 1000)}")
@@ -102,10 +116,6 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
         ax.set_xlim((max(origin - margin, ts[0] if ts else origin) - origin) / 1000,
                     (end + margin - origin) / 1000)
         ax.legend(loc="upper left", fontsize=8, ncol=3, frameon=False)
-        fig.tight_layout()
-        _save(fig, path)
-    finally:
-        plt.close(fig)
     return [n for n, _, _ in phases]
 
 
@@ -118,11 +128,9 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
     """
     if report.end <= report.start:
         raise UsageError("no events to plot", hint="has the trainer started?")
-    plt = _pyplot()
-    fig, (ax, axg) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True,
-                                  gridspec_kw={"height_ratios": [1, 1.3]})
     drawn: list[str] = []
-    try:
+    with _figure(path, 2, 1, figsize=(11, 5.5), sharex=True,
+                 gridspec_kw={"height_ratios": [1, 1.3]}) as (ax, axg):
         for cause, a, b in report.segments:
             ax.barh(0, (b - a) / 1000, left=(a - report.start) / 1000, height=0.6,
                     color=COLORS[cause], label=None if cause in drawn else cause)
@@ -155,8 +163,4 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
         axg.set_ylabel("goodput")
         axg.set_xlabel("seconds since the run started")
         axg.legend(loc="lower right", fontsize=8, frameon=False)
-        fig.tight_layout()
-        _save(fig, path)
-    finally:
-        plt.close(fig)
     return drawn

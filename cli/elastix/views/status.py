@@ -13,16 +13,6 @@ STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
                "Suspended": "dim", "Failed": "red", "Ready": "green"}
 
 
-def console(stderr: bool = False) -> Any:
-    """A Rich console; wide when not a terminal so that piped tables do not wrap at 80."""
-    from rich.console import Console
-
-    c = Console(stderr=stderr, highlight=False)
-    if not c.is_terminal:
-        c = Console(stderr=stderr, highlight=False, width=max(c.width, 160))
-    return c
-
-
 def age(seconds: float | None) -> str:
     """``42s``, ``5m3s``, ``2h4m``, ``3d2h`` (like kubectl)."""
     if seconds is None:

@@ -203,32 +203,3 @@ def _show(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return type(value).__name__
     return f"{type(value).__name__} {value!r}"
-
-
-def closed_jsonschema() -> dict[str, Any]:
-    """The same rules as a JSON Schema (for cross-checking with the ``jsonschema`` package).
-
-    Objects with ``properties`` get ``additionalProperties: false``; int-or-string becomes an
-    ``anyOf``. Formats and list uniqueness are not expressed here.
-    """
-    import copy
-
-    def close(s: Any) -> Any:
-        if isinstance(s, dict):
-            s = {k: ({pk: close(pv) for pk, pv in v.items()} if k == "properties"
-                     else v if k in ("enum", "required", "default") else close(v))
-                 for k, v in s.items()}
-            if s.get("x-kubernetes-int-or-string"):
-                s.pop("anyOf", None)
-                pattern = s.pop("pattern", None)
-                s["anyOf"] = [{"type": "integer"},
-                              {"type": "string", **({"pattern": pattern} if pattern else {})}]
-            if "properties" in s and "additionalProperties" not in s and not s.get(
-                    "x-kubernetes-preserve-unknown-fields"):
-                s["additionalProperties"] = False
-            return s
-        if isinstance(s, list):
-            return [close(v) for v in s]
-        return s
-
-    return close(copy.deepcopy(schema()))

@@ -1,38 +1,58 @@
 """WorkloadSpec: the one validated model of a workload.
 
 Built from a spec file (YAML, ``--spec``) and flags (flags win). Validation happens here and only
-here; it collects every problem before raising one :class:`SpecError`, each with its field and a
-fix. Everything downstream (rendering, backends) trusts a validated spec.
+here (the rules are in :mod:`elastix.workload.validate`); it collects every problem before raising
+one :class:`SpecError`, each with its field and a fix. Everything downstream (rendering,
+backends) trusts a validated spec.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.errors import SpecError, UsageError
-from elastix.workload.tpu import TpuType, catalogue, unknown_hint
+
+if TYPE_CHECKING:
+    from elastix.workload.tpu import TpuType
 
 DEFAULT_PROXY_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:latest"
 DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"
 DEFAULT_GCS_SCRATCH = "gs://cloud-pathways-staging/tmp"
 
-_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-MAX_NAME = 40
+
+
+def _flag(*decls: str, help: str | None = None, kv: str | None = None,
+          quantity: bool = False) -> dict[str, Any]:
+    """Field metadata: the field's ``workload create`` option.
+
+    Args:
+        decls: the option's spellings (``--a/--no-a`` for an on/off pair).
+        help: its help text.
+        kv: a mapping field given as repeated KEY=VALUE: the example the error hint shows.
+        quantity: a Kubernetes resource quantity (validated as one).
+    """
+    return {"flags": decls, "help": help, "kv": kv, "quantity": quantity}
+
+
+def _opt(default: Any = None, *decls: str, factory: Any = None, **meta: Any) -> Any:
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=_flag(*decls, **meta))
+    return dataclasses.field(default=default, metadata=_flag(*decls, **meta))
 
 
 @dataclasses.dataclass
 class WorkloadSpec:
-    """A Pathways elastic workload. Field docs double as the spec-file reference."""
+    """A Pathways elastic workload. Field docs double as the spec-file reference.
+
+    A field with ``_opt`` metadata is also a ``workload create`` option; the others come from
+    the NAME argument (``name``) and the target options (cluster, project, location, namespace).
+    """
 
     name: str = ""
     """Workload (JobSet) name: a DNS label of at most 40 characters."""
@@ -44,59 +64,77 @@ class WorkloadSpec:
     """Cluster region or zone."""
     namespace: str = "default"
     """Kubernetes namespace."""
-    tpu_type: str = ""
+    tpu_type: str = _opt("", "--tpu-type", "--device-type",
+                         help="TPU type per slice, e.g. v5litepod-16 or v5litepod-4x4.")
     """TPU type per slice, e.g. v5litepod-16 or v5litepod-4x4."""
-    num_slices: int = 1
+    num_slices: int = _opt(1, "--num-slices", help="Number of TPU slices [1].")
     """Number of TPU slices."""
-    elastic_slices: int = 0
+    elastic_slices: int = _opt(0, "--elastic-slices",
+                               help="Slices that may fail and recover in-process [0].")
     """Slices that may be lost and recovered in-process (0 = not elastic)."""
-    max_slice_restarts: int | None = None
+    max_slice_restarts: int | None = _opt(None, "--max-slice-restarts",
+                                          help="Recreations allowed per slice [10 if elastic].")
     """Times each slice may be recreated (worker backoffLimit = this x hosts). Default 10 if elastic."""
-    max_restarts: int = 0
+    max_restarts: int = _opt(0, "--max-restarts",
+                             help="Whole-JobSet restarts allowed (last resort) [0].")
     """Whole-JobSet restarts allowed (failurePolicy.maxRestarts): the last resort."""
-    docker_image: str | None = None
+    docker_image: str | None = _opt(None, "--docker-image", help="Trainer image (head pod).")
     """Image of the head's main container (the trainer)."""
-    command: str | list[str] | None = None
+    command: str | list[str] | None = _opt(None, "--command",
+                                           help="Trainer command, run by bash -c.")
     """The trainer command: a shell string (run by bash -c) or an argv list."""
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    env: dict[str, str] = _opt(None, "--env", factory=dict,
+                               help="KEY=VALUE for the trainer; repeatable.",
+                               kv="NAME=value (use --env NAME= for an empty value)")
     """Environment of the main container."""
-    priority: str | None = None
+    priority: str | None = _opt(None, "--priority", help="priorityClassName of the workers.")
     """priorityClassName of the worker pods (none by default)."""
-    queue: str | None = None
+    queue: str | None = _opt(None, "--queue", help="Kueue LocalQueue name.")
     """Kueue LocalQueue name (label kueue.x-k8s.io/queue-name); none by default."""
-    proxy_image: str = DEFAULT_PROXY_IMAGE
+    proxy_image: str = _opt(DEFAULT_PROXY_IMAGE, "--proxy-server-image",
+                            help="Pathways proxy image.")
     """Pathways IFRT proxy image."""
-    server_image: str = DEFAULT_SERVER_IMAGE
+    server_image: str = _opt(DEFAULT_SERVER_IMAGE, "--server-image",
+                             help="Pathways server image.")
     """Pathways server image (resource manager and workers)."""
-    gcs_scratch: str = DEFAULT_GCS_SCRATCH
+    gcs_scratch: str = _opt(DEFAULT_GCS_SCRATCH, "--pathways-gcs-location",
+                            help="Pathways scratch location, gs://...")
     """Pathways GCS scratch location (gs://bucket/path)."""
-    pathways_persistence: bool = False
+    pathways_persistence: bool = _opt(
+        False, "--pathways-persistence/--no-pathways-persistence",
+        help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints).")
     """Set ENABLE_PATHWAYS_PERSISTENCE=1: TPU hosts read/write checkpoints directly."""
-    head_cpu: str = "24"
-    head_memory: str = "100G"
-    proxy_cpu: str = "16"
-    proxy_memory: str = "100G"
-    rm_cpu: str = "8"
-    rm_memory: str = "32G"
-    head_node_pool: str = "cpu-np"
+    head_cpu: str = _opt("24", "--head-cpu", quantity=True)
+    head_memory: str = _opt("100G", "--head-memory", quantity=True)
+    proxy_cpu: str = _opt("16", "--proxy-cpu", quantity=True)
+    proxy_memory: str = _opt("100G", "--proxy-memory", quantity=True)
+    rm_cpu: str = _opt("8", "--rm-cpu", quantity=True)
+    rm_memory: str = _opt("32G", "--rm-memory", quantity=True)
+    head_node_pool: str = _opt("cpu-np", "--head-node-pool", help="Node pool of the head.")
     """Node pool of the head pod."""
-    termination_grace_period: int = 30
+    termination_grace_period: int = _opt(30, "--termination-grace-period",
+                                         help="Worker grace, seconds.")
     """terminationGracePeriodSeconds of the worker pods."""
-    colocated_python_image: str | None = None
+    colocated_python_image: str | None = _opt(None, "--colocated-python-sidecar-image")
     """Image of the colocated-python sidecar on the workers (off by default)."""
-    headless: bool = False
+    headless: bool = _opt(False, "--headless", help="No main container.")
     """No main container: connect to the proxy from outside the cluster."""
-    proxy_args: list[str] = dataclasses.field(default_factory=list)
-    rm_args: list[str] = dataclasses.field(default_factory=list)
-    worker_args: list[str] = dataclasses.field(default_factory=list)
-    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    proxy_args: list[str] = _opt(None, "--custom-proxy-arg", factory=list, help="Repeatable.")
+    rm_args: list[str] = _opt(None, "--custom-rm-arg", factory=list, help="Repeatable.")
+    worker_args: list[str] = _opt(None, "--custom-worker-arg", factory=list, help="Repeatable.")
+    labels: dict[str, str] = _opt(None, "--label", factory=dict,
+                                  help="KEY=VALUE label; repeatable.", kv="key=value")
     """Extra labels on the JobSet and its pods."""
-    events_path: str | None = None
+    events_path: str | None = _opt(
+        None, "--events-path",
+        help="gs:// URI for the trainer's events (read by chaos --measure and goodput).")
     """gs:// URI for the trainer's JSONL events; measurement reads it instead of the head log."""
 
     @property
     def tpu(self) -> TpuType:
         """The resolved TPU type (only valid after :func:`validate`)."""
+        from elastix.workload.tpu import catalogue
+
         return catalogue()[self.tpu_type.strip().lower()]
 
     @property
@@ -119,17 +157,29 @@ class WorkloadSpec:
             return ["bash", "-c", self.command]
         return list(self.command)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 FIELDS = {f.name: f for f in dataclasses.fields(WorkloadSpec)}
-_INT_FIELDS = {"num_slices", "elastic_slices", "max_slice_restarts", "max_restarts",
-               "termination_grace_period"}
-_BOOL_FIELDS = {"pathways_persistence", "headless"}
-_LIST_FIELDS = {"proxy_args", "rm_args", "worker_args"}
-_MAP_FIELDS = {"env", "labels"}
-_QUANTITY_FIELDS = ("head_cpu", "head_memory", "proxy_cpu", "proxy_memory", "rm_cpu", "rm_memory")
+
+
+def _kind(tp: Any) -> str:
+    """``int``, ``bool``, ``list``, ``map`` or ``str``: how a field's values are checked."""
+    union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    args = set(typing.get_args(tp)) - {type(None)} if union else {tp}
+    if args == {bool}:
+        return "bool"
+    if args == {int}:
+        return "int"
+    origin = typing.get_origin(next(iter(args))) if len(args) == 1 else None
+    return {list: "list", dict: "map"}.get(origin, "str")
+
+
+# The field types say how values are checked, so a new field is one edit.
+KINDS = {name: _kind(tp) for name, tp in typing.get_type_hints(WorkloadSpec).items()}
+_INT_FIELDS = {k for k, v in KINDS.items() if v == "int"}
+_BOOL_FIELDS = {k for k, v in KINDS.items() if v == "bool"}
+_LIST_FIELDS = {k for k, v in KINDS.items() if v == "list"}
+_MAP_FIELDS = {k for k, v in KINDS.items() if v == "map"}
+QUANTITY_FIELDS = tuple(k for k, f in FIELDS.items() if f.metadata.get("quantity"))
 
 
 def read_user_text(path: Path, what: str, flag: str, utf8_hint: str) -> str:
@@ -188,13 +238,16 @@ def load_env_file(path: str | Path) -> dict[str, str]:
     return out
 
 
-def parse_env_flags(items: list[str]) -> dict[str, str]:
-    """``--env K=V`` values to a dict. The value may contain ``=``."""
+def parse_kv(items: list[str], flag: str, example: str = "key=value") -> dict[str, str]:
+    """Repeated ``FLAG KEY=VALUE`` values to a dict; a value may contain ``=``.
+
+    Raises:
+        UsageError: an item without ``=``; the hint shows ``FLAG example``.
+    """
     out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"--env {item!r} is not KEY=VALUE",
-                             hint="write --env NAME=value (use --env NAME= for an empty value)")
+            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} {example}")
         k, v = item.split("=", 1)
         out[k] = v
     return out
@@ -230,6 +283,8 @@ def build_spec(file_values: Mapping[str, Any] | None, flag_values: Mapping[str, 
         err = _coerce(spec, key, value)
         if err:
             problems.append((key, err[0], err[1]))
+    from elastix.workload.validate import validate  # the rules need the finished model
+
     problems.extend(validate(spec, skip={p[0] for p in problems}))
     if problems:
         raise SpecError(problems)
@@ -260,7 +315,7 @@ def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:
         if not (isinstance(value, str) or (isinstance(value, list) and value
                                            and all(isinstance(v, str) for v in value))):
             return "must be a string or a non-empty list of strings", None
-    elif key in _QUANTITY_FIELDS:
+    elif key in QUANTITY_FIELDS:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             return f"must be a resource quantity, got {value!r}", "e.g. 8 or 32G"
         value = str(value)
@@ -274,106 +329,3 @@ def _scalar_str(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return "" if v is None else str(v)
-
-
-def _valid_name(name: str) -> str:
-    """The nearest valid workload name to suggest ('' when nothing is left)."""
-    # the hint must itself pass: lowercase, starts with a letter, at most MAX_NAME
-    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).lstrip("0123456789-")
-    return fixed[:MAX_NAME].rstrip("-")
-
-
-def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str, str, str | None]]:
-    """Every problem of a spec as (field, message, hint); empty when valid."""
-    p: list[tuple[str, str, str | None]] = []
-
-    def add(field: str, msg: str, hint: str | None = None) -> None:
-        if field not in skip:
-            p.append((field, msg, hint))
-
-    name = spec.name
-    if not name:
-        add("name", "a workload name is required", "pass NAME, e.g. elastix workload create demo")
-    elif len(name) > MAX_NAME:
-        fixed = _valid_name(name)
-        add("name", f"{name!r} is {len(name)} characters; at most {MAX_NAME} are allowed",
-            f"shorten it, e.g. {fixed!r}" if fixed else "shorten it")
-    elif not _DNS_LABEL.match(name):
-        fixed = _valid_name(name)
-        add("name", f"{name!r} is not a DNS label (lowercase letters, digits and '-', "
-                    "starting with a letter)", f"try {fixed!r}" if fixed else None)
-    if not _DNS_LABEL.match(spec.namespace or "") or len(spec.namespace) > 63:
-        add("namespace", f"{spec.namespace!r} is not a valid namespace name", "e.g. default")
-    if not spec.tpu_type:
-        add("tpu_type", "a TPU type is required", "e.g. --tpu-type v5litepod-16")
-    elif spec.tpu_type.strip().lower() not in catalogue():
-        add("tpu_type", f"unknown TPU type {spec.tpu_type!r}", unknown_hint(spec.tpu_type))
-    if spec.num_slices < 1:
-        add("num_slices", f"must be at least 1, got {spec.num_slices}", "e.g. --num-slices 2")
-    if spec.elastic_slices < 0 or spec.elastic_slices > max(spec.num_slices, 0):
-        add("elastic_slices", f"must be between 0 and --num-slices ({spec.num_slices}), "
-                              f"got {spec.elastic_slices}",
-            f"use --elastic-slices {max(spec.num_slices, 1)} to let every slice recover")
-    if spec.max_slice_restarts is not None:
-        if spec.max_slice_restarts < 0:
-            add("max_slice_restarts", f"must be 0 or more, got {spec.max_slice_restarts}",
-                "e.g. --max-slice-restarts 10")
-        elif spec.max_slice_restarts > 0 and spec.elastic_slices == 0:
-            add("max_slice_restarts", "slice restarts need an elastic workload",
-                "add --elastic-slices N, or drop --max-slice-restarts")
-    if spec.max_restarts < 0:
-        add("max_restarts", f"must be 0 or more, got {spec.max_restarts}", "e.g. --max-restarts 3")
-    if spec.termination_grace_period < 0:
-        add("termination_grace_period", f"must be 0 or more, got {spec.termination_grace_period}")
-    _validate_main(spec, add)
-    for k in spec.env:
-        if not _ENV_NAME.match(k):
-            add("env", f"{k!r} is not a valid environment variable name",
-                "use letters, digits and '_', not starting with a digit")
-    for k, v in spec.labels.items():
-        if not _label_key_ok(k):
-            add("labels", f"{k!r} is not a valid label key", "e.g. team or example.com/team")
-        elif len(v) > 63 or not _LABEL_VALUE.match(v):
-            add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
-                          "[A-Za-z0-9-_.], starting and ending alphanumeric")
-    for f in _QUANTITY_FIELDS:
-        if not _QUANTITY.match(getattr(spec, f)):
-            add(f, f"{getattr(spec, f)!r} is not a resource quantity", "e.g. 8, 500m, 32G or 64Gi")
-    if not spec.gcs_scratch.startswith("gs://") or len(spec.gcs_scratch) <= len("gs://"):
-        add("gcs_scratch", f"{spec.gcs_scratch!r} is not a gs:// location",
-            "e.g. gs://my-bucket/pathways-tmp")
-    if spec.events_path is not None and (not spec.events_path.startswith("gs://")
-                                         or spec.events_path.rstrip("/") == "gs:"
-                                         or spec.events_path.endswith("/")):
-        add("events_path", f"{spec.events_path!r} is not a gs:// object URI",
-            "e.g. gs://my-bucket/runs/demo/events.jsonl (the launcher reads it from GCS)")
-    for f in ("priority", "queue", "head_node_pool"):
-        v = getattr(spec, f)
-        if v is not None and (not _DNS_SUBDOMAIN.match(v) or len(v) > 253):
-            add(f, f"{v!r} is not a valid Kubernetes name", "lowercase letters, digits, '-' and '.'")
-    return p
-
-
-def _validate_main(spec: WorkloadSpec, add: Any) -> None:
-    """Rules for the main container and headless mode."""
-    if spec.headless:
-        if spec.command is not None:
-            add("command", "--headless runs no main container, so it takes no command",
-                "drop --command, or drop --headless")
-        if spec.docker_image is not None:
-            add("docker_image", "--headless runs no main container, so it takes no image",
-                "drop --docker-image, or drop --headless")
-        return
-    if spec.command is None or (isinstance(spec.command, str) and not spec.command.strip()):
-        add("command", "a command is required (or --headless)",
-            "e.g. --command 'elastix-train --preset tiny'")
-    if not spec.docker_image:
-        add("docker_image", "a docker image is required (or --headless)",
-            "e.g. --docker-image us-docker.pkg.dev/PROJECT/REPO/trainer:TAG")
-
-
-def _label_key_ok(key: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return False
-    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))

@@ -86,14 +86,6 @@ def catalogue() -> dict[str, TpuType]:
     return table
 
 
-def canonical_names() -> list[str]:
-    """Canonical names, in catalogue order."""
-    seen: dict[str, None] = {}
-    for t in catalogue().values():
-        seen.setdefault(t.name, None)
-    return list(seen)
-
-
 def closest(name: str, n: int = 3) -> list[str]:
     """Canonical names of the known spellings closest to ``name``."""
     table = catalogue()

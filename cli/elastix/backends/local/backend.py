@@ -72,7 +72,8 @@ class LocalBackend(Backend):
 
     @classmethod
     def from_target(cls, target: Any) -> LocalBackend:
-        return cls(getattr(target, "state_dir", None) or os.environ.get("ELASTIX_STATE_DIR"))
+        # --state-dir declares ELASTIX_STATE_DIR as its envvar: the option already read it
+        return cls(target.state_dir)
 
     # ------------------------------------------------------------------ helpers
     def _dir(self, name: str, must_exist: bool = True) -> Path:
@@ -299,6 +300,22 @@ class LocalBackend(Backend):
             return sorted(files, key=lambda p: int(p.stem.split("-")[1]))
 
         return _follow_files(d, heads, opts)
+
+    # ------------------------------------------------------------------ policy
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """The local job: the tiny trainer, checkpointing into the workload's own state directory,
+        slow enough per step to watch a recovery. The image is only a label here: the local
+        backend runs the command, not the image."""
+        return {
+            "docker_image": "elastix-trainer:local",
+            "command": ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 "
+                        "--checkpoint-dir \"$ELASTIX_WORKLOAD_DIR/checkpoints\" "
+                        "--checkpoint-period 20 --snapshot-period 5"),
+        }
+
+    def where(self) -> str:
+        return str(self.root)
 
 
 def _finished(d: Path) -> bool:

@@ -1,0 +1,131 @@
+"""The options every backend command shares, declared once.
+
+The eight target options (``--backend`` ... ``--state-dir``) are ``Annotated`` aliases;
+:func:`with_target` adds them to a handler that takes ``target: Target`` and passes it the
+``Target`` they describe, so no command spells them out or copies them into a dataclass.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from elastix.backends import Target
+from elastix.errors import UsageError
+
+BackendOpt = Annotated[str | None, typer.Option(
+    "--backend", help="gke or local (default: gke when a cluster is configured, else local).",
+    envvar="ELASTIX_BACKEND")]
+ContextOpt = Annotated[str | None, typer.Option(
+    "--context", help="kubeconfig context (default: current).")]
+KubeconfigOpt = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig file.", envvar="KUBECONFIG")]
+NamespaceOpt = Annotated[str | None, typer.Option(
+    "--namespace", "-n", help="Kubernetes namespace.")]
+ClusterOpt = Annotated[str | None, typer.Option(
+    "--cluster", help="GKE cluster name (looked up with the GKE API).")]
+ProjectOpt = Annotated[str | None, typer.Option(
+    "--project", help="Google Cloud project of the cluster.")]
+LocationOpt = Annotated[str | None, typer.Option(
+    "--location", "--zone", help="Cluster location (region or zone).")]
+StateDirOpt = Annotated[str | None, typer.Option(
+    "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
+
+WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
+GoodputWindow = Annotated[float, typer.Option(
+    "--window", help="Seconds per goodput window (--plot).")]
+
+# (Target field, option, default), in the order --help lists them.
+TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("backend", BackendOpt, None),
+    ("context", ContextOpt, None),
+    ("kubeconfig", KubeconfigOpt, None),
+    ("namespace", NamespaceOpt, "default"),
+    ("cluster", ClusterOpt, None),
+    ("project", ProjectOpt, None),
+    ("location", LocationOpt, None),
+    ("state_dir", StateDirOpt, None),
+)
+
+
+def replace_params(fn: Callable[..., Any], params: list[inspect.Parameter],
+                   call: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A wrapper of ``fn`` whose signature (what Typer reads) is ``params``.
+
+    ``call(kwargs)`` receives the parsed options and calls ``fn``. Typer reads both
+    ``__signature__`` and the annotations, so both are set from ``params``.
+    """
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> Any:
+        return call(kwargs)
+
+    # Typer passes every option by name, so all may be keyword-only (and in any order).
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+def with_target(fn: Callable[..., Any] | None = None, *, namespace: str | None = "default"
+                ) -> Any:
+    """Decorate a handler taking ``target: Target``: it gets the eight target options instead.
+
+    Args:
+        fn: the handler.
+        namespace: the ``--namespace`` default (``workload create`` uses None: a spec file's
+            namespace applies unless the flag is given).
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+               if p.name != "target"]
+        defaults = {"namespace": namespace}
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=opt,
+                                   default=defaults.get(name, default))
+                 for name, opt, default in TARGET_OPTIONS]
+
+        def call(kwargs: dict[str, Any]) -> Any:
+            fields = {name: kwargs.pop(name) for name, _, _ in TARGET_OPTIONS}
+            return fn(target=Target(**fields), **kwargs)
+
+        return replace_params(fn, own + added, call)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_DURATION = re.compile("".join(f"(?:{_NUMBER}{unit})?" for unit in "dhms"))
+_UNIT_SECONDS = (86400, 3600, 60, 1)
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """A duration flag's value in seconds: ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2d``.
+
+    Every duration flag (``--since``, ``--timeout``, ``--interval``, ``--max-downtime``) takes
+    this one grammar: a plain number is seconds; otherwise d, h, m, s parts, in that order.
+
+    Raises:
+        UsageError: anything else.
+    """
+    t = str(text).strip().lower()
+    if re.fullmatch(_NUMBER, t):
+        return float(t)
+    m = _DURATION.fullmatch(t)
+    if not t or not m:
+        raise UsageError(f"{flag} {text!r} is not a duration", hint=f"e.g. {flag} 90s, 5m or 1h30m")
+    return sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
+
+
+def check_output(output: str, choices: tuple[str, ...]) -> None:
+    """Validate ``-o/--output`` (by hand: ``typer.Choice`` words its error differently).
+
+    Raises:
+        UsageError: ``output`` is not one of ``choices``.
+    """
+    if output not in choices:
+        raise UsageError(f"--output {output!r} is not {' or '.join(choices)}",
+                         hint="use " + " or ".join(f"-o {c}" for c in choices))

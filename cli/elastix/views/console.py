@@ -1,0 +1,23 @@
+"""The one Rich console every command prints through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Piped output (a file, less, grep) is at least this wide, so tables do not wrap at Rich's
+# default of 80 columns when no terminal says how wide it is.
+PIPED_WIDTH = 160
+
+
+def console(stderr: bool = False, **options: Any) -> Any:
+    """A Rich console on stdout (or stderr) without auto-highlighting.
+
+    The width rule, the same for every command: a terminal's own width; piped, at least
+    ``PIPED_WIDTH`` (or ``COLUMNS`` when that is wider).
+    """
+    from rich.console import Console
+
+    c = Console(stderr=stderr, highlight=False, **options)
+    if not c.is_terminal:
+        c = Console(stderr=stderr, highlight=False, width=max(c.width, PIPED_WIDTH), **options)
+    return c

@@ -1,0 +1,123 @@
+"""The rules a WorkloadSpec must satisfy: every problem as (field, message, hint).
+
+Called by :func:`elastix.workload.spec.build_spec`, which raises them all at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from elastix.workload.spec import QUANTITY_FIELDS, WorkloadSpec
+from elastix.workload.tpu import catalogue, unknown_hint
+
+_DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_NAME = 40
+
+
+def _valid_name(name: str) -> str:
+    """The nearest valid workload name to suggest ('' when nothing is left)."""
+    # the hint must itself pass: lowercase, starts with a letter, at most MAX_NAME
+    fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).lstrip("0123456789-")
+    return fixed[:MAX_NAME].rstrip("-")
+
+
+def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str, str, str | None]]:
+    """Every problem of a spec as (field, message, hint); empty when valid."""
+    p: list[tuple[str, str, str | None]] = []
+
+    def add(field: str, msg: str, hint: str | None = None) -> None:
+        if field not in skip:
+            p.append((field, msg, hint))
+
+    name = spec.name
+    if not name:
+        add("name", "a workload name is required", "pass NAME, e.g. elastix workload create demo")
+    elif len(name) > MAX_NAME:
+        fixed = _valid_name(name)
+        add("name", f"{name!r} is {len(name)} characters; at most {MAX_NAME} are allowed",
+            f"shorten it, e.g. {fixed!r}" if fixed else "shorten it")
+    elif not _DNS_LABEL.match(name):
+        fixed = _valid_name(name)
+        add("name", f"{name!r} is not a DNS label (lowercase letters, digits and '-', "
+                    "starting with a letter)", f"try {fixed!r}" if fixed else None)
+    if not _DNS_LABEL.match(spec.namespace or "") or len(spec.namespace) > 63:
+        add("namespace", f"{spec.namespace!r} is not a valid namespace name", "e.g. default")
+    if not spec.tpu_type:
+        add("tpu_type", "a TPU type is required", "e.g. --tpu-type v5litepod-16")
+    elif spec.tpu_type.strip().lower() not in catalogue():
+        add("tpu_type", f"unknown TPU type {spec.tpu_type!r}", unknown_hint(spec.tpu_type))
+    if spec.num_slices < 1:
+        add("num_slices", f"must be at least 1, got {spec.num_slices}", "e.g. --num-slices 2")
+    if spec.elastic_slices < 0 or spec.elastic_slices > max(spec.num_slices, 0):
+        add("elastic_slices", f"must be between 0 and --num-slices ({spec.num_slices}), "
+                              f"got {spec.elastic_slices}",
+            f"use --elastic-slices {max(spec.num_slices, 1)} to let every slice recover")
+    if spec.max_slice_restarts is not None:
+        if spec.max_slice_restarts < 0:
+            add("max_slice_restarts", f"must be 0 or more, got {spec.max_slice_restarts}",
+                "e.g. --max-slice-restarts 10")
+        elif spec.max_slice_restarts > 0 and spec.elastic_slices == 0:
+            add("max_slice_restarts", "slice restarts need an elastic workload",
+                "add --elastic-slices N, or drop --max-slice-restarts")
+    if spec.max_restarts < 0:
+        add("max_restarts", f"must be 0 or more, got {spec.max_restarts}", "e.g. --max-restarts 3")
+    if spec.termination_grace_period < 0:
+        add("termination_grace_period", f"must be 0 or more, got {spec.termination_grace_period}")
+    _validate_main(spec, add)
+    for k in spec.env:
+        if not _ENV_NAME.match(k):
+            add("env", f"{k!r} is not a valid environment variable name",
+                "use letters, digits and '_', not starting with a digit")
+    for k, v in spec.labels.items():
+        if not _label_key_ok(k):
+            add("labels", f"{k!r} is not a valid label key", "e.g. team or example.com/team")
+        elif len(v) > 63 or not _LABEL_VALUE.match(v):
+            add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
+                          "[A-Za-z0-9-_.], starting and ending alphanumeric")
+    for f in QUANTITY_FIELDS:
+        if not _QUANTITY.match(getattr(spec, f)):
+            add(f, f"{getattr(spec, f)!r} is not a resource quantity", "e.g. 8, 500m, 32G or 64Gi")
+    if not spec.gcs_scratch.startswith("gs://") or len(spec.gcs_scratch) <= len("gs://"):
+        add("gcs_scratch", f"{spec.gcs_scratch!r} is not a gs:// location",
+            "e.g. gs://my-bucket/pathways-tmp")
+    if spec.events_path is not None and (not spec.events_path.startswith("gs://")
+                                         or spec.events_path.rstrip("/") == "gs:"
+                                         or spec.events_path.endswith("/")):
+        add("events_path", f"{spec.events_path!r} is not a gs:// object URI",
+            "e.g. gs://my-bucket/runs/demo/events.jsonl (the launcher reads it from GCS)")
+    for f in ("priority", "queue", "head_node_pool"):
+        v = getattr(spec, f)
+        if v is not None and (not _DNS_SUBDOMAIN.match(v) or len(v) > 253):
+            add(f, f"{v!r} is not a valid Kubernetes name", "lowercase letters, digits, '-' and '.'")
+    return p
+
+
+def _validate_main(spec: WorkloadSpec, add: Any) -> None:
+    """Rules for the main container and headless mode."""
+    if spec.headless:
+        if spec.command is not None:
+            add("command", "--headless runs no main container, so it takes no command",
+                "drop --command, or drop --headless")
+        if spec.docker_image is not None:
+            add("docker_image", "--headless runs no main container, so it takes no image",
+                "drop --docker-image, or drop --headless")
+        return
+    if spec.command is None or (isinstance(spec.command, str) and not spec.command.strip()):
+        add("command", "a command is required (or --headless)",
+            "e.g. --command 'elastix-train --preset tiny'")
+    if not spec.docker_image:
+        add("docker_image", "a docker image is required (or --headless)",
+            "e.g. --docker-image us-docker.pkg.dev/PROJECT/REPO/trainer:TAG")
+
+
+def _label_key_ok(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_NAME.match(name))
