@@ -1,0 +1,219 @@
+"""The house plan, checked from the code: folders match imports, imports only go down a layer.
+
+docs/architecture.md draws the layers. Every import in the launcher and the trainer (module
+level, inside functions, and under TYPE_CHECKING alike) is read with ``ast`` and resolved to a
+file of the tree, so the plan cannot drift without this test naming the import that broke it.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOTS = {"elastix": ROOT / "cli", "elastix_trainer": ROOT / "trainer"}
+
+# The launcher's floors, top to bottom: a module may import its own package and any floor below
+# its own (a later entry here), never one above nor a neighbour on the same floor.
+FLOORS = [
+    ("elastix.__main__",),
+    ("elastix.main",),
+    ("elastix.commands",),
+    ("elastix.views",),
+    ("elastix.measure",),
+    ("elastix.backends", "elastix.provision"),
+    ("elastix.workload", "elastix.clients"),
+    ("elastix.protocol", "elastix.errors", "elastix.durations"),
+]
+# What the trainer may take from the launcher's package: the contract and the error types.
+TRAINER_MAY_IMPORT = ("elastix.protocol", "elastix.errors")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for top, root in SOURCE_ROOTS.items():
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The module of the tree an imported name lives in (None: not ours)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str) -> list[tuple[str, int]]:
+    """(imported module of the tree, line) for every import statement of ``module``."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            assert node.level == 0, f"{module}:{node.lineno}: relative import"
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            target = _resolve(name)
+            if target and target != module and (target, node.lineno) not in out:
+                out.append((target, node.lineno))
+    return out
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _package(module: str) -> str:
+    """The concept folder a module belongs to (``elastix.backends.gke.logs`` -> ``elastix.backends``)."""
+    for floor in FLOORS:
+        for pkg in floor:
+            if module == pkg or module.startswith(pkg + "."):
+                return pkg
+    return module
+
+
+def _floor(module: str) -> int | None:
+    for i, floor in enumerate(FLOORS):
+        if _package(module) in floor:
+            return i
+    return None
+
+
+def test_every_launcher_module_has_a_floor():
+    # The package itself (``elastix``: its version) and the data package sit below every floor.
+    homeless = [m for m in MODULES if m.startswith("elastix.") and m != "elastix.templates"
+                and _floor(m) is None]
+    assert homeless == [], "add these to FLOORS here and to docs/architecture.md"
+
+
+def test_launcher_imports_only_go_down():
+    bad = []
+    for src, targets in GRAPH.items():
+        if not src.startswith("elastix.") or _floor(src) is None:
+            continue
+        for dst, line in targets:
+            if dst in ("elastix", "elastix.templates"):
+                continue
+            if dst.startswith("elastix_trainer"):
+                bad.append(f"{src}:{line} imports the trainer ({dst})")
+                continue
+            same_package = _package(src) == _package(dst)
+            if not same_package and _floor(dst) <= _floor(src):
+                bad.append(f"{src}:{line} -> {dst} (floor {_floor(src)} -> {_floor(dst)})")
+    assert bad == []
+
+
+def test_backends_do_not_import_each_other():
+    bad = [f"{src}:{line} -> {dst}" for src, targets in GRAPH.items() for dst, line in targets
+           for a, b in (("gke", "local"), ("local", "gke"))
+           if src.startswith(f"elastix.backends.{a}") and dst.startswith(f"elastix.backends.{b}")]
+    assert bad == []
+
+
+def test_trainer_takes_only_the_contract_from_the_launcher():
+    bad = [f"{src}:{line} -> {dst}" for src, targets in GRAPH.items()
+           if src.startswith("elastix_trainer") for dst, line in targets
+           if not dst.startswith("elastix_trainer")
+           and not any(dst == ok or dst.startswith(ok + ".") for ok in TRAINER_MAY_IMPORT)]
+    assert bad == []
+
+
+def test_protocol_is_stdlib_only():
+    bad = []
+    for module, path in MODULES.items():
+        if not module.startswith("elastix.protocol"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and not name.startswith("elastix.protocol"):
+                    bad.append(f"{module}:{node.lineno} imports {name}")
+    assert bad == []
+
+
+def test_no_import_cycles():
+    # Tarjan's strongly connected components over every import, lazy ones included.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w, _ in GRAPH[v]:
+            if w == "elastix":  # the package's own __init__ (version string): imports nothing
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                cycles.append(sorted(scc))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_folders_are_import_paths():
+    # pyproject's package-dir may only name source roots (folder == import path below them);
+    # templates/ is the one documented data mapping. Every package folder is listed.
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    not_identity = {pkg: d for pkg, d in conf["package-dir"].items()
+                    if pkg != "elastix.templates" and not d.endswith(pkg.replace(".", "/"))}
+    assert not_identity == {}
+    folders = {".".join(p.parent.relative_to(root).parts)
+               for root in SOURCE_ROOTS.values() for p in root.rglob("__init__.py")}
+    assert folders | {"elastix.templates"} == set(conf["packages"])
+
+
+def test_views_only_draw():
+    # A view takes data and returns renderables: no Typer, and no backend factory (the
+    # ``elastix.backends`` package itself); ``elastix.backends.base``'s data types are fine.
+    bad = []
+    for module, path in MODULES.items():
+        if not module.startswith("elastix.views"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            else:
+                continue
+            bad += [f"{module}:{node.lineno} imports {n}" for n in names
+                    if n.split(".")[0] in ("typer", "click") or n == "elastix.backends"]
+    assert bad == []
