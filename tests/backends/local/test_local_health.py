@@ -11,13 +11,10 @@ import sys
 import pytest
 from local_helpers import wait_until
 
-from elastix_trainer.local_health import (
-    LocalHeartbeatHealth,
-    SliceTimeoutError,
-    decode_heartbeat,
-    encode_heartbeat,
-    parse_address,
-)
+from elastix.protocol.heartbeat import decode as decode_heartbeat
+from elastix.protocol.heartbeat import encode as encode_heartbeat
+from elastix.protocol.heartbeat import parse_address
+from elastix_trainer.local_health import LocalHeartbeatHealth, SliceTimeoutError
 
 
 class Clock:

@@ -18,13 +18,8 @@ import socket
 import sys
 import time
 
-from elastix_trainer.local_health import (
-    DEFAULT_INTERVAL,
-    ENV_ADDRESS,
-    ENV_INTERVAL,
-    encode_heartbeat,
-    parse_address,
-)
+from elastix.protocol import env as E
+from elastix.protocol import heartbeat
 
 
 def die_with_parent(expected_ppid: int | None) -> bool:
@@ -44,10 +39,10 @@ def die_with_parent(expected_ppid: int | None) -> bool:
 
 def run(env: dict[str, str]) -> int:
     """Heartbeat until killed. Returns an exit code."""
-    slice_id, host = int(env["ELASTIX_SLICE"]), int(env["ELASTIX_HOST"])
-    interval = float(env.get(ENV_INTERVAL, DEFAULT_INTERVAL))
-    family, addr = parse_address(env[ENV_ADDRESS])
-    supervisor = int(env["ELASTIX_SUPERVISOR_PID"]) if env.get("ELASTIX_SUPERVISOR_PID") else None
+    slice_id, host = int(env[E.SLICE]), int(env[E.HOST])
+    interval = float(env.get(E.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL))
+    family, addr = heartbeat.parse_address(env[E.LOCAL_HEALTH])
+    supervisor = int(env[E.SUPERVISOR_PID]) if env.get(E.SUPERVISOR_PID) else None
     if not die_with_parent(supervisor):
         return 1
     # SIGTERM is how the supervisor stops a pod: exit at once, like a worker with no grace work.
@@ -55,11 +50,11 @@ def run(env: dict[str, str]) -> int:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.setblocking(False)  # a full or absent receiver must never stall the heartbeat loop
     pid = os.getpid()
-    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[ENV_ADDRESS]}",
+    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[E.LOCAL_HEALTH]}",
           flush=True)
     while True:
         try:
-            sock.sendto(encode_heartbeat(slice_id, host, pid, time.monotonic()), addr)
+            sock.sendto(heartbeat.encode(slice_id, host, pid, time.monotonic()), addr)
         except OSError:
             pass  # controller not listening yet (starting or restarting): keep trying
         time.sleep(interval)

@@ -24,17 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from elastix.errors import UsageError
+from elastix.protocol import env as E
 from elastix.workload import labels
 
-MARKER_ENV = "ELASTIX_LOCAL_MARKER"
 FINAL_STATES = ("Completed", "Failed")
 
-# Knobs read from the submitting environment (the CLI's), recorded in the plan.
-ENV_SCHEDULING_DELAY = "ELASTIX_LOCAL_SCHEDULING_DELAY"
-ENV_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
-ENV_HEALTH_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
-ENV_HEARTBEAT_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
 DEFAULT_SCHEDULING_DELAY = 1.0
+"""Seconds before a replacement worker starts, unless ``ELASTIX_LOCAL_SCHEDULING_DELAY`` says."""
 
 
 def default_root() -> Path:
@@ -172,8 +168,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     num_slices = int(worker.get("replicas", 1))
     hosts = int(wjob.get("parallelism", 1))
     failure_policy = manifest.get("spec", {}).get("failurePolicy") or {}
-    if env.get(ENV_DEVICES_PER_SLICE):
-        dps = int(env[ENV_DEVICES_PER_SLICE])
+    if env.get(E.LOCAL_DEVICES_PER_SLICE):
+        dps = int(env[E.LOCAL_DEVICES_PER_SLICE])
     else:
         dps = default_devices_per_slice(num_slices, hosts)
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
@@ -187,9 +183,9 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         "backoff_limit": int(wjob.get("backoffLimit", 6)),
         "max_restarts": int(failure_policy.get("maxRestarts", 0)),
         "devices_per_slice": dps,
-        "scheduling_delay": float(env.get(ENV_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
-        "health_timeout": float(env.get(ENV_HEALTH_TIMEOUT, 2.0)),
-        "heartbeat_interval": float(env.get(ENV_HEARTBEAT_INTERVAL, 0.2)),
+        "scheduling_delay": float(env.get(E.LOCAL_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
+        "health_timeout": float(env.get(E.HEALTH_TIMEOUT, 2.0)),
+        "heartbeat_interval": float(env.get(E.HEARTBEAT_INTERVAL, 0.2)),
         "health_address": health_address(workload_dir),
         "events_file": str(workload_dir / "events.jsonl"),
         "head_command": list(main.get("command") or []) + list(main.get("args") or []),
@@ -248,7 +244,7 @@ def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -
         if p.info["pid"] in exclude:
             continue
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(MARKER_ENV) == marker:
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(E.LOCAL_MARKER) == marker:
                 found.append(p.info["pid"])
         except psutil.Error:
             continue
