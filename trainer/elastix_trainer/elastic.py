@@ -24,8 +24,9 @@ import time
 import jax
 
 from elastix.errors import ElastixError, UsageError
+from elastix.protocol import timefmt
 from elastix_trainer import fault
-from elastix_trainer.events import EventLog, iso_ms, log
+from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import HealthSource, SliceWaitTimeout, lost
 from elastix_trainer.train import Session, Trainer
 
@@ -290,7 +291,7 @@ def run(cfg) -> int:
         trainer.check_resume()
         run_start_event(trainer, cfg)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
-                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, iso_ms())
+                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
         events.emit("run_end", status=outcome.status, reason=outcome.reason, step=outcome.step,
                     line=f"elastix: run end: {outcome.status} at step {outcome.step} "

@@ -14,13 +14,13 @@ locally; on GKE they differ by the NTP skew between the machines (usually millis
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from elastix.errors import UsageError
+from elastix.protocol import timefmt
 
 # The keys of each event that the log lines also carry; nothing else survives normalisation.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -51,29 +51,10 @@ class Event:
     data: dict[str, Any]
 
 
-def parse_ts(text: str) -> int:
-    """``2026-11-29T09:50:01.123456Z`` (or ``.123Z``) to ms since the epoch, truncated.
-
-    Raises:
-        ValueError: not an ISO 8601 time.
-    """
-    t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    t = t.astimezone(dt.timezone.utc)
-    whole = int(t.replace(microsecond=0).timestamp())
-    return whole * 1000 + t.microsecond // 1000
-
-
-def ms_of(t: dt.datetime) -> int:
-    """A datetime (e.g. a kill time) to ms since the epoch, truncated like event times."""
-    return parse_ts(t.astimezone(dt.timezone.utc).isoformat())
-
-
-def fmt_ms(ms: int) -> str:
-    """ms since the epoch to ``2026-11-29T09:50:01.123Z``."""
-    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+# The contract's time formats (elastix.protocol.timefmt), under the names measurement uses.
+parse_ts = timefmt.parse_ms  # ISO 8601 -> ms since the epoch, truncated
+ms_of = timefmt.to_ms  # a datetime (e.g. a kill time) -> ms, truncated like event times
+fmt_ms = timefmt.from_ms  # ms -> ``2026-11-29T09:50:01.123Z``
 
 
 def _norm(name: str, t: int, raw: dict[str, Any]) -> Event:

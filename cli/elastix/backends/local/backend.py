@@ -48,6 +48,7 @@ from elastix.backends.local.state import (
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol import env as E
+from elastix.protocol import timefmt
 from elastix.workload import labels
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -56,10 +57,7 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 
 
 def _parse_time(s: str | None) -> dt.datetime | None:
-    if not s:
-        return None
-    t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return timefmt.parse(s) if s else None
 
 
 class LocalBackend(Backend):

@@ -12,7 +12,6 @@ Imported by the launcher and by the supervisor; stdlib only at import time (psut
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ from typing import Any
 
 from elastix.errors import UsageError
 from elastix.protocol import env as E
+from elastix.protocol import timefmt
 from elastix.workload import labels
 
 FINAL_STATES = ("Completed", "Failed")
@@ -38,11 +38,6 @@ def default_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("elastix")) / "workloads"
-
-
-def now_iso() -> str:
-    """UTC to the microsecond with a ``Z``, like the trainer's events."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def read_json(path: Path) -> Any:
@@ -175,7 +170,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
     return {
         "name": name,
-        "created": now_iso(),
+        "created": timefmt.iso_us(),
         "dir": str(workload_dir),
         "cwd": cwd,
         "num_slices": num_slices,

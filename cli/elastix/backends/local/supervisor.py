@@ -31,7 +31,6 @@ from typing import Any
 from elastix.backends.local.state import (
     create_time_of,
     expand,
-    now_iso,
     pod_fields,
     read_json,
     resolve_env,
@@ -39,6 +38,7 @@ from elastix.backends.local.state import (
     write_json_atomic,
 )
 from elastix.protocol import env as E
+from elastix.protocol import timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
@@ -96,7 +96,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ bookkeeping
     def log(self, msg: str) -> None:
-        ts = now_iso()
+        ts = timefmt.iso_us()
         self.events.append({"ts": ts, "msg": msg})
         del self.events[:-100]
         print(f"{ts} {msg}", flush=True)
@@ -105,7 +105,7 @@ class Supervisor:
         p = self.plan
         write_json_atomic(self.dir / "state.json", {
             "supervisor": self.me, "state": self.state, "restarts": self.restarts,
-            "max_restarts": p["max_restarts"], "message": self.message, "updated": now_iso(),
+            "max_restarts": p["max_restarts"], "message": self.message, "updated": timefmt.iso_us(),
             "head": self.head.to_json() if self.head else None,
             "slices": [{"index": s, "failures": self.failures[s],
                         "backoff_limit": p["backoff_limit"],
@@ -123,7 +123,7 @@ class Supervisor:
                                          start_new_session=True, preexec_fn=_die_with_parent)
         pod.pid = pod.popen.pid
         pod.create_time = create_time_of(pod.pid)
-        pod.phase, pod.started, pod.exit_code, pod.reason = "Running", now_iso(), None, None
+        pod.phase, pod.started, pod.exit_code, pod.reason = "Running", timefmt.iso_us(), None, None
         with open(self.dir / "procs.jsonl", "a", encoding="utf-8") as f:
             import json
 
