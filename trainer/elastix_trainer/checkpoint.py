@@ -21,6 +21,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import UsageError
+from elastix.protocol import events as P
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
 
@@ -91,16 +92,15 @@ class Checkpointer:
             self.reset()
             self.cleanup_uncommitted()
         mgr = self._manager()
-        self.events.emit("checkpoint_save_started", step=step,
-                         line=f"elastix: checkpoint save started: step {step}")
+        self.events.emit(P.CHECKPOINT_SAVE_STARTED, step=step,
+                         line=P.line(P.CHECKPOINT_SAVE_STARTED, step=step))
         start = time.monotonic()
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   data=ocp.args.JsonSave(data_state))
         try:
             mgr.save(step, args=args, force=True)
         except Exception as e:
-            self.events.emit("checkpoint_save_failed", step=step, error=_first_line(e),
-                             line=f"elastix: checkpoint save failed: step {step}: {_first_line(e)}")
+            self._failed(step, _first_line(e))
             raise
         blocking = time.monotonic() - start
         pending = {"step": step, "start": start, "blocking": blocking, "done": threading.Event(),
@@ -123,17 +123,19 @@ class Checkpointer:
         seconds = time.monotonic() - pending["start"]
         if error is None and step in self.committed_steps():
             nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-            self.events.emit("checkpoint_committed", step=step, seconds=round(seconds, 6),
+            self.events.emit(P.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
                              bytes=nbytes, blocking_seconds=round(pending["blocking"], 6),
-                             line=f"elastix: checkpoint committed: step {step} ({nbytes} bytes "
-                                  f"in {seconds:.3f} s, blocking {pending['blocking']:.3f} s)")
+                             line=P.line(P.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
+                                         seconds=seconds, blocking_seconds=pending["blocking"]))
             pending["ok"] = True
         else:
-            error = error or "not committed on storage"
-            self.events.emit("checkpoint_save_failed", step=step, error=error,
-                             line=f"elastix: checkpoint save failed: step {step}: {error}")
+            self._failed(step, error or "not committed on storage")
             pending["ok"] = False
         pending["done"].set()
+
+    def _failed(self, step: int, error: str) -> None:
+        self.events.emit(P.CHECKPOINT_SAVE_FAILED, step=step, error=error,
+                         line=P.line(P.CHECKPOINT_SAVE_FAILED, step=step, error=error))
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
