@@ -3,7 +3,8 @@
 Run by the local supervisor as ``python -m elastix.backends.local.host``. It sends a heartbeat datagram to
 the controller (``ELASTIX_LOCAL_HEALTH``) every ``ELASTIX_HEARTBEAT_INTERVAL`` seconds until it is
 killed; the controller's health source counts its slice as live only while every host of it
-heartbeats. It imports only the standard library so that a dozen of them start fast on 2 cores.
+heartbeats. It imports only stdlib-only modules (the protocol, the local state helpers) so that a
+dozen of them start fast on 2 cores.
 
 Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 ``ELASTIX_HEARTBEAT_INTERVAL`` (default 0.2), ``ELASTIX_SUPERVISOR_PID`` (exit if it goes away).
@@ -11,30 +12,15 @@ Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
 import sys
 import time
 
+from elastix.backends.local.state import die_with_parent
 from elastix.protocol import env as E
 from elastix.protocol import heartbeat
-
-
-def die_with_parent(expected_ppid: int | None) -> bool:
-    """Ask Linux to SIGKILL this process when its parent dies; False if the parent is gone already.
-
-    Without it, a SIGKILLed supervisor would leave its slice hosts heartbeating forever.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    # The parent may have died before prctl took effect: then we are already an orphan.
-    return expected_ppid is None or os.getppid() == expected_ppid
 
 
 def run(env: dict[str, str]) -> int:
