@@ -217,14 +217,21 @@ class LocalBackend(Backend):
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         d = self._dir(name)
-        _, st = self._raw(d)
+        plan, st = self._raw(d)
+        # The same checks and errors as the GKE backend: a command must not depend on which
+        # backend runs the workload to tell a typo from a workload that is between pods.
+        num = plan.num_slices
+        if slice is not None and not 0 <= slice < num:
+            raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
+                             f"(0-{num - 1})")
         pods = [p for s in st.slices for p in s.pods
                 if p.phase == "Running" and proc_matches(p.pid, p.create_time)
                 and (slice is None or p.slice == slice) and (host is None or p.host == host)]
         if not pods:
-            where = "" if slice is None and host is None else f" (slice={slice}, host={host})"
-            raise NotFoundError(f"no running worker of {name!r} to kill{where}",
-                                hint=f"see which are running: elastix workload status {name}")
+            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
+                            if v is not None)
+            raise BackendError(f"no running worker pod of {name}{where} to kill",
+                               hint=f"see the pods with: elastix workload status {name}")
         pods.sort(key=lambda p: (p.slice, p.host))
         victim = random.Random(seed).choice(pods)
         t = utcnow()
