@@ -130,7 +130,7 @@ class ElasticRuntime:
             tr.ckpt.cleanup_uncommitted()
         try:
             use = self._wait_at_start()
-        except TimeoutError as e:  # any health source's timeout (SliceWaitTimeout is one)
+        except TimeoutError as e:  # SliceWaitTimeout from every health source, or a third party's
             return self._fail(f"not enough slices to start: {e}")
         while True:
             session = None

@@ -21,7 +21,7 @@ from elastix.protocol import env as E
 
 
 class SliceWaitTimeout(TimeoutError):
-    """Not enough slices came up in time."""
+    """Not enough slices came up in time (raised by every health source's ``wait_for``)."""
 
 
 @runtime_checkable

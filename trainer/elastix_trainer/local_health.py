@@ -27,10 +27,7 @@ from collections.abc import Callable
 from elastix.protocol import env as E
 from elastix.protocol import heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
-
-
-class SliceTimeoutError(TimeoutError):
-    """Not enough slices became live in time."""
+from elastix_trainer.health import SliceWaitTimeout
 
 
 class LocalHeartbeatHealth:
@@ -133,7 +130,7 @@ class LocalHeartbeatHealth:
         """Block until at least ``required`` slices are live and return them.
 
         Raises:
-            SliceTimeoutError: fewer than ``required`` slices were live after ``timeout`` seconds.
+            SliceWaitTimeout: fewer than ``required`` slices were live after ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -145,7 +142,7 @@ class LocalHeartbeatHealth:
                     return live
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
-                    raise SliceTimeoutError(
+                    raise SliceWaitTimeout(
                         f"only {len(live)} of {required} required slices live after "
                         f"{timeout:.1f} s (live: {sorted(live)})")
                 # Heartbeats notify; the short cap re-evaluates staleness as time passes.
