@@ -73,12 +73,6 @@ def build_mesh(slices: Mapping[int, Sequence[jax.Device]], use: Iterable[int]) -
     return Mesh(np.array(rows, dtype=object), MESH_AXES)
 
 
-def mesh_slice_ids(mesh: Mesh, slices: Mapping[int, Sequence[jax.Device]]) -> frozenset[int]:
-    """Which slice ids a mesh spans."""
-    ids = {d.id for d in mesh.devices.flat}
-    return frozenset(s for s, devs in slices.items() if any(d.id in ids for d in devs))
-
-
 def param_spec(shape: tuple[int, ...], data_size: int) -> P:
     """FSDP within a slice: shard the largest axis divisible by the 'data' size, replicate across
     slices (so a lost slice never takes the only copy of a shard with it)."""
