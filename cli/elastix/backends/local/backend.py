@@ -13,7 +13,6 @@ recorded process, so nothing is orphaned even when the supervisor itself was SIG
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import random
 import re
@@ -44,6 +43,7 @@ from elastix.backends.local.state import (
     default_root,
     proc_matches,
     read_json,
+    read_jsonl,
     read_procs,
     record_proc,
     sweep,
@@ -201,17 +201,10 @@ class LocalBackend(Backend):
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         d = self._dir(name)
         path = Path(Plan.from_json(read_json(d / "plan.json")).events_file)
-        events = []
         try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        pass  # the line being written right now
+            return read_jsonl(path)
         except FileNotFoundError:
             return None  # a command that writes no events: measurement reads the head's log
-        return events
 
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,

@@ -197,19 +197,28 @@ def create_time_of(pid: int) -> float | None:
         return None
 
 
-def read_procs(workload_dir: Path) -> list[dict[str, Any]]:
-    """Every process record the supervisor appended to ``procs.jsonl``."""
+def read_jsonl(path: Path) -> list[Any]:
+    """The records of an append-only JSONL file whose writer may be mid-line or was killed.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
     out = []
-    try:
-        with open(workload_dir / "procs.jsonl", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass  # a line cut by a SIGKILL mid-write
-    except FileNotFoundError:
-        pass
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line being written now, or cut by a SIGKILL mid-write
     return out
+
+
+def read_procs(workload_dir: Path) -> list[dict[str, Any]]:
+    """Every process record appended to ``procs.jsonl`` (see :func:`record_proc`)."""
+    try:
+        return read_jsonl(workload_dir / "procs.jsonl")
+    except FileNotFoundError:
+        return []
 
 
 def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
