@@ -11,6 +11,7 @@ no save is in flight. After an elastic event the manager is thrown away and a ne
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import threading
@@ -21,11 +22,27 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import UsageError
+from elastix.protocol import events as P
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
 
 COMMIT_MARKER = "commit_success.txt"
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
+
+
+@dataclasses.dataclass
+class PendingSave:
+    """The save in flight: set by ``save``, settled by ``_finish`` (possibly on another thread)."""
+
+    step: int
+    start: float
+    """``time.monotonic()`` when the save began."""
+    blocking: float
+    """Seconds the training loop was blocked by it (the device-to-host copy)."""
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    """Set once the save has settled, committed or not."""
+    ok: bool | None = None
+    """True committed, False failed; None while in flight."""
 
 
 class Checkpointer:
@@ -51,7 +68,7 @@ class Checkpointer:
         self.max_to_keep = max_to_keep
         self.events = events
         self._mgr = None
-        self._pending: dict[str, Any] | None = None
+        self._pending: PendingSave | None = None
         self._lock = threading.Lock()
 
     # -- saving --------------------------------------------------------------------------------
@@ -79,7 +96,7 @@ class Checkpointer:
     def in_flight(self) -> bool:
         """A save started and not yet settled (committed or failed)."""
         with self._lock:
-            return self._pending is not None and not self._pending["done"].is_set()
+            return self._pending is not None and not self._pending.done.is_set()
 
     def save(self, step: int, state: Any, data_state: dict) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``."""
@@ -91,20 +108,18 @@ class Checkpointer:
             self.reset()
             self.cleanup_uncommitted()
         mgr = self._manager()
-        self.events.emit("checkpoint_save_started", step=step,
-                         line=f"elastix: checkpoint save started: step {step}")
+        self.events.emit(P.CHECKPOINT_SAVE_STARTED, step=step,
+                         line=P.line(P.CHECKPOINT_SAVE_STARTED, step=step))
         start = time.monotonic()
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   data=ocp.args.JsonSave(data_state))
         try:
             mgr.save(step, args=args, force=True)
         except Exception as e:
-            self.events.emit("checkpoint_save_failed", step=step, error=_first_line(e),
-                             line=f"elastix: checkpoint save failed: step {step}: {_first_line(e)}")
+            self._failed(step, _first_line(e))
             raise
         blocking = time.monotonic() - start
-        pending = {"step": step, "start": start, "blocking": blocking, "done": threading.Event(),
-                   "ok": None}
+        pending = PendingSave(step, start, blocking)
         with self._lock:
             self._pending = pending
         if not self.async_save:
@@ -113,27 +128,29 @@ class Checkpointer:
         threading.Thread(target=self._finish, args=(mgr, pending), daemon=True,
                          name=f"elastix-ckpt-{step}").start()
 
-    def _finish(self, mgr, pending: dict) -> None:
+    def _finish(self, mgr, pending: PendingSave) -> None:
         """Wait for the background write, then check storage (the only source of truth)."""
-        step, error = pending["step"], None
+        step, error = pending.step, None
         try:
             mgr.wait_until_finished()
         except Exception as e:  # a failed write is "not committed", whatever it was
             error = _first_line(e)
-        seconds = time.monotonic() - pending["start"]
+        seconds = time.monotonic() - pending.start
         if error is None and step in self.committed_steps():
             nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-            self.events.emit("checkpoint_committed", step=step, seconds=round(seconds, 6),
-                             bytes=nbytes, blocking_seconds=round(pending["blocking"], 6),
-                             line=f"elastix: checkpoint committed: step {step} ({nbytes} bytes "
-                                  f"in {seconds:.3f} s, blocking {pending['blocking']:.3f} s)")
-            pending["ok"] = True
+            self.events.emit(P.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
+                             bytes=nbytes, blocking_seconds=round(pending.blocking, 6),
+                             line=P.line(P.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
+                                         seconds=seconds, blocking_seconds=pending.blocking))
+            pending.ok = True
         else:
-            error = error or "not committed on storage"
-            self.events.emit("checkpoint_save_failed", step=step, error=error,
-                             line=f"elastix: checkpoint save failed: step {step}: {error}")
-            pending["ok"] = False
-        pending["done"].set()
+            self._failed(step, error or "not committed on storage")
+            pending.ok = False
+        pending.done.set()
+
+    def _failed(self, step: int, error: str) -> None:
+        self.events.emit(P.CHECKPOINT_SAVE_FAILED, step=step, error=error,
+                         line=P.line(P.CHECKPOINT_SAVE_FAILED, step=step, error=error))
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
@@ -142,9 +159,9 @@ class Checkpointer:
             pending = self._pending
         if pending is None:
             return None
-        if not pending["done"].wait(timeout):
-            raise TimeoutError(f"checkpoint save of step {pending['step']} did not settle")
-        return pending["ok"]
+        if not pending.done.wait(timeout):
+            raise TimeoutError(f"checkpoint save of step {pending.step} did not settle")
+        return pending.ok
 
     def reset(self) -> None:
         """Drop the manager after an elastic event (its in-memory step list may be wrong)."""

@@ -24,8 +24,10 @@ import time
 import jax
 
 from elastix.errors import ElastixError, UsageError
+from elastix.protocol import events as P
+from elastix.protocol import timefmt
 from elastix_trainer import fault
-from elastix_trainer.events import EventLog, iso_ms, log
+from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import HealthSource, SliceWaitTimeout, lost
 from elastix_trainer.train import Session, Trainer
 
@@ -110,9 +112,10 @@ class ElasticRuntime:
         self.step_times.append(seconds)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
-            self.events.emit("elastic_first_step", recovery=r, step=step, seconds=round(seconds, 6),
-                             line=f"elastix: first step after recovery {r}: step {step} in "
-                                  f"{seconds:.3f} s")
+            self.events.emit(P.ELASTIC_FIRST_STEP, recovery=r, step=step,
+                             seconds=round(seconds, 6),
+                             line=P.line(P.ELASTIC_FIRST_STEP, recovery=r, step=step,
+                                         seconds=seconds))
 
     def _scale_up_wanted(self, s: Session) -> bool:
         return bool((self.health.live_slices() & frozenset(self.trainer.slices)) - s.slice_ids)
@@ -127,7 +130,7 @@ class ElasticRuntime:
             tr.ckpt.cleanup_uncommitted()
         try:
             use = self._wait_at_start()
-        except TimeoutError as e:  # any health source's timeout (SliceWaitTimeout is one)
+        except TimeoutError as e:  # SliceWaitTimeout from every health source, or a third party's
             return self._fail(f"not enough slices to start: {e}")
         while True:
             session = None
@@ -180,11 +183,11 @@ class ElasticRuntime:
             self._pending_restore_event = False
             r = session.restored
             if r is None:  # nothing was saved yet: training starts over from step 0
-                self.events.emit("elastic_restored", recovery=self.recoveries, source="init",
-                                 step=0, bytes=0, seconds=0.0,
-                                 line="elastix: restored step 0 from init (0 bytes in 0.000 s)")
+                init = {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
+                self.events.emit(P.ELASTIC_RESTORED, recovery=self.recoveries, **init,
+                                 line=P.line(P.ELASTIC_RESTORED, **init))
             else:  # the same instant as the restore's own event and log line
-                self.events.emit("elastic_restored", recovery=self.recoveries, at=r["ts"],
+                self.events.emit(P.ELASTIC_RESTORED, recovery=self.recoveries, at=r["ts"],
                                  source=r["source"], step=r["step"], bytes=r["bytes"],
                                  seconds=r["seconds"])
             self._first_step_of = self.recoveries
@@ -216,10 +219,10 @@ class ElasticRuntime:
         r = self.recoveries
         down = sorted(lost(mesh, self.health))
         live = self._live_known()
-        self.events.emit("elastic_detected", recovery=r, kind="slice_lost", error=error_line(error),
-                         last_step=last, live_slices=len(live), lost_slices=down,
-                         line=f"elastix: slice down, retrying (recovery {r}, slices lost {down}, "
-                              f"last step {last}): {error_line(error)}")
+        line = P.line(P.ELASTIC_DETECTED, recovery=r, lost_slices=down, last_step=last,
+                      error=error_line(error))
+        self.events.emit(P.ELASTIC_DETECTED, recovery=r, kind="slice_lost", error=error_line(error),
+                         last_step=last, live_slices=len(live), lost_slices=down, line=line)
         if self.slice_losses > self.trainer.cfg.max_slice_losses:
             self._cleanup(None)
             return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "
@@ -242,8 +245,8 @@ class ElasticRuntime:
                 ck.cleanup_uncommitted()
         seconds = self.clock() - t0
         if recovery is not None:
-            self.events.emit("elastic_cleanup_done", recovery=recovery, seconds=round(seconds, 6),
-                             line=f"elastix: cleanup done in {seconds:.3f} s")
+            self.events.emit(P.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=round(seconds, 6),
+                             line=P.line(P.ELASTIC_CLEANUP_DONE, seconds=seconds))
 
     def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
         required = self._required()
@@ -252,18 +255,19 @@ class ElasticRuntime:
         live = live & frozenset(self.trainer.slices)
         waited = self.clock() - t0
         if recovery is not None:
-            self.events.emit("elastic_slices_ready", recovery=recovery, live_slices=len(live),
+            self.events.emit(P.ELASTIC_SLICES_READY, recovery=recovery, live_slices=len(live),
                              required_slices=required, seconds=round(waited, 6),
-                             line=f"elastix: sufficient slices active: {len(live)} >= {required} "
-                                  f"(waited {waited:.3f} s)")
+                             line=P.line(P.ELASTIC_SLICES_READY, live_slices=len(live),
+                                         required_slices=required, seconds=waited))
         return live if self.resize else frozenset(self.trainer.slices)
 
     def _resize_event(self, old: frozenset[int], new: frozenset[int], why: str) -> None:
         if len(old) != len(new):
-            self.events.emit("elastic_resize", recovery=self.recoveries, from_slices=len(old),
+            self.events.emit(P.ELASTIC_RESIZE, recovery=self.recoveries, from_slices=len(old),
                              to_slices=len(new),
-                             line=f"elastix: resized mesh (recovery {self.recoveries}): "
-                                  f"{len(old)} -> {len(new)} slices {sorted(new)} ({why})")
+                             line=P.line(P.ELASTIC_RESIZE, recovery=self.recoveries,
+                                         from_slices=len(old), to_slices=len(new),
+                                         slices=sorted(new), why=why))
 
     def _fail(self, reason: str) -> Outcome:
         ck = self.trainer.ckpt
@@ -290,11 +294,10 @@ def run(cfg) -> int:
         trainer.check_resume()
         run_start_event(trainer, cfg)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
-                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, iso_ms())
+                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
-        events.emit("run_end", status=outcome.status, reason=outcome.reason, step=outcome.step,
-                    line=f"elastix: run end: {outcome.status} at step {outcome.step} "
-                         f"({outcome.reason})")
+        end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
+        events.emit(P.RUN_END, **end, line=P.line(P.RUN_END, **end))
         health.close()
     finally:
         events.close()

@@ -16,20 +16,10 @@ import threading
 import time
 from typing import Any
 
+from elastix.protocol import timefmt
+
 LOGGER_NAME = "elastix_trainer"
 log = logging.getLogger(LOGGER_NAME)
-
-
-def iso_us(t: dt.datetime | None = None) -> str:
-    """``2026-11-29T09:50:01.123456Z``: the events' ``ts``."""
-    t = t or dt.datetime.now(dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def iso_ms(t: dt.datetime | None = None) -> str:
-    """``2026-11-29T09:50:01.123Z``: the log lines' prefix."""
-    t = t or dt.datetime.now(dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
 class _UtcFormatter(logging.Formatter):
@@ -37,7 +27,7 @@ class _UtcFormatter(logging.Formatter):
         # An event's line carries the event's own instant, so events and log give one time.
         when = getattr(record, "elastix_when", None) or dt.datetime.fromtimestamp(
             record.created, dt.timezone.utc)
-        return f"{iso_ms(when)} {record.getMessage()}"
+        return f"{timefmt.iso_ms(when)} {record.getMessage()}"
 
 
 def setup_logging(stream=None, level: int = logging.INFO) -> None:
@@ -87,10 +77,8 @@ class EventLog:
         Returns:
             The record written.
         """
-        when = dt.datetime.now(dt.timezone.utc)
-        if at is not None:
-            when = dt.datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
-        record = {"ts": iso_us(when), "event": event, "pid": os.getpid(), **fields}
+        when = timefmt.utc_now() if at is None else timefmt.parse(at)
+        record = {"ts": timefmt.iso_us(when), "event": event, "pid": os.getpid(), **fields}
         if line is not None:
             log.info("%s", line, extra={"elastix_when": when})
         text = json.dumps(record, default=_jsonable)

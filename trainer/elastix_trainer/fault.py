@@ -3,8 +3,8 @@
 Each step starts with an ``io_callback`` shard_mapped over every device of the mesh, before any
 collective. Its verdict for a step is fixed in Python when the step is dispatched (from the
 health source: is a slice of this mesh down?), so every device's callback agrees: raising on
-only some devices makes the others wait at the next collective until XLA aborts the process
-(local-testing.md). A failing callback poisons the step's outputs and surfaces as a real
+only some devices makes the others wait at the next collective until XLA aborts the whole
+process (after about 40 s on CPU). A failing callback poisons the step's outputs and surfaces as a real
 ``jax.errors.JaxRuntimeError`` at the next sync point, with ``DATA_LOSS`` in its text, as on
 Pathways. Measured overhead on CPU: none (docs/benchmarks.md).
 """

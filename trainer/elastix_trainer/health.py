@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
+from elastix.protocol import env as E
+
 
 class SliceWaitTimeout(TimeoutError):
-    """Not enough slices came up in time."""
+    """Not enough slices came up in time (raised by every health source's ``wait_for``)."""
 
 
 @runtime_checkable
@@ -153,7 +155,7 @@ def on_pathways() -> bool:
 
 def health_from_env(num_slices: int) -> HealthSource:
     """The health source for this process (see the module docstring for the order)."""
-    if os.environ.get("ELASTIX_LOCAL_HEALTH"):
+    if os.environ.get(E.LOCAL_HEALTH):
         from elastix_trainer.local_health import LocalHeartbeatHealth
 
         return LocalHeartbeatHealth.from_env(num_slices)

@@ -12,15 +12,8 @@ period (or until ``wait_for`` is called: a waiter wants the replacement). So no 
 as on TPU, where any in-flight operation on the dead host fails, and every caller in that window
 sees the same answer.
 
-Addresses (``ELASTIX_LOCAL_HEALTH``):
-
-- ``unix:/path/to/health.sock``: a UNIX datagram socket file (bound here, unlinked on close);
-- ``unix:@name``: a Linux abstract UNIX socket (for state dirs whose path is too long);
-- ``udp:127.0.0.1:PORT``: loopback UDP.
-
-The heartbeat text is ``hb <slice> <host> <pid> <monotonic-seconds>``. The timestamp is the
-sender's ``time.monotonic()`` (system-wide on Linux and macOS), so a controller busy compiling
-does not mistake queued heartbeats for late ones. No JAX import here: the launcher uses this too.
+The address and the datagram are the protocol's (``elastix.protocol.heartbeat``). No JAX
+import here: tests and benchmarks run the receiver without it.
 """
 
 from __future__ import annotations
@@ -31,51 +24,10 @@ import threading
 import time
 from collections.abc import Callable
 
-DEFAULT_TIMEOUT = 2.0
-"""Seconds without a heartbeat after which a host (and so its slice) counts as lost."""
-DEFAULT_INTERVAL = 0.2
-"""Seconds between heartbeats of a slice host."""
-
-ENV_ADDRESS = "ELASTIX_LOCAL_HEALTH"
-ENV_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
-ENV_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
-ENV_HOSTS_PER_SLICE = "ELASTIX_HOSTS_PER_SLICE"
-
-
-def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
-    """Split ``unix:...`` / ``udp:host:port`` into a socket family and a socket address.
-
-    Raises:
-        ValueError: the address has no known scheme.
-    """
-    scheme, _, rest = address.partition(":")
-    if scheme == "unix" and rest:
-        # A leading "@" names a Linux abstract socket (a NUL byte on the wire).
-        return socket.AF_UNIX, ("\0" + rest[1:]) if rest.startswith("@") else rest
-    if scheme == "udp" and rest:
-        host, _, port = rest.rpartition(":")
-        return socket.AF_INET, (host or "127.0.0.1", int(port))
-    raise ValueError(f"bad {ENV_ADDRESS} address {address!r}: use unix:PATH or udp:HOST:PORT")
-
-
-def encode_heartbeat(slice_id: int, host: int, pid: int, ts: float) -> bytes:
-    """The datagram a slice host sends."""
-    return f"hb {slice_id} {host} {pid} {ts:.6f}".encode()
-
-
-def decode_heartbeat(data: bytes) -> tuple[int, int, int, float] | None:
-    """``(slice, host, pid, ts)`` from a datagram, or None when it is not a heartbeat."""
-    parts = data.decode("ascii", "replace").split()
-    if len(parts) != 5 or parts[0] != "hb":
-        return None
-    try:
-        return int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4])
-    except ValueError:
-        return None
-
-
-class SliceTimeoutError(TimeoutError):
-    """Not enough slices became live in time."""
+from elastix.protocol import env as E
+from elastix.protocol import heartbeat
+from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
+from elastix_trainer.health import SliceWaitTimeout
 
 
 class LocalHeartbeatHealth:
@@ -104,7 +56,7 @@ class LocalHeartbeatHealth:
         self._latched: dict[int, float] = {}  # slice -> down until (clock), a host was replaced
         self._cond = threading.Condition()
         self._closed = False
-        family, sockaddr = parse_address(address)
+        family, sockaddr = heartbeat.parse_address(address)
         is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
         self._path = sockaddr if is_file else None
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -121,9 +73,9 @@ class LocalHeartbeatHealth:
         """Build from ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_HOSTS_PER_SLICE`` and
         ``ELASTIX_HEALTH_TIMEOUT``."""
         env = os.environ if env is None else env
-        return cls(env[ENV_ADDRESS], num_slices,
-                   hosts_per_slice=int(env.get(ENV_HOSTS_PER_SLICE, "1")),
-                   timeout=float(env.get(ENV_TIMEOUT, DEFAULT_TIMEOUT)))
+        return cls(env[E.LOCAL_HEALTH], num_slices,
+                   hosts_per_slice=int(env.get(E.HOSTS_PER_SLICE, "1")),
+                   timeout=float(env.get(E.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)))
 
     def _receive(self) -> None:
         while not self._closed:
@@ -133,7 +85,7 @@ class LocalHeartbeatHealth:
                 continue
             except OSError:
                 return  # socket closed
-            hb = decode_heartbeat(data)
+            hb = heartbeat.decode(data)
             if hb is None:
                 continue
             slice_id, host, pid, ts = hb
@@ -178,7 +130,7 @@ class LocalHeartbeatHealth:
         """Block until at least ``required`` slices are live and return them.
 
         Raises:
-            SliceTimeoutError: fewer than ``required`` slices were live after ``timeout`` seconds.
+            SliceWaitTimeout: fewer than ``required`` slices were live after ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -190,7 +142,7 @@ class LocalHeartbeatHealth:
                     return live
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
-                    raise SliceTimeoutError(
+                    raise SliceWaitTimeout(
                         f"only {len(live)} of {required} required slices live after "
                         f"{timeout:.1f} s (live: {sorted(live)})")
                 # Heartbeats notify; the short cap re-evaluates staleness as time passes.

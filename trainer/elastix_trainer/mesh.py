@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from elastix.errors import UsageError
+from elastix.protocol import env as E
 
 MESH_AXES = ("slice", "data")
 BATCH_SPEC = P(("slice", "data"))
@@ -50,8 +51,8 @@ def slice_devices(
         for d in devices:
             groups.setdefault(int(d.slice_index), []).append(d)
         return {k: sorted(v, key=lambda d: d.id) for k, v in sorted(groups.items())}
-    n = _env_int("ELASTIX_NUM_SLICES") or num_slices or 1
-    per = _env_int("ELASTIX_DEVICES_PER_SLICE") or len(devices) // max(n, 1)
+    n = _env_int(E.NUM_SLICES) or num_slices or 1
+    per = _env_int(E.DEVICES_PER_SLICE) or len(devices) // max(n, 1)
     if n < 1 or per < 1 or n * per > len(devices):
         raise UsageError(
             f"cannot make {n} slices x {per} devices from {len(devices)} devices",
@@ -70,12 +71,6 @@ def build_mesh(slices: Mapping[int, Sequence[jax.Device]], use: Iterable[int]) -
     if len({len(r) for r in rows}) != 1:
         raise ValueError("all slices of a mesh must have the same number of devices")
     return Mesh(np.array(rows, dtype=object), MESH_AXES)
-
-
-def mesh_slice_ids(mesh: Mesh, slices: Mapping[int, Sequence[jax.Device]]) -> frozenset[int]:
-    """Which slice ids a mesh spans."""
-    ids = {d.id for d in mesh.devices.flat}
-    return frozenset(s for s, devs in slices.items() if any(d.id in ids for d in devs))
 
 
 def param_spec(shape: tuple[int, ...], data_size: int) -> P:

@@ -152,12 +152,6 @@ def loss_fn(cfg: ModelConfig, params: dict, batch: jax.Array) -> jax.Array:
     return -jnp.mean(picked)
 
 
-def num_params(cfg: ModelConfig) -> int:
-    """Parameter count."""
-    shapes = jax.eval_shape(lambda: init_params(cfg, jax.random.key(0)))
-    return sum(math.prod(x.shape) for x in jax.tree.leaves(shapes))
-
-
 def flops_per_step(cfg: ModelConfig, global_batch: int, seq_len: int) -> float:
     """Training FLOPs of one step (forward + backward = 3 x forward), MaxText's accounting.
 

@@ -21,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from elastix.protocol import events as P
 from elastix_trainer.events import EventLog
 
 
@@ -50,9 +51,9 @@ class SnapshotStore:
         self.latest = Snapshot(step, host, dict(data_state), nbytes)
         if emit:
             seconds = time.monotonic() - start
-            self.events.emit("snapshot_taken", step=step, seconds=round(seconds, 6), bytes=nbytes,
-                             line=f"elastix: snapshot taken: step {step} ({nbytes} bytes in "
-                                  f"{seconds:.3f} s)")
+            self.events.emit(P.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,
+                             line=P.line(P.SNAPSHOT_TAKEN, step=step, bytes=nbytes,
+                                         seconds=seconds))
         return self.latest
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:

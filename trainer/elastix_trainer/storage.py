@@ -14,7 +14,7 @@ def epath(path: str):
     """An ``etils.epath.Path``; for gs:// this goes through gcsfs."""
     if is_gcs(path):
         # gcsfs otherwise probes for hierarchical-namespace buckets and waits ~60 s per call on
-        # anything that is not the real GCS (local-testing.md).
+        # anything that is not the real GCS (an emulator such as fake-gcs-server).
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     from etils import epath as _epath
 

@@ -14,32 +14,18 @@ locally; on GKE they differ by the NTP skew between the machines (usually millis
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from elastix.errors import UsageError
+from elastix.protocol import events as P
+from elastix.protocol import timefmt
 
 # The keys of each event that the log lines also carry; nothing else survives normalisation.
-_KEYS: dict[str, tuple[str, ...]] = {
-    "run_start": ("pid", "num_slices", "devices"),
-    "step": ("step", "seconds", "live_slices"),
-    "checkpoint_save_started": ("step",),
-    "checkpoint_committed": ("step", "bytes", "seconds", "blocking_seconds"),
-    "checkpoint_save_failed": ("step", "error"),
-    "snapshot_taken": ("step", "bytes", "seconds"),
-    "restore": ("source", "step", "bytes", "seconds"),
-    "elastic_detected": ("recovery", "last_step", "lost_slices", "error"),
-    "elastic_cleanup_done": ("seconds",),
-    "elastic_slices_ready": ("live_slices", "required_slices", "seconds"),
-    "elastic_restored": ("source", "step", "bytes", "seconds"),
-    "elastic_first_step": ("recovery", "step", "seconds"),
-    "elastic_resize": ("recovery", "from_slices", "to_slices"),
-    "run_end": ("status", "step", "reason"),
-}
-_SECONDS = ("seconds", "blocking_seconds")
+_KEYS: dict[str, tuple[str, ...]] = {name: ev.measured for name, ev in P.EVENTS.items()}
+_SECONDS = P.SECONDS_KEYS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,29 +37,10 @@ class Event:
     data: dict[str, Any]
 
 
-def parse_ts(text: str) -> int:
-    """``2026-11-29T09:50:01.123456Z`` (or ``.123Z``) to ms since the epoch, truncated.
-
-    Raises:
-        ValueError: not an ISO 8601 time.
-    """
-    t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    t = t.astimezone(dt.timezone.utc)
-    whole = int(t.replace(microsecond=0).timestamp())
-    return whole * 1000 + t.microsecond // 1000
-
-
-def ms_of(t: dt.datetime) -> int:
-    """A datetime (e.g. a kill time) to ms since the epoch, truncated like event times."""
-    return parse_ts(t.astimezone(dt.timezone.utc).isoformat())
-
-
-def fmt_ms(ms: int) -> str:
-    """ms since the epoch to ``2026-11-29T09:50:01.123Z``."""
-    t = dt.datetime.fromtimestamp(ms // 1000, dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+# The contract's time formats (elastix.protocol.timefmt), under the names measurement uses.
+parse_ts = timefmt.parse_ms  # ISO 8601 -> ms since the epoch, truncated
+ms_of = timefmt.to_ms  # a datetime (e.g. a kill time) -> ms, truncated like event times
+fmt_ms = timefmt.from_ms  # ms -> ``2026-11-29T09:50:01.123Z``
 
 
 def _norm(name: str, t: int, raw: dict[str, Any]) -> Event:
@@ -125,47 +92,30 @@ def events_from_jsonl(text: str) -> list[Event]:
     return events_from_records(records)
 
 
-_NUM = r"(-?\d+(?:\.\d+)?)"
 _LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
-_PATTERNS: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
-    ("step", re.compile(rf"completed step: (\d+), seconds: {_NUM}(?:, live slice count: (\d+))?"),
-     ("step", "seconds", "live_slices")),
-    ("run_start", re.compile(r"elastix: run start: pid (\d+), slices (\d+), devices (\d+)"),
-     ("pid", "num_slices", "devices")),
-    ("checkpoint_save_started", re.compile(r"elastix: checkpoint save started: step (\d+)"),
-     ("step",)),
-    ("checkpoint_committed", re.compile(
-        rf"elastix: checkpoint committed: step (\d+) \((\d+) bytes in {_NUM} s, "
-        rf"blocking {_NUM} s\)"), ("step", "bytes", "seconds", "blocking_seconds")),
-    ("checkpoint_save_failed", re.compile(r"elastix: checkpoint save failed: step (\d+): (.*)"),
-     ("step", "error")),
-    ("snapshot_taken", re.compile(
-        rf"elastix: snapshot taken: step (\d+) \((\d+) bytes in {_NUM} s\)"),
-     ("step", "bytes", "seconds")),
-    ("restore", re.compile(
-        rf"elastix: restored step (\d+) from (checkpoint|snapshot|init) \((\d+) bytes in {_NUM} s\)"),
-     ("step", "source", "bytes", "seconds")),
-    ("elastic_detected", re.compile(
-        r"elastix: slice down, retrying \(recovery (\d+), slices lost \[([\d, ]*)\], "
-        r"last step (-?\d+)\): ?(.*)"), ("recovery", "lost_slices", "last_step", "error")),
-    ("elastic_cleanup_done", re.compile(rf"elastix: cleanup done in {_NUM} s"), ("seconds",)),
-    ("elastic_slices_ready", re.compile(
-        rf"elastix: sufficient slices active: (\d+) >= (\d+) \(waited {_NUM} s\)"),
-     ("live_slices", "required_slices", "seconds")),
-    ("elastic_first_step", re.compile(
-        rf"elastix: first step after recovery (\d+): step (\d+) in {_NUM} s"),
-     ("recovery", "step", "seconds")),
-    ("elastic_resize", re.compile(r"elastix: resized mesh \(recovery (\d+)\): (\d+) -> (\d+)"),
-     ("recovery", "from_slices", "to_slices")),
-    ("run_end", re.compile(r"elastix: run end: (\w+) at step (-?\d+)(?: \((.*)\))?"),
-     ("status", "step", "reason")),
-]
+
+
+def _line_patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...]]]:
+    """(event, regex, measured keys) for each line template of the protocol, in its order.
+
+    A recovery's restore shares the start-up restore's line: it is parsed as ``restore`` and
+    told apart afterwards by its recovery window (:func:`_fix_recovery_restores`).
+    """
+    out, seen = [], set()
+    for name, ev in P.EVENTS.items():
+        if ev.template not in seen:
+            seen.add(ev.template)
+            out.append((name, P.pattern(name), ev.measured))
+    return out
+
+
+_PATTERNS = _line_patterns()
 
 
 def _convert(key: str, text: str | None) -> Any:
     if text is None:
         return None
-    if key in ("source", "status", "reason", "error"):
+    if key in P.TEXT_KEYS or key in ("source", "status"):
         return text
     if key == "lost_slices":
         return [int(x) for x in text.replace(" ", "").split(",") if x]

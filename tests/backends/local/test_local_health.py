@@ -11,13 +11,11 @@ import sys
 import pytest
 from local_helpers import wait_until
 
-from elastix_trainer.local_health import (
-    LocalHeartbeatHealth,
-    SliceTimeoutError,
-    decode_heartbeat,
-    encode_heartbeat,
-    parse_address,
-)
+from elastix.protocol.heartbeat import decode as decode_heartbeat
+from elastix.protocol.heartbeat import encode as encode_heartbeat
+from elastix.protocol.heartbeat import parse_address
+from elastix_trainer.health import SliceWaitTimeout
+from elastix_trainer.local_health import LocalHeartbeatHealth
 
 
 class Clock:
@@ -80,7 +78,7 @@ def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
 
 def test_wait_for_times_out_with_a_clear_error(tmp_path):
     with LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", num_slices=3) as health:
-        with pytest.raises(SliceTimeoutError, match="only 0 of 2 required slices"):
+        with pytest.raises(SliceWaitTimeout, match="only 0 of 2 required slices"):
             health.wait_for(2, timeout=0.2)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from elastix.backends.local.state import expand, health_address, make_plan, resolve_env
+from elastix.backends.local.plan import Plan, expand, health_address, make_plan, resolve_env
 from elastix.errors import UsageError
 from elastix.workload import labels
 
@@ -23,12 +23,12 @@ def manifest(cli):
 def test_plan_follows_the_manifest(manifest, tmp_path):
     plan = make_plan(manifest, tmp_path / "plan-demo", {"ELASTIX_LOCAL_SCHEDULING_DELAY": "0"},
                      "/somewhere")
-    assert (plan["num_slices"], plan["hosts_per_slice"]) == (3, 4)
-    assert plan["backoff_limit"] == 5 * 4 and plan["max_restarts"] == 2
-    assert plan["devices_per_slice"] == 2 and plan["scheduling_delay"] == 0.0
-    assert plan["head_command"][-1].endswith("elastix-train --preset tiny")
-    assert plan["cwd"] == "/somewhere" and plan["health_address"].startswith("unix:")
-    env = resolve_env(plan["head_env"], {labels.COORDINATOR: "127.0.0.1"})
+    assert (plan.num_slices, plan.hosts_per_slice) == (3, 4)
+    assert plan.backoff_limit == 5 * 4 and plan.max_restarts == 2
+    assert plan.devices_per_slice == 2 and plan.scheduling_delay == 0.0
+    assert plan.head_command[-1].endswith("elastix-train --preset tiny")
+    assert plan.cwd == "/somewhere" and plan.health_address.startswith("unix:")
+    env = resolve_env(plan.head_env, {labels.COORDINATOR: "127.0.0.1"})
     assert env["PATHWAYS_HEAD"] == "127.0.0.1"
     assert env["JAX_BACKEND_TARGET"] == "grpc://127.0.0.1:29000"
     assert env["GREETING"] == "hi 127.0.0.1"
@@ -59,3 +59,8 @@ def test_long_state_dirs_get_a_short_socket_address(tmp_path):
     long_dir = tmp_path / ("d" * 120)
     addr = health_address(long_dir)
     assert len(addr) < 60 and addr.startswith(("unix:@elastix-", "unix:/tmp/elastix-"))
+
+
+def test_plan_json_round_trips(manifest, tmp_path):
+    plan = make_plan(manifest, tmp_path / "plan-demo", {}, "/")
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan

@@ -1,6 +1,6 @@
 """The local backend: the same rendered JobSet, run as processes on this machine.
 
-``submit`` turns the manifest into a plan (``elastix.backends.local.state.make_plan``) and starts a detached
+``submit`` turns the manifest into a plan (``elastix.backends.local.plan.make_plan``) and starts a detached
 supervisor (``elastix.backends.local.supervisor``) that plays the JobSet controller: the head's main
 container command becomes the controller process (the trainer, on CPU devices), each worker pod a
 heartbeating slice-host process. Everything about a workload lives in one directory,
@@ -13,7 +13,6 @@ recorded process, so nothing is orphaned even when the supervisor itself was SIG
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import random
 import re
@@ -36,18 +35,23 @@ from elastix.backends.base import (
     WorkloadStatus,
     utcnow,
 )
+from elastix.backends.local.plan import Plan, make_plan
 from elastix.backends.local.state import (
     FINAL_STATES,
-    MARKER_ENV,
+    PodRecord,
+    WorkloadState,
     default_root,
-    make_plan,
     proc_matches,
     read_json,
+    read_jsonl,
     read_procs,
+    record_proc,
     sweep,
     write_json_atomic,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
+from elastix.protocol import env as E
+from elastix.protocol import timefmt
 from elastix.workload import labels
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -56,10 +60,7 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 
 
 def _parse_time(s: str | None) -> dt.datetime | None:
-    if not s:
-        return None
-    t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return timefmt.parse(s) if s else None
 
 
 class LocalBackend(Backend):
@@ -86,24 +87,19 @@ class LocalBackend(Backend):
                                 hint="list workloads with: elastix workload list --backend local")
         return d
 
-    def _raw(self, d: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-        plan = read_json(d / "plan.json")
-        try:
-            state = read_json(d / "state.json")
-        except FileNotFoundError:
-            state = {"state": "Pending", "restarts": 0, "slices": [], "head": None}
-        return plan, state
+    def _raw(self, d: Path) -> tuple[Plan, WorkloadState]:
+        return Plan.from_json(read_json(d / "plan.json")), WorkloadState.read(d)
 
     @staticmethod
-    def _supervisor(d: Path, state: dict[str, Any]) -> dict[str, Any] | None:
-        if state.get("supervisor"):
-            return state["supervisor"]
+    def _supervisor(d: Path, state: WorkloadState | None) -> dict[str, Any] | None:
+        if state is not None and state.supervisor:
+            return state.supervisor
         for rec in read_procs(d):  # before its first state write: the spawner's record
             if rec.get("role") == "supervisor":
                 return rec
         return None
 
-    def _supervisor_alive(self, d: Path, state: dict[str, Any]) -> bool:
+    def _supervisor_alive(self, d: Path, state: WorkloadState) -> bool:
         sup = self._supervisor(d, state)
         return bool(sup) and proc_matches(sup["pid"], sup.get("create_time"))
 
@@ -124,7 +120,7 @@ class LocalBackend(Backend):
         try:
             (d / "logs").mkdir(parents=True)
             write_json_atomic(d / "manifest.json", manifest)
-            write_json_atomic(d / "plan.json", plan)
+            write_json_atomic(d / "plan.json", plan.to_json())
         except OSError as e:
             self._discard(d, None)
             raise BackendError(f"cannot create the workload's state directory {d}: "
@@ -132,16 +128,12 @@ class LocalBackend(Backend):
                                hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
                                     "directory") from None
         env = dict(os.environ)
-        env[MARKER_ENV] = plan["marker"]
+        env[E.LOCAL_MARKER] = plan.marker
         with open(d / "supervisor.log", "ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor", str(d)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
-        from elastix.backends.local.state import create_time_of
-
-        with open(d / "procs.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps({"pid": proc.pid, "create_time": create_time_of(proc.pid),
-                                "role": "supervisor"}) + "\n")
+        record_proc(d, proc.pid, "supervisor")
         deadline = time.monotonic() + START_TIMEOUT
         while not (d / "state.json").exists():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -179,7 +171,7 @@ class LocalBackend(Backend):
         d = self._dir(name)
         plan, st = self._raw(d)
         alive = self._supervisor_alive(d, st)
-        state, reasons = st.get("state", "Pending"), []
+        state, reasons = st.state, []
         if state == "Starting":
             state = "Pending"
         if state not in FINAL_STATES and not alive:
@@ -187,73 +179,71 @@ class LocalBackend(Backend):
             reasons.append("the local supervisor is not running (killed?); "
                            f"clean up with: elastix workload delete {name} --backend local")
 
-        def pod(p: dict[str, Any] | None, role: str) -> PodInfo | None:
+        def pod(p: PodRecord | None, role: str) -> PodInfo | None:
             if p is None:
                 return None
-            phase = p["phase"]
-            if phase == "Running" and not proc_matches(p["pid"], p.get("create_time")):
+            phase = p.phase
+            if phase == "Running" and not proc_matches(p.pid, p.create_time):
                 phase = "Unknown"  # the supervisor has not seen the death (or is gone)
-            return PodInfo(name=p["name"], role=role, phase=phase, slice=p.get("slice"),
-                           host=p.get("host"), node="localhost", reason=p.get("reason"),
-                           started=_parse_time(p.get("started")), pid=p.get("pid"))
+            return PodInfo(name=p.name, role=role, phase=phase, slice=p.slice, host=p.host,
+                           node="localhost", reason=p.reason, started=_parse_time(p.started),
+                           pid=p.pid)
 
-        slices = [SliceStatus(index=s["index"], hosts=plan["hosts_per_slice"],
-                              pods=[pod(p, "worker") for p in s["pods"]],
-                              job_failures=s["failures"], backoff_limit=s["backoff_limit"])
-                  for s in st.get("slices", [])]
+        slices = [SliceStatus(index=s.index, hosts=plan.hosts_per_slice,
+                              pods=[pod(p, "worker") for p in s.pods],
+                              job_failures=s.failures, backoff_limit=s.backoff_limit)
+                  for s in st.slices]
         return WorkloadStatus(
             name=name, namespace="local", backend="local", state=state,
-            created=_parse_time(plan["created"]), num_slices=plan["num_slices"],
-            jobset_restarts=st.get("restarts", 0), max_restarts=plan["max_restarts"],
-            head=pod(st.get("head"), "head"), slices=slices, reasons=reasons,
-            message=st.get("message"))
+            created=_parse_time(plan.created), num_slices=plan.num_slices,
+            jobset_restarts=st.restarts, max_restarts=plan.max_restarts,
+            head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message)
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         d = self._dir(name)
-        path = Path(read_json(d / "plan.json")["events_file"])
-        events = []
+        path = Path(Plan.from_json(read_json(d / "plan.json")).events_file)
         try:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        pass  # the line being written right now
+            return read_jsonl(path)
         except FileNotFoundError:
             return None  # a command that writes no events: measurement reads the head's log
-        return events
 
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         d = self._dir(name)
-        _, st = self._raw(d)
-        pods = [p for s in st.get("slices", []) for p in s["pods"]
-                if p["phase"] == "Running" and proc_matches(p["pid"], p.get("create_time"))
-                and (slice is None or p["slice"] == slice) and (host is None or p["host"] == host)]
+        plan, st = self._raw(d)
+        # The same checks and errors as the GKE backend: a command must not depend on which
+        # backend runs the workload to tell a typo from a workload that is between pods.
+        num = plan.num_slices
+        if slice is not None and not 0 <= slice < num:
+            raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
+                             f"(0-{num - 1})")
+        pods = [p for s in st.slices for p in s.pods
+                if p.phase == "Running" and proc_matches(p.pid, p.create_time)
+                and (slice is None or p.slice == slice) and (host is None or p.host == host)]
         if not pods:
-            where = "" if slice is None and host is None else f" (slice={slice}, host={host})"
-            raise NotFoundError(f"no running worker of {name!r} to kill{where}",
-                                hint=f"see which are running: elastix workload status {name}")
-        pods.sort(key=lambda p: (p["slice"], p["host"]))
+            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
+                            if v is not None)
+            raise BackendError(f"no running worker pod of {name}{where} to kill",
+                               hint=f"see the pods with: elastix workload status {name}")
+        pods.sort(key=lambda p: (p.slice, p.host))
         victim = random.Random(seed).choice(pods)
         t = utcnow()
         if not dry_run:
             try:
-                os.kill(victim["pid"], signal.SIGKILL)
+                os.kill(victim.pid, signal.SIGKILL)
             except ProcessLookupError as err:
-                raise BackendError(f"worker {victim['name']} exited before the kill") from err
-        return KillRecord(workload=name, pod=victim["name"], slice=victim["slice"],
-                          host=victim["host"], node="localhost", time=t, dry_run=dry_run,
-                          pid=victim["pid"])
+                raise BackendError(f"worker {victim.name} exited before the kill") from err
+        return KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
+                          node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
     # ------------------------------------------------------------------ delete
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
         d = self._dir(name)
         try:
             plan, st = self._raw(d)
-        except (OSError, ValueError):
-            plan, st = {}, {}
+        except (OSError, ValueError, KeyError, TypeError):
+            plan, st = None, None  # half-written or damaged: sweep what procs.jsonl recorded
         sup = self._supervisor(d, st)
         if sup and proc_matches(sup["pid"], sup.get("create_time")):
             os.kill(sup["pid"], signal.SIGTERM)  # it stops its pods gracefully, then exits
@@ -263,13 +253,13 @@ class LocalBackend(Backend):
                     os.kill(sup["pid"], signal.SIGKILL)
                     break
                 time.sleep(0.02)
-        sweep(d, plan.get("marker"), timeout=min(timeout, 10.0))
+        sweep(d, plan.marker if plan else None, timeout=min(timeout, 10.0))
         survivors = [r["pid"] for r in read_procs(d)
                      if proc_matches(r["pid"], r.get("create_time"))]
         if survivors:
             raise BackendError(f"processes of {name!r} survived SIGKILL: {survivors}",
                                hint="they may be stuck in the kernel; try again")
-        address = plan.get("health_address", "")
+        address = plan.health_address if plan else ""
         if address.startswith("unix:/") and not address.startswith(f"unix:{d}"):
             try:
                 os.unlink(address[len("unix:"):])
@@ -321,12 +311,12 @@ class LocalBackend(Backend):
 def _finished(d: Path) -> bool:
     """The workload will write no more logs: final state, supervisor gone, or deleted."""
     try:
-        st = read_json(d / "state.json")
-    except (OSError, ValueError):
+        st = WorkloadState.from_json(read_json(d / "state.json"))
+    except (OSError, ValueError, KeyError, TypeError):
         return not d.exists()
-    if st.get("state") in FINAL_STATES or st.get("state") == "Terminating":
+    if st.state in FINAL_STATES or st.state == "Terminating":
         return True
-    sup = st.get("supervisor") or {}
+    sup = st.supervisor or {}
     return not proc_matches(sup.get("pid", -1), sup.get("create_time"))
 
 

@@ -3,7 +3,8 @@
 Run by the local supervisor as ``python -m elastix.backends.local.host``. It sends a heartbeat datagram to
 the controller (``ELASTIX_LOCAL_HEALTH``) every ``ELASTIX_HEARTBEAT_INTERVAL`` seconds until it is
 killed; the controller's health source counts its slice as live only while every host of it
-heartbeats. It imports only the standard library so that a dozen of them start fast on 2 cores.
+heartbeats. It imports only stdlib-only modules (the protocol, the local state helpers) so that a
+dozen of them start fast on 2 cores.
 
 Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 ``ELASTIX_HEARTBEAT_INTERVAL`` (default 0.2), ``ELASTIX_SUPERVISOR_PID`` (exit if it goes away).
@@ -11,43 +12,23 @@ Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
 import sys
 import time
 
-from elastix_trainer.local_health import (
-    DEFAULT_INTERVAL,
-    ENV_ADDRESS,
-    ENV_INTERVAL,
-    encode_heartbeat,
-    parse_address,
-)
-
-
-def die_with_parent(expected_ppid: int | None) -> bool:
-    """Ask Linux to SIGKILL this process when its parent dies; False if the parent is gone already.
-
-    Without it, a SIGKILLed supervisor would leave its slice hosts heartbeating forever.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    # The parent may have died before prctl took effect: then we are already an orphan.
-    return expected_ppid is None or os.getppid() == expected_ppid
+from elastix.backends.local.state import die_with_parent
+from elastix.protocol import env as E
+from elastix.protocol import heartbeat
 
 
 def run(env: dict[str, str]) -> int:
     """Heartbeat until killed. Returns an exit code."""
-    slice_id, host = int(env["ELASTIX_SLICE"]), int(env["ELASTIX_HOST"])
-    interval = float(env.get(ENV_INTERVAL, DEFAULT_INTERVAL))
-    family, addr = parse_address(env[ENV_ADDRESS])
-    supervisor = int(env["ELASTIX_SUPERVISOR_PID"]) if env.get("ELASTIX_SUPERVISOR_PID") else None
+    slice_id, host = int(env[E.SLICE]), int(env[E.HOST])
+    interval = float(env.get(E.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL))
+    family, addr = heartbeat.parse_address(env[E.LOCAL_HEALTH])
+    supervisor = int(env[E.SUPERVISOR_PID]) if env.get(E.SUPERVISOR_PID) else None
     if not die_with_parent(supervisor):
         return 1
     # SIGTERM is how the supervisor stops a pod: exit at once, like a worker with no grace work.
@@ -55,11 +36,11 @@ def run(env: dict[str, str]) -> int:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.setblocking(False)  # a full or absent receiver must never stall the heartbeat loop
     pid = os.getpid()
-    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[ENV_ADDRESS]}",
+    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[E.LOCAL_HEALTH]}",
           flush=True)
     while True:
         try:
-            sock.sendto(encode_heartbeat(slice_id, host, pid, time.monotonic()), addr)
+            sock.sendto(heartbeat.encode(slice_id, host, pid, time.monotonic()), addr)
         except OSError:
             pass  # controller not listening yet (starting or restarting): keep trying
         time.sleep(interval)

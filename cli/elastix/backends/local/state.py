@@ -1,40 +1,127 @@
-"""The local backend's on-disk contract: where a workload lives and what the supervisor runs.
+"""The local backend's files and processes: where a workload lives and what it has started.
 
 One directory per workload (``<root>/<name>/``) holds everything: ``plan.json`` (what to run,
 derived once from the rendered JobSet), ``manifest.json``, ``state.json`` (written atomically by
 the supervisor), ``procs.jsonl`` (every process ever started, with its start time, so ``delete``
 can sweep them even after the supervisor was SIGKILLed), ``logs/`` and the trainer's
 ``events.jsonl``. Every process also carries ``ELASTIX_LOCAL_MARKER=<uuid>`` in its environment,
-which finds grandchildren that escaped their process group.
+which finds grandchildren that escaped their process group. What the supervisor runs is
+``elastix.backends.local.plan``.
 
 Imported by the launcher and by the supervisor; stdlib only at import time (psutil lazily).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
+import ctypes
+import dataclasses
 import json
 import os
-import re
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from elastix.errors import UsageError
-from elastix.workload import labels
+from elastix.protocol import env as E
 
-MARKER_ENV = "ELASTIX_LOCAL_MARKER"
 FINAL_STATES = ("Completed", "Failed")
 
-# Knobs read from the submitting environment (the CLI's), recorded in the plan.
-ENV_SCHEDULING_DELAY = "ELASTIX_LOCAL_SCHEDULING_DELAY"
-ENV_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
-ENV_HEALTH_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
-ENV_HEARTBEAT_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
-DEFAULT_SCHEDULING_DELAY = 1.0
+
+@dataclasses.dataclass
+class PodRecord:
+    """One pod (a local process) as ``state.json`` records it."""
+
+    name: str
+    role: str
+    """``head`` or ``worker``."""
+    slice: int | None
+    host: int | None
+    pid: int | None = None
+    create_time: float | None = None
+    phase: str = "Pending"
+    started: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    log: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(PodRecord)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PodRecord:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+@dataclasses.dataclass
+class SliceState:
+    """One slice's Job: its pods and its failures against ``backoffLimit``."""
+
+    index: int
+    failures: int
+    backoff_limit: int
+    pods: list[PodRecord]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "failures": self.failures,
+                "backoff_limit": self.backoff_limit, "pods": [p.to_json() for p in self.pods]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SliceState:
+        return cls(data["index"], data["failures"], data["backoff_limit"],
+                   [PodRecord.from_json(p) for p in data["pods"]])
+
+
+@dataclasses.dataclass
+class WorkloadState:
+    """``state.json``: what the supervisor last saw (written atomically on every change).
+
+    Before the supervisor's first write, :meth:`read` returns the default: ``Pending``.
+    """
+
+    state: str = "Pending"
+    """Starting, Running, Restarting, Completed, Failed or Terminating."""
+    restarts: int = 0
+    max_restarts: int = 0
+    supervisor: dict[str, Any] | None = None
+    """``{"pid", "create_time"}`` of the supervisor that writes this file."""
+    message: str | None = None
+    updated: str | None = None
+    head: PodRecord | None = None
+    slices: list[SliceState] = dataclasses.field(default_factory=list)
+    events: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """The supervisor's recent log lines, ``{"ts", "msg"}``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"supervisor": self.supervisor, "state": self.state, "restarts": self.restarts,
+                "max_restarts": self.max_restarts, "message": self.message,
+                "updated": self.updated, "head": self.head.to_json() if self.head else None,
+                "slices": [s.to_json() for s in self.slices], "events": self.events}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkloadState:
+        head = data.get("head")
+        return cls(state=data.get("state", "Pending"), restarts=data.get("restarts", 0),
+                   max_restarts=data.get("max_restarts", 0), supervisor=data.get("supervisor"),
+                   message=data.get("message"), updated=data.get("updated"),
+                   head=PodRecord.from_json(head) if head else None,
+                   slices=[SliceState.from_json(s) for s in data.get("slices", [])],
+                   events=data.get("events", []))
+
+    @classmethod
+    def read(cls, workload_dir: Path) -> WorkloadState:
+        """``state.json`` of a workload, or the default before the supervisor wrote it.
+
+        Raises:
+            OSError, ValueError: the file cannot be read or is not JSON.
+        """
+        try:
+            return cls.from_json(read_json(workload_dir / "state.json"))
+        except FileNotFoundError:
+            return cls()
+
+    def write(self, workload_dir: Path) -> None:
+        write_json_atomic(workload_dir / "state.json", self.to_json())
 
 
 def default_root() -> Path:
@@ -42,11 +129,6 @@ def default_root() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("elastix")) / "workloads"
-
-
-def now_iso() -> str:
-    """UTC to the microsecond with a ``Z``, like the trainer's events."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def read_json(path: Path) -> Any:
@@ -62,144 +144,35 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def health_address(workload_dir: Path) -> str:
-    """A UNIX datagram socket in the workload dir, or a short stand-in when the path is too long.
-
-    ``sun_path`` holds about 104 bytes; pytest's tmp dirs easily exceed that.
-    """
-    path = str(workload_dir / "health.sock")
-    if len(path.encode()) < 100:
-        return f"unix:{path}"
-    digest = hashlib.sha1(path.encode()).hexdigest()[:16]
-    if sys.platform.startswith("linux"):
-        return f"unix:@elastix-{digest}"
-    return f"unix:/tmp/elastix-{digest}.sock"
-
-
-# ----------------------------------------------------------------------------- manifest -> plan
-
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes ``$(VAR)`` expansion: defined names are replaced, ``$$`` escapes, others stay."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        return env.get(m.group(1), m.group(0))
-
-    return _VAR.sub(sub, text)
-
-
-def _field_value(path: str, fields: dict[str, str]) -> str:
-    """Local value of a downward-API ``fieldPath``."""
-    m = re.fullmatch(r"metadata\.(?:labels|annotations)\['([^']+)'\]", path)
-    if m:
-        return fields.get(m.group(1), "")
-    return {"metadata.name": fields.get("pod", ""), "metadata.namespace": "local",
-            "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1",
-            "spec.nodeName": "localhost"}.get(path, "")
-
-
-def resolve_env(env_list: list[dict[str, Any]], fields: dict[str, str]) -> dict[str, str]:
-    """A container's ``env`` as a dict: literal values, fieldRefs resolved to local values.
-
-    ``$(VAR)`` inside values refers to earlier entries, as in Kubernetes. Secret and ConfigMap
-    references cannot be resolved locally and are left out.
-    """
-    out: dict[str, str] = {}
-    for item in env_list or []:
-        name = item["name"]
-        if "value" in item:
-            out[name] = expand(str(item["value"]), out)
-        elif "fieldRef" in (item.get("valueFrom") or {}):
-            out[name] = _field_value(item["valueFrom"]["fieldRef"].get("fieldPath", ""), fields)
-    return out
-
-
-def _rjob(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for rj in manifest.get("spec", {}).get("replicatedJobs", []):
-        if rj.get("name") == name:
-            return rj
-    return None
-
-
-def _main_container(pod_spec: dict[str, Any], name: str) -> dict[str, Any] | None:
-    containers = pod_spec.get("containers", [])
-    for c in containers:
-        if c.get("name") == name:
-            return c
-    return containers[0] if len(containers) == 1 else None
-
-
-def pod_fields(name: str, rjob: str, replicas: int, slice_id: int, host: int,
-               attempt: int) -> dict[str, str]:
-    """The JobSet labels/annotations a pod would carry, for downward-API env resolution."""
-    return {labels.JOBSET_NAME: name, labels.REPLICATED_JOB_NAME: rjob,
-            labels.REPLICATED_JOB_REPLICAS: str(replicas), labels.JOB_INDEX: str(slice_id),
-            labels.JOB_COMPLETION_INDEX: str(host), labels.RESTART_ATTEMPT: str(attempt),
-            labels.COORDINATOR: "127.0.0.1", labels.WORKLOAD: name,
-            "pod": f"{name}-{rjob}-{slice_id}-{host}"}
-
-
-def default_devices_per_slice(num_slices: int, hosts_per_slice: int) -> int:
-    """Scale a slice down to 1-2 CPU devices so a multislice workload fits a laptop."""
-    del hosts_per_slice  # a CPU "slice" is the unit; its hosts are the heartbeat processes
-    return max(1, min(2, 8 // max(1, num_slices)))
-
-
-def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
-              cwd: str) -> dict[str, Any]:
-    """What the supervisor runs, derived from the rendered JobSet.
-
-    Raises:
-        UsageError: the manifest lacks something the local backend needs.
-    """
-    name = manifest.get("metadata", {}).get("name")
-    head = _rjob(manifest, labels.HEAD_JOB)
-    worker = _rjob(manifest, labels.WORKER_JOB)
-    if not name or head is None or worker is None:
-        raise UsageError("the local backend needs a JobSet with replicated jobs "
-                         f"{labels.HEAD_JOB!r} and {labels.WORKER_JOB!r}",
-                         hint="render it with elastix workload create (a Pathways workload)")
-    head_pod = head["template"]["spec"]["template"]["spec"]
-    main = _main_container(head_pod, labels.MAIN_CONTAINER)
-    if main is None or not (main.get("command") or main.get("args")):
-        raise UsageError(f"the head's {labels.MAIN_CONTAINER!r} container has no command",
-                         hint="the local backend cannot run an image's entrypoint: give a command")
-    wjob = worker["template"]["spec"]
-    num_slices = int(worker.get("replicas", 1))
-    hosts = int(wjob.get("parallelism", 1))
-    failure_policy = manifest.get("spec", {}).get("failurePolicy") or {}
-    if env.get(ENV_DEVICES_PER_SLICE):
-        dps = int(env[ENV_DEVICES_PER_SLICE])
-    else:
-        dps = default_devices_per_slice(num_slices, hosts)
-    wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
-    return {
-        "name": name,
-        "created": now_iso(),
-        "dir": str(workload_dir),
-        "cwd": cwd,
-        "num_slices": num_slices,
-        "hosts_per_slice": hosts,
-        "backoff_limit": int(wjob.get("backoffLimit", 6)),
-        "max_restarts": int(failure_policy.get("maxRestarts", 0)),
-        "devices_per_slice": dps,
-        "scheduling_delay": float(env.get(ENV_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
-        "health_timeout": float(env.get(ENV_HEALTH_TIMEOUT, 2.0)),
-        "heartbeat_interval": float(env.get(ENV_HEARTBEAT_INTERVAL, 0.2)),
-        "health_address": health_address(workload_dir),
-        "events_file": str(workload_dir / "events.jsonl"),
-        "head_command": list(main.get("command") or []) + list(main.get("args") or []),
-        "head_env": main.get("env") or [],
-        "worker_env": wcont.get("env") or [],
-        "marker": hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
-    }
-
-
 # ----------------------------------------------------------------------------- processes
+
+
+def die_with_parent(expected_ppid: int | None = None) -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies; False if the parent is gone already.
+
+    Without it, a SIGKILLed supervisor would leave its pods running (slice hosts heartbeating)
+    forever. Safe between fork and exec (the supervisor's ``preexec_fn``).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    # The parent may have died before prctl took effect: then we are already an orphan.
+    return expected_ppid is None or os.getppid() == expected_ppid
+
+
+def record_proc(workload_dir: Path, pid: int, role: str, **fields: Any) -> float | None:
+    """Append a started process to ``procs.jsonl`` (for ``sweep``); returns its start time.
+
+    The start time makes the record name this process only, never a later one reusing the pid.
+    """
+    create_time = create_time_of(pid)
+    with open(workload_dir / "procs.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"pid": pid, "create_time": create_time, "role": role, **fields})
+                + "\n")
+    return create_time
 
 
 def proc_matches(pid: int, create_time: float | None) -> bool:
@@ -224,19 +197,28 @@ def create_time_of(pid: int) -> float | None:
         return None
 
 
-def read_procs(workload_dir: Path) -> list[dict[str, Any]]:
-    """Every process record the supervisor appended to ``procs.jsonl``."""
+def read_jsonl(path: Path) -> list[Any]:
+    """The records of an append-only JSONL file whose writer may be mid-line or was killed.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
     out = []
-    try:
-        with open(workload_dir / "procs.jsonl", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass  # a line cut by a SIGKILL mid-write
-    except FileNotFoundError:
-        pass
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass  # a line being written now, or cut by a SIGKILL mid-write
     return out
+
+
+def read_procs(workload_dir: Path) -> list[dict[str, Any]]:
+    """Every process record appended to ``procs.jsonl`` (see :func:`record_proc`)."""
+    try:
+        return read_jsonl(workload_dir / "procs.jsonl")
+    except FileNotFoundError:
+        return []
 
 
 def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
@@ -248,7 +230,7 @@ def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -
         if p.info["pid"] in exclude:
             continue
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(MARKER_ENV) == marker:
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(E.LOCAL_MARKER) == marker:
                 found.append(p.info["pid"])
         except psutil.Error:
             continue

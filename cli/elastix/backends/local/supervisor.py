@@ -17,7 +17,6 @@ at once without busy polling. SIGTERM tears everything down and exits.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import os
 import select
@@ -26,51 +25,30 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from elastix.backends.local.plan import Plan, expand, pod_fields, resolve_env
 from elastix.backends.local.state import (
+    PodRecord,
+    SliceState,
+    WorkloadState,
     create_time_of,
-    expand,
-    now_iso,
-    pod_fields,
+    die_with_parent,
     read_json,
-    resolve_env,
+    record_proc,
     sweep,
-    write_json_atomic,
 )
+from elastix.protocol import env as E
+from elastix.protocol import timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-
-
 @dataclasses.dataclass
-class Pod:
-    """One local process standing in for a pod."""
+class Pod(PodRecord):
+    """One local process standing in for a pod: its record plus the live process handle."""
 
-    name: str
-    role: str
-    slice: int | None
-    host: int | None
     popen: subprocess.Popen | None = None
-    pid: int | None = None
-    create_time: float | None = None
-    phase: str = "Pending"
-    started: str | None = None
-    exit_code: int | None = None
-    reason: str | None = None
-    log: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "popen"}
 
 
 class Supervisor:
@@ -78,7 +56,7 @@ class Supervisor:
 
     def __init__(self, workload_dir: Path) -> None:
         self.dir = workload_dir
-        self.plan = read_json(workload_dir / "plan.json")
+        self.plan = Plan.from_json(read_json(workload_dir / "plan.json"))
         self.logs = workload_dir / "logs"
         self.logs.mkdir(exist_ok=True)
         self.state = "Starting"
@@ -87,7 +65,7 @@ class Supervisor:
         self.head: Pod | None = None
         self.workers: dict[tuple[int, int], Pod] = {}
         self.due: dict[tuple[int, int], float] = {}  # replacement start times (monotonic)
-        self.failures = [0] * self.plan["num_slices"]
+        self.failures = [0] * self.plan.num_slices
         self.generation = 0
         self.events: list[dict[str, str]] = []
         self.stopping = False
@@ -95,39 +73,34 @@ class Supervisor:
 
     # ------------------------------------------------------------------ bookkeeping
     def log(self, msg: str) -> None:
-        ts = now_iso()
+        ts = timefmt.iso_us()
         self.events.append({"ts": ts, "msg": msg})
         del self.events[:-100]
         print(f"{ts} {msg}", flush=True)
 
     def write_state(self) -> None:
         p = self.plan
-        write_json_atomic(self.dir / "state.json", {
-            "supervisor": self.me, "state": self.state, "restarts": self.restarts,
-            "max_restarts": p["max_restarts"], "message": self.message, "updated": now_iso(),
-            "head": self.head.to_json() if self.head else None,
-            "slices": [{"index": s, "failures": self.failures[s],
-                        "backoff_limit": p["backoff_limit"],
-                        "pods": [self.workers[(s, h)].to_json()
-                                 for h in range(p["hosts_per_slice"]) if (s, h) in self.workers]}
-                       for s in range(p["num_slices"])],
-            "events": self.events[-30:],
-        })
+        WorkloadState(
+            supervisor=self.me, state=self.state, restarts=self.restarts,
+            max_restarts=p.max_restarts, message=self.message, updated=timefmt.iso_us(),
+            head=self.head,
+            slices=[SliceState(s, self.failures[s], p.backoff_limit,
+                               [self.workers[(s, h)] for h in range(p.hosts_per_slice)
+                                if (s, h) in self.workers])
+                    for s in range(p.num_slices)],
+            events=self.events[-30:],
+        ).write(self.dir)
 
     def _spawn(self, pod: Pod, cmd: list[str], env: dict[str, str], log: Path) -> None:
         pod.log = str(log)
         with open(log, "ab") as out:
-            pod.popen = subprocess.Popen(cmd, env=env, cwd=self.plan["cwd"], stdout=out,
+            pod.popen = subprocess.Popen(cmd, env=env, cwd=self.plan.cwd, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+                                         start_new_session=True, preexec_fn=die_with_parent)
         pod.pid = pod.popen.pid
-        pod.create_time = create_time_of(pod.pid)
-        pod.phase, pod.started, pod.exit_code, pod.reason = "Running", now_iso(), None, None
-        with open(self.dir / "procs.jsonl", "a", encoding="utf-8") as f:
-            import json
-
-            f.write(json.dumps({"pid": pod.pid, "create_time": pod.create_time, "role": pod.role,
-                                "slice": pod.slice, "host": pod.host, "name": pod.name}) + "\n")
+        pod.create_time = record_proc(self.dir, pod.pid, pod.role, slice=pod.slice,
+                                      host=pod.host, name=pod.name)
+        pod.phase, pod.started, pod.exit_code, pod.reason = "Running", timefmt.iso_us(), None, None
 
     def _base_env(self, fields: dict[str, str], container_env: list) -> tuple[dict, dict]:
         cenv = resolve_env(container_env, fields)
@@ -136,41 +109,40 @@ class Supervisor:
         bindir = os.path.dirname(sys.executable)  # the venv elastix runs from: elastix-train etc.
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         env["PYTHONUNBUFFERED"] = "1"
-        env["ELASTIX_WORKLOAD_DIR"] = str(self.dir)
-        env["ELASTIX_LOCAL_HEALTH"] = self.plan["health_address"]
-        env["ELASTIX_HEALTH_TIMEOUT"] = str(self.plan["health_timeout"])
-        env["ELASTIX_HEARTBEAT_INTERVAL"] = str(self.plan["heartbeat_interval"])
-        env["ELASTIX_HOSTS_PER_SLICE"] = str(self.plan["hosts_per_slice"])
+        env[E.WORKLOAD_DIR] = str(self.dir)
+        env[E.LOCAL_HEALTH] = self.plan.health_address
+        env[E.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
+        env[E.HEARTBEAT_INTERVAL] = str(self.plan.heartbeat_interval)
+        env[E.HOSTS_PER_SLICE] = str(self.plan.hosts_per_slice)
         return env, cenv
 
     def start_head(self) -> None:
         p = self.plan
-        fields = pod_fields(p["name"], labels.HEAD_JOB, 1, 0, 0, self.restarts)
-        env, cenv = self._base_env(fields, p["head_env"])
-        n = p["num_slices"] * p["devices_per_slice"]
+        fields = pod_fields(p.name, labels.HEAD_JOB, 1, 0, 0, self.restarts)
+        env, cenv = self._base_env(fields, p.head_env)
+        n = p.num_slices * p.devices_per_slice
         flags = [f for f in env.get("XLA_FLAGS", "").split()
                  if not f.startswith("--xla_force_host_platform_device_count")]
         env.update({
             "JAX_PLATFORMS": "cpu",  # the manifest says proxy: no Pathways server runs locally
             "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={n}"]),
-            "ELASTIX_NUM_SLICES": str(p["num_slices"]),
-            "ELASTIX_DEVICES_PER_SLICE": str(p["devices_per_slice"]),
-            "ELASTIX_EVENTS_FILE": p["events_file"],
+            E.NUM_SLICES: str(p.num_slices),
+            E.DEVICES_PER_SLICE: str(p.devices_per_slice),
+            E.EVENTS_FILE: p.events_file,
         })
-        cmd = [expand(a, cenv) for a in p["head_command"]]
-        self.head = Pod(f"{p['name']}-{labels.HEAD_JOB}-0-0-{self.restarts}", "head", None, None)
+        cmd = [expand(a, cenv) for a in p.head_command]
+        self.head = Pod(f"{p.name}-{labels.HEAD_JOB}-0-0-{self.restarts}", "head", None, None)
         self._spawn(self.head, cmd, env, self.logs / f"head-{self.restarts}.log")
         self.log(f"started head (pid {self.head.pid}, restart attempt {self.restarts}): "
                  f"{' '.join(cmd)}")
 
     def start_worker(self, s: int, h: int) -> None:
         p = self.plan
-        fields = pod_fields(p["name"], labels.WORKER_JOB, p["num_slices"], s, h, self.restarts)
-        env, _ = self._base_env(fields, p["worker_env"])
-        env.update({"ELASTIX_SLICE": str(s), "ELASTIX_HOST": str(h),
-                    "ELASTIX_SUPERVISOR_PID": str(os.getpid())})
+        fields = pod_fields(p.name, labels.WORKER_JOB, p.num_slices, s, h, self.restarts)
+        env, _ = self._base_env(fields, p.worker_env)
+        env.update({E.SLICE: str(s), E.HOST: str(h), E.SUPERVISOR_PID: str(os.getpid())})
         self.generation += 1
-        pod = Pod(f"{p['name']}-{labels.WORKER_JOB}-{s}-{h}-{self.generation}", "worker", s, h)
+        pod = Pod(f"{p.name}-{labels.WORKER_JOB}-{s}-{h}-{self.generation}", "worker", s, h)
         self.workers[(s, h)] = pod
         self._spawn(pod, [sys.executable, "-m", "elastix.backends.local.host"], env,
                     self.logs / f"worker-{s}-{h}.log")
@@ -178,10 +150,10 @@ class Supervisor:
     # ------------------------------------------------------------------ lifecycle
     def start_attempt(self) -> None:
         p = self.plan
-        self.failures = [0] * p["num_slices"]
+        self.failures = [0] * p.num_slices
         self.due.clear()
-        for s in range(p["num_slices"]):
-            for h in range(p["hosts_per_slice"]):
+        for s in range(p.num_slices):
+            for h in range(p.hosts_per_slice):
                 self.start_worker(s, h)
         self.start_head()
         self.state = "Running"
@@ -208,10 +180,10 @@ class Supervisor:
 
     def workload_failed(self, reason: str) -> None:
         """A Job failed: recreate everything while maxRestarts allows, else fail for good."""
-        if self.restarts < self.plan["max_restarts"]:
+        if self.restarts < self.plan.max_restarts:
             self.restarts += 1
             self.state = "Restarting"
-            self.message = f"restart {self.restarts}/{self.plan['max_restarts']}: {reason}"
+            self.message = f"restart {self.restarts}/{self.plan.max_restarts}: {reason}"
             self.log(f"restarting the workload ({self.message})")
             self.stop_pods("JobSetRestart")
             self.write_state()
@@ -219,7 +191,7 @@ class Supervisor:
         else:
             self.state = "Failed"
             self.message = (f"{reason}; restart budget used ({self.restarts}/"
-                            f"{self.plan['max_restarts']} restarts)")
+                            f"{self.plan.max_restarts} restarts)")
             self.log(f"workload failed: {self.message}")
             self.stop_pods("JobSetFailed")
 
@@ -240,14 +212,14 @@ class Supervisor:
         s, h = pod.slice, pod.host
         pod.phase, pod.reason = "Failed", how
         self.failures[s] += 1
-        limit = self.plan["backoff_limit"]
+        limit = self.plan.backoff_limit
         self.log(f"worker slice {s} host {h} (pid {pod.pid}) {how}; "
                  f"job failures {self.failures[s]}/{limit}")
         if self.failures[s] > limit:
             self.workload_failed(f"slice {s} job failed: backoffLimit {limit} exceeded")
         else:
             pod.phase, pod.reason = "Pending", f"replacing ({how})"
-            self.due[(s, h)] = time.monotonic() + self.plan["scheduling_delay"]
+            self.due[(s, h)] = time.monotonic() + self.plan.scheduling_delay
 
     def reap(self) -> None:
         for pod in list(self._all_pods()):
@@ -274,7 +246,7 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._request_stop)
-        self.log(f"supervisor {os.getpid()} starting {self.plan['name']}")
+        self.log(f"supervisor {os.getpid()} starting {self.plan.name}")
         self.start_attempt()
         self.write_state()
         while self.state not in ("Completed", "Failed"):
@@ -287,13 +259,13 @@ class Supervisor:
                 self.state, self.message = "Terminating", "deleted"
                 self.write_state()
                 self.stop_pods("Deleted")
-                sweep(self.dir, self.plan.get("marker"))
+                sweep(self.dir, self.plan.marker)
                 return 0
             self.reap()
             self.start_due()
             self.write_state()
         self.write_state()
-        sweep(self.dir, self.plan.get("marker"))  # grandchildren of a finished head, if any
+        sweep(self.dir, self.plan.marker)  # grandchildren of a finished head, if any
         return 0
 
     def _request_stop(self, *_: object) -> None:

@@ -1,0 +1,201 @@
+"""Manifest -> plan: what the local supervisor runs for a rendered JobSet.
+
+``make_plan`` reads the JobSet once, at submit, into a :class:`Plan` that is stored as
+``plan.json`` in the workload's directory; the supervisor runs from that file alone. Pod
+environments are resolved the way Kubernetes would (``$(VAR)`` expansion, downward-API
+``fieldRef``s), with local values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from elastix.errors import UsageError
+from elastix.protocol import env as E
+from elastix.protocol import heartbeat, timefmt
+from elastix.workload import labels
+
+DEFAULT_SCHEDULING_DELAY = 1.0
+"""Seconds before a replacement worker starts, unless ``ELASTIX_LOCAL_SCHEDULING_DELAY`` says."""
+
+
+@dataclasses.dataclass
+class Plan:
+    """``plan.json``: one workload, as the supervisor runs it (written once, at submit)."""
+
+    name: str
+    created: str
+    """Submit time, ``timefmt.iso_us``."""
+    dir: str
+    """The workload's state directory."""
+    cwd: str
+    """The submitter's working directory: the head runs there."""
+    num_slices: int
+    hosts_per_slice: int
+    backoff_limit: int
+    """Failures of one slice's Job before the Job (and so the attempt) fails."""
+    max_restarts: int
+    """Whole-workload restarts allowed (JobSet ``failurePolicy.maxRestarts``)."""
+    devices_per_slice: int
+    scheduling_delay: float
+    health_timeout: float
+    heartbeat_interval: float
+    health_address: str
+    events_file: str
+    head_command: list[str]
+    head_env: list[dict[str, Any]]
+    """The head container's ``env``, unresolved (resolved per attempt)."""
+    worker_env: list[dict[str, Any]]
+    marker: str
+    """``ELASTIX_LOCAL_MARKER`` of every process of this workload."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``plan.json`` object."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        """From a ``plan.json`` object (keys this version does not know are ignored)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+
+
+def health_address(workload_dir: Path) -> str:
+    """A UNIX datagram socket in the workload dir, or a short stand-in when the path is too long.
+
+    ``sun_path`` holds about 104 bytes; pytest's tmp dirs easily exceed that.
+    """
+    path = str(workload_dir / "health.sock")
+    if len(path.encode()) < 100:
+        return f"unix:{path}"
+    digest = hashlib.sha1(path.encode()).hexdigest()[:16]
+    if sys.platform.startswith("linux"):
+        return f"unix:@elastix-{digest}"
+    return f"unix:/tmp/elastix-{digest}.sock"
+
+
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined names are replaced, ``$$`` escapes, others stay."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR.sub(sub, text)
+
+
+def _field_value(path: str, fields: dict[str, str]) -> str:
+    """Local value of a downward-API ``fieldPath``."""
+    m = re.fullmatch(r"metadata\.(?:labels|annotations)\['([^']+)'\]", path)
+    if m:
+        return fields.get(m.group(1), "")
+    return {"metadata.name": fields.get("pod", ""), "metadata.namespace": "local",
+            "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1",
+            "spec.nodeName": "localhost"}.get(path, "")
+
+
+def resolve_env(env_list: list[dict[str, Any]], fields: dict[str, str]) -> dict[str, str]:
+    """A container's ``env`` as a dict: literal values, fieldRefs resolved to local values.
+
+    ``$(VAR)`` inside values refers to earlier entries, as in Kubernetes. Secret and ConfigMap
+    references cannot be resolved locally and are left out.
+    """
+    out: dict[str, str] = {}
+    for item in env_list or []:
+        name = item["name"]
+        if "value" in item:
+            out[name] = expand(str(item["value"]), out)
+        elif "fieldRef" in (item.get("valueFrom") or {}):
+            out[name] = _field_value(item["valueFrom"]["fieldRef"].get("fieldPath", ""), fields)
+    return out
+
+
+def _rjob(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for rj in manifest.get("spec", {}).get("replicatedJobs", []):
+        if rj.get("name") == name:
+            return rj
+    return None
+
+
+def _main_container(pod_spec: dict[str, Any], name: str) -> dict[str, Any] | None:
+    containers = pod_spec.get("containers", [])
+    for c in containers:
+        if c.get("name") == name:
+            return c
+    return containers[0] if len(containers) == 1 else None
+
+
+def pod_fields(name: str, rjob: str, replicas: int, slice_id: int, host: int,
+               attempt: int) -> dict[str, str]:
+    """The JobSet labels/annotations a pod would carry, for downward-API env resolution."""
+    return {labels.JOBSET_NAME: name, labels.REPLICATED_JOB_NAME: rjob,
+            labels.REPLICATED_JOB_REPLICAS: str(replicas), labels.JOB_INDEX: str(slice_id),
+            labels.JOB_COMPLETION_INDEX: str(host), labels.RESTART_ATTEMPT: str(attempt),
+            labels.COORDINATOR: "127.0.0.1", labels.WORKLOAD: name,
+            "pod": f"{name}-{rjob}-{slice_id}-{host}"}
+
+
+def default_devices_per_slice(num_slices: int, hosts_per_slice: int) -> int:
+    """Scale a slice down to 1-2 CPU devices so a multislice workload fits a laptop."""
+    del hosts_per_slice  # a CPU "slice" is the unit; its hosts are the heartbeat processes
+    return max(1, min(2, 8 // max(1, num_slices)))
+
+
+def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
+              cwd: str) -> Plan:
+    """What the supervisor runs, derived from the rendered JobSet.
+
+    Raises:
+        UsageError: the manifest lacks something the local backend needs.
+    """
+    name = manifest.get("metadata", {}).get("name")
+    head = _rjob(manifest, labels.HEAD_JOB)
+    worker = _rjob(manifest, labels.WORKER_JOB)
+    if not name or head is None or worker is None:
+        raise UsageError("the local backend needs a JobSet with replicated jobs "
+                         f"{labels.HEAD_JOB!r} and {labels.WORKER_JOB!r}",
+                         hint="render it with elastix workload create (a Pathways workload)")
+    head_pod = head["template"]["spec"]["template"]["spec"]
+    main = _main_container(head_pod, labels.MAIN_CONTAINER)
+    if main is None or not (main.get("command") or main.get("args")):
+        raise UsageError(f"the head's {labels.MAIN_CONTAINER!r} container has no command",
+                         hint="the local backend cannot run an image's entrypoint: give a command")
+    wjob = worker["template"]["spec"]
+    num_slices = int(worker.get("replicas", 1))
+    hosts = int(wjob.get("parallelism", 1))
+    failure_policy = manifest.get("spec", {}).get("failurePolicy") or {}
+    if env.get(E.LOCAL_DEVICES_PER_SLICE):
+        dps = int(env[E.LOCAL_DEVICES_PER_SLICE])
+    else:
+        dps = default_devices_per_slice(num_slices, hosts)
+    wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
+    return Plan(
+        name=name,
+        created=timefmt.iso_us(),
+        dir=str(workload_dir),
+        cwd=cwd,
+        num_slices=num_slices,
+        hosts_per_slice=hosts,
+        backoff_limit=int(wjob.get("backoffLimit", 6)),
+        max_restarts=int(failure_policy.get("maxRestarts", 0)),
+        devices_per_slice=dps,
+        scheduling_delay=float(env.get(E.LOCAL_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
+        health_timeout=float(env.get(E.HEALTH_TIMEOUT, heartbeat.DEFAULT_TIMEOUT)),
+        heartbeat_interval=float(env.get(E.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL)),
+        health_address=health_address(workload_dir),
+        events_file=str(workload_dir / "events.jsonl"),
+        head_command=list(main.get("command") or []) + list(main.get("args") or []),
+        head_env=main.get("env") or [],
+        worker_env=wcont.get("env") or [],
+        marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
+    )

@@ -1,0 +1,49 @@
+"""The ``ELASTIX_*`` environment names shared by the launcher, its processes and the trainer.
+
+Each name is written by one side and read by the other; keeping them here means a rename cannot
+leave one side reading a variable nobody sets.
+"""
+
+from __future__ import annotations
+
+# -- set in the rendered JobSet (and by the local supervisor), read by the trainer -----------
+WORKLOAD = "ELASTIX_WORKLOAD"
+"""The workload's name."""
+NUM_SLICES = "ELASTIX_NUM_SLICES"
+"""Slices of the workload; on CPU the trainer groups its devices into this many."""
+EVENTS_FILE = "ELASTIX_EVENTS_FILE"
+"""Where the trainer writes its JSONL events (overrides ``--events-file``)."""
+
+# -- set by the local supervisor for the processes it starts ---------------------------------
+DEVICES_PER_SLICE = "ELASTIX_DEVICES_PER_SLICE"
+"""CPU devices per slice (the trainer's slice grouping)."""
+WORKLOAD_DIR = "ELASTIX_WORKLOAD_DIR"
+"""The local workload's state directory (the default command keeps checkpoints under it)."""
+LOCAL_HEALTH = "ELASTIX_LOCAL_HEALTH"
+"""Heartbeat address (``elastix.protocol.heartbeat``); set means "use local slice health"."""
+HEALTH_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
+"""Seconds without a heartbeat after which a host counts as lost (also a submit-time knob)."""
+HEARTBEAT_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
+"""Seconds between a slice host's heartbeats (also a submit-time knob)."""
+HOSTS_PER_SLICE = "ELASTIX_HOSTS_PER_SLICE"
+"""Hosts that must all heartbeat for a slice to be live."""
+SLICE = "ELASTIX_SLICE"
+"""The slice a slice-host process stands in for."""
+HOST = "ELASTIX_HOST"
+"""The host index, within its slice, of a slice-host process."""
+SUPERVISOR_PID = "ELASTIX_SUPERVISOR_PID"
+"""The supervisor's pid: a slice host exits when its parent is no longer this process."""
+LOCAL_MARKER = "ELASTIX_LOCAL_MARKER"
+"""A per-workload token in every local process's environment, to sweep escaped grandchildren."""
+
+# -- read from the submitting (CLI) environment by the local backend -------------------------
+LOCAL_SCHEDULING_DELAY = "ELASTIX_LOCAL_SCHEDULING_DELAY"
+"""Seconds before a dead worker's replacement starts (a scheduler's delay)."""
+LOCAL_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
+"""CPU devices per slice instead of the default (1-2, so a multislice run fits a laptop)."""
+STATE_DIR = "ELASTIX_STATE_DIR"
+"""Where local workloads live (``--state-dir``)."""
+
+# -- user knobs both halves honour ---------------------------------------------------------------
+DEBUG = "ELASTIX_DEBUG"
+"""Set: the entry points print tracebacks (``elastix --debug`` sets it for the trainer too)."""

@@ -1,0 +1,139 @@
+"""The trainer's events: names, keys and log-line templates (docs/events.md).
+
+The trainer writes each event to its JSONL file and logs it as one line formatted from the
+event's template here (:func:`line`). Measurement reads either source: its line regexes are
+built from the same templates (:func:`pattern`), so rewording a line changes both sides at once
+and ``tests/protocol`` checks that every line parses back to the values it was made from.
+
+A template is a ``str.format`` string over the event's values. ``measured`` names the values
+measurement reads back from the line, in the order they appear; a line's text after the last
+measured value (the step's loss, the resize's slice list) is free to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import string
+from typing import Any
+
+RUN_START = "run_start"
+STEP = "step"
+CHECKPOINT_SAVE_STARTED = "checkpoint_save_started"
+CHECKPOINT_COMMITTED = "checkpoint_committed"
+CHECKPOINT_SAVE_FAILED = "checkpoint_save_failed"
+SNAPSHOT_TAKEN = "snapshot_taken"
+RESTORE = "restore"
+ELASTIC_DETECTED = "elastic_detected"
+ELASTIC_CLEANUP_DONE = "elastic_cleanup_done"
+ELASTIC_SLICES_READY = "elastic_slices_ready"
+ELASTIC_RESTORED = "elastic_restored"
+ELASTIC_FIRST_STEP = "elastic_first_step"
+ELASTIC_RESIZE = "elastic_resize"
+RUN_END = "run_end"
+
+COMMON_KEYS = ("ts", "event", "pid")
+"""Keys of every record."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EventType:
+    """One event: its JSONL keys (besides :data:`COMMON_KEYS`) and its log line."""
+
+    name: str
+    keys: tuple[str, ...]
+    """The record's own keys, as docs/events.md lists them."""
+    template: str
+    """The log line's text after the time prefix, a ``str.format`` template."""
+    measured: tuple[str, ...]
+    """The values measurement reads back from the line (template order)."""
+    optional: tuple[str, ...] = ()
+    """Measured values a line may lack (lines of other trainers, older versions)."""
+
+
+_RESTORED = "elastix: restored step {step} from {source} ({bytes} bytes in {seconds:.3f} s)"
+
+_TYPES = (
+    EventType(STEP, ("step", "seconds", "loss", "live_slices", "tflops_per_device",
+                     "global_batch"),
+              "completed step: {step}, seconds: {seconds:.3f}, live slice count: {live_slices}, "
+              "TFLOP/s/device: {tflops_per_device:.3f}, loss: {loss:.4f}",
+              ("step", "seconds", "live_slices"), optional=("live_slices",)),
+    EventType(RUN_START, ("num_slices", "devices", "config"),
+              "elastix: run start: pid {pid}, slices {num_slices}, devices {devices}",
+              ("pid", "num_slices", "devices")),
+    EventType(CHECKPOINT_SAVE_STARTED, ("step",),
+              "elastix: checkpoint save started: step {step}", ("step",)),
+    EventType(CHECKPOINT_COMMITTED, ("step", "seconds", "bytes", "blocking_seconds"),
+              "elastix: checkpoint committed: step {step} ({bytes} bytes in {seconds:.3f} s, "
+              "blocking {blocking_seconds:.3f} s)",
+              ("step", "bytes", "seconds", "blocking_seconds")),
+    EventType(CHECKPOINT_SAVE_FAILED, ("step", "error"),
+              "elastix: checkpoint save failed: step {step}: {error}", ("step", "error")),
+    EventType(SNAPSHOT_TAKEN, ("step", "seconds", "bytes"),
+              "elastix: snapshot taken: step {step} ({bytes} bytes in {seconds:.3f} s)",
+              ("step", "bytes", "seconds")),
+    EventType(RESTORE, ("source", "step", "bytes", "seconds", "path"), _RESTORED,
+              ("step", "source", "bytes", "seconds")),
+    EventType(ELASTIC_DETECTED, ("recovery", "kind", "error", "last_step", "live_slices",
+                                 "lost_slices"),
+              "elastix: slice down, retrying (recovery {recovery}, slices lost {lost_slices}, "
+              "last step {last_step}): {error}",
+              ("recovery", "lost_slices", "last_step", "error")),
+    EventType(ELASTIC_CLEANUP_DONE, ("recovery", "seconds"),
+              "elastix: cleanup done in {seconds:.3f} s", ("seconds",)),
+    EventType(ELASTIC_SLICES_READY, ("recovery", "live_slices", "required_slices", "seconds"),
+              "elastix: sufficient slices active: {live_slices} >= {required_slices} "
+              "(waited {seconds:.3f} s)", ("live_slices", "required_slices", "seconds")),
+    # The same line as a start-up restore: measurement tells them apart by the recovery window.
+    EventType(ELASTIC_RESTORED, ("recovery", "source", "step", "bytes", "seconds"), _RESTORED,
+              ("step", "source", "bytes", "seconds")),
+    EventType(ELASTIC_FIRST_STEP, ("recovery", "step", "seconds"),
+              "elastix: first step after recovery {recovery}: step {step} in {seconds:.3f} s",
+              ("recovery", "step", "seconds")),
+    EventType(ELASTIC_RESIZE, ("recovery", "from_slices", "to_slices"),
+              "elastix: resized mesh (recovery {recovery}): {from_slices} -> {to_slices} slices "
+              "{slices} ({why})", ("recovery", "from_slices", "to_slices")),
+    EventType(RUN_END, ("status", "reason", "step"),
+              "elastix: run end: {status} at step {step} ({reason})",
+              ("status", "step", "reason"), optional=("reason",)),
+)
+EVENTS: dict[str, EventType] = {t.name: t for t in _TYPES}
+"""Every event, by name, in the order measurement tries their lines."""
+
+SECONDS_KEYS = ("seconds", "blocking_seconds")
+"""Durations: printed with 3 decimals in lines, so measurement rounds the records' to 3."""
+TEXT_KEYS = ("error", "reason")
+"""Free text, to the end of the line (the first line of an error)."""
+_VALUE_RE = {"seconds": r"(-?\d+(?:\.\d+)?)", "blocking_seconds": r"(-?\d+(?:\.\d+)?)",
+             "error": "(.*)", "reason": "(.*)", "status": r"(\w+)",
+             "source": "(checkpoint|snapshot|init)", "lost_slices": r"\[([\d, ]*)\]"}
+_INT_RE = r"(-?\d+)"
+
+
+def line(name: str, **values: Any) -> str:
+    """The log line of event ``name`` (without the time prefix) from its values.
+
+    Raises:
+        KeyError: an unknown event, or a value its template needs is missing.
+    """
+    return EVENTS[name].template.format(**values)
+
+
+def pattern(name: str) -> re.Pattern[str]:
+    """A regex whose groups capture the event's ``measured`` values from a line's text."""
+    ev = EVENTS[name]
+    parts = [(lit, field) for lit, field, _, _ in string.Formatter().parse(ev.template)]
+    last = max(i for i, (_, field) in enumerate(parts) if field in ev.measured)
+    out = []
+    for i, (lit, field) in enumerate(parts[:last + 1]):
+        value = _VALUE_RE.get(field, _INT_RE) if field in ev.measured else ".*?"
+        if field in TEXT_KEYS and lit.endswith(" "):
+            # Text may be empty, and a log pipeline may strip the blank before it.
+            seg = re.escape(lit[:-1]) + " ?" + value
+        else:
+            seg = re.escape(lit) + value
+        if i == last and i + 1 < len(parts) and parts[i + 1][1] is None:
+            seg += re.escape(parts[i + 1][0])  # the template's closing text, e.g. ")"
+        out.append(f"(?:{seg})?" if field in ev.optional else seg)
+    return re.compile("".join(out))

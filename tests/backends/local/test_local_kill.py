@@ -1,0 +1,47 @@
+"""``kill_worker`` fails like the GKE backend's: same error types, same range check."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastix.backends.local.plan import Plan
+from elastix.backends.local.state import PodRecord, SliceState, WorkloadState, write_json_atomic
+from elastix.errors import BackendError, NotFoundError, UsageError
+
+
+@pytest.fixture
+def stopped(state_dir):
+    """A workload of 2 slices whose one recorded worker is no longer running (no processes)."""
+    d = state_dir / "stopped"
+    d.mkdir()
+    plan = Plan(name="stopped", created="2026-11-29T09:50:01.123456Z", dir=str(d), cwd="/",
+                num_slices=2, hosts_per_slice=1, backoff_limit=1, max_restarts=0,
+                devices_per_slice=1, scheduling_delay=0.0, health_timeout=2.0,
+                heartbeat_interval=0.2, health_address="udp:127.0.0.1:9",
+                events_file=str(d / "events.jsonl"), head_command=["true"], head_env=[],
+                worker_env=[], marker="m")
+    write_json_atomic(d / "plan.json", plan.to_json())
+    gone = PodRecord("stopped-worker-0-0-1", "worker", 0, 0, pid=2**22 + 1, phase="Failed")
+    WorkloadState(state="Failed", slices=[SliceState(0, 2, 1, [gone]),
+                                          SliceState(1, 0, 1, [])]).write(d)
+    return "stopped"
+
+
+def test_no_running_worker_is_a_backend_error_not_not_found(backend, stopped):
+    with pytest.raises(BackendError) as err:
+        backend.kill_worker(stopped, slice=1)
+    assert not isinstance(err.value, NotFoundError)  # the workload exists: GKE says the same
+    assert err.value.message == "no running worker pod of stopped slice 1 to kill"
+    assert "elastix workload status stopped" in err.value.hint
+
+
+def test_slice_out_of_range_is_a_usage_error(backend, stopped):
+    with pytest.raises(UsageError, match=r"--slice 2 is out of range: stopped has 2 slices \(0-1\)"):
+        backend.kill_worker(stopped, slice=2)
+    with pytest.raises(UsageError, match="out of range"):
+        backend.kill_worker(stopped, slice=-1)
+
+
+def test_missing_workload_is_still_not_found(backend):
+    with pytest.raises(NotFoundError):
+        backend.kill_worker("nothing-here")
