@@ -10,13 +10,13 @@ import sys
 import pytest
 from trainer_helpers import losses, make_cfg, run_cli, run_elastic
 
+from elastix_trainer.elastic import health_from_env
 from elastix_trainer.health import (
     HealthSource,
     ManualHealth,
     PathwaysHealth,
     SliceWaitTimeout,
     StaticHealth,
-    health_from_env,
 )
 from elastix_trainer.mesh import slice_devices
 

@@ -24,11 +24,19 @@ import time
 import jax
 
 from elastix.errors import ElastixError, UsageError
+from elastix.protocol import env as E
 from elastix.protocol import events as P
 from elastix.protocol import timefmt
 from elastix_trainer import fault
 from elastix_trainer.events import EventLog, log
-from elastix_trainer.health import HealthSource, SliceWaitTimeout, lost
+from elastix_trainer.health import (
+    HealthSource,
+    PathwaysHealth,
+    SliceWaitTimeout,
+    StaticHealth,
+    lost,
+    on_pathways,
+)
 from elastix_trainer.train import Session, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
@@ -279,10 +287,25 @@ class ElasticRuntime:
         return Outcome("failed", reason, self.trainer.last_completed)
 
 
+def health_from_env(num_slices: int) -> HealthSource:
+    """The health source for this process: the local backend's heartbeats when it set an
+    address, pathwaysutils' probe on Pathways, else every slice is taken as live.
+
+    Here rather than in ``health``: ``local_health`` builds on ``health``, so the module that
+    picks between them sits above both.
+    """
+    if os.environ.get(E.LOCAL_HEALTH):
+        from elastix_trainer.local_health import LocalHeartbeatHealth
+
+        return LocalHeartbeatHealth.from_env(num_slices)
+    if on_pathways():
+        return PathwaysHealth()
+    return StaticHealth(num_slices)
+
+
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
     from elastix_trainer.events import setup_logging
-    from elastix_trainer.health import health_from_env
     from elastix_trainer.mesh import slice_devices
     from elastix_trainer.train import run_start_event
 

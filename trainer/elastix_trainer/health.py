@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
-from elastix.protocol import env as E
-
 
 class SliceWaitTimeout(TimeoutError):
     """Not enough slices came up in time (raised by every health source's ``wait_for``)."""
@@ -151,17 +149,6 @@ class PathwaysHealth:
 def on_pathways() -> bool:
     """True when JAX talks to Pathways through the IFRT proxy."""
     return "proxy" in os.environ.get("JAX_PLATFORMS", "")
-
-
-def health_from_env(num_slices: int) -> HealthSource:
-    """The health source for this process (see the module docstring for the order)."""
-    if os.environ.get(E.LOCAL_HEALTH):
-        from elastix_trainer.local_health import LocalHeartbeatHealth
-
-        return LocalHeartbeatHealth.from_env(num_slices)
-    if on_pathways():
-        return PathwaysHealth()
-    return StaticHealth(num_slices)
 
 
 def lost(mesh_slices: Iterable[int], health: HealthSource) -> frozenset[int]:

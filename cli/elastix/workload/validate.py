@@ -5,11 +5,14 @@ Called by :func:`elastix.workload.spec.build_spec`, which raises them all at onc
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from elastix.workload.spec import QUANTITY_FIELDS, WorkloadSpec
 from elastix.workload.tpu import catalogue, unknown_hint
+
+if TYPE_CHECKING:  # spec imports this module to validate; the rules only read its fields
+    from elastix.workload.spec import WorkloadSpec
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -80,7 +83,7 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         elif len(v) > 63 or not _LABEL_VALUE.match(v):
             add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
                           "[A-Za-z0-9-_.], starting and ending alphanumeric")
-    for f in QUANTITY_FIELDS:
+    for f in (f.name for f in dataclasses.fields(spec) if f.metadata.get("quantity")):
         if not _QUANTITY.match(getattr(spec, f)):
             add(f, f"{getattr(spec, f)!r} is not a resource quantity", "e.g. 8, 500m, 32G or 64Gi")
     if not spec.gcs_scratch.startswith("gs://") or len(spec.gcs_scratch) <= len("gs://"):
