@@ -14,6 +14,7 @@ import typer
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
 from elastix.errors import ElastixError, ProblemsError, UsageError
+from elastix.protocol import env as envvars
 
 app = typer.Typer(
     name="elastix",
@@ -52,7 +53,7 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
 ) -> None:
     if debug:
-        os.environ["ELASTIX_DEBUG"] = "1"
+        os.environ[envvars.DEBUG] = "1"
 
 
 @app.command("version", help="Print the elastix version.")

@@ -6,7 +6,8 @@ import collections
 import datetime as dt
 from typing import Any
 
-from elastix.backends.base import KillRecord, SliceStatus, WorkloadStatus, iso_ms, utcnow
+from elastix.backends.base import KillRecord, SliceStatus, WorkloadStatus
+from elastix.protocol.timefmt import iso_ms, utc_now
 
 STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
                "Restarting": "yellow", "Degraded": "yellow", "Terminating": "dim",
@@ -49,7 +50,7 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None)
     """One row per workload: state, slices ready, pods, restarts, head, age."""
     from rich.table import Table
 
-    now = now or utcnow()
+    now = now or utc_now()
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("NAME", "STATE", "SLICES", "PODS", "RESTARTS", "JOBSET RESTARTS", "HEAD", "AGE"):
         table.add_column(col)
@@ -79,7 +80,7 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any
     from rich.table import Table
     from rich.text import Text
 
-    now = now or utcnow()
+    now = now or utc_now()
     ready = sum(1 for s in st.slices if s.state == "Ready")
     lines = [
         Text.from_markup(f"[bold]{st.name}[/]  namespace {st.namespace}  backend {st.backend}  "
