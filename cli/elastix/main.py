@@ -14,7 +14,7 @@ import typer
 from elastix import __version__
 from elastix.commands import chaos, cluster, image, logs, workload
 from elastix.errors import ElastixError, ProblemsError, UsageError
-from elastix.protocol import env as envvars
+from elastix.protocol import envvars
 
 app = typer.Typer(
     name="elastix",

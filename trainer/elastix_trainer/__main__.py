@@ -12,7 +12,7 @@ import os
 import sys
 
 from elastix.errors import ElastixError
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 
 
 def _init_platform() -> None:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # the one boundary: one line, the traceback only with ELASTIX_DEBUG
-        if os.environ.get(E.DEBUG):
+        if os.environ.get(envvars.DEBUG):
             raise
         first = (str(e).strip().splitlines() or [""])[0][:300]
         print(f"error: {type(e).__name__}: {first}", file=sys.stderr)

@@ -22,7 +22,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import UsageError
-from elastix.protocol import events as P
+from elastix.protocol import eventspec
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
 
@@ -108,8 +108,8 @@ class Checkpointer:
             self.reset()
             self.cleanup_uncommitted()
         mgr = self._manager()
-        self.events.emit(P.CHECKPOINT_SAVE_STARTED, step=step,
-                         line=P.line(P.CHECKPOINT_SAVE_STARTED, step=step))
+        self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step,
+                         line=eventspec.line(eventspec.CHECKPOINT_SAVE_STARTED, step=step))
         start = time.monotonic()
         args = ocp.args.Composite(state=ocp.args.StandardSave(state),
                                   data=ocp.args.JsonSave(data_state))
@@ -138,9 +138,9 @@ class Checkpointer:
         seconds = time.monotonic() - pending.start
         if error is None and step in self.committed_steps():
             nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-            self.events.emit(P.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
+            self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
                              bytes=nbytes, blocking_seconds=round(pending.blocking, 6),
-                             line=P.line(P.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
+                             line=eventspec.line(eventspec.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
                                          seconds=seconds, blocking_seconds=pending.blocking))
             pending.ok = True
         else:
@@ -149,8 +149,8 @@ class Checkpointer:
         pending.done.set()
 
     def _failed(self, step: int, error: str) -> None:
-        self.events.emit(P.CHECKPOINT_SAVE_FAILED, step=step, error=error,
-                         line=P.line(P.CHECKPOINT_SAVE_FAILED, step=step, error=error))
+        self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error,
+                         line=eventspec.line(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error))
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from elastix.errors import UsageError
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 from elastix_trainer.model import PRESETS
 
 MODES = ("pause-resume", "replica-resize")
@@ -90,7 +90,7 @@ class TrainConfig:
 
     def resolved_events_file(self) -> str | None:
         """Where events go: env ELASTIX_EVENTS_FILE, else --events-file, else under checkpoints."""
-        env = os.environ.get(E.EVENTS_FILE)
+        env = os.environ.get(envvars.EVENTS_FILE)
         if env:
             return env
         if self.events_file:

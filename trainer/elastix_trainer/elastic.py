@@ -24,9 +24,7 @@ import time
 import jax
 
 from elastix.errors import ElastixError, UsageError
-from elastix.protocol import env as E
-from elastix.protocol import events as P
-from elastix.protocol import timefmt
+from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer import fault
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import (
@@ -120,9 +118,9 @@ class ElasticRuntime:
         self.step_times.append(seconds)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
-            self.events.emit(P.ELASTIC_FIRST_STEP, recovery=r, step=step,
+            self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
                              seconds=round(seconds, 6),
-                             line=P.line(P.ELASTIC_FIRST_STEP, recovery=r, step=step,
+                             line=eventspec.line(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
                                          seconds=seconds))
 
     def _scale_up_wanted(self, s: Session) -> bool:
@@ -192,10 +190,10 @@ class ElasticRuntime:
             r = session.restored
             if r is None:  # nothing was saved yet: training starts over from step 0
                 init = {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
-                self.events.emit(P.ELASTIC_RESTORED, recovery=self.recoveries, **init,
-                                 line=P.line(P.ELASTIC_RESTORED, **init))
+                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, **init,
+                                 line=eventspec.line(eventspec.ELASTIC_RESTORED, **init))
             else:  # the same instant as the restore's own event and log line
-                self.events.emit(P.ELASTIC_RESTORED, recovery=self.recoveries, at=r["ts"],
+                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, at=r["ts"],
                                  source=r["source"], step=r["step"], bytes=r["bytes"],
                                  seconds=r["seconds"])
             self._first_step_of = self.recoveries
@@ -227,9 +225,9 @@ class ElasticRuntime:
         r = self.recoveries
         down = sorted(lost(mesh, self.health))
         live = self._live_known()
-        line = P.line(P.ELASTIC_DETECTED, recovery=r, lost_slices=down, last_step=last,
+        line = eventspec.line(eventspec.ELASTIC_DETECTED, recovery=r, lost_slices=down, last_step=last,
                       error=error_line(error))
-        self.events.emit(P.ELASTIC_DETECTED, recovery=r, kind="slice_lost", error=error_line(error),
+        self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost", error=error_line(error),
                          last_step=last, live_slices=len(live), lost_slices=down, line=line)
         if self.slice_losses > self.trainer.cfg.max_slice_losses:
             self._cleanup(None)
@@ -253,8 +251,8 @@ class ElasticRuntime:
                 ck.cleanup_uncommitted()
         seconds = self.clock() - t0
         if recovery is not None:
-            self.events.emit(P.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=round(seconds, 6),
-                             line=P.line(P.ELASTIC_CLEANUP_DONE, seconds=seconds))
+            self.events.emit(eventspec.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=round(seconds, 6),
+                             line=eventspec.line(eventspec.ELASTIC_CLEANUP_DONE, seconds=seconds))
 
     def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
         required = self._required()
@@ -263,17 +261,17 @@ class ElasticRuntime:
         live = live & frozenset(self.trainer.slices)
         waited = self.clock() - t0
         if recovery is not None:
-            self.events.emit(P.ELASTIC_SLICES_READY, recovery=recovery, live_slices=len(live),
+            self.events.emit(eventspec.ELASTIC_SLICES_READY, recovery=recovery, live_slices=len(live),
                              required_slices=required, seconds=round(waited, 6),
-                             line=P.line(P.ELASTIC_SLICES_READY, live_slices=len(live),
+                             line=eventspec.line(eventspec.ELASTIC_SLICES_READY, live_slices=len(live),
                                          required_slices=required, seconds=waited))
         return live if self.resize else frozenset(self.trainer.slices)
 
     def _resize_event(self, old: frozenset[int], new: frozenset[int], why: str) -> None:
         if len(old) != len(new):
-            self.events.emit(P.ELASTIC_RESIZE, recovery=self.recoveries, from_slices=len(old),
+            self.events.emit(eventspec.ELASTIC_RESIZE, recovery=self.recoveries, from_slices=len(old),
                              to_slices=len(new),
-                             line=P.line(P.ELASTIC_RESIZE, recovery=self.recoveries,
+                             line=eventspec.line(eventspec.ELASTIC_RESIZE, recovery=self.recoveries,
                                          from_slices=len(old), to_slices=len(new),
                                          slices=sorted(new), why=why))
 
@@ -294,7 +292,7 @@ def health_from_env(num_slices: int) -> HealthSource:
     Here rather than in ``health``: ``local_health`` builds on ``health``, so the module that
     picks between them sits above both.
     """
-    if os.environ.get(E.LOCAL_HEALTH):
+    if os.environ.get(envvars.LOCAL_HEALTH):
         from elastix_trainer.local_health import LocalHeartbeatHealth
 
         return LocalHeartbeatHealth.from_env(num_slices)
@@ -320,7 +318,7 @@ def run(cfg) -> int:
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
         end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
-        events.emit(P.RUN_END, **end, line=P.line(P.RUN_END, **end))
+        events.emit(eventspec.RUN_END, **end, line=eventspec.line(eventspec.RUN_END, **end))
         health.close()
     finally:
         events.close()

@@ -24,8 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from elastix.protocol import env as E
-from elastix.protocol import heartbeat
+from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
 from elastix_trainer.health import SliceWaitTimeout
 
@@ -73,9 +72,9 @@ class LocalHeartbeatHealth:
         """Build from ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_HOSTS_PER_SLICE`` and
         ``ELASTIX_HEALTH_TIMEOUT``."""
         env = os.environ if env is None else env
-        return cls(env[E.LOCAL_HEALTH], num_slices,
-                   hosts_per_slice=int(env.get(E.HOSTS_PER_SLICE, "1")),
-                   timeout=float(env.get(E.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)))
+        return cls(env[envvars.LOCAL_HEALTH], num_slices,
+                   hosts_per_slice=int(env.get(envvars.HOSTS_PER_SLICE, "1")),
+                   timeout=float(env.get(envvars.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)))
 
     def _receive(self) -> None:
         while not self._closed:

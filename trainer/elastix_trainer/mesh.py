@@ -19,7 +19,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from elastix.errors import UsageError
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 
 MESH_AXES = ("slice", "data")
 BATCH_SPEC = P(("slice", "data"))
@@ -51,8 +51,8 @@ def slice_devices(
         for d in devices:
             groups.setdefault(int(d.slice_index), []).append(d)
         return {k: sorted(v, key=lambda d: d.id) for k, v in sorted(groups.items())}
-    n = _env_int(E.NUM_SLICES) or num_slices or 1
-    per = _env_int(E.DEVICES_PER_SLICE) or len(devices) // max(n, 1)
+    n = _env_int(envvars.NUM_SLICES) or num_slices or 1
+    per = _env_int(envvars.DEVICES_PER_SLICE) or len(devices) // max(n, 1)
     if n < 1 or per < 1 or n * per > len(devices):
         raise UsageError(
             f"cannot make {n} slices x {per} devices from {len(devices)} devices",

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from elastix.protocol import events as P
+from elastix.protocol import eventspec
 from elastix_trainer.events import EventLog
 
 
@@ -51,8 +51,8 @@ class SnapshotStore:
         self.latest = Snapshot(step, host, dict(data_state), nbytes)
         if emit:
             seconds = time.monotonic() - start
-            self.events.emit(P.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,
-                             line=P.line(P.SNAPSHOT_TAKEN, step=step, bytes=nbytes,
+            self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,
+                             line=eventspec.line(eventspec.SNAPSHOT_TAKEN, step=step, bytes=nbytes,
                                          seconds=seconds))
         return self.latest
 

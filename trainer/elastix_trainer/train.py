@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import jax
 
-from elastix.protocol import events as P
+from elastix.protocol import eventspec
 from elastix_trainer import fault
 from elastix_trainer.checkpoint import Checkpointer, check_matches
 from elastix_trainer.config import TrainConfig
@@ -129,8 +129,8 @@ class Trainer:
         self.last_completed = step
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
                 "path": path}
-        rec = self.events.emit(P.RESTORE, **info, line=P.line(
-            P.RESTORE, step=step, source=source, bytes=nbytes, seconds=seconds))
+        rec = self.events.emit(eventspec.RESTORE, **info, line=eventspec.line(
+            eventspec.RESTORE, step=step, source=source, bytes=nbytes, seconds=seconds))
         info["ts"] = rec["ts"]  # a recovery's elastic_restored dates from this instant
         return Session(ids, mesh, fns, state, step, gb, info)
 
@@ -188,9 +188,9 @@ class Trainer:
         now = time.monotonic()
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
-        line = P.line(P.STEP, step=n, seconds=seconds, live_slices=len(s.slice_ids),
+        line = eventspec.line(eventspec.STEP, step=n, seconds=seconds, live_slices=len(s.slice_ids),
                       tflops_per_device=tflops, loss=value)
-        self.events.emit(P.STEP, step=n, seconds=round(seconds, 6), loss=value,
+        self.events.emit(eventspec.STEP, step=n, seconds=round(seconds, 6), loss=value,
                          live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
                          global_batch=s.global_batch, line=line)
         self.last_completed = n
@@ -208,7 +208,7 @@ class Trainer:
 def run_start_event(trainer: Trainer, cfg: TrainConfig) -> None:
     """``run_start`` with the slice layout and the config."""
     devices = sum(len(d) for d in trainer.slices.values())
-    trainer.events.emit(P.RUN_START, num_slices=len(trainer.slices), devices=devices,
+    trainer.events.emit(eventspec.RUN_START, num_slices=len(trainer.slices), devices=devices,
                         config=dataclasses.asdict(cfg),
-                        line=P.line(P.RUN_START, pid=os.getpid(), num_slices=len(trainer.slices),
-                                    devices=devices))
+                        line=eventspec.line(eventspec.RUN_START, pid=os.getpid(),
+                                            num_slices=len(trainer.slices), devices=devices))

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogOptions, WorkloadStatus
-from elastix.protocol.timefmt import iso_ms
 from elastix.errors import UsageError
 from elastix.measure.events import Event, Recovery, events_from_log, events_from_records, ms_of, recoveries
 from elastix.measure.goodput import GoodputReport, goodput
+from elastix.protocol.timefmt import iso_ms
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
 MODES = ("random", "slice", "host")

@@ -20,12 +20,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from elastix.errors import UsageError
-from elastix.protocol import events as P
-from elastix.protocol import timefmt
+from elastix.protocol import eventspec, timefmt
 
 # The keys of each event that the log lines also carry; nothing else survives normalisation.
-_KEYS: dict[str, tuple[str, ...]] = {name: ev.measured for name, ev in P.EVENTS.items()}
-_SECONDS = P.SECONDS_KEYS
+_KEYS: dict[str, tuple[str, ...]] = {name: ev.measured for name, ev in eventspec.EVENTS.items()}
+_SECONDS = eventspec.SECONDS_KEYS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,10 +101,10 @@ def _line_patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...]]]:
     told apart afterwards by its recovery window (:func:`_fix_recovery_restores`).
     """
     out, seen = [], set()
-    for name, ev in P.EVENTS.items():
+    for name, ev in eventspec.EVENTS.items():
         if ev.template not in seen:
             seen.add(ev.template)
-            out.append((name, P.pattern(name), ev.measured))
+            out.append((name, eventspec.pattern(name), ev.measured))
     return out
 
 
@@ -115,7 +114,7 @@ _PATTERNS = _line_patterns()
 def _convert(key: str, text: str | None) -> Any:
     if text is None:
         return None
-    if key in P.TEXT_KEYS or key in ("source", "status"):
+    if key in eventspec.TEXT_KEYS or key in ("source", "status"):
         return text
     if key == "lost_slices":
         return [int(x) for x in text.replace(" ", "").split(",") if x]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import socket
 
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 
 DEFAULT_TIMEOUT = 2.0
 """Seconds without a heartbeat after which a host (and so its slice) counts as lost."""
@@ -40,7 +40,7 @@ def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
     if scheme == "udp" and rest:
         host, _, port = rest.rpartition(":")
         return socket.AF_INET, (host or "127.0.0.1", int(port))
-    raise ValueError(f"bad {E.LOCAL_HEALTH} address {address!r}: use unix:PATH or udp:HOST:PORT")
+    raise ValueError(f"bad {envvars.LOCAL_HEALTH} address {address!r}: use unix:PATH or udp:HOST:PORT")
 
 
 def encode(slice_id: int, host: int, pid: int, ts: float) -> bytes:

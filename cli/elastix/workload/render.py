@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 
 from elastix.errors import ManifestError
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 from elastix.workload import crd
 from elastix.workload import labels as L
 from elastix.workload.spec import WorkloadSpec, read_user_text
@@ -108,15 +108,15 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "JAX_PLATFORMS": {"value": "proxy"},
         "XCLOUD_ENVIRONMENT": {"value": "GCP"},
         "JAX_BACKEND_TARGET": {"value": "grpc://$(PATHWAYS_HEAD):29000"},
-        E.WORKLOAD: {"value": spec.name},
-        E.NUM_SLICES: {"value": str(spec.num_slices)},
+        envvars.WORKLOAD: {"value": spec.name},
+        envvars.NUM_SLICES: {"value": str(spec.num_slices)},
     }
     if spec.pathways_persistence:
         main_env["ENABLE_PATHWAYS_PERSISTENCE"] = {"value": "1"}
     annotations = {L.ELASTIC_SLICES: str(spec.elastic_slices),
                    L.MAX_SLICE_RESTARTS: str(spec.slice_restarts)}
     if spec.events_path:
-        main_env[E.EVENTS_FILE] = {"value": spec.events_path}
+        main_env[envvars.EVENTS_FILE] = {"value": spec.events_path}
         annotations[L.EVENTS_PATH] = spec.events_path
     for k, v in spec.env.items():  # the user's values win over the defaults above
         main_env[k] = {"value": v}

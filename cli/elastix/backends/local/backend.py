@@ -50,8 +50,7 @@ from elastix.backends.local.state import (
     write_json_atomic,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
-from elastix.protocol import env as E
-from elastix.protocol import timefmt
+from elastix.protocol import envvars, timefmt
 from elastix.workload import labels
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -128,7 +127,7 @@ class LocalBackend(Backend):
                                hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
                                     "directory") from None
         env = dict(os.environ)
-        env[E.LOCAL_MARKER] = plan.marker
+        env[envvars.LOCAL_MARKER] = plan.marker
         with open(d / "supervisor.log", "ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor", str(d)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=out,

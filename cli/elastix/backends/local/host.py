@@ -19,16 +19,15 @@ import sys
 import time
 
 from elastix.backends.local.state import die_with_parent
-from elastix.protocol import env as E
-from elastix.protocol import heartbeat
+from elastix.protocol import envvars, heartbeat
 
 
 def run(env: dict[str, str]) -> int:
     """Heartbeat until killed. Returns an exit code."""
-    slice_id, host = int(env[E.SLICE]), int(env[E.HOST])
-    interval = float(env.get(E.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL))
-    family, addr = heartbeat.parse_address(env[E.LOCAL_HEALTH])
-    supervisor = int(env[E.SUPERVISOR_PID]) if env.get(E.SUPERVISOR_PID) else None
+    slice_id, host = int(env[envvars.SLICE]), int(env[envvars.HOST])
+    interval = float(env.get(envvars.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL))
+    family, addr = heartbeat.parse_address(env[envvars.LOCAL_HEALTH])
+    supervisor = int(env[envvars.SUPERVISOR_PID]) if env.get(envvars.SUPERVISOR_PID) else None
     if not die_with_parent(supervisor):
         return 1
     # SIGTERM is how the supervisor stops a pod: exit at once, like a worker with no grace work.
@@ -36,7 +35,7 @@ def run(env: dict[str, str]) -> int:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.setblocking(False)  # a full or absent receiver must never stall the heartbeat loop
     pid = os.getpid()
-    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[E.LOCAL_HEALTH]}",
+    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[envvars.LOCAL_HEALTH]}",
           flush=True)
     while True:
         try:

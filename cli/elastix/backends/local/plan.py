@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from elastix.errors import UsageError
-from elastix.protocol import env as E
-from elastix.protocol import heartbeat, timefmt
+from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
 
 DEFAULT_SCHEDULING_DELAY = 1.0
@@ -174,8 +173,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     num_slices = int(worker.get("replicas", 1))
     hosts = int(wjob.get("parallelism", 1))
     failure_policy = manifest.get("spec", {}).get("failurePolicy") or {}
-    if env.get(E.LOCAL_DEVICES_PER_SLICE):
-        dps = int(env[E.LOCAL_DEVICES_PER_SLICE])
+    if env.get(envvars.LOCAL_DEVICES_PER_SLICE):
+        dps = int(env[envvars.LOCAL_DEVICES_PER_SLICE])
     else:
         dps = default_devices_per_slice(num_slices, hosts)
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
@@ -189,9 +188,9 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         backoff_limit=int(wjob.get("backoffLimit", 6)),
         max_restarts=int(failure_policy.get("maxRestarts", 0)),
         devices_per_slice=dps,
-        scheduling_delay=float(env.get(E.LOCAL_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
-        health_timeout=float(env.get(E.HEALTH_TIMEOUT, heartbeat.DEFAULT_TIMEOUT)),
-        heartbeat_interval=float(env.get(E.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL)),
+        scheduling_delay=float(env.get(envvars.LOCAL_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
+        health_timeout=float(env.get(envvars.HEALTH_TIMEOUT, heartbeat.DEFAULT_TIMEOUT)),
+        heartbeat_interval=float(env.get(envvars.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL)),
         health_address=health_address(workload_dir),
         events_file=str(workload_dir / "events.jsonl"),
         head_command=list(main.get("command") or []) + list(main.get("args") or []),

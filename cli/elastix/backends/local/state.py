@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from elastix.protocol import env as E
+from elastix.protocol import envvars
 
 FINAL_STATES = ("Completed", "Failed")
 
@@ -230,7 +230,7 @@ def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -
         if p.info["pid"] in exclude:
             continue
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(E.LOCAL_MARKER) == marker:
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get(envvars.LOCAL_MARKER) == marker:
                 found.append(p.info["pid"])
         except psutil.Error:
             continue

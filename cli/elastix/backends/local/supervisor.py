@@ -37,8 +37,7 @@ from elastix.backends.local.state import (
     record_proc,
     sweep,
 )
-from elastix.protocol import env as E
-from elastix.protocol import timefmt
+from elastix.protocol import envvars, timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
@@ -109,11 +108,11 @@ class Supervisor:
         bindir = os.path.dirname(sys.executable)  # the venv elastix runs from: elastix-train etc.
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         env["PYTHONUNBUFFERED"] = "1"
-        env[E.WORKLOAD_DIR] = str(self.dir)
-        env[E.LOCAL_HEALTH] = self.plan.health_address
-        env[E.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
-        env[E.HEARTBEAT_INTERVAL] = str(self.plan.heartbeat_interval)
-        env[E.HOSTS_PER_SLICE] = str(self.plan.hosts_per_slice)
+        env[envvars.WORKLOAD_DIR] = str(self.dir)
+        env[envvars.LOCAL_HEALTH] = self.plan.health_address
+        env[envvars.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
+        env[envvars.HEARTBEAT_INTERVAL] = str(self.plan.heartbeat_interval)
+        env[envvars.HOSTS_PER_SLICE] = str(self.plan.hosts_per_slice)
         return env, cenv
 
     def start_head(self) -> None:
@@ -126,9 +125,9 @@ class Supervisor:
         env.update({
             "JAX_PLATFORMS": "cpu",  # the manifest says proxy: no Pathways server runs locally
             "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={n}"]),
-            E.NUM_SLICES: str(p.num_slices),
-            E.DEVICES_PER_SLICE: str(p.devices_per_slice),
-            E.EVENTS_FILE: p.events_file,
+            envvars.NUM_SLICES: str(p.num_slices),
+            envvars.DEVICES_PER_SLICE: str(p.devices_per_slice),
+            envvars.EVENTS_FILE: p.events_file,
         })
         cmd = [expand(a, cenv) for a in p.head_command]
         self.head = Pod(f"{p.name}-{labels.HEAD_JOB}-0-0-{self.restarts}", "head", None, None)
@@ -140,7 +139,7 @@ class Supervisor:
         p = self.plan
         fields = pod_fields(p.name, labels.WORKER_JOB, p.num_slices, s, h, self.restarts)
         env, _ = self._base_env(fields, p.worker_env)
-        env.update({E.SLICE: str(s), E.HOST: str(h), E.SUPERVISOR_PID: str(os.getpid())})
+        env.update({envvars.SLICE: str(s), envvars.HOST: str(h), envvars.SUPERVISOR_PID: str(os.getpid())})
         self.generation += 1
         pod = Pod(f"{p.name}-{labels.WORKER_JOB}-{s}-{h}-{self.generation}", "worker", s, h)
         self.workers[(s, h)] = pod
