@@ -24,6 +24,31 @@ JOBSET_INSTALL_HINT = (
 )
 
 
+# Typed errors for the outcomes callers branch on (``logs -f`` reconnects on a cut or a quiet
+# stream, waits for a container to start; ``exists`` must not read "no JobSet API" as "no
+# workload"). Each subclasses the type raised before it existed, so messages and exit codes stay.
+
+
+class StreamCut(BackendError):
+    """The connection dropped in the middle of a request or a streamed answer."""
+
+
+class ApiTimeout(BackendError):
+    """The API server did not answer, or a stream stayed silent, within the timeout."""
+
+
+class ApiUnavailable(NotFoundError):
+    """The JobSet API is not served by the cluster (404 on the API path: no CRD)."""
+
+
+class ContainerWaiting(BackendError):
+    """A pod's log was asked for before its container started (400 "... waiting to start")."""
+
+
+# The API server's wording (kubelet log endpoint) for a container that has not started yet.
+_WAITING = "waiting to start"
+
+
 def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
     """An ``ApiClient`` for a kubeconfig context, and a label for messages (context @ server).
 
@@ -134,7 +159,7 @@ class Translator:
                                 hint="is the cluster running and the context right? (--context, "
                                      "--kubeconfig, or --cluster/--project/--location)")
         if isinstance(err, (u3.ReadTimeoutError, u3.ConnectTimeoutError, TimeoutError)):
-            return BackendError(f"timed out {what} ({self.where})",
+            return ApiTimeout(f"timed out {what} ({self.where})",
                                 hint="the API server is slow or unreachable; try again, or check "
                                      "the cluster's control plane")
         if isinstance(err, u3.SSLError):
@@ -142,7 +167,7 @@ class Translator:
                                 hint="the server's certificate does not match the cluster CA in "
                                      "the kubeconfig; refresh the cluster credentials")
         if isinstance(err, (u3.ProtocolError, u3.IncompleteRead, ConnectionResetError)):
-            return BackendError(f"the connection was cut while {what} ({self.where})",
+            return StreamCut(f"the connection was cut while {what} ({self.where})",
                                 hint="run the command again")
         if isinstance(err, (u3.HTTPError, ConnectionError)):
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
@@ -175,14 +200,17 @@ class Translator:
                 return NotFoundError(f"no {kind} named {details['name']!r}{where}",
                                      hint="list them with: elastix workload list"
                                           + (f" -n {namespace}" if namespace else ""))
-            return NotFoundError(f"the JobSet API is not available on {self.where} (the JobSet "
-                                 f"CRD is not installed?) while {what}", hint=JOBSET_INSTALL_HINT)
+            return ApiUnavailable(f"the JobSet API is not available on {self.where} (the JobSet "
+                                  f"CRD is not installed?) while {what}",
+                                  hint=JOBSET_INSTALL_HINT)
         if code == 409:
             return ConflictError(f"conflict while {what}: {msg}",
                                  hint="the object changed or already exists; try again")
         if code in (400, 422):
             causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes", [])]
             text = msg if not causes else f"{msg} ({'; '.join(causes)})"
+            if _WAITING in msg:
+                return ContainerWaiting(f"{text} (while {what})")
             if invalid is not ManifestError:
                 return invalid(f"{text} (while {what})")
             return ManifestError(f"the API server rejected the request while {what}: {text}",

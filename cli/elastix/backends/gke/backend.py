@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus, utcnow
-from elastix.clients.kube import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, Http, Translator
+from elastix.clients.kube import (
+    JOBSET_GROUP,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
+    ApiUnavailable,
+    Http,
+    Translator,
+)
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.workload import labels as L
 
@@ -125,9 +132,9 @@ class GKEBackend(Backend):
     def _exists(self, name: str) -> bool:
         try:
             self.get_jobset(name)
-        except NotFoundError as err:
-            if "JobSet API is not available" in err.message:
-                raise
+        except ApiUnavailable:
+            raise  # no JobSet API at all is not "no such workload"
+        except NotFoundError:
             return False
         return True
 

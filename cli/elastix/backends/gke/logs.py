@@ -16,6 +16,7 @@ from typing import Any
 from elastix.backends.base import LogEvent, LogOptions, utcnow
 from elastix.backends.gke.backend import close_stream
 from elastix.backends.gke.status import parse_time
+from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut
 from elastix.errors import BackendError, NotFoundError, UsageError
 from elastix.workload import labels as L
 
@@ -155,24 +156,21 @@ def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> I
         try:
             resp = _request(backend, pod, container, follow=True, since=since,
                             tail=opts.tail_lines if first else None, timestamps=True)
-            with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
-                for line in _read_lines(resp):
-                    t, text = _split_ts(line)
-                    if last is not None and t is not None and t <= last:
-                        continue  # already shown before the reconnection
-                    last = t or last
-                    cuts = 0
-                    yield LogEvent(text)
-        except UsageError:
-            raise
-        except BackendError as err:
-            if "waiting to start" in err.message:  # e.g. CrashLoopBackOff: wait for a change
-                backend.wait_pod_change(sel, rv, 5.0)
-                continue
-            if err.message.startswith("timed out following"):
+            try:
+                with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
+                    for line in _read_lines(resp):
+                        t, text = _split_ts(line)
+                        if last is not None and t is not None and t <= last:
+                            continue  # already shown before the reconnection
+                        last = t or last
+                        cuts = 0
+                        yield LogEvent(text)
+            except ApiTimeout:
                 continue  # a quiet log: ask again from the last line seen
-            if "was cut" not in err.message:
-                raise
+        except ContainerWaiting:  # e.g. CrashLoopBackOff: wait for a change
+            backend.wait_pod_change(sel, rv, 5.0)
+            continue
+        except StreamCut:
             cuts += 1
             if cuts > MAX_CUTS:
                 raise
