@@ -115,6 +115,13 @@ class Http:
         return json.loads(resp.data or b"null")
 
 
+def close_stream(resp: Any) -> None:
+    """Drop a response that may be unread: returning it to the pool would hand the next request
+    a connection still busy with this stream."""
+    resp.close()
+    resp.release_conn()
+
+
 def _q(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 

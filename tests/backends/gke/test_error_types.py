@@ -45,7 +45,7 @@ def test_no_jobset_api_is_api_unavailable(httpserver, backend):
     assert isinstance(err.value, NotFoundError)  # the type raised before: same exit code
     assert "JobSet API is not available" in err.value.message
     with pytest.raises(ApiUnavailable):
-        backend._exists("demo")  # not "no such workload"
+        backend.exists("demo")  # not "no such workload"
 
 
 def test_slow_answer_is_api_timeout(httpserver, backend, monkeypatch):

@@ -22,18 +22,12 @@ from elastix.clients.kube import (
     ApiUnavailable,
     Http,
     Translator,
+    close_stream,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.workload import labels as L
 
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
-
-
-def close_stream(resp: Any) -> None:
-    """Drop a response that may be unread: returning it to the pool would hand the next request
-    a connection still busy with this stream."""
-    resp.close()
-    resp.release_conn()
 
 
 class GKEBackend(Backend):
@@ -114,7 +108,7 @@ class GKEBackend(Backend):
         name = md.get("name")
         if not name:
             raise UsageError("the manifest has no metadata.name")
-        if replace and not dry_run and self._exists(name):
+        if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
@@ -129,7 +123,12 @@ class GKEBackend(Backend):
                                      "another name") from None
         return name
 
-    def _exists(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
+        """Whether the workload's JobSet is still there (the log follower asks while waiting).
+
+        Raises:
+            ApiUnavailable: the cluster serves no JobSet API at all.
+        """
         try:
             self.get_jobset(name)
         except ApiUnavailable:
@@ -244,7 +243,7 @@ class GKEBackend(Backend):
         sel = f"{L.JOBSET_NAME}={name}"
         while True:
             pods, rv = self.pods(sel)
-            if not pods and not self._exists(name):
+            if not pods and not self.exists(name):
                 return
             left = deadline - time.monotonic()
             if left <= 0:

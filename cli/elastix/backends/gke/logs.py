@@ -11,14 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import LogEvent, LogOptions, utcnow
-from elastix.backends.gke.backend import close_stream
 from elastix.backends.gke.status import parse_time
-from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut
+from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut, close_stream
 from elastix.errors import BackendError, NotFoundError, UsageError
 from elastix.workload import labels as L
+
+if TYPE_CHECKING:  # the backend imports this module when asked for logs: no import cycle
+    from elastix.backends.gke.backend import GKEBackend
 
 MAX_CUTS = 5  # consecutive broken streams of one pod before giving up
 QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (silently)
@@ -83,7 +85,7 @@ def _read_lines(resp: Any) -> Iterator[str]:
         close_stream(resp)
 
 
-def stream_logs(backend: Any, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[LogEvent]:
     """Yield the log of a workload's head (or one worker); see ``Backend.logs``."""
     backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
     sel, role = _selector(name, opts)
@@ -99,8 +101,8 @@ def stream_logs(backend: Any, name: str, opts: LogOptions) -> Iterator[LogEvent]
     yield from _follow(backend, name, sel, role, opts)
 
 
-def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: int | None,
-             tail: int | None, timestamps: bool) -> Any:
+def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
+             since: int | None, tail: int | None, timestamps: bool) -> Any:
     pname = pod["metadata"]["name"]
     with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
                     namespace=backend.namespace, invalid=BackendError):
@@ -111,7 +113,8 @@ def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: in
             stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
 
 
-def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator[LogEvent]:
+def _once(backend: GKEBackend, pod: dict, container: str,
+          opts: LogOptions) -> Iterator[LogEvent]:
     resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
                     tail=opts.tail_lines, timestamps=False)
     with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
@@ -119,7 +122,8 @@ def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator
             yield LogEvent(line)
 
 
-def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> Iterator[LogEvent]:
+def _follow(backend: GKEBackend, name: str, sel: str, role: str,
+            opts: LogOptions) -> Iterator[LogEvent]:
     current: dict | None = None  # the pod being followed
     last: dt.datetime | None = None  # timestamp of the last line yielded from it
     cuts = 0
@@ -131,7 +135,7 @@ def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> I
                            and _finished(pod)):
             if current and pod is not None:
                 return  # the followed container finished and was not replaced
-            if not backend._exists(name):
+            if not backend.exists(name):
                 yield LogEvent(f"workload {name} was deleted", notice=True)
                 return
             if not announced:
