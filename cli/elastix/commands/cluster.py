@@ -72,7 +72,7 @@ def create_command(
                 out.print(step.describe(), markup=False)
         return
     from elastix.clients import gke as gcp
-    client = co.make_client()
+    client = gcp.cluster_manager()
     kube = None if skip_jobset else (lambda: gcp.api_client_for_cluster(cfg.project, cfg.zone,
                                                                         cfg.name))
     with out.status(f"creating {cfg.name}") as status:
@@ -95,11 +95,12 @@ def describe_command(
 ) -> None:
     from rich.table import Table
 
+    from elastix.clients import gke as gcp
     from elastix.errors import NotFoundError
     from elastix.provision import cluster as co
 
     cfg = co.validate(project, zone, name)
-    client = co.make_client()
+    client = gcp.cluster_manager()
     cluster = co.get_cluster(client, cfg)
     if cluster is None:
         raise NotFoundError(f"no cluster {name!r} in {cfg.project}/{cfg.zone}",
@@ -117,7 +118,6 @@ def describe_command(
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
     if not skip_jobset:
-        from elastix.clients import gke as gcp
         from elastix.provision import jobset_install as ji
         api, where = gcp.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
         st = ji.status(api, where)
@@ -134,6 +134,7 @@ def delete_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
 ) -> None:
+    from elastix.clients import gke as gcp
     from elastix.provision import cluster as co
     cfg = co.validate(project, zone, name)
     out = _console()
@@ -144,7 +145,7 @@ def delete_command(
     if not yes and not typer.confirm(
             f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
         raise typer.Abort()
-    client = co.make_client()
+    client = gcp.cluster_manager()
     with out.status(f"deleting {cfg.name}") as status:
         def progress(text: str) -> None:
             status.update(text)

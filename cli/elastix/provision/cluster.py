@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.errors import BackendError, NotFoundError, SpecError, UsageError
+from elastix.clients import gke
+from elastix.errors import BackendError, SpecError, UsageError
 
 CPU_POOL = "pathways-head"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -193,65 +194,6 @@ def plan_delete(cfg: ClusterConfig) -> list[Step]:
     return [Step("delete_cluster", "DELETE", cfg.cluster_path, None)]
 
 
-def make_client(creds: Any = None) -> Any:
-    """A ``ClusterManagerClient`` on the REST transport (``ELASTIX_GKE_API_ENDPOINT`` for tests)."""
-    import os
-
-    from google.cloud import container_v1
-
-    from elastix.clients import gke as gcp
-    if creds is None:
-        creds, _ = gcp.credentials()
-    options = {}
-    if os.environ.get(gcp.ENDPOINT_ENV):
-        options["api_endpoint"] = os.environ[gcp.ENDPOINT_ENV]
-    return container_v1.ClusterManagerClient(credentials=creds, transport="rest",
-                                             client_options=options)
-
-
-def translate(err: Exception, what: str) -> Exception:
-    """A ``google.api_core`` error as an elastix error with a hint."""
-    from google.api_core import exceptions as g
-
-    # The REST transport prefixes the message with "POST https://...: "; the URL adds nothing.
-    msg = re.sub(r"^[A-Z]+ \S+: ", "", getattr(err, "message", None) or str(err))
-    # HTTP status classes: the REST transport raises Forbidden/TooManyRequests/BadRequest/...,
-    # of which the gRPC-named errors (PermissionDenied, ResourceExhausted, ...) are subclasses.
-    if isinstance(err, g.NotFound):
-        return NotFoundError(f"not found while {what}: {msg}",
-                             hint="check --project and --zone, and that the Kubernetes Engine API "
-                                  "is enabled (gcloud services enable container.googleapis.com)")
-    if isinstance(err, (g.Forbidden, g.Unauthorized)):
-        return BackendError(f"permission denied while {what}: {msg}",
-                            hint="the credentials need roles/container.admin on the project "
-                                 "(gcloud auth application-default login)")
-    if isinstance(err, g.TooManyRequests):
-        return BackendError(f"quota or capacity exhausted while {what}: {msg}",
-                            hint="request TPU quota in the zone, try another zone, or use --spot")
-    if isinstance(err, g.Conflict):
-        return BackendError(f"already exists while {what}: {msg}",
-                            hint="run `elastix cluster describe` to see it")
-    if isinstance(err, g.BadRequest):
-        return UsageError(f"GKE rejected the request while {what}: {msg}",
-                          hint="another operation may be running on the cluster; check "
-                               "`elastix cluster describe`")
-    if isinstance(err, g.GoogleAPICallError):
-        return BackendError(f"the GKE API failed while {what}: {msg}", hint="try again later")
-    return BackendError(f"cannot reach the GKE API while {what}: {err}",
-                        hint="check the network (or ELASTIX_GKE_API_ENDPOINT)")
-
-
-def call(what: str, fn: Callable[[], Any]) -> Any:
-    """Run one GKE API call, translating its errors."""
-    from google.api_core import exceptions as g
-    from google.auth.exceptions import GoogleAuthError
-
-    try:
-        return fn()
-    except (g.GoogleAPICallError, GoogleAuthError, OSError) as err:
-        raise translate(err, what) from err
-
-
 def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress: Progress,
                    interval: float = 5.0, sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> Any:
@@ -263,7 +205,7 @@ def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress
     while op.status != c.Operation.Status.DONE:
         progress(f"{what}: {op.status.name.lower()} ({clock() - start:.0f} s)")
         sleep(interval)
-        op = call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
+        op = gke.call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
     error = op.error.message if op.error and op.error.message else op.status_message
     if error:
         raise BackendError(f"{what} failed: {error}",
@@ -282,7 +224,7 @@ def get_cluster(client: Any, cfg: ClusterConfig) -> Any | None:
     except g.NotFound:
         return None
     except Exception as err:  # noqa: BLE001 - translated
-        raise translate(err, f"looking up cluster {cfg.name}") from err
+        raise gke.translate(err, f"looking up cluster {cfg.name}") from err
 
 
 def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
@@ -291,15 +233,15 @@ def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
     for step in steps:
         if step.action == "create_cluster":
             what = f"creating cluster {cfg.name}"
-            op = call(what, lambda s=step: client.create_cluster(
+            op = gke.call(what, lambda s=step: client.create_cluster(
                 parent=cfg.parent, cluster=s.message, timeout=60.0))
         elif step.action == "create_node_pool":
             what = f"creating node pool {step.message.name}"
-            op = call(what, lambda s=step: client.create_node_pool(
+            op = gke.call(what, lambda s=step: client.create_node_pool(
                 parent=cfg.cluster_path, node_pool=s.message, timeout=60.0))
         else:
             what = f"deleting cluster {cfg.name}"
-            op = call(what, lambda: client.delete_cluster(name=cfg.cluster_path, timeout=60.0))
+            op = gke.call(what, lambda: client.delete_cluster(name=cfg.cluster_path, timeout=60.0))
         progress(f"{what}: started ({step.describe()})")
         wait_operation(client, cfg, op, what, progress, **poll)
 
