@@ -79,6 +79,23 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
 
 
+def api_path(api_version: str, plural: str, name: str | None = None,
+             namespace: str | None = None, sub: str | None = None) -> str:
+    """The API path of a collection or object (and subresource), for any group and version.
+
+    Args:
+        api_version: ``v1`` (the core group, under ``/api``) or ``group/version`` (under
+            ``/apis``), as in a manifest's ``apiVersion``.
+        plural: the resource's plural, e.g. ``pods``, ``jobsets``.
+        name: the object; None for the collection.
+        namespace: None for a cluster-scoped resource.
+        sub: a subresource, e.g. ``log``.
+    """
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"{prefix}{scope}/{plural}" + "".join(f"/{x}" for x in (name, sub) if x)
+
+
 class Http:
     """Raw JSON requests through a ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
 
@@ -90,8 +107,12 @@ class Http:
         self.api = api_client
 
     def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
-                stream: bool = False, timeout: Any = (10.0, 60.0)) -> Any:
+                stream: bool = False, timeout: Any = (10.0, 60.0),
+                content_type: str = "application/json") -> Any:
         """JSON of the answer (or, with ``stream``, the open urllib3 response).
+
+        ``content_type`` is the body's: e.g. ``application/apply-patch+yaml`` for server-side
+        apply (the client still sends the dict as JSON, which is YAML).
 
         Raises:
             kubernetes.client.exceptions.ApiException: a non-2xx answer.
@@ -101,7 +122,7 @@ class Http:
         q = [(k, _q(v)) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json, */*"}  # pod logs answer text/plain
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
                                           header_params=headers, body=body,
                                           auth_settings=["BearerToken"])

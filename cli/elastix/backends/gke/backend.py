@@ -22,6 +22,7 @@ from elastix.clients.kube import (
     ApiUnavailable,
     Http,
     Translator,
+    api_path,
     close_stream,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
@@ -63,11 +64,10 @@ class GKEBackend(Backend):
 
     def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
         """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
-        prefix = {"pods": "/api/v1", "events": "/api/v1", "jobs": "/apis/batch/v1",
-                  "jobsets": f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
+        api_version = {"pods": "v1", "events": "v1", "jobs": "batch/v1",
+                       "jobsets": f"{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
         plural = JOBSET_PLURAL if kind == "jobsets" else kind
-        out = f"{prefix}/namespaces/{self.namespace}/{plural}"
-        return out + "".join(f"/{x}" for x in (name, sub) if x)
+        return api_path(api_version, plural, name, self.namespace, sub)
 
     def get_jobset(self, name: str) -> dict:
         with self.tr(f"reading workload {name}", namespace=self.namespace):
