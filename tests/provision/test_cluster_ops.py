@@ -195,6 +195,18 @@ def test_dry_run_prints_every_request(capsys, tmp_path):
         in out
 
 
+def test_dry_run_with_a_url_names_the_apply_request_without_downloading(capsys, monkeypatch):
+    monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    assert main(["cluster", "create", "elastic", "--project", "my-proj-1", "--zone",
+                 "us-central1-a", "--tpu-type", "v5e-16", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"GET {ji.RELEASE_URL}\n" in out
+    assert "PATCH each object of it (server-side apply, fieldManager=elastix)\n" in out
+    # The same request the plan of a real manifest describes, object by object.
+    step = ji.plan(jobset_manifest.manifest())[0]
+    assert step.describe().startswith(f"PATCH {step.path}?fieldManager=elastix&force=true")
+
+
 def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsys, k8s_api,
                                                    tmp_path):
     from google.auth.credentials import AnonymousCredentials

@@ -60,16 +60,8 @@ def create_command(
         _print_steps(out, cfg, co.plan_create(cfg))
         if skip_jobset:
             return
-        out.print(f"GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/{ji.CRD_NAME} "
-                  "(on the new cluster; install JobSet only if missing)", markup=False)
-        source = jobset_manifest or ji.RELEASE_URL
-        if source.startswith("https://"):
-            out.print(f"GET {source}", markup=False)
-            out.print("PATCH each object of it (server-side apply, fieldManager=elastix)",
-                      markup=False)
-        else:
-            for step in ji.plan(ji.read_manifest(source)):
-                out.print(step.describe(), markup=False)
+        for line in ji.dry_run_lines(jobset_manifest):
+            out.print(line, markup=False)
         return
     from elastix.clients import gke as gcp
     client = gcp.cluster_manager()

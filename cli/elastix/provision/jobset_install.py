@@ -25,6 +25,10 @@ CRD_NAME = "jobsets.jobset.x-k8s.io"
 NAMESPACE = "jobset-system"
 DEPLOYMENT = "jobset-controller-manager"
 FIELD_MANAGER = "elastix"
+# Server-side apply: the request every object of the manifest gets (create, and --dry-run, say so).
+APPLY_METHOD = "PATCH"
+APPLY_QUERY = {"fieldManager": FIELD_MANAGER, "force": "true"}
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 CRD_PATH = api_path("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
 
 # Each kind of the release manifest: (plural, namespaced), keyed by (apiVersion, kind); the path
@@ -57,12 +61,13 @@ class ApplyStep:
     kind: str
     name: str
     namespace: str | None
-    path: str  # the object's URL path; the request is PATCH path?fieldManager=elastix&force=true
+    path: str  # the object's URL path; the request is APPLY_METHOD path?APPLY_QUERY
     body: dict
 
     def describe(self) -> str:
         """``PATCH <path>?…  (server-side apply of Kind name)``."""
-        return (f"PATCH {self.path}?fieldManager={FIELD_MANAGER}&force=true  "
+        query = "&".join(f"{k}={v}" for k, v in APPLY_QUERY.items())
+        return (f"{APPLY_METHOD} {self.path}?{query}  "
                 f"(server-side apply, {self.kind} {self.name})")
 
 
@@ -152,6 +157,23 @@ def plan(docs: list[dict]) -> list[ApplyStep]:
     return steps
 
 
+def dry_run_lines(source: str | None = None) -> list[str]:
+    """The requests ``cluster create`` makes to install JobSet, one line each, for ``--dry-run``.
+
+    A file manifest is read and planned; a URL is not downloaded in a dry run, so its objects
+    are summed up in one line built from the same apply request :func:`apply` sends.
+    """
+    lines = [f"GET {CRD_PATH} (on the new cluster; install JobSet only if missing)"]
+    source = source or RELEASE_URL
+    if source.startswith("https://"):
+        lines += [f"GET {source}",
+                  f"{APPLY_METHOD} each object of it (server-side apply, "
+                  f"fieldManager={APPLY_QUERY['fieldManager']})"]
+    else:
+        lines += [step.describe() for step in plan(read_manifest(source))]
+    return lines
+
+
 def apply(api: Any, where: str, steps: list[ApplyStep],
           on_step: Callable[[ApplyStep], None] = lambda s: None) -> None:
     """Server-side apply every step (creates what is missing, updates what differs).
@@ -164,8 +186,8 @@ def apply(api: Any, where: str, steps: list[ApplyStep],
         on_step(step)
         with tr(f"applying {step.kind} {step.name}", name=step.name, kind=step.kind,
                 namespace=step.namespace):
-            http.request("PATCH", step.path, {"fieldManager": FIELD_MANAGER, "force": True},
-                         body=step.body, content_type="application/apply-patch+yaml")
+            http.request(APPLY_METHOD, step.path, APPLY_QUERY, body=step.body,
+                         content_type=APPLY_CONTENT_TYPE)
 
 
 def status(api: Any, where: str) -> JobSetStatus:
