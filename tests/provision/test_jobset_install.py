@@ -55,7 +55,6 @@ def test_reapply_is_an_upgrade(k8s_api, tmp_path):
         docs = ji.read_manifest(str(jobset_manifest.write(tmp_path / f"{version}.yaml",
                                                           jobset_manifest.manifest(version))))
         ji.apply(k8s_api, "fake", ji.plan(docs))
-        assert ji.manifest_version(docs) == version
         assert ji.status(k8s_api, "fake").version == version
 
 

@@ -137,14 +137,6 @@ def check_manifest(docs: list[dict], source: str) -> list[dict]:
     return docs
 
 
-def manifest_version(docs: list[dict]) -> str | None:
-    """The JobSet version a manifest installs (the controller image's tag)."""
-    for d in docs:
-        if d["kind"] == "Deployment" and d["metadata"]["name"] == DEPLOYMENT:
-            return _image_version(d)
-    return None
-
-
 def plan(docs: list[dict]) -> list[ApplyStep]:
     """The apply requests for a manifest, in dependency order."""
     steps = []
