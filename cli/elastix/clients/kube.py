@@ -173,31 +173,40 @@ class Translator:
     def translate(self, err: Exception, what: str, name: str | None = None,
                   kind: str = "workload", namespace: str | None = None,
                   invalid: type = ManifestError) -> Exception:
-        import urllib3.exceptions as u3
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            HTTPError,
+            IncompleteRead,
+            MaxRetryError,
+            NewConnectionError,
+            ProtocolError,
+            ReadTimeoutError,
+            SSLError,
+        )
 
         if isinstance(err, ApiException):
             return self._api(err, what, kind, namespace, invalid)
-        if isinstance(err, u3.MaxRetryError) and err.reason is not None:
+        if isinstance(err, MaxRetryError) and err.reason is not None:
             return self.translate(err.reason, what, name, kind, namespace, invalid)
-        if isinstance(err, (u3.NewConnectionError, ConnectionRefusedError)):
+        if isinstance(err, (NewConnectionError, ConnectionRefusedError)):
             # NewConnectionError subclasses ConnectTimeoutError: test it first.
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
                                 f"({self.where})",
                                 hint="is the cluster running and the context right? (--context, "
                                      "--kubeconfig, or --cluster/--project/--location)")
-        if isinstance(err, (u3.ReadTimeoutError, u3.ConnectTimeoutError, TimeoutError)):
+        if isinstance(err, (ReadTimeoutError, ConnectTimeoutError, TimeoutError)):
             return ApiTimeout(f"timed out {what} ({self.where})",
                                 hint="the API server is slow or unreachable; try again, or check "
                                      "the cluster's control plane")
-        if isinstance(err, u3.SSLError):
+        if isinstance(err, SSLError):
             return BackendError(f"TLS failed while {what} ({self.where}): {err}",
                                 hint="the server's certificate does not match the cluster CA in "
                                      "the kubeconfig; refresh the cluster credentials")
-        if isinstance(err, (u3.ProtocolError, u3.IncompleteRead, ConnectionResetError)):
+        if isinstance(err, (ProtocolError, IncompleteRead, ConnectionResetError)):
             return StreamCut(f"the connection was cut while {what} ({self.where})",
                                 hint="run the command again")
-        if isinstance(err, (u3.HTTPError, ConnectionError)):
+        if isinstance(err, (HTTPError, ConnectionError)):
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
                                 f"({self.where}): {err}",
                                 hint="is the cluster running and the context right? (--context, "

@@ -12,7 +12,7 @@ app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("build", help="Build the trainer image with the local Docker engine and push it.")
-def build_command(
+def build(
     tag: str = typer.Option(..., "--tag", "-t", help="Image reference to build and push."),
     base_image: str = typer.Option(
         "python:3.11-slim-bookworm", "--base-image", help="Python base image (3.10+)."),

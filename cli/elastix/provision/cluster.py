@@ -129,40 +129,43 @@ class Step:
 
 
 def _cluster_pb(cfg: ClusterConfig) -> Any:
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
-    return c.Cluster(
+    return container_v1.Cluster(
         name=cfg.name,
-        release_channel=c.ReleaseChannel(channel=c.ReleaseChannel.Channel[cfg.release_channel]),
+        release_channel=container_v1.ReleaseChannel(
+            channel=container_v1.ReleaseChannel.Channel[cfg.release_channel]),
         # Pods read and write checkpoints on GCS with their Kubernetes service account.
-        workload_identity_config=c.WorkloadIdentityConfig(
+        workload_identity_config=container_v1.WorkloadIdentityConfig(
             workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog"),
-        node_pools=[c.NodePool(
+        node_pools=[container_v1.NodePool(
             name=CPU_POOL,
             initial_node_count=cfg.cpu_nodes,
-            config=c.NodeConfig(machine_type=cfg.cpu_machine_type,
-                                workload_metadata_config=c.WorkloadMetadataConfig(
-                                    mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+            config=container_v1.NodeConfig(
+                machine_type=cfg.cpu_machine_type,
+                workload_metadata_config=container_v1.WorkloadMetadataConfig(
+                    mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)),
         )],
     )
 
 
 def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
     tpu = cfg.tpu
-    pool = c.NodePool(
+    pool = container_v1.NodePool(
         name=name,
         initial_node_count=tpu.hosts,
-        config=c.NodeConfig(machine_type=tpu.machine_type, spot=cfg.spot,
-                            workload_metadata_config=c.WorkloadMetadataConfig(
-                                mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+        config=container_v1.NodeConfig(
+            machine_type=tpu.machine_type, spot=cfg.spot,
+            workload_metadata_config=container_v1.WorkloadMetadataConfig(
+                mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
-        management=c.NodeManagement(auto_repair=True, auto_upgrade=True),
+        management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
     )
     if tpu.hosts > 1:  # a multi-host slice needs its hosts placed as one ICI topology
-        pool.placement_policy = c.NodePool.PlacementPolicy(
-            type_=c.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
+        pool.placement_policy = container_v1.NodePool.PlacementPolicy(
+            type_=container_v1.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
     return pool
 
 
@@ -198,11 +201,11 @@ def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress
                    interval: float = 5.0, sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> Any:
     """Poll a long-running operation until DONE; raise if it ended with an error."""
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
     start = clock()
     name = f"{cfg.parent}/operations/{op.name}"
-    while op.status != c.Operation.Status.DONE:
+    while op.status != container_v1.Operation.Status.DONE:
         progress(f"{what}: {op.status.name.lower()} ({clock() - start:.0f} s)")
         sleep(interval)
         op = gke.call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
@@ -217,11 +220,11 @@ def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress
 
 def get_cluster(client: Any, cfg: ClusterConfig) -> Any | None:
     """The cluster, or None when it does not exist."""
-    from google.api_core import exceptions as g
+    from google.api_core import exceptions
 
     try:
         return client.get_cluster(name=cfg.cluster_path, timeout=60.0)
-    except g.NotFound:
+    except exceptions.NotFound:
         return None
     except Exception as err:  # noqa: BLE001 - translated
         raise gke.translate(err, f"looking up cluster {cfg.name}") from err
@@ -258,7 +261,7 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
     Returns:
         The steps that were sent.
     """
-    from elastix.provision import jobset_install as ji
+    from elastix.provision import jobset_install
     existing = get_cluster(client, cfg)
     if existing is not None:
         progress(f"cluster {cfg.name} exists; creating only the missing node pools")
@@ -266,14 +269,14 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
     run(client, cfg, steps, progress, **poll)
     if kube is not None:
         api, where = kube()
-        st = ji.status(api, where)
+        st = jobset_install.status(api, where)
         if st.installed:
             progress(f"JobSet {st.version} is already installed")
         else:
-            docs = ji.read_manifest(jobset_manifest)
-            ji.apply(api, where, ji.plan(docs),
+            docs = jobset_install.read_manifest(jobset_manifest)
+            jobset_install.apply(api, where, jobset_install.plan(docs),
                      on_step=lambda s: progress(f"JobSet: applying {s.kind} {s.name}"))
-            st = ji.wait_ready(api, where)
+            st = jobset_install.wait_ready(api, where)
             progress(f"JobSet {st.version} installed and ready")
     return steps
 

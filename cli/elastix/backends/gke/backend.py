@@ -26,7 +26,7 @@ from elastix.clients.kube import (
     close_stream,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
-from elastix.workload import labels as L
+from elastix.workload import labels
 
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
 
@@ -143,16 +143,16 @@ class GKEBackend(Backend):
         with self.tr("listing workloads", namespace=self.namespace):
             # Only elastix's workloads: other JobSets in the namespace are someone else's.
             jobsets = self.http.request("GET", self.path("jobsets"),
-                                        {"labelSelector": L.WORKLOAD},
+                                        {"labelSelector": labels.WORKLOAD},
                                         timeout=TIMEOUT).get("items") or []
         if not jobsets:
             return []
-        pods, _ = self.pods(L.JOBSET_NAME)
-        jobs = self._jobs(L.JOBSET_NAME)
+        pods, _ = self.pods(labels.JOBSET_NAME)
+        jobs = self._jobs(labels.JOBSET_NAME)
 
         def mine(objs: list[dict], name: str) -> list[dict]:
             return [o for o in objs if ((o.get("metadata") or {}).get("labels") or {}).get(
-                L.JOBSET_NAME) == name]
+                labels.JOBSET_NAME) == name]
 
         out = [workload_status(js, mine(pods, js["metadata"]["name"]),
                                mine(jobs, js["metadata"]["name"])) for js in jobsets]
@@ -162,7 +162,7 @@ class GKEBackend(Backend):
         from elastix.backends.gke.status import workload_status
 
         js = self.get_jobset(name)
-        sel = f"{L.JOBSET_NAME}={name}"
+        sel = f"{labels.JOBSET_NAME}={name}"
         pods, _ = self.pods(sel)
         events: list[dict] = []
         pending = {p["metadata"]["name"] for p in pods
@@ -179,7 +179,7 @@ class GKEBackend(Backend):
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
         uri = ((self.get_jobset(name).get("metadata") or {}).get("annotations") or {}).get(
-            L.EVENTS_PATH)
+            labels.EVENTS_PATH)
         if not uri:
             return None
         from elastix.clients.gcs import read_jsonl
@@ -196,10 +196,11 @@ class GKEBackend(Backend):
         from elastix.backends.gke.status import pod_info
 
         js = self.get_jobset(name)
-        pods, _ = self.pods(f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB}")
+        pods, _ = self.pods(f"{labels.JOBSET_NAME}={name},"
+                            f"{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB}")
         infos = [(pod_info(p), p) for p in pods]
         num = next((rj.get("replicas", 1) for rj in js.get("spec", {}).get("replicatedJobs", [])
-                    if rj.get("name") == L.WORKER_JOB), 0)
+                    if rj.get("name") == labels.WORKER_JOB), 0)
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
                              f"(0-{num - 1})")
@@ -240,7 +241,7 @@ class GKEBackend(Backend):
     def wait_gone(self, name: str, timeout: float) -> None:
         """Return once the JobSet and every pod labelled with its name are gone."""
         deadline = time.monotonic() + timeout
-        sel = f"{L.JOBSET_NAME}={name}"
+        sel = f"{labels.JOBSET_NAME}={name}"
         while True:
             pods, rv = self.pods(sel)
             if not pods and not self.exists(name):

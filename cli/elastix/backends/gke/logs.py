@@ -17,7 +17,7 @@ from elastix.backends.base import LogEvent, LogOptions, utcnow
 from elastix.backends.gke.status import parse_time
 from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut, close_stream
 from elastix.errors import BackendError, NotFoundError, UsageError
-from elastix.workload import labels as L
+from elastix.workload import labels
 
 if TYPE_CHECKING:  # the backend imports this module when asked for logs: no import cycle
     from elastix.backends.gke.backend import GKEBackend
@@ -28,9 +28,9 @@ QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (sile
 
 def _selector(name: str, opts: LogOptions) -> tuple[str, str]:
     if opts.slice is None and opts.host is None:
-        return f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.HEAD_JOB}", "head"
-    sel = (f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB},"
-           f"{L.JOB_INDEX}={opts.slice or 0},{L.JOB_COMPLETION_INDEX}={opts.host or 0}")
+        return f"{labels.JOBSET_NAME}={name},{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}", "head"
+    sel = (f"{labels.JOBSET_NAME}={name},{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB},"
+           f"{labels.JOB_INDEX}={opts.slice or 0},{labels.JOB_COMPLETION_INDEX}={opts.host or 0}")
     return sel, f"worker (slice {opts.slice or 0}, host {opts.host or 0})"
 
 
@@ -51,7 +51,7 @@ def _container(pod: dict, opts: LogOptions, role: str) -> str:
             raise UsageError(f"pod {pod['metadata']['name']} has no container "
                              f"{opts.container!r}", hint=f"choose one of: {', '.join(every)}")
         return opts.container
-    preferred = L.MAIN_CONTAINER if role == "head" else L.WORKER_CONTAINER
+    preferred = labels.MAIN_CONTAINER if role == "head" else labels.WORKER_CONTAINER
     return preferred if preferred in names else names[0]
 
 
