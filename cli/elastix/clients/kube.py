@@ -45,6 +45,9 @@ class ContainerWaiting(BackendError):
     """A pod's log was asked for before its container started (400 "... waiting to start")."""
 
 
+_UNREACHABLE_HINT = ("is the cluster running and the context right? (--context, --kubeconfig, "
+                     "or --cluster/--project/--location)")
+
 # The API server's wording (kubelet log endpoint) for a container that has not started yet.
 _WAITING = "waiting to start"
 
@@ -192,25 +195,21 @@ class Translator:
         if isinstance(err, (NewConnectionError, ConnectionRefusedError)):
             # NewConnectionError subclasses ConnectTimeoutError: test it first.
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
-                                f"({self.where})",
-                                hint="is the cluster running and the context right? (--context, "
-                                     "--kubeconfig, or --cluster/--project/--location)")
+                                f"({self.where})", hint=_UNREACHABLE_HINT)
         if isinstance(err, (ReadTimeoutError, ConnectTimeoutError, TimeoutError)):
             return ApiTimeout(f"timed out {what} ({self.where})",
-                                hint="the API server is slow or unreachable; try again, or check "
-                                     "the cluster's control plane")
+                              hint="the API server is slow or unreachable; try again, or check "
+                                   "the cluster's control plane")
         if isinstance(err, SSLError):
             return BackendError(f"TLS failed while {what} ({self.where}): {err}",
                                 hint="the server's certificate does not match the cluster CA in "
                                      "the kubeconfig; refresh the cluster credentials")
         if isinstance(err, (ProtocolError, IncompleteRead, ConnectionResetError)):
             return StreamCut(f"the connection was cut while {what} ({self.where})",
-                                hint="run the command again")
+                             hint="run the command again")
         if isinstance(err, (HTTPError, ConnectionError)):
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
-                                f"({self.where}): {err}",
-                                hint="is the cluster running and the context right? (--context, "
-                                     "--kubeconfig, or --cluster/--project/--location)")
+                                f"({self.where}): {err}", hint=_UNREACHABLE_HINT)
         return err
 
     def _api(self, err: Any, what: str, kind: str, namespace: str | None,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 
 import typer
 
@@ -18,6 +20,17 @@ def _console():
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _progress(out, title: str) -> Iterator[Callable[[str], None]]:
+    """A progress callback for a long operation: each line is kept and shown by a spinner."""
+    with out.status(title) as status:
+        def progress(text: str) -> None:
+            status.update(text)
+            out.print(text, markup=False)
+
+        yield progress
 
 
 def _print_steps(out, cfg, steps) -> None:
@@ -66,11 +79,7 @@ def create(
     client = gke.cluster_manager()
     kube = None if skip_jobset else (lambda: gke.api_client_for_cluster(cfg.project, cfg.zone,
                                                                         cfg.name))
-    with out.status(f"creating {cfg.name}") as status:
-        def progress(text: str) -> None:
-            status.update(text)
-            out.print(text, markup=False)
-
+    with _progress(out, f"creating {cfg.name}") as progress:
         cluster.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest)
     out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
@@ -137,10 +146,6 @@ def delete(
             f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
         raise typer.Abort()
     client = gke.cluster_manager()
-    with out.status(f"deleting {cfg.name}") as status:
-        def progress(text: str) -> None:
-            status.update(text)
-            out.print(text, markup=False)
-
+    with _progress(out, f"deleting {cfg.name}") as progress:
         cluster.run(client, cfg, steps, progress)
     out.print(f"cluster {cfg.name} deleted", markup=False)

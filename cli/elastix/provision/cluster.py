@@ -128,6 +128,15 @@ class Step:
         return f"{self.method} /v1/{self.path}"
 
 
+def _node_config(**fields: Any) -> Any:
+    """A ``NodeConfig`` whose pods get their Kubernetes service account's identity (GCS access)."""
+    from google.cloud import container_v1
+
+    return container_v1.NodeConfig(
+        **fields, workload_metadata_config=container_v1.WorkloadMetadataConfig(
+            mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA))
+
+
 def _cluster_pb(cfg: ClusterConfig) -> Any:
     from google.cloud import container_v1
 
@@ -141,10 +150,7 @@ def _cluster_pb(cfg: ClusterConfig) -> Any:
         node_pools=[container_v1.NodePool(
             name=CPU_POOL,
             initial_node_count=cfg.cpu_nodes,
-            config=container_v1.NodeConfig(
-                machine_type=cfg.cpu_machine_type,
-                workload_metadata_config=container_v1.WorkloadMetadataConfig(
-                    mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+            config=_node_config(machine_type=cfg.cpu_machine_type),
         )],
     )
 
@@ -156,10 +162,7 @@ def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
     pool = container_v1.NodePool(
         name=name,
         initial_node_count=tpu.hosts,
-        config=container_v1.NodeConfig(
-            machine_type=tpu.machine_type, spot=cfg.spot,
-            workload_metadata_config=container_v1.WorkloadMetadataConfig(
-                mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+        config=_node_config(machine_type=tpu.machine_type, spot=cfg.spot),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
         management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
     )

@@ -69,21 +69,23 @@ class GKEBackend(Backend):
         plural = JOBSET_PLURAL if kind == "jobsets" else kind
         return api_path(api_version, plural, name, self.namespace, sub)
 
+    def _get(self, what: str, kind: str, name: str | None = None,
+             query: dict | None = None) -> Any:
+        """GET an object or collection of this namespace, errors translated for ``what``."""
+        with self.tr(what, namespace=self.namespace):
+            return self.http.request("GET", self.path(kind, name), query, timeout=TIMEOUT)
+
     def get_jobset(self, name: str) -> dict:
-        with self.tr(f"reading workload {name}", namespace=self.namespace):
-            return self.http.request("GET", self.path("jobsets", name), timeout=TIMEOUT)
+        return self._get(f"reading workload {name}", "jobsets", name)
 
     def pods(self, selector: str) -> tuple[list[dict], str]:
         """Pods matching a label selector, and the list's resourceVersion (to watch from)."""
-        with self.tr("listing pods", namespace=self.namespace):
-            out = self.http.request("GET", self.path("pods"), {"labelSelector": selector},
-                                    timeout=TIMEOUT)
+        out = self._get("listing pods", "pods", query={"labelSelector": selector})
         return out.get("items") or [], (out.get("metadata") or {}).get("resourceVersion", "")
 
     def _jobs(self, selector: str) -> list[dict]:
-        with self.tr("listing jobs", namespace=self.namespace):
-            return self.http.request("GET", self.path("jobs"), {"labelSelector": selector},
-                                     timeout=TIMEOUT).get("items") or []
+        return self._get("listing jobs", "jobs", query={"labelSelector": selector}).get(
+            "items") or []
 
     def wait_pod_change(self, selector: str, rv: str, timeout: float) -> None:
         """Block until a pod matching ``selector`` changes after ``rv``, or ``timeout`` passes."""
@@ -138,21 +140,18 @@ class GKEBackend(Backend):
         return True
 
     def list(self) -> list[WorkloadStatus]:
-        from elastix.backends.gke.status import workload_status
+        from elastix.backends.gke.status import object_labels, workload_status
 
-        with self.tr("listing workloads", namespace=self.namespace):
-            # Only elastix's workloads: other JobSets in the namespace are someone else's.
-            jobsets = self.http.request("GET", self.path("jobsets"),
-                                        {"labelSelector": labels.WORKLOAD},
-                                        timeout=TIMEOUT).get("items") or []
+        # Only elastix's workloads: other JobSets in the namespace are someone else's.
+        jobsets = self._get("listing workloads", "jobsets",
+                            query={"labelSelector": labels.WORKLOAD}).get("items") or []
         if not jobsets:
             return []
         pods, _ = self.pods(labels.JOBSET_NAME)
         jobs = self._jobs(labels.JOBSET_NAME)
 
         def mine(objs: list[dict], name: str) -> list[dict]:
-            return [o for o in objs if ((o.get("metadata") or {}).get("labels") or {}).get(
-                labels.JOBSET_NAME) == name]
+            return [o for o in objs if object_labels(o).get(labels.JOBSET_NAME) == name]
 
         out = [workload_status(js, mine(pods, js["metadata"]["name"]),
                                mine(jobs, js["metadata"]["name"])) for js in jobsets]
@@ -168,11 +167,8 @@ class GKEBackend(Backend):
         pending = {p["metadata"]["name"] for p in pods
                    if (p.get("status") or {}).get("phase") == "Pending"}
         if pending:
-            with self.tr("reading events", namespace=self.namespace):
-                events = self.http.request(
-                    "GET", self.path("events"),
-                    {"fieldSelector": "involvedObject.kind=Pod,type=Warning"},
-                    timeout=TIMEOUT).get("items") or []
+            events = self._get("reading events", "events", query={
+                "fieldSelector": "involvedObject.kind=Pod,type=Warning"}).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
         return workload_status(js, pods, self._jobs(sel), events)
 

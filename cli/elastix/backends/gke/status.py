@@ -103,8 +103,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
     for i in infos:
         if i.role == "worker" and i.slice is not None:
             by_slice[i.slice].append(i)
-    job_by_slice = {_int(_labels(j).get(labels.JOB_INDEX)): j for j in jobs
-                    if _labels(j).get(labels.REPLICATED_JOB_NAME) == worker.get("name")}
+    job_by_slice = {_int(object_labels(j).get(labels.JOB_INDEX)): j for j in jobs
+                    if object_labels(j).get(labels.REPLICATED_JOB_NAME) == worker.get("name")}
     slices = []
     for idx in range(num_slices):
         job = job_by_slice.get(idx) or {}
@@ -169,6 +169,6 @@ def stuck_reasons(infos: list[PodInfo], events: list[dict]) -> list[str]:
     return out
 
 
-def _labels(obj: dict) -> dict:
-    """An object's labels ({} when it has none)."""
+def object_labels(obj: dict) -> dict:
+    """A Kubernetes object's labels ({} when it has none)."""
     return (obj.get("metadata") or {}).get("labels") or {}
