@@ -9,26 +9,25 @@ import pytest
 
 from elastix.errors import BackendError, UsageError
 from elastix.main import main
-from elastix.provision import cluster as co
-from elastix.provision import jobset_install as ji
+from elastix.provision import cluster, jobset_install
 
 BASE = "/v1/projects/my-proj-1/locations/us-central1-a"
 
 
 @pytest.fixture
-def gke(httpserver):
+def cluster_manager(httpserver, monkeypatch):
+    """The product's GKE API client, pointed at httpserver."""
     from google.auth.credentials import AnonymousCredentials
-    from google.cloud import container_v1
 
-    client = container_v1.ClusterManagerClient(
-        credentials=AnonymousCredentials(), transport="rest",
-        client_options={"api_endpoint": httpserver.url_for("").rstrip("/")})
-    return client
+    from elastix.clients import gke
+
+    monkeypatch.setenv(gke.ENDPOINT_ENV, httpserver.url_for("").rstrip("/"))
+    return gke.cluster_manager(AnonymousCredentials())
 
 
 def _cfg(**kw):
-    return co.validate("my-proj-1", "us-central1-a", "elastic", tpu_type="v5litepod-16",
-                       num_slices=2, **kw)
+    return cluster.validate("my-proj-1", "us-central1-a", "elastic", tpu_type="v5litepod-16",
+                            num_slices=2, **kw)
 
 
 def _op(name: str, status: str, error: str | None = None) -> str:
@@ -48,9 +47,9 @@ def _not_found(httpserver, path):
                                                          "message": "not found"}}), status=404)
 
 
-def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, gke):
+def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, cluster_manager):
     cfg = _cfg()
-    planned = co.plan_create(cfg)
+    planned = cluster.plan_create(cfg)
     _not_found(httpserver, f"{BASE}/clusters/elastic")
     _json(httpserver, f"{BASE}/clusters", "POST", _op("op-1", "RUNNING"))
     _json(httpserver, f"{BASE}/operations/op-1", "GET", _op("op-1", "RUNNING"))
@@ -59,16 +58,16 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, gke):
         _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op(f"p{i}", "PENDING"))
         _json(httpserver, f"{BASE}/operations/p{i}", "GET", _op(f"p{i}", "DONE"))
     lines: list[str] = []
-    sent = co.create(cfg, gke, lines.append, interval=0, sleep=lambda s: None)
+    sent = cluster.create(cfg, cluster_manager, lines.append, interval=0, sleep=lambda s: None)
     httpserver.check_assertions()
     assert sent == planned
     posts = [(r.path, json.loads(r.data)) for r, _ in httpserver.log if r.method == "POST"]
     # Exactly what --dry-run prints, byte for byte as JSON.
     assert posts == [(f"/v1/{s.path}", s.body) for s in planned]
-    cluster = posts[0][1]["cluster"]
-    assert cluster["nodePools"] == [{"name": "pathways-head", "initialNodeCount": 1, "config": {
+    created = posts[0][1]["cluster"]
+    assert created["nodePools"] == [{"name": "pathways-head", "initialNodeCount": 1, "config": {
         "machineType": "n2-standard-32", "workloadMetadataConfig": {"mode": 2}}}]
-    assert cluster["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
+    assert created["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
     pool = posts[1][1]["nodePool"]
     assert (pool["name"], pool["initialNodeCount"], pool["config"]["machineType"]) == \
         ("tpu-slice-0", 4, "ct5lp-hightpu-4t")
@@ -77,25 +76,27 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, gke):
     assert "creating node pool tpu-slice-1: done (0 s)" in lines
 
 
-def test_create_resumes_keeping_what_exists(httpserver, gke):
+def test_create_resumes_keeping_what_exists(httpserver, cluster_manager):
     existing = {"name": "elastic", "status": "RUNNING", "nodePools": [
         {"name": "pathways-head", "config": {"machineType": "n2-standard-32"}},
         {"name": "tpu-slice-0", "config": {"machineType": "ct5lp-hightpu-4t"}}]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
     _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op("p1", "DONE"))
-    sent = co.create(_cfg(), gke, lambda s: None, interval=0, sleep=lambda s: None)
+    sent = cluster.create(_cfg(), cluster_manager, lambda s: None, interval=0,
+                          sleep=lambda s: None)
     httpserver.check_assertions()
     assert [s.message.name for s in sent] == ["tpu-slice-1"]
 
 
-def test_failed_operation_is_a_clear_error(httpserver, gke):
+def test_failed_operation_is_a_clear_error(httpserver, cluster_manager):
     _not_found(httpserver, f"{BASE}/clusters/elastic")
     _json(httpserver, f"{BASE}/clusters", "POST", _op("op-1", "RUNNING"))
     _json(httpserver, f"{BASE}/operations/op-1", "GET",
           _op("op-1", "DONE", error="Insufficient regional quota to satisfy request"))
     with pytest.raises(BackendError, match="creating cluster elastic failed: Insufficient "
                                            "regional quota") as err:
-        co.create(_cfg(), gke, lambda s: None, interval=0, sleep=lambda s: None)
+        cluster.create(_cfg(), cluster_manager, lambda s: None, interval=0,
+                       sleep=lambda s: None)
     assert "op-1" in err.value.hint
 
 
@@ -105,50 +106,53 @@ def test_failed_operation_is_a_clear_error(httpserver, gke):
     (400, "INVALID_ARGUMENT", UsageError, "GKE rejected the request"),
     (500, "INTERNAL", BackendError, "the GKE API failed"),
 ])
-def test_api_errors_become_clear_messages(httpserver, gke, code, status, exc, needle):
+def test_api_errors_become_clear_messages(httpserver, cluster_manager, code, status, exc, needle):
     _not_found(httpserver, f"{BASE}/clusters/elastic")
     _json(httpserver, f"{BASE}/clusters", "POST", json.dumps(
         {"error": {"code": code, "status": status, "message": "the server says no"}}),
         status=code)
     with pytest.raises(exc, match=needle) as err:
-        co.create(_cfg(), gke, lambda s: None, interval=0, sleep=lambda s: None)
+        cluster.create(_cfg(), cluster_manager, lambda s: None, interval=0,
+                       sleep=lambda s: None)
     assert "the server says no" in err.value.message and err.value.hint
 
 
-def test_create_installs_jobset_when_missing(httpserver, gke, k8s_api, tmp_path):
+def test_create_installs_jobset_when_missing(httpserver, cluster_manager, k8s_api, tmp_path):
     existing = {"name": "elastic", "nodePools": [{"name": f"tpu-slice-{i}"} for i in range(2)]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
     manifest = jobset_manifest.write(tmp_path / "m.yaml", jobset_manifest.manifest())
     lines: list[str] = []
-    co.create(_cfg(), gke, lines.append, kube=lambda: (k8s_api, "fake"),
+    cluster.create(_cfg(), cluster_manager, lines.append, kube=lambda: (k8s_api, "fake"),
               jobset_manifest=str(manifest))
-    assert ji.status(k8s_api, "fake").version == "v0.12.0"
+    assert jobset_install.status(k8s_api, "fake").version == "v0.12.0"
     assert "JobSet v0.12.0 installed and ready" in lines
     lines.clear()
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
-    co.create(_cfg(), gke, lines.append, kube=lambda: (k8s_api, "fake"),
+    cluster.create(_cfg(), cluster_manager, lines.append, kube=lambda: (k8s_api, "fake"),
               jobset_manifest=str(tmp_path / "never-read.yaml"))
     assert "JobSet v0.12.0 is already installed" in lines
 
 
-def test_delete_polls_to_done(httpserver, gke):
-    cfg = co.validate("my-proj-1", "us-central1-a", "elastic")
+def test_delete_polls_to_done(httpserver, cluster_manager):
+    cfg = cluster.validate("my-proj-1", "us-central1-a", "elastic")
     _json(httpserver, f"{BASE}/clusters/elastic", "DELETE", _op("d1", "RUNNING"))
     _json(httpserver, f"{BASE}/operations/d1", "GET", _op("d1", "DONE"))
-    co.run(gke, cfg, co.plan_delete(cfg), lambda s: None, interval=0, sleep=lambda s: None)
+    cluster.run(cluster_manager, cfg, cluster.plan_delete(cfg), lambda s: None, interval=0,
+                sleep=lambda s: None)
     httpserver.check_assertions()
 
 
 def test_pools_report_tpu_capacity():
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
-    cluster = c.Cluster(node_pools=[
-        c.NodePool(name="pathways-head", initial_node_count=1,
-                   config=c.NodeConfig(machine_type="n2-standard-32")),
-        c.NodePool(name="tpu-slice-0", initial_node_count=4,
-                   config=c.NodeConfig(machine_type="ct5lp-hightpu-4t"),
-                   placement_policy=c.NodePool.PlacementPolicy(tpu_topology="4x4"))])
-    head, tpu = co.pools(cluster)
+    found = container_v1.Cluster(node_pools=[
+        container_v1.NodePool(name="pathways-head", initial_node_count=1,
+                              config=container_v1.NodeConfig(machine_type="n2-standard-32")),
+        container_v1.NodePool(
+            name="tpu-slice-0", initial_node_count=4,
+            config=container_v1.NodeConfig(machine_type="ct5lp-hightpu-4t"),
+            placement_policy=container_v1.NodePool.PlacementPolicy(tpu_topology="4x4"))])
+    head, tpu = cluster.pools(found)
     assert (head.tpu_chips, tpu.tpu_chips, tpu.topology) == (0, 16, "4x4")
 
 
@@ -195,19 +199,31 @@ def test_dry_run_prints_every_request(capsys, tmp_path):
         in out
 
 
+def test_dry_run_with_a_url_names_the_apply_request_without_downloading(capsys, monkeypatch):
+    monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    assert main(["cluster", "create", "elastic", "--project", "my-proj-1", "--zone",
+                 "us-central1-a", "--tpu-type", "v5e-16", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"GET {jobset_install.RELEASE_URL}\n" in out
+    assert "PATCH each object of it (server-side apply, fieldManager=elastix)\n" in out
+    # The same request the plan of a real manifest describes, object by object.
+    step = jobset_install.plan(jobset_manifest.manifest())[0]
+    assert step.describe().startswith(f"PATCH {step.path}?fieldManager=elastix&force=true")
+
+
 def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsys, k8s_api,
                                                    tmp_path):
     from google.auth.credentials import AnonymousCredentials
 
-    from elastix.clients import (
-        gke as gcp,  # Seams at the credential and kube-client factories only: the GKE API goes over HTTP to
-    )
+    from elastix.clients import gke
+
+    # Seams at the credential and kube-client factories only: the GKE API goes over HTTP to
     # httpserver, the JobSet check over HTTP to the fake API server.
-    monkeypatch.setenv(gcp.ENDPOINT_ENV, httpserver.url_for("").rstrip("/"))
-    monkeypatch.setattr(gcp, "credentials", lambda: (AnonymousCredentials(), None))
-    monkeypatch.setattr(gcp, "api_client_for_cluster", lambda *a: (k8s_api, "fake"))
-    ji.apply(k8s_api, "fake", ji.plan(jobset_manifest.manifest()))
-    cluster = {"name": "elastic", "status": "RUNNING", "currentMasterVersion": "1.33.2-gke.1",
+    monkeypatch.setenv(gke.ENDPOINT_ENV, httpserver.url_for("").rstrip("/"))
+    monkeypatch.setattr(gke, "credentials", lambda: (AnonymousCredentials(), None))
+    monkeypatch.setattr(gke, "api_client_for_cluster", lambda *a: (k8s_api, "fake"))
+    jobset_install.apply(k8s_api, "fake", jobset_install.plan(jobset_manifest.manifest()))
+    described = {"name": "elastic", "status": "RUNNING", "currentMasterVersion": "1.33.2-gke.1",
                "endpoint": "34.1.2.3", "nodePools": [
                    {"name": "pathways-head", "initialNodeCount": 1, "status": "RUNNING",
                     "config": {"machineType": "n2-standard-32"}}] + [
@@ -215,7 +231,7 @@ def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsy
                     "config": {"machineType": "ct5lp-hightpu-4t"},
                     "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"}}
                    for i in range(2)]}
-    _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(cluster))
+    _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(described))
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["cluster", "describe", "elastic", "--project", "my-proj-1",
                  "--zone", "us-central1-a"]) == 0

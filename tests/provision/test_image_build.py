@@ -88,6 +88,20 @@ def test_dry_run_prints_dockerfile_and_plan(capsys, tmp_path):
     assert (ctx / "src" / "pyproject.toml").is_file()
 
 
+@pytest.mark.parametrize("content,needle", [
+    (b"einops==0.8.0\n# caf\xe9\n", "is not UTF-8 text"),  # Latin-1, not UTF-8
+    (None, "cannot read requirements file"),
+])
+def test_requirements_file_problems_are_one_usage_line(capsys, tmp_path, content, needle):
+    req = tmp_path / "requirements.txt"
+    if content is not None:
+        req.write_bytes(content)
+    rc = main(["image", "build", "--tag", TAG, "--dry-run", "--requirements-file", str(req)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert needle in err and str(req) in err and "hint:" in err
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

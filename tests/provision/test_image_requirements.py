@@ -10,10 +10,10 @@ configured index, so without a wheelhouse it needs the package registry.
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import os
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 from packaging.requirements import Requirement
@@ -36,8 +36,8 @@ def test_image_requirement_set_is_what_the_tests_run_on():
         if req.marker and not req.marker.evaluate():
             continue
         try:
-            version = md.version(req.name)
-        except md.PackageNotFoundError:
+            version = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
             unsatisfied.append(f"{req} (not installed)")
             continue
         if not req.specifier.contains(version, prereleases=True):

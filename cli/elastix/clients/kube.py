@@ -24,6 +24,34 @@ JOBSET_INSTALL_HINT = (
 )
 
 
+# Typed errors for the outcomes callers branch on (``logs -f`` reconnects on a cut or a quiet
+# stream, waits for a container to start; ``exists`` must not read "no JobSet API" as "no
+# workload"). Each subclasses the type raised before it existed, so messages and exit codes stay.
+
+
+class StreamCut(BackendError):
+    """The connection dropped in the middle of a request or a streamed answer."""
+
+
+class ApiTimeout(BackendError):
+    """The API server did not answer, or a stream stayed silent, within the timeout."""
+
+
+class ApiUnavailable(NotFoundError):
+    """The JobSet API is not served by the cluster (404 on the API path: no CRD)."""
+
+
+class ContainerWaiting(BackendError):
+    """A pod's log was asked for before its container started (400 "... waiting to start")."""
+
+
+_UNREACHABLE_HINT = ("is the cluster running and the context right? (--context, --kubeconfig, "
+                     "or --cluster/--project/--location)")
+
+# The API server's wording (kubelet log endpoint) for a container that has not started yet.
+_WAITING = "waiting to start"
+
+
 def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
     """An ``ApiClient`` for a kubeconfig context, and a label for messages (context @ server).
 
@@ -54,6 +82,23 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
 
 
+def api_path(api_version: str, plural: str, name: str | None = None,
+             namespace: str | None = None, sub: str | None = None) -> str:
+    """The API path of a collection or object (and subresource), for any group and version.
+
+    Args:
+        api_version: ``v1`` (the core group, under ``/api``) or ``group/version`` (under
+            ``/apis``), as in a manifest's ``apiVersion``.
+        plural: the resource's plural, e.g. ``pods``, ``jobsets``.
+        name: the object; None for the collection.
+        namespace: None for a cluster-scoped resource.
+        sub: a subresource, e.g. ``log``.
+    """
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"{prefix}{scope}/{plural}" + "".join(f"/{x}" for x in (name, sub) if x)
+
+
 class Http:
     """Raw JSON requests through a ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
 
@@ -65,8 +110,12 @@ class Http:
         self.api = api_client
 
     def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
-                stream: bool = False, timeout: Any = (10.0, 60.0)) -> Any:
+                stream: bool = False, timeout: Any = (10.0, 60.0),
+                content_type: str = "application/json") -> Any:
         """JSON of the answer (or, with ``stream``, the open urllib3 response).
+
+        ``content_type`` is the body's: e.g. ``application/apply-patch+yaml`` for server-side
+        apply (the client still sends the dict as JSON, which is YAML).
 
         Raises:
             kubernetes.client.exceptions.ApiException: a non-2xx answer.
@@ -76,7 +125,7 @@ class Http:
         q = [(k, _q(v)) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json, */*"}  # pod logs answer text/plain
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
                                           header_params=headers, body=body,
                                           auth_settings=["BearerToken"])
@@ -88,6 +137,13 @@ class Http:
             return resp.response
         resp.read()
         return json.loads(resp.data or b"null")
+
+
+def close_stream(resp: Any) -> None:
+    """Drop a response that may be unread: returning it to the pool would hand the next request
+    a connection still busy with this stream."""
+    resp.close()
+    resp.release_conn()
 
 
 def _q(v: Any) -> str:
@@ -120,35 +176,40 @@ class Translator:
     def translate(self, err: Exception, what: str, name: str | None = None,
                   kind: str = "workload", namespace: str | None = None,
                   invalid: type = ManifestError) -> Exception:
-        import urllib3.exceptions as u3
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import (
+            ConnectTimeoutError,
+            HTTPError,
+            IncompleteRead,
+            MaxRetryError,
+            NewConnectionError,
+            ProtocolError,
+            ReadTimeoutError,
+            SSLError,
+        )
 
         if isinstance(err, ApiException):
             return self._api(err, what, kind, namespace, invalid)
-        if isinstance(err, u3.MaxRetryError) and err.reason is not None:
+        if isinstance(err, MaxRetryError) and err.reason is not None:
             return self.translate(err.reason, what, name, kind, namespace, invalid)
-        if isinstance(err, (u3.NewConnectionError, ConnectionRefusedError)):
+        if isinstance(err, (NewConnectionError, ConnectionRefusedError)):
             # NewConnectionError subclasses ConnectTimeoutError: test it first.
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
-                                f"({self.where})",
-                                hint="is the cluster running and the context right? (--context, "
-                                     "--kubeconfig, or --cluster/--project/--location)")
-        if isinstance(err, (u3.ReadTimeoutError, u3.ConnectTimeoutError, TimeoutError)):
-            return BackendError(f"timed out {what} ({self.where})",
-                                hint="the API server is slow or unreachable; try again, or check "
-                                     "the cluster's control plane")
-        if isinstance(err, u3.SSLError):
+                                f"({self.where})", hint=_UNREACHABLE_HINT)
+        if isinstance(err, (ReadTimeoutError, ConnectTimeoutError, TimeoutError)):
+            return ApiTimeout(f"timed out {what} ({self.where})",
+                              hint="the API server is slow or unreachable; try again, or check "
+                                   "the cluster's control plane")
+        if isinstance(err, SSLError):
             return BackendError(f"TLS failed while {what} ({self.where}): {err}",
                                 hint="the server's certificate does not match the cluster CA in "
                                      "the kubeconfig; refresh the cluster credentials")
-        if isinstance(err, (u3.ProtocolError, u3.IncompleteRead, ConnectionResetError)):
-            return BackendError(f"the connection was cut while {what} ({self.where})",
-                                hint="run the command again")
-        if isinstance(err, (u3.HTTPError, ConnectionError)):
+        if isinstance(err, (ProtocolError, IncompleteRead, ConnectionResetError)):
+            return StreamCut(f"the connection was cut while {what} ({self.where})",
+                             hint="run the command again")
+        if isinstance(err, (HTTPError, ConnectionError)):
             return BackendError(f"cannot reach the Kubernetes API server while {what} "
-                                f"({self.where}): {err}",
-                                hint="is the cluster running and the context right? (--context, "
-                                     "--kubeconfig, or --cluster/--project/--location)")
+                                f"({self.where}): {err}", hint=_UNREACHABLE_HINT)
         return err
 
     def _api(self, err: Any, what: str, kind: str, namespace: str | None,
@@ -175,14 +236,17 @@ class Translator:
                 return NotFoundError(f"no {kind} named {details['name']!r}{where}",
                                      hint="list them with: elastix workload list"
                                           + (f" -n {namespace}" if namespace else ""))
-            return NotFoundError(f"the JobSet API is not available on {self.where} (the JobSet "
-                                 f"CRD is not installed?) while {what}", hint=JOBSET_INSTALL_HINT)
+            return ApiUnavailable(f"the JobSet API is not available on {self.where} (the JobSet "
+                                  f"CRD is not installed?) while {what}",
+                                  hint=JOBSET_INSTALL_HINT)
         if code == 409:
             return ConflictError(f"conflict while {what}: {msg}",
                                  hint="the object changed or already exists; try again")
         if code in (400, 422):
             causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes", [])]
             text = msg if not causes else f"{msg} ({'; '.join(causes)})"
+            if _WAITING in msg:
+                return ContainerWaiting(f"{text} (while {what})")
             if invalid is not ManifestError:
                 return invalid(f"{text} (while {what})")
             return ManifestError(f"the API server rejected the request while {what}: {text}",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 
 import typer
 
@@ -20,6 +22,17 @@ def _console():
     return Console(highlight=False, soft_wrap=True)
 
 
+@contextlib.contextmanager
+def _progress(out, title: str) -> Iterator[Callable[[str], None]]:
+    """A progress callback for a long operation: each line is kept and shown by a spinner."""
+    with out.status(title) as status:
+        def progress(text: str) -> None:
+            status.update(text)
+            out.print(text, markup=False)
+
+        yield progress
+
+
 def _print_steps(out, cfg, steps) -> None:
     for step in steps:
         out.print(step.describe(), markup=False)
@@ -30,7 +43,7 @@ def _print_steps(out, cfg, steps) -> None:
 
 @app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
              "node pool per slice; install JobSet if missing.")
-def create_command(
+def create(
     name: str = typer.Argument(..., help="Cluster name."),
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
@@ -48,45 +61,32 @@ def create_command(
     skip_jobset: bool = typer.Option(False, "--skip-jobset", help="Do not install JobSet."),
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix.provision import cluster as co
-    from elastix.provision import jobset_install as ji
-    cfg = co.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
+    from elastix.provision import cluster, jobset_install
+    cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel)
     out = _console()
     if dry_run:
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
                   "nothing does)", markup=False)
-        _print_steps(out, cfg, co.plan_create(cfg))
+        _print_steps(out, cfg, cluster.plan_create(cfg))
         if skip_jobset:
             return
-        out.print(f"GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/{ji.CRD_NAME} "
-                  "(on the new cluster; install JobSet only if missing)", markup=False)
-        source = jobset_manifest or ji.RELEASE_URL
-        if source.startswith("https://"):
-            out.print(f"GET {source}", markup=False)
-            out.print("PATCH each object of it (server-side apply, fieldManager=elastix)",
-                      markup=False)
-        else:
-            for step in ji.plan(ji.read_manifest(source)):
-                out.print(step.describe(), markup=False)
+        for line in jobset_install.dry_run_lines(jobset_manifest):
+            out.print(line, markup=False)
         return
-    from elastix.clients import gke as gcp
-    client = co.make_client()
-    kube = None if skip_jobset else (lambda: gcp.api_client_for_cluster(cfg.project, cfg.zone,
+    from elastix.clients import gke
+    client = gke.cluster_manager()
+    kube = None if skip_jobset else (lambda: gke.api_client_for_cluster(cfg.project, cfg.zone,
                                                                         cfg.name))
-    with out.status(f"creating {cfg.name}") as status:
-        def progress(text: str) -> None:
-            status.update(text)
-            out.print(text, markup=False)
-
-        co.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest)
+    with _progress(out, f"creating {cfg.name}") as progress:
+        cluster.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest)
     out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
 
 
 @app.command("describe", help="Node pools, TPU capacity and the installed JobSet version.")
-def describe_command(
+def describe(
     name: str = typer.Argument(..., help="Cluster name."),
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
@@ -95,21 +95,22 @@ def describe_command(
 ) -> None:
     from rich.table import Table
 
+    from elastix.clients import gke
     from elastix.errors import NotFoundError
-    from elastix.provision import cluster as co
+    from elastix.provision import cluster
 
-    cfg = co.validate(project, zone, name)
-    client = co.make_client()
-    cluster = co.get_cluster(client, cfg)
-    if cluster is None:
+    cfg = cluster.validate(project, zone, name)
+    client = gke.cluster_manager()
+    found = cluster.get_cluster(client, cfg)
+    if found is None:
         raise NotFoundError(f"no cluster {name!r} in {cfg.project}/{cfg.zone}",
                             hint="list them with: gcloud container clusters list")
     out = _console()
-    out.print(f"cluster {cluster.name}: {cluster.status.name}, GKE "
-              f"{cluster.current_master_version or '?'}, endpoint {cluster.endpoint or '-'}",
+    out.print(f"cluster {found.name}: {found.status.name}, GKE "
+              f"{found.current_master_version or '?'}, endpoint {found.endpoint or '-'}",
               markup=False)
     table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "status")
-    pools = co.pools(cluster)
+    pools = cluster.pools(found)
     for p in pools:
         table.add_row(p.name, p.machine_type, str(p.nodes), p.topology or "-",
                       str(p.tpu_chips) if p.tpu_chips else "-", p.status)
@@ -117,38 +118,34 @@ def describe_command(
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
     if not skip_jobset:
-        from elastix.clients import gke as gcp
-        from elastix.provision import jobset_install as ji
-        api, where = gcp.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
-        st = ji.status(api, where)
+        from elastix.provision import jobset_install
+        api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
+        st = jobset_install.status(api, where)
         out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
                   + (f", {st.ready_replicas} controller replica(s) ready" if st.installed
                      else ""), markup=False)
 
 
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")
-def delete_command(
+def delete(
     name: str = typer.Argument(..., help="Cluster name."),
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix.provision import cluster as co
-    cfg = co.validate(project, zone, name)
+    from elastix.clients import gke
+    from elastix.provision import cluster
+    cfg = cluster.validate(project, zone, name)
     out = _console()
-    steps = co.plan_delete(cfg)
+    steps = cluster.plan_delete(cfg)
     if dry_run:
         _print_steps(out, cfg, steps)
         return
     if not yes and not typer.confirm(
             f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
         raise typer.Abort()
-    client = co.make_client()
-    with out.status(f"deleting {cfg.name}") as status:
-        def progress(text: str) -> None:
-            status.update(text)
-            out.print(text, markup=False)
-
-        co.run(client, cfg, steps, progress)
+    client = gke.cluster_manager()
+    with _progress(out, f"deleting {cfg.name}") as progress:
+        cluster.run(client, cfg, steps, progress)
     out.print(f"cluster {cfg.name} deleted", markup=False)

@@ -12,7 +12,7 @@ app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("build", help="Build the trainer image with the local Docker engine and push it.")
-def build_command(
+def build(
     tag: str = typer.Option(..., "--tag", "-t", help="Image reference to build and push."),
     base_image: str = typer.Option(
         "python:3.11-slim-bookworm", "--base-image", help="Python base image (3.10+)."),
@@ -33,13 +33,12 @@ def build_command(
     from rich.console import Console
 
     from elastix.provision import image
+    from elastix.workload.spec import read_user_text
     extra = list(requirement)
     if requirements_file is not None:
-        try:
-            text = requirements_file.read_text()
-        except OSError as err:
-            raise UsageError(f"cannot read --requirements-file {requirements_file}: "
-                             f"{err.strerror}") from err
+        # The reader every user-named file goes through: a missing or non-UTF-8 file is one line.
+        text = read_user_text(requirements_file, "requirements file", "--requirements-file",
+                              "save it as UTF-8 text, one requirement per line")
         extra += [ln.strip() for ln in text.splitlines()
                   if ln.strip() and not ln.lstrip().startswith("#")]
     req = image.ImageRequest(tag=tag, base_image=base_image, extra_requirements=tuple(extra),

@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.errors import BackendError, NotFoundError, SpecError, UsageError
+from elastix.clients import gke
+from elastix.errors import BackendError, SpecError, UsageError
 
 CPU_POOL = "pathways-head"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -127,41 +128,47 @@ class Step:
         return f"{self.method} /v1/{self.path}"
 
 
-def _cluster_pb(cfg: ClusterConfig) -> Any:
-    from google.cloud import container_v1 as c
+def _node_config(**fields: Any) -> Any:
+    """A ``NodeConfig`` whose pods get their Kubernetes service account's identity (GCS access)."""
+    from google.cloud import container_v1
 
-    return c.Cluster(
+    return container_v1.NodeConfig(
+        **fields, workload_metadata_config=container_v1.WorkloadMetadataConfig(
+            mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA))
+
+
+def _cluster_pb(cfg: ClusterConfig) -> Any:
+    from google.cloud import container_v1
+
+    return container_v1.Cluster(
         name=cfg.name,
-        release_channel=c.ReleaseChannel(channel=c.ReleaseChannel.Channel[cfg.release_channel]),
+        release_channel=container_v1.ReleaseChannel(
+            channel=container_v1.ReleaseChannel.Channel[cfg.release_channel]),
         # Pods read and write checkpoints on GCS with their Kubernetes service account.
-        workload_identity_config=c.WorkloadIdentityConfig(
+        workload_identity_config=container_v1.WorkloadIdentityConfig(
             workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog"),
-        node_pools=[c.NodePool(
+        node_pools=[container_v1.NodePool(
             name=CPU_POOL,
             initial_node_count=cfg.cpu_nodes,
-            config=c.NodeConfig(machine_type=cfg.cpu_machine_type,
-                                workload_metadata_config=c.WorkloadMetadataConfig(
-                                    mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+            config=_node_config(machine_type=cfg.cpu_machine_type),
         )],
     )
 
 
 def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
     tpu = cfg.tpu
-    pool = c.NodePool(
+    pool = container_v1.NodePool(
         name=name,
         initial_node_count=tpu.hosts,
-        config=c.NodeConfig(machine_type=tpu.machine_type, spot=cfg.spot,
-                            workload_metadata_config=c.WorkloadMetadataConfig(
-                                mode=c.WorkloadMetadataConfig.Mode.GKE_METADATA)),
+        config=_node_config(machine_type=tpu.machine_type, spot=cfg.spot),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
-        management=c.NodeManagement(auto_repair=True, auto_upgrade=True),
+        management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
     )
     if tpu.hosts > 1:  # a multi-host slice needs its hosts placed as one ICI topology
-        pool.placement_policy = c.NodePool.PlacementPolicy(
-            type_=c.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
+        pool.placement_policy = container_v1.NodePool.PlacementPolicy(
+            type_=container_v1.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
     return pool
 
 
@@ -193,77 +200,18 @@ def plan_delete(cfg: ClusterConfig) -> list[Step]:
     return [Step("delete_cluster", "DELETE", cfg.cluster_path, None)]
 
 
-def make_client(creds: Any = None) -> Any:
-    """A ``ClusterManagerClient`` on the REST transport (``ELASTIX_GKE_API_ENDPOINT`` for tests)."""
-    import os
-
-    from google.cloud import container_v1
-
-    from elastix.clients import gke as gcp
-    if creds is None:
-        creds, _ = gcp.credentials()
-    options = {}
-    if os.environ.get(gcp.ENDPOINT_ENV):
-        options["api_endpoint"] = os.environ[gcp.ENDPOINT_ENV]
-    return container_v1.ClusterManagerClient(credentials=creds, transport="rest",
-                                             client_options=options)
-
-
-def translate(err: Exception, what: str) -> Exception:
-    """A ``google.api_core`` error as an elastix error with a hint."""
-    from google.api_core import exceptions as g
-
-    # The REST transport prefixes the message with "POST https://...: "; the URL adds nothing.
-    msg = re.sub(r"^[A-Z]+ \S+: ", "", getattr(err, "message", None) or str(err))
-    # HTTP status classes: the REST transport raises Forbidden/TooManyRequests/BadRequest/...,
-    # of which the gRPC-named errors (PermissionDenied, ResourceExhausted, ...) are subclasses.
-    if isinstance(err, g.NotFound):
-        return NotFoundError(f"not found while {what}: {msg}",
-                             hint="check --project and --zone, and that the Kubernetes Engine API "
-                                  "is enabled (gcloud services enable container.googleapis.com)")
-    if isinstance(err, (g.Forbidden, g.Unauthorized)):
-        return BackendError(f"permission denied while {what}: {msg}",
-                            hint="the credentials need roles/container.admin on the project "
-                                 "(gcloud auth application-default login)")
-    if isinstance(err, g.TooManyRequests):
-        return BackendError(f"quota or capacity exhausted while {what}: {msg}",
-                            hint="request TPU quota in the zone, try another zone, or use --spot")
-    if isinstance(err, g.Conflict):
-        return BackendError(f"already exists while {what}: {msg}",
-                            hint="run `elastix cluster describe` to see it")
-    if isinstance(err, g.BadRequest):
-        return UsageError(f"GKE rejected the request while {what}: {msg}",
-                          hint="another operation may be running on the cluster; check "
-                               "`elastix cluster describe`")
-    if isinstance(err, g.GoogleAPICallError):
-        return BackendError(f"the GKE API failed while {what}: {msg}", hint="try again later")
-    return BackendError(f"cannot reach the GKE API while {what}: {err}",
-                        hint="check the network (or ELASTIX_GKE_API_ENDPOINT)")
-
-
-def call(what: str, fn: Callable[[], Any]) -> Any:
-    """Run one GKE API call, translating its errors."""
-    from google.api_core import exceptions as g
-    from google.auth.exceptions import GoogleAuthError
-
-    try:
-        return fn()
-    except (g.GoogleAPICallError, GoogleAuthError, OSError) as err:
-        raise translate(err, what) from err
-
-
 def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress: Progress,
                    interval: float = 5.0, sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> Any:
     """Poll a long-running operation until DONE; raise if it ended with an error."""
-    from google.cloud import container_v1 as c
+    from google.cloud import container_v1
 
     start = clock()
     name = f"{cfg.parent}/operations/{op.name}"
-    while op.status != c.Operation.Status.DONE:
+    while op.status != container_v1.Operation.Status.DONE:
         progress(f"{what}: {op.status.name.lower()} ({clock() - start:.0f} s)")
         sleep(interval)
-        op = call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
+        op = gke.call(f"{what} (polling)", lambda: client.get_operation(name=name, timeout=60.0))
     error = op.error.message if op.error and op.error.message else op.status_message
     if error:
         raise BackendError(f"{what} failed: {error}",
@@ -275,14 +223,14 @@ def wait_operation(client: Any, cfg: ClusterConfig, op: Any, what: str, progress
 
 def get_cluster(client: Any, cfg: ClusterConfig) -> Any | None:
     """The cluster, or None when it does not exist."""
-    from google.api_core import exceptions as g
+    from google.api_core import exceptions
 
     try:
         return client.get_cluster(name=cfg.cluster_path, timeout=60.0)
-    except g.NotFound:
+    except exceptions.NotFound:
         return None
     except Exception as err:  # noqa: BLE001 - translated
-        raise translate(err, f"looking up cluster {cfg.name}") from err
+        raise gke.translate(err, f"looking up cluster {cfg.name}") from err
 
 
 def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
@@ -291,15 +239,15 @@ def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
     for step in steps:
         if step.action == "create_cluster":
             what = f"creating cluster {cfg.name}"
-            op = call(what, lambda s=step: client.create_cluster(
+            op = gke.call(what, lambda s=step: client.create_cluster(
                 parent=cfg.parent, cluster=s.message, timeout=60.0))
         elif step.action == "create_node_pool":
             what = f"creating node pool {step.message.name}"
-            op = call(what, lambda s=step: client.create_node_pool(
+            op = gke.call(what, lambda s=step: client.create_node_pool(
                 parent=cfg.cluster_path, node_pool=s.message, timeout=60.0))
         else:
             what = f"deleting cluster {cfg.name}"
-            op = call(what, lambda: client.delete_cluster(name=cfg.cluster_path, timeout=60.0))
+            op = gke.call(what, lambda: client.delete_cluster(name=cfg.cluster_path, timeout=60.0))
         progress(f"{what}: started ({step.describe()})")
         wait_operation(client, cfg, op, what, progress, **poll)
 
@@ -316,7 +264,7 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
     Returns:
         The steps that were sent.
     """
-    from elastix.provision import jobset_install as ji
+    from elastix.provision import jobset_install
     existing = get_cluster(client, cfg)
     if existing is not None:
         progress(f"cluster {cfg.name} exists; creating only the missing node pools")
@@ -324,14 +272,14 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
     run(client, cfg, steps, progress, **poll)
     if kube is not None:
         api, where = kube()
-        st = ji.status(api, where)
+        st = jobset_install.status(api, where)
         if st.installed:
             progress(f"JobSet {st.version} is already installed")
         else:
-            docs = ji.read_manifest(jobset_manifest)
-            ji.apply(api, where, ji.plan(docs),
+            docs = jobset_install.read_manifest(jobset_manifest)
+            jobset_install.apply(api, where, jobset_install.plan(docs),
                      on_step=lambda s: progress(f"JobSet: applying {s.kind} {s.name}"))
-            st = ji.wait_ready(api, where)
+            st = jobset_install.wait_ready(api, where)
             progress(f"JobSet {st.version} installed and ready")
     return steps
 

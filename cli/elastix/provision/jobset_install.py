@@ -11,12 +11,12 @@ an idempotent upgrade.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.errors import BackendError, UsageError
+from elastix.clients.kube import Http, Translator, api_path
+from elastix.errors import BackendError, NotFoundError, UsageError
 
 JOBSET_VERSION = "v0.12.0"
 RELEASE_URL = (f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/"
@@ -25,30 +25,31 @@ CRD_NAME = "jobsets.jobset.x-k8s.io"
 NAMESPACE = "jobset-system"
 DEPLOYMENT = "jobset-controller-manager"
 FIELD_MANAGER = "elastix"
+# Server-side apply: the request every object of the manifest gets (create, and --dry-run, say so).
+APPLY_METHOD = "PATCH"
+APPLY_QUERY = {"fieldManager": FIELD_MANAGER, "force": "true"}
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+CRD_PATH = api_path("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
 
-# Where each kind of the release manifest lives: (API path prefix, plural, namespaced). Applying in
-# this order means namespaces and the CRD exist before what refers to them, and the webhooks come
-# last, once the Service behind them exists.
-_KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
-    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
-        ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
-    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
-    ("rbac.authorization.k8s.io/v1", "Role"): ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"):
-        ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"):
-        ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
-        ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    ("v1", "ConfigMap"): ("/api/v1", "configmaps", True),
-    ("v1", "Secret"): ("/api/v1", "secrets", True),
-    ("v1", "Service"): ("/api/v1", "services", True),
-    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments", True),
+# Each kind of the release manifest: (plural, namespaced), keyed by (apiVersion, kind); the path
+# comes from elastix.clients.kube.api_path. Applying in this order means namespaces and the CRD
+# exist before what refers to them, and the webhooks come last, once the Service behind them exists.
+_KINDS: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Namespace"): ("namespaces", False),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
+    ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("clusterroles", False),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): ("clusterrolebindings", False),
+    ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True),
+    ("v1", "Service"): ("services", True),
+    ("apps/v1", "Deployment"): ("deployments", True),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"):
-        ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False),
+        ("mutatingwebhookconfigurations", False),
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"):
-        ("/apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False),
+        ("validatingwebhookconfigurations", False),
 }
 _ORDER = {key: i for i, key in enumerate(_KINDS)}
 
@@ -60,12 +61,13 @@ class ApplyStep:
     kind: str
     name: str
     namespace: str | None
-    path: str  # the object's URL path; the request is PATCH path?fieldManager=elastix&force=true
+    path: str  # the object's URL path; the request is APPLY_METHOD path?APPLY_QUERY
     body: dict
 
     def describe(self) -> str:
         """``PATCH <path>?…  (server-side apply of Kind name)``."""
-        return (f"PATCH {self.path}?fieldManager={FIELD_MANAGER}&force=true  "
+        query = "&".join(f"{k}={v}" for k, v in APPLY_QUERY.items())
+        return (f"{APPLY_METHOD} {self.path}?{query}  "
                 f"(server-side apply, {self.kind} {self.name})")
 
 
@@ -135,45 +137,33 @@ def check_manifest(docs: list[dict], source: str) -> list[dict]:
     return docs
 
 
-def manifest_version(docs: list[dict]) -> str | None:
-    """The JobSet version a manifest installs (the controller image's tag)."""
-    for d in docs:
-        if d["kind"] == "Deployment" and d["metadata"]["name"] == DEPLOYMENT:
-            return _image_version(d)
-    return None
-
-
 def plan(docs: list[dict]) -> list[ApplyStep]:
     """The apply requests for a manifest, in dependency order."""
     steps = []
     for d in sorted(docs, key=lambda d: _ORDER[(d["apiVersion"], d["kind"])]):
-        prefix, plural, namespaced = _KINDS[(d["apiVersion"], d["kind"])]
+        plural, namespaced = _KINDS[(d["apiVersion"], d["kind"])]
         meta = d["metadata"]
         ns = meta.get("namespace") or ("default" if namespaced else None)
-        path = f"{prefix}/namespaces/{ns}/{plural}/{meta['name']}" if namespaced else \
-            f"{prefix}/{plural}/{meta['name']}"
+        path = api_path(d["apiVersion"], plural, meta["name"], ns)
         steps.append(ApplyStep(d["kind"], meta["name"], ns, path, d))
     return steps
 
 
-def _request(api: Any, method: str, path: str, *, query: list | None = None,
-             body: Any = None, content_type: str | None = None) -> dict:
-    """One request through the official client; non-2xx raises its ``ApiException``."""
-    from kubernetes.client.exceptions import ApiException
+def dry_run_lines(source: str | None = None) -> list[str]:
+    """The requests ``cluster create`` makes to install JobSet, one line each, for ``--dry-run``.
 
-    headers = {"Accept": "application/json"}
-    if content_type:
-        headers["Content-Type"] = content_type
-    method, url, headers, body, post = api.param_serialize(
-        method, path, query_params=query or [], header_params=headers, body=body,
-        auth_settings=["BearerToken"])
-    resp = api.call_api(method, url, header_params=headers, body=body, post_params=post,
-                        _request_timeout=60)
-    data = resp.read()
-    if not 200 <= resp.status < 300:
-        raise ApiException.from_response(http_resp=resp, body=data.decode("utf-8", "replace"),
-                                         data=None)
-    return json.loads(data) if data else {}
+    A file manifest is read and planned; a URL is not downloaded in a dry run, so its objects
+    are summed up in one line built from the same apply request :func:`apply` sends.
+    """
+    lines = [f"GET {CRD_PATH} (on the new cluster; install JobSet only if missing)"]
+    source = source or RELEASE_URL
+    if source.startswith("https://"):
+        lines += [f"GET {source}",
+                  f"{APPLY_METHOD} each object of it (server-side apply, "
+                  f"fieldManager={APPLY_QUERY['fieldManager']})"]
+    else:
+        lines += [step.describe() for step in plan(read_manifest(source))]
+    return lines
 
 
 def apply(api: Any, where: str, steps: list[ApplyStep],
@@ -183,38 +173,28 @@ def apply(api: Any, where: str, steps: list[ApplyStep],
     Raises:
         BackendError: the API server refused an object (translated, with a hint).
     """
-    from elastix.clients.kube import Translator
-
-    tr = Translator(where)
-    query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
+    http, tr = Http(api), Translator(where)
     for step in steps:
         on_step(step)
         with tr(f"applying {step.kind} {step.name}", name=step.name, kind=step.kind,
                 namespace=step.namespace):
-            _request(api, "PATCH", step.path, query=query, body=step.body,
-                     content_type="application/apply-patch+yaml")
+            http.request(APPLY_METHOD, step.path, APPLY_QUERY, body=step.body,
+                         content_type=APPLY_CONTENT_TYPE)
 
 
 def status(api: Any, where: str) -> JobSetStatus:
     """Whether the JobSet CRD and controller are installed, and the controller's version."""
-    from kubernetes.client.exceptions import ApiException
-
-    from elastix.clients.kube import Translator
-
-    tr = Translator(where)
+    http, tr = Http(api), Translator(where)
 
     def get(path: str) -> dict | None:
         try:
             with tr("reading JobSet installation"):
-                return _request(api, "GET", path)
-        except Exception as err:  # noqa: BLE001 - a 404 means "not installed"
-            cause = err.__cause__ if err.__cause__ is not None else err
-            if isinstance(cause, ApiException) and cause.status == 404:
-                return None
-            raise
+                return http.request("GET", path)
+        except NotFoundError:  # "not installed"
+            return None
 
-    crd = get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
-    dep = get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{DEPLOYMENT}")
+    crd = get(CRD_PATH)
+    dep = get(api_path("apps/v1", "deployments", DEPLOYMENT, NAMESPACE))
     ready = int((dep or {}).get("status", {}).get("availableReplicas") or 0)
     return JobSetStatus(crd is not None, _image_version(dep) if dep else None, ready)
 

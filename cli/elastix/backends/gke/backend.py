@@ -15,18 +15,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus, utcnow
-from elastix.clients.kube import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION, Http, Translator
+from elastix.clients.kube import (
+    JOBSET_GROUP,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
+    ApiUnavailable,
+    Http,
+    Translator,
+    api_path,
+    close_stream,
+)
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
-from elastix.workload import labels as L
+from elastix.workload import labels
 
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
-
-
-def close_stream(resp: Any) -> None:
-    """Drop a response that may be unread: returning it to the pool would hand the next request
-    a connection still busy with this stream."""
-    resp.close()
-    resp.release_conn()
 
 
 class GKEBackend(Backend):
@@ -62,27 +64,28 @@ class GKEBackend(Backend):
 
     def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
         """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
-        prefix = {"pods": "/api/v1", "events": "/api/v1", "jobs": "/apis/batch/v1",
-                  "jobsets": f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
+        api_version = {"pods": "v1", "events": "v1", "jobs": "batch/v1",
+                       "jobsets": f"{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
         plural = JOBSET_PLURAL if kind == "jobsets" else kind
-        out = f"{prefix}/namespaces/{self.namespace}/{plural}"
-        return out + "".join(f"/{x}" for x in (name, sub) if x)
+        return api_path(api_version, plural, name, self.namespace, sub)
+
+    def _get(self, what: str, kind: str, name: str | None = None,
+             query: dict | None = None) -> Any:
+        """GET an object or collection of this namespace, errors translated for ``what``."""
+        with self.tr(what, namespace=self.namespace):
+            return self.http.request("GET", self.path(kind, name), query, timeout=TIMEOUT)
 
     def get_jobset(self, name: str) -> dict:
-        with self.tr(f"reading workload {name}", namespace=self.namespace):
-            return self.http.request("GET", self.path("jobsets", name), timeout=TIMEOUT)
+        return self._get(f"reading workload {name}", "jobsets", name)
 
     def pods(self, selector: str) -> tuple[list[dict], str]:
         """Pods matching a label selector, and the list's resourceVersion (to watch from)."""
-        with self.tr("listing pods", namespace=self.namespace):
-            out = self.http.request("GET", self.path("pods"), {"labelSelector": selector},
-                                    timeout=TIMEOUT)
+        out = self._get("listing pods", "pods", query={"labelSelector": selector})
         return out.get("items") or [], (out.get("metadata") or {}).get("resourceVersion", "")
 
     def _jobs(self, selector: str) -> list[dict]:
-        with self.tr("listing jobs", namespace=self.namespace):
-            return self.http.request("GET", self.path("jobs"), {"labelSelector": selector},
-                                     timeout=TIMEOUT).get("items") or []
+        return self._get("listing jobs", "jobs", query={"labelSelector": selector}).get(
+            "items") or []
 
     def wait_pod_change(self, selector: str, rv: str, timeout: float) -> None:
         """Block until a pod matching ``selector`` changes after ``rv``, or ``timeout`` passes."""
@@ -107,7 +110,7 @@ class GKEBackend(Backend):
         name = md.get("name")
         if not name:
             raise UsageError("the manifest has no metadata.name")
-        if replace and not dry_run and self._exists(name):
+        if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
@@ -122,31 +125,33 @@ class GKEBackend(Backend):
                                      "another name") from None
         return name
 
-    def _exists(self, name: str) -> bool:
+    def exists(self, name: str) -> bool:
+        """Whether the workload's JobSet is still there (the log follower asks while waiting).
+
+        Raises:
+            ApiUnavailable: the cluster serves no JobSet API at all.
+        """
         try:
             self.get_jobset(name)
-        except NotFoundError as err:
-            if "JobSet API is not available" in err.message:
-                raise
+        except ApiUnavailable:
+            raise  # no JobSet API at all is not "no such workload"
+        except NotFoundError:
             return False
         return True
 
     def list(self) -> list[WorkloadStatus]:
-        from elastix.backends.gke.status import workload_status
+        from elastix.backends.gke.status import object_labels, workload_status
 
-        with self.tr("listing workloads", namespace=self.namespace):
-            # Only elastix's workloads: other JobSets in the namespace are someone else's.
-            jobsets = self.http.request("GET", self.path("jobsets"),
-                                        {"labelSelector": L.WORKLOAD},
-                                        timeout=TIMEOUT).get("items") or []
+        # Only elastix's workloads: other JobSets in the namespace are someone else's.
+        jobsets = self._get("listing workloads", "jobsets",
+                            query={"labelSelector": labels.WORKLOAD}).get("items") or []
         if not jobsets:
             return []
-        pods, _ = self.pods(L.JOBSET_NAME)
-        jobs = self._jobs(L.JOBSET_NAME)
+        pods, _ = self.pods(labels.JOBSET_NAME)
+        jobs = self._jobs(labels.JOBSET_NAME)
 
         def mine(objs: list[dict], name: str) -> list[dict]:
-            return [o for o in objs if ((o.get("metadata") or {}).get("labels") or {}).get(
-                L.JOBSET_NAME) == name]
+            return [o for o in objs if object_labels(o).get(labels.JOBSET_NAME) == name]
 
         out = [workload_status(js, mine(pods, js["metadata"]["name"]),
                                mine(jobs, js["metadata"]["name"])) for js in jobsets]
@@ -156,24 +161,21 @@ class GKEBackend(Backend):
         from elastix.backends.gke.status import workload_status
 
         js = self.get_jobset(name)
-        sel = f"{L.JOBSET_NAME}={name}"
+        sel = f"{labels.JOBSET_NAME}={name}"
         pods, _ = self.pods(sel)
         events: list[dict] = []
         pending = {p["metadata"]["name"] for p in pods
                    if (p.get("status") or {}).get("phase") == "Pending"}
         if pending:
-            with self.tr("reading events", namespace=self.namespace):
-                events = self.http.request(
-                    "GET", self.path("events"),
-                    {"fieldSelector": "involvedObject.kind=Pod,type=Warning"},
-                    timeout=TIMEOUT).get("items") or []
+            events = self._get("reading events", "events", query={
+                "fieldSelector": "involvedObject.kind=Pod,type=Warning"}).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
         return workload_status(js, pods, self._jobs(sel), events)
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
         uri = ((self.get_jobset(name).get("metadata") or {}).get("annotations") or {}).get(
-            L.EVENTS_PATH)
+            labels.EVENTS_PATH)
         if not uri:
             return None
         from elastix.clients.gcs import read_jsonl
@@ -190,10 +192,11 @@ class GKEBackend(Backend):
         from elastix.backends.gke.status import pod_info
 
         js = self.get_jobset(name)
-        pods, _ = self.pods(f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB}")
+        pods, _ = self.pods(f"{labels.JOBSET_NAME}={name},"
+                            f"{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB}")
         infos = [(pod_info(p), p) for p in pods]
         num = next((rj.get("replicas", 1) for rj in js.get("spec", {}).get("replicatedJobs", [])
-                    if rj.get("name") == L.WORKER_JOB), 0)
+                    if rj.get("name") == labels.WORKER_JOB), 0)
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
                              f"(0-{num - 1})")
@@ -234,10 +237,10 @@ class GKEBackend(Backend):
     def wait_gone(self, name: str, timeout: float) -> None:
         """Return once the JobSet and every pod labelled with its name are gone."""
         deadline = time.monotonic() + timeout
-        sel = f"{L.JOBSET_NAME}={name}"
+        sel = f"{labels.JOBSET_NAME}={name}"
         while True:
             pods, rv = self.pods(sel)
-            if not pods and not self._exists(name):
+            if not pods and not self.exists(name):
                 return
             left = deadline - time.monotonic()
             if left <= 0:

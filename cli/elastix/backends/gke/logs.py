@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import LogEvent, LogOptions, utcnow
-from elastix.backends.gke.backend import close_stream
 from elastix.backends.gke.status import parse_time
+from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut, close_stream
 from elastix.errors import BackendError, NotFoundError, UsageError
-from elastix.workload import labels as L
+from elastix.workload import labels
+
+if TYPE_CHECKING:  # the backend imports this module when asked for logs: no import cycle
+    from elastix.backends.gke.backend import GKEBackend
 
 MAX_CUTS = 5  # consecutive broken streams of one pod before giving up
 QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (silently)
@@ -25,9 +28,9 @@ QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (sile
 
 def _selector(name: str, opts: LogOptions) -> tuple[str, str]:
     if opts.slice is None and opts.host is None:
-        return f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.HEAD_JOB}", "head"
-    sel = (f"{L.JOBSET_NAME}={name},{L.REPLICATED_JOB_NAME}={L.WORKER_JOB},"
-           f"{L.JOB_INDEX}={opts.slice or 0},{L.JOB_COMPLETION_INDEX}={opts.host or 0}")
+        return f"{labels.JOBSET_NAME}={name},{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}", "head"
+    sel = (f"{labels.JOBSET_NAME}={name},{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB},"
+           f"{labels.JOB_INDEX}={opts.slice or 0},{labels.JOB_COMPLETION_INDEX}={opts.host or 0}")
     return sel, f"worker (slice {opts.slice or 0}, host {opts.host or 0})"
 
 
@@ -48,7 +51,7 @@ def _container(pod: dict, opts: LogOptions, role: str) -> str:
             raise UsageError(f"pod {pod['metadata']['name']} has no container "
                              f"{opts.container!r}", hint=f"choose one of: {', '.join(every)}")
         return opts.container
-    preferred = L.MAIN_CONTAINER if role == "head" else L.WORKER_CONTAINER
+    preferred = labels.MAIN_CONTAINER if role == "head" else labels.WORKER_CONTAINER
     return preferred if preferred in names else names[0]
 
 
@@ -82,7 +85,7 @@ def _read_lines(resp: Any) -> Iterator[str]:
         close_stream(resp)
 
 
-def stream_logs(backend: Any, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[LogEvent]:
     """Yield the log of a workload's head (or one worker); see ``Backend.logs``."""
     backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
     sel, role = _selector(name, opts)
@@ -98,8 +101,8 @@ def stream_logs(backend: Any, name: str, opts: LogOptions) -> Iterator[LogEvent]
     yield from _follow(backend, name, sel, role, opts)
 
 
-def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: int | None,
-             tail: int | None, timestamps: bool) -> Any:
+def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
+             since: int | None, tail: int | None, timestamps: bool) -> Any:
     pname = pod["metadata"]["name"]
     with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
                     namespace=backend.namespace, invalid=BackendError):
@@ -110,7 +113,8 @@ def _request(backend: Any, pod: dict, container: str, *, follow: bool, since: in
             stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
 
 
-def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator[LogEvent]:
+def _once(backend: GKEBackend, pod: dict, container: str,
+          opts: LogOptions) -> Iterator[LogEvent]:
     resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
                     tail=opts.tail_lines, timestamps=False)
     with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
@@ -118,7 +122,8 @@ def _once(backend: Any, pod: dict, container: str, opts: LogOptions) -> Iterator
             yield LogEvent(line)
 
 
-def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> Iterator[LogEvent]:
+def _follow(backend: GKEBackend, name: str, sel: str, role: str,
+            opts: LogOptions) -> Iterator[LogEvent]:
     current: dict | None = None  # the pod being followed
     last: dt.datetime | None = None  # timestamp of the last line yielded from it
     cuts = 0
@@ -130,7 +135,7 @@ def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> I
                            and _finished(pod)):
             if current and pod is not None:
                 return  # the followed container finished and was not replaced
-            if not backend._exists(name):
+            if not backend.exists(name):
                 yield LogEvent(f"workload {name} was deleted", notice=True)
                 return
             if not announced:
@@ -155,24 +160,21 @@ def _follow(backend: Any, name: str, sel: str, role: str, opts: LogOptions) -> I
         try:
             resp = _request(backend, pod, container, follow=True, since=since,
                             tail=opts.tail_lines if first else None, timestamps=True)
-            with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
-                for line in _read_lines(resp):
-                    t, text = _split_ts(line)
-                    if last is not None and t is not None and t <= last:
-                        continue  # already shown before the reconnection
-                    last = t or last
-                    cuts = 0
-                    yield LogEvent(text)
-        except UsageError:
-            raise
-        except BackendError as err:
-            if "waiting to start" in err.message:  # e.g. CrashLoopBackOff: wait for a change
-                backend.wait_pod_change(sel, rv, 5.0)
-                continue
-            if err.message.startswith("timed out following"):
+            try:
+                with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
+                    for line in _read_lines(resp):
+                        t, text = _split_ts(line)
+                        if last is not None and t is not None and t <= last:
+                            continue  # already shown before the reconnection
+                        last = t or last
+                        cuts = 0
+                        yield LogEvent(text)
+            except ApiTimeout:
                 continue  # a quiet log: ask again from the last line seen
-            if "was cut" not in err.message:
-                raise
+        except ContainerWaiting:  # e.g. CrashLoopBackOff: wait for a change
+            backend.wait_pod_change(sel, rv, 5.0)
+            continue
+        except StreamCut:
             cuts += 1
             if cuts > MAX_CUTS:
                 raise

@@ -11,7 +11,7 @@ import datetime as dt
 from typing import Any
 
 from elastix.backends.base import PodInfo, SliceStatus, WorkloadStatus
-from elastix.workload import labels as L
+from elastix.workload import labels
 
 
 def parse_time(text: str | None) -> dt.datetime | None:
@@ -55,14 +55,14 @@ def pod_reason(pod: dict) -> str | None:
 
 def pod_info(pod: dict) -> PodInfo:
     md, st = pod["metadata"], pod.get("status") or {}
-    labels = md.get("labels") or {}
+    pod_labels = md.get("labels") or {}
     statuses = (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])
-    head = labels.get(L.REPLICATED_JOB_NAME) == L.HEAD_JOB
+    head = pod_labels.get(labels.REPLICATED_JOB_NAME) == labels.HEAD_JOB
     phase = "Terminating" if md.get("deletionTimestamp") else st.get("phase", "Unknown")
     return PodInfo(
         name=md["name"], role="head" if head else "worker", phase=phase,
-        slice=None if head else _int(labels.get(L.JOB_INDEX)),
-        host=None if head else _int(labels.get(L.JOB_COMPLETION_INDEX)),
+        slice=None if head else _int(pod_labels.get(labels.JOB_INDEX)),
+        host=None if head else _int(pod_labels.get(labels.JOB_COMPLETION_INDEX)),
         restarts=sum(cs.get("restartCount", 0) for cs in statuses),
         node=(pod.get("spec") or {}).get("nodeName"),
         reason=None if phase == "Running" else pod_reason(pod),
@@ -89,8 +89,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
     """
     md, spec, st = js["metadata"], js.get("spec") or {}, js.get("status") or {}
     rjobs = {rj.get("name"): rj for rj in spec.get("replicatedJobs") or []}
-    worker = rjobs.get(L.WORKER_JOB) or next(
-        (rj for n, rj in rjobs.items() if n != L.HEAD_JOB), {})
+    worker = rjobs.get(labels.WORKER_JOB) or next(
+        (rj for n, rj in rjobs.items() if n != labels.HEAD_JOB), {})
     wspec = (worker.get("template") or {}).get("spec") or {}
     num_slices = worker.get("replicas", 1) if worker else 0
     hosts = wspec.get("parallelism") or wspec.get("completions") or 1
@@ -103,10 +103,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
     for i in infos:
         if i.role == "worker" and i.slice is not None:
             by_slice[i.slice].append(i)
-    job_by_slice = {_int(((j.get("metadata") or {}).get("labels") or {}).get(L.JOB_INDEX)): j
-                    for j in jobs
-                    if ((j.get("metadata") or {}).get("labels") or {}).get(L.REPLICATED_JOB_NAME)
-                    == worker.get("name")}
+    job_by_slice = {_int(object_labels(j).get(labels.JOB_INDEX)): j for j in jobs
+                    if object_labels(j).get(labels.REPLICATED_JOB_NAME) == worker.get("name")}
     slices = []
     for idx in range(num_slices):
         job = job_by_slice.get(idx) or {}
@@ -169,3 +167,8 @@ def stuck_reasons(infos: list[PodInfo], events: list[dict]) -> list[str]:
         n = len(names)
         out.append(f"{n} {role} pod{'s' if n > 1 else ''} {phase} (e.g. {names[0]}): {reason}")
     return out
+
+
+def object_labels(obj: dict) -> dict:
+    """A Kubernetes object's labels ({} when it has none)."""
+    return (obj.get("metadata") or {}).get("labels") or {}

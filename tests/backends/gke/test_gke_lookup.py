@@ -46,7 +46,7 @@ def self_signed(tmp_path):
 
 
 @pytest.fixture
-def gcp(httpserver, tmp_path, monkeypatch):
+def gke_api(httpserver, tmp_path, monkeypatch):
     """Application-default credentials whose token endpoint is the local server."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -72,7 +72,7 @@ def gcp(httpserver, tmp_path, monkeypatch):
 ARGS = ["--cluster", "tpu", "--project", "proj", "--location", "us-central2-b"]
 
 
-def test_cluster_lookup_then_kubernetes_over_tls(gcp, tmp_path, capsys):
+def test_cluster_lookup_then_kubernetes_over_tls(gke_api, tmp_path, capsys):
     tls = tmp_path / "tls"
     tls.mkdir()
     pem = self_signed(tls)
@@ -80,16 +80,16 @@ def test_cluster_lookup_then_kubernetes_over_tls(gcp, tmp_path, capsys):
                                                                  "--require-token",
                                                                  "ya29.local-token"])
     try:
-        gcp.expect_request(CLUSTER_PATH, method="GET").respond_with_json({
+        gke_api.expect_request(CLUSTER_PATH, method="GET").respond_with_json({
             "name": "tpu", "endpoint": f"127.0.0.1:{fake.port}", "status": "RUNNING",
             "masterAuth": {"clusterCaCertificate": base64.b64encode(pem).decode()}})
         assert main([*CREATE, *ARGS]) == 0, capsys.readouterr().err
         assert main(["workload", "list", "-o", "json", *ARGS]) == 0
         listed = json.loads(capsys.readouterr().out)
         assert [w["name"] for w in listed] == ["demo"]
-        paths = [req.path for req, _ in gcp.log]
+        paths = [req.path for req, _ in gke_api.log]
         assert paths.count("/token") >= 1 and CLUSTER_PATH in paths
-        cluster_req = next(req for req, _ in gcp.log if req.path == CLUSTER_PATH)
+        cluster_req = next(req for req, _ in gke_api.log if req.path == CLUSTER_PATH)
         assert cluster_req.headers["Authorization"].startswith("Bearer ")  # a signed JWT
         wait_for(lambda: main(["workload", "delete", "demo", "--wait", *ARGS]) == 0,
                  what="delete")
@@ -97,8 +97,8 @@ def test_cluster_lookup_then_kubernetes_over_tls(gcp, tmp_path, capsys):
         stop(fake)
 
 
-def test_cluster_not_found(gcp, capsys):
-    gcp.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
+def test_cluster_not_found(gke_api, capsys):
+    gke_api.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
         {"error": {"code": 404, "message": "Not found: cluster tpu.", "status": "NOT_FOUND"}}),
         status=404, content_type="application/json"))
     assert main(["workload", "list", *ARGS]) == 1
@@ -107,8 +107,8 @@ def test_cluster_not_found(gcp, capsys):
     assert "hint:" in err and "Traceback" not in err
 
 
-def test_cluster_permission_denied(gcp, capsys):
-    gcp.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
+def test_cluster_permission_denied(gke_api, capsys):
+    gke_api.expect_request(CLUSTER_PATH).respond_with_response(Response(json.dumps(
         {"error": {"code": 403, "message": "Required 'container.clusters.get' permission",
                    "status": "PERMISSION_DENIED"}}), status=403,
         content_type="application/json"))
