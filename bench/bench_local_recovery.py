@@ -29,9 +29,10 @@ import sys
 import tempfile
 import time
 
-from elastix.backends.base import KillRecord, utcnow
+from elastix.backends.base import KillRecord
 from elastix.backends.local.backend import LocalBackend
 from elastix.measure.chaos import measure_kill
+from elastix.protocol.timefmt import utc_now
 
 DEFAULT_TRAINER = ("--preset tiny --steps 1000000 --batch-per-device 4 --seq-len 64 "
                    "--checkpoint-period 10 --elastic-mode pause-resume --max-slice-losses 100 "
@@ -63,7 +64,7 @@ def committed_after(backend: LocalBackend, name: str, n_events: int) -> bool:
 def kill_controller(backend: LocalBackend, name: str) -> list[KillRecord]:
     """SIGKILL the trainer process (the newest run_start's pid): a crashed controller."""
     pid = [e["pid"] for e in backend.read_events(name) or [] if e["event"] == "run_start"][-1]
-    t = utcnow()
+    t = utc_now()
     os.kill(pid, signal.SIGKILL)
     return [KillRecord(workload=name, pod=f"{name}-pathways-head", slice=None, host=None,
                        node="localhost", time=t, pid=pid)]

@@ -13,24 +13,23 @@ import json
 import os
 from typing import Any
 
-from elastix.errors import UsageError
+from elastix.errors import ProblemsError
 from elastix.protocol import envvars
 from elastix_trainer.model import PRESETS
 
 MODES = ("pause-resume", "replica-resize")
 
 
-class ConfigError(UsageError):
+class ConfigError(ProblemsError):
     """Bad trainer configuration; ``problems`` lists every bad field."""
 
+    subject = "in the trainer config"
+
     def __init__(self, problems: list[tuple[str, str, str | None]]) -> None:
-        self.problems = problems
-        if len(problems) == 1:
-            f, m, h = problems[0]
-            super().__init__(f"{f}: {m}", h)
-        else:
-            text = "; ".join(f"{f}: {m}" + (f" ({h})" if h else "") for f, m, h in problems)
-            super().__init__(f"{len(problems)} problems in the trainer config: {text}")
+        super().__init__(problems)
+        if len(problems) > 1:
+            # The trainer's boundary prints one line (no list under it): the problems go in it.
+            self.message = f"{self.message}: " + "; ".join(self.lines())
 
 
 @dataclasses.dataclass

@@ -15,16 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from elastix.backends import Target
-
-
-def utcnow() -> dt.datetime:
-    """The current time, timezone-aware UTC."""
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def iso_ms(t: dt.datetime) -> str:
-    """``2026-11-29T09:50:01.123Z``: UTC to the millisecond, the format kill times are printed in."""
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+from elastix.protocol import timefmt
 
 
 @dataclasses.dataclass
@@ -95,14 +86,14 @@ class WorkloadStatus:
     def age_seconds(self, now: dt.datetime | None = None) -> float | None:
         if self.created is None:
             return None
-        return ((now or utcnow()) - self.created).total_seconds()
+        return ((now or timefmt.utc_now()) - self.created).total_seconds()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict (datetimes as ISO strings)."""
 
         def conv(v: Any) -> Any:
             if isinstance(v, dt.datetime):
-                return iso_ms(v)
+                return timefmt.iso_ms(v)
             if isinstance(v, dict):
                 return {k: conv(x) for k, x in v.items()}
             if isinstance(v, list):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.clients import gke
-from elastix.errors import BackendError, SpecError, UsageError
+from elastix.errors import BackendError, ProblemsError, UsageError
 
 CPU_POOL = "pathways-head"
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
@@ -29,13 +29,10 @@ _MACHINE_RE = re.compile(r"^[a-z][a-z0-9]*-[a-z0-9-]+$")
 Progress = Callable[[str], None]
 
 
-class ClusterOptionsError(SpecError):
+class ClusterOptionsError(ProblemsError):
     """Every problem with the ``cluster`` command's options, reported at once."""
 
-    def __init__(self, problems: list[tuple[str, str, str | None]]) -> None:
-        super().__init__(problems)
-        if len(problems) > 1:
-            self.message = f"{len(problems)} problems with the cluster options"
+    subject = "with the cluster options"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus, utcnow
+from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus
 from elastix.clients.kube import (
     JOBSET_GROUP,
     JOBSET_PLURAL,
@@ -26,6 +26,7 @@ from elastix.clients.kube import (
     close_stream,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
+from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
@@ -224,7 +225,7 @@ class GKEBackend(Backend):
                 raise ConflictError(f"pod {info.name} was replaced before it could be killed",
                                     hint="run the command again") from None
         return KillRecord(workload=name, pod=info.name, slice=info.slice, host=info.host,
-                          node=info.node, time=utcnow(), dry_run=dry_run)
+                          node=info.node, time=utc_now(), dry_run=dry_run)
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
         with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):

@@ -13,10 +13,11 @@ import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from elastix.backends.base import LogEvent, LogOptions, utcnow
+from elastix.backends.base import LogEvent, LogOptions
 from elastix.backends.gke.status import parse_time
 from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut, close_stream
 from elastix.errors import BackendError, NotFoundError, UsageError
+from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
 if TYPE_CHECKING:  # the backend imports this module when asked for logs: no import cycle
@@ -155,7 +156,7 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
         current = pod
         since = opts.since_seconds if first else None
         if last is not None:  # reconnecting to the same pod: resume after the last line
-            since = max(1, math.ceil((utcnow() - last).total_seconds()) + 1)
+            since = max(1, math.ceil((utc_now() - last).total_seconds()) + 1)
         container = _container(pod, opts, role)
         try:
             resp = _request(backend, pod, container, follow=True, since=since,

@@ -33,7 +33,6 @@ from elastix.backends.base import (
     PodInfo,
     SliceStatus,
     WorkloadStatus,
-    utcnow,
 )
 from elastix.backends.local.plan import Plan, make_plan
 from elastix.backends.local.state import (
@@ -51,6 +50,7 @@ from elastix.backends.local.state import (
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol import envvars, timefmt
+from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -164,7 +164,7 @@ class LocalBackend(Backend):
                     out.append(self.status(d.name))
                 except (NotFoundError, OSError, ValueError):
                     continue  # deleted or half-written while we looked
-        return sorted(out, key=lambda w: w.created or utcnow())
+        return sorted(out, key=lambda w: w.created or utc_now())
 
     def status(self, name: str) -> WorkloadStatus:
         d = self._dir(name)
@@ -227,7 +227,7 @@ class LocalBackend(Backend):
                                hint=f"see the pods with: elastix workload status {name}")
         pods.sort(key=lambda p: (p.slice, p.host))
         victim = random.Random(seed).choice(pods)
-        t = utcnow()
+        t = utc_now()
         if not dry_run:
             try:
                 os.kill(victim.pid, signal.SIGKILL)
@@ -328,7 +328,7 @@ def _keep(line: str, since: dt.datetime | None) -> bool:
 
 def _follow_files(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:
     """Lines of the newest file; with ``follow``, keep reading it and move on to newer ones."""
-    since = utcnow() - dt.timedelta(seconds=opts.since_seconds) if opts.since_seconds else None
+    since = utc_now() - dt.timedelta(seconds=opts.since_seconds) if opts.since_seconds else None
     paths = files()
     if not paths:
         if not opts.follow:
