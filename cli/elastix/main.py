@@ -107,21 +107,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     except Exception as err:  # click usage errors and anything unexpected
-        from click import exceptions as cx
+        from click import exceptions as click_errors
 
         if isinstance(err, typer.Exit):
             return err.exit_code
         if isinstance(err, typer.Abort):
             sys.stderr.write("aborted\n")
             return 130
-        if isinstance(err, cx.NoArgsIsHelpError):
+        if isinstance(err, click_errors.NoArgsIsHelpError):
             err.show()
             return 0
-        if isinstance(err, cx.UsageError):
+        if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
             _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))
             return 2
-        if isinstance(err, cx.ClickException):
+        if isinstance(err, click_errors.ClickException):
             _print_error(ElastixError(err.format_message()))
             return err.exit_code
         if debug:

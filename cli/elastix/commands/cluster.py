@@ -17,9 +17,9 @@ DryRunOpt = typer.Option(False, "--dry-run", help="Print every request; send non
 
 
 def _console():
-    from rich.console import Console
+    from elastix.views.console import console
 
-    return Console(highlight=False, soft_wrap=True)
+    return console(soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -30,9 +30,8 @@ def build(
         None, "--context-dir", help="Also write the build context here (for Cloud Build or "
         "another engine)."),
 ) -> None:
-    from rich.console import Console
-
     from elastix.provision import image
+    from elastix.views.console import console
     from elastix.workload.spec import read_user_text
     extra = list(requirement)
     if requirements_file is not None:
@@ -44,7 +43,7 @@ def build(
     req = image.ImageRequest(tag=tag, base_image=base_image, extra_requirements=tuple(extra),
                              source_dir=source, uid=uid, push=push)
     plan = image.plan_build(req)
-    out = Console(highlight=False, soft_wrap=True)
+    out = console(soft_wrap=True)
     if context_dir is not None:
         if context_dir.exists() and any(context_dir.iterdir()):
             raise UsageError(f"--context-dir {context_dir} is not empty",

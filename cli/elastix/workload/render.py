@@ -22,8 +22,7 @@ import jinja2
 
 from elastix.errors import ManifestError
 from elastix.protocol import envvars
-from elastix.workload import crd
-from elastix.workload import labels as L
+from elastix.workload import crd, labels
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -67,8 +66,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     """Everything a JobSet template can use, derived from a validated spec."""
     tpu = spec.tpu
     field = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
-    coordinator = field(f"metadata.labels['{L.COORDINATOR}']")
-    jobset_labels = {**spec.labels, L.WORKLOAD: spec.name, L.MANAGED_BY: L.MANAGED_BY_VALUE}
+    coordinator = field(f"metadata.labels['{labels.COORDINATOR}']")
+    jobset_labels = {**spec.labels, labels.WORKLOAD: spec.name, labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
     if spec.queue:
         jobset_labels["kueue.x-k8s.io/queue-name"] = spec.queue
     server_common = [f"--gcs_scratch_location={spec.gcs_scratch}"]
@@ -81,7 +80,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
                f"--instance_type={tpu.pathways_instance_type}"]
     sidecar = {} if spec.headless else {"restartPolicy": "Always"}
     proxy = {
-        "name": L.PROXY_CONTAINER, "image": spec.proxy_image, "imagePullPolicy": "Always",
+        "name": labels.PROXY_CONTAINER, "image": spec.proxy_image, "imagePullPolicy": "Always",
         "args": proxy_args + spec.proxy_args,
         "env": [{"name": "PATHWAYS_HEAD", **coordinator}],
         "ports": [{"containerPort": 29000, "protocol": "TCP"}],
@@ -89,12 +88,12 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         **sidecar,
     }
     rm = {
-        "name": L.RM_CONTAINER, "image": spec.server_image, "imagePullPolicy": "Always",
+        "name": labels.RM_CONTAINER, "image": spec.server_image, "imagePullPolicy": "Always",
         "args": rm_args + spec.rm_args,
         "env": [
             {"name": "REPLICATED_JOB_NAME",
-             **field(f"metadata.annotations['{L.REPLICATED_JOB_NAME}']")},
-            {"name": "JOBSET_NAME", **field(f"metadata.annotations['{L.JOBSET_NAME}']")},
+             **field(f"metadata.annotations['{labels.REPLICATED_JOB_NAME}']")},
+            {"name": "JOBSET_NAME", **field(f"metadata.annotations['{labels.JOBSET_NAME}']")},
             {"name": "HOST_ADDRESS", **coordinator},
             {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
         ],
@@ -113,11 +112,11 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     }
     if spec.pathways_persistence:
         main_env["ENABLE_PATHWAYS_PERSISTENCE"] = {"value": "1"}
-    annotations = {L.ELASTIC_SLICES: str(spec.elastic_slices),
-                   L.MAX_SLICE_RESTARTS: str(spec.slice_restarts)}
+    annotations = {labels.ELASTIC_SLICES: str(spec.elastic_slices),
+                   labels.MAX_SLICE_RESTARTS: str(spec.slice_restarts)}
     if spec.events_path:
         main_env[envvars.EVENTS_FILE] = {"value": spec.events_path}
-        annotations[L.EVENTS_PATH] = spec.events_path
+        annotations[labels.EVENTS_PATH] = spec.events_path
     for k, v in spec.env.items():  # the user's values win over the defaults above
         main_env[k] = {"value": v}
     worker_env = [
@@ -125,20 +124,20 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "0"},
         {"name": "XCLOUD_ENVIRONMENT", "value": "GCP"},
         {"name": "MEGASCALE_GRPC_ENABLE_XOR_TRACER", "value": "false"},
-        {"name": "MEGASCALE_NUM_SLICES", **field(f"metadata.labels['{L.REPLICATED_JOB_REPLICAS}']")},
-        {"name": "JOBSET_NAME", **field(f"metadata.annotations['{L.JOBSET_NAME}']")},
-        {"name": "REPLICATED_JOB_NAME", **field(f"metadata.annotations['{L.REPLICATED_JOB_NAME}']")},
-        {"name": "MEGASCALE_SLICE_ID", **field(f"metadata.labels['{L.JOB_INDEX}']")},
+        {"name": "MEGASCALE_NUM_SLICES", **field(f"metadata.labels['{labels.REPLICATED_JOB_REPLICAS}']")},
+        {"name": "JOBSET_NAME", **field(f"metadata.annotations['{labels.JOBSET_NAME}']")},
+        {"name": "REPLICATED_JOB_NAME", **field(f"metadata.annotations['{labels.REPLICATED_JOB_NAME}']")},
+        {"name": "MEGASCALE_SLICE_ID", **field(f"metadata.labels['{labels.JOB_INDEX}']")},
         {"name": "PATHWAYS_HEAD", **coordinator},
         {"name": "MEGASCALE_COORDINATOR_ADDRESS", **coordinator},
     ]
     return {
         "spec": spec,
         "tpu": tpu,
-        "labels": L,
+        "labels": labels,
         "jobset_labels": jobset_labels,
         "jobset_annotations": annotations,
-        "pod_labels": {**spec.labels, L.WORKLOAD: spec.name},
+        "pod_labels": {**spec.labels, labels.WORKLOAD: spec.name},
         "proxy_container": proxy,
         "rm_container": rm,
         "main_env": [{"name": k, **v} for k, v in main_env.items()],

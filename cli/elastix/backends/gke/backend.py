@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from elastix.backends import Target
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus
 from elastix.clients.kube import (
     JOBSET_GROUP,
@@ -49,17 +50,17 @@ class GKEBackend(Backend):
         self.tr = Translator(where)
 
     @classmethod
-    def from_target(cls, t: Any) -> GKEBackend:
+    def from_target(cls, target: Target) -> GKEBackend:
         """Build from a ``Target``: a GKE cluster lookup, or a kubeconfig context."""
-        if t.cluster:
+        if target.cluster:
             from elastix.clients.gke import api_client_for_cluster
 
-            api, where = api_client_for_cluster(t.project, t.location, t.cluster)
+            api, where = api_client_for_cluster(target.project, target.location, target.cluster)
         else:
             from elastix.clients.kube import api_client_from_kubeconfig
 
-            api, where = api_client_from_kubeconfig(t.kubeconfig, t.context)
-        return cls(api, t.namespace, where)
+            api, where = api_client_from_kubeconfig(target.kubeconfig, target.context)
+        return cls(api, target.namespace, where)
 
     # --- raw helpers ------------------------------------------------------------------------
 
