@@ -16,7 +16,8 @@ loopback (``unshare -n``, needs root) before timing.
 
 Run by hand::
 
-    .venv/bin/python bench/bench_cli.py --xpk ~/venvs/xpk/bin/xpk --runs 10
+    .venv/bin/python bench/bench_cli.py --xpk ~/venvs/xpk/bin/xpk --runs 10 \
+        [--elastix NEW/bin/elastix --baseline OLD/bin/elastix]
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ class Case:
     name: str
     elastix: list[str]
     xpk: list[str]
-    times: dict[str, list[float]] = field(default_factory=lambda: {"elastix": [], "xpk": []})
+    baseline: list[str] | None = None  # an older elastix, timed in the same loop (--baseline)
+    times: dict[str, list[float]] = field(
+        default_factory=lambda: {"elastix": [], "xpk": [], "baseline": []})
+
+    def tools(self) -> tuple[str, ...]:
+        return ("elastix", "baseline", "xpk") if self.baseline else ("elastix", "xpk")
 
 
 def _clean_env(home: Path, exe_dirs: list[Path]) -> dict[str, str]:
@@ -110,7 +116,7 @@ def check_offline(cases: list[Case], env: dict[str, str], cwd: Path) -> None:
         print("offline check skipped: needs root and unshare(1)")
         return
     for case in cases:
-        for tool in ("elastix", "xpk"):
+        for tool in case.tools():
             argv = ["unshare", "-n", *getattr(case, tool)]
             _, proc = _run(argv, env, cwd)
             _check(f"offline {case.name}/{tool}", argv, proc)
@@ -131,10 +137,11 @@ def check_xpk_matches_reference(xpk_argv: list[str], env: dict[str, str], cwd: P
 
 
 def measure(cases: list[Case], runs: int, warmup: int, env: dict[str, str], cwd: Path) -> None:
-    """Time each case ABAB: elastix then xpk, ``runs`` times, after ``warmup`` untimed pairs."""
+    """Time each case ABAB: elastix (then the baseline) then xpk, ``runs`` times, after ``warmup``
+    untimed rounds."""
     for case in cases:
         for i in range(warmup + runs):
-            for tool in ("elastix", "xpk"):
+            for tool in case.tools():
                 argv = getattr(case, tool)
                 elapsed, proc = _run(argv, env, cwd)
                 _check(f"{case.name}/{tool}", argv, proc)
@@ -163,6 +170,11 @@ def summarize(cases: list[Case]) -> list[dict]:
             "pair_ratio_median": statistics.median(a / b for a, b in zip(e, x, strict=True)),
             "target_met": me / mx <= TARGET_RATIO,
         })  # fmt: skip
+        if case.baseline:
+            b = case.times["baseline"]
+            rows[-1]["baseline"] = {"median": statistics.median(b), "p10": _pct(b, 10),
+                                    "p90": _pct(b, 90)}
+            rows[-1]["vs_baseline"] = me / statistics.median(b)
     return rows
 
 
@@ -177,6 +189,12 @@ def print_table(rows: list[dict]) -> None:
             f"{x['p90'] * 1000:.0f}) | {r['ratio']:.2f} (pairwise {r['pair_ratio_median']:.2f}) "
             f"| {'met' if r['target_met'] else 'MISSED'} |"
         )
+    for r in rows:
+        if "baseline" in r:
+            b = r["baseline"]
+            print(f"| {r['case']}: baseline elastix | {b['median'] * 1000:.0f} ms "
+                  f"({b['p10'] * 1000:.0f}–{b['p90'] * 1000:.0f}) | this elastix / baseline "
+                  f"{r['vs_baseline']:.2f} | | |")
 
 
 def _interpreter(script: Path) -> str:
@@ -220,6 +238,11 @@ def main() -> int:
         "--elastix", type=Path, default=Path(sys.executable).parent / "elastix",
         help="elastix console script (default: next to this Python)",
     )  # fmt: skip
+    parser.add_argument(
+        "--baseline", type=Path,
+        help="an older elastix console script (own venv) timed in the same loop, e.g. the "
+             "commit before a refactor",
+    )  # fmt: skip
     parser.add_argument("--runs", type=int, default=10, help="timed pairs per case")
     parser.add_argument("--warmup", type=int, default=1, help="untimed pairs per case first")
     parser.add_argument("--cases", default="help,dry-run", help="comma-separated subset")
@@ -232,9 +255,14 @@ def main() -> int:
     for exe in (elastix, xpk):
         if not exe.exists():
             parser.error(f"{exe} not found")
+    base = args.baseline.absolute() if args.baseline else None
+    if base is not None and not base.exists():
+        parser.error(f"{base} not found")
     all_cases = [
-        Case("help", [str(elastix), "--help"], [str(xpk), "--help"]),
-        Case("dry-run", [str(elastix), *ELASTIX_DRY_RUN], [str(xpk), *XPK_DRY_RUN]),
+        Case("help", [str(elastix), "--help"], [str(xpk), "--help"],
+             [str(base), "--help"] if base else None),
+        Case("dry-run", [str(elastix), *ELASTIX_DRY_RUN], [str(xpk), *XPK_DRY_RUN],
+             [str(base), *ELASTIX_DRY_RUN] if base else None),
     ]
     wanted = set(args.cases.split(","))
     cases = [c for c in all_cases if c.name in wanted]
@@ -242,7 +270,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench_cli_") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        env = _clean_env(home, [elastix.parent, xpk.parent])
+        env = _clean_env(home, [elastix.parent, xpk.parent])  # each script's shebang picks its venv
         cwd = Path(tmp)
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} cores, runs={args.runs}, "

@@ -26,7 +26,7 @@ FLOORS = [
     ("elastix.measure",),
     ("elastix.backends", "elastix.provision"),
     ("elastix.workload", "elastix.clients"),
-    ("elastix.protocol", "elastix.errors", "elastix.durations"),
+    ("elastix.protocol", "elastix.errors"),
 ]
 # What the trainer may take from the launcher's package: the contract and the error types.
 TRAINER_MAY_IMPORT = ("elastix.protocol", "elastix.errors")
