@@ -1,0 +1,125 @@
+"""Platform facts both ``cluster create`` and ``workload create`` read, so they cannot disagree.
+
+Pure data and arithmetic, no I/O. Each fact names its source; tests/fixtures/ holds the vendored
+extracts (with repo, path and commit) that tests/workload/test_platform.py checks them against.
+The TPU side of the catalogue is in :mod:`elastix.workload.tpu`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Any
+
+HEAD_POOL = "cpu-np"
+"""The node pool of the Pathways head pod: the name xpk creates and selects
+(xpk ``src/xpk/core/nodepool.py``, ``templates/pathways_workload_create.yaml.j2``) and the one
+the GKE docs' Cluster Toolkit path provisions ("Create a GKE cluster with Pathways")."""
+
+HEAD_MACHINE = "n2-standard-64"
+"""The head pool's default machine: xpk's ``--pathways-gce-machine-type`` default, and GKE's
+"Porting JAX workloads to Pathways": "at least a dedicated n2-standard-64"."""
+
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+TPU_RESOURCE = "google.com/tpu"
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([a-zA-Z]{0,2})$")
+_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+
+
+def quantity(text: Any) -> float:
+    """A Kubernetes resource quantity (``24``, ``500m``, ``100G``, ``64Gi``) as a number.
+
+    Raises:
+        ValueError: not a quantity this parser knows.
+    """
+    m = _QUANTITY.match(str(text).strip())
+    if not m or m.group(2) not in _SUFFIX:
+        raise ValueError(f"{text!r} is not a resource quantity")
+    return float(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """CPU (cores) and memory (bytes) a pod requests or a node offers."""
+
+    cpu: float
+    memory: float
+
+    def fits_in(self, other: Resources) -> bool:
+        return self.cpu <= other.cpu + 1e-9 and self.memory <= other.memory + 1e-9
+
+    def describe(self) -> str:
+        return f"{self.cpu:g} CPU / {self.memory / 2**30:.0f} GiB"
+
+
+def _container_requests(c: dict[str, Any]) -> Resources:
+    res = c.get("resources") or {}
+    # A container with only limits requests its limits (Kubernetes defaults requests to limits).
+    req = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    return Resources(quantity(req.get("cpu", 0)), quantity(req.get("memory", 0)))
+
+
+def pod_requests(pod_spec: dict[str, Any]) -> Resources:
+    """What the scheduler reserves for a pod: the sum of its containers and of its restartable
+    (sidecar) init containers, or the largest plain init container if that is more.
+
+    Kubernetes "Sidecar Containers" / "Resource sharing within containers": native sidecars
+    (``restartPolicy: Always`` init containers) run beside the app containers, so their requests
+    add up; plain init containers run one at a time before them.
+    """
+    sidecars = [c for c in pod_spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    inits = [c for c in pod_spec.get("initContainers") or [] if c.get("restartPolicy") != "Always"]
+    running = [_container_requests(c) for c in [*(pod_spec.get("containers") or []), *sidecars]]
+    total = Resources(sum(r.cpu for r in running), sum(r.memory for r in running))
+    for c in inits:
+        r = _container_requests(c)
+        total = Resources(max(total.cpu, r.cpu), max(total.memory, r.memory))
+    return total
+
+
+def _tiers(amount: float, tiers: Iterable[tuple[float, float]]) -> float:
+    """Sum of ``rate`` x the part of ``amount`` in each (``upper bound``, ``rate``) tier."""
+    reserved, lower = 0.0, 0.0
+    for upper, rate in tiers:
+        if amount > lower:
+            reserved += (min(amount, upper) - lower) * rate
+        lower = upper
+    return reserved
+
+
+def allocatable(capacity: Resources) -> Resources:
+    """What GKE leaves to pods on a Standard-cluster node of ``capacity``.
+
+    GKE docs, "Standard cluster architecture" > "Node allocatable resources": memory reserved is
+    25 % of the first 4 GiB, 20 % of the next 4 GiB, 10 % of the next 8 GiB, 6 % of the next
+    112 GiB and 2 % above 128 GiB, plus a 100 MiB eviction threshold; CPU reserved is 6 % of the
+    first core, 1 % of the next, 0.5 % of the next 2 and 0.25 % above 4 cores.
+    """
+    gib = 2**30
+    mem_reserved = _tiers(capacity.memory, [(4 * gib, 0.25), (8 * gib, 0.20), (16 * gib, 0.10),
+                                            (128 * gib, 0.06), (float("inf"), 0.02)])
+    cpu_reserved = _tiers(capacity.cpu, [(1, 0.06), (2, 0.01), (4, 0.005), (float("inf"), 0.0025)])
+    return Resources(capacity.cpu - cpu_reserved, capacity.memory - mem_reserved - 100 * 2**20)
+
+
+# GiB of memory per vCPU of the predefined CPU machine families a head pool may use. Compute
+# Engine docs, "General-purpose machine family": n2-standard and n4-standard have 4 GB per vCPU,
+# n2-highmem and n4-highmem 8 GB per vCPU; GKE's porting guide states the one the head needs,
+# "n2-standard-64 which comes with 64 vCPUs and 256 GB memory". (Compute Engine's "GB" here are
+# GiB: n2-standard-64 reports memoryMb 262144.)
+_GIB_PER_VCPU = {"n2-standard": 4, "n4-standard": 4, "n2-highmem": 8, "n4-highmem": 8}
+_MACHINE = re.compile(r"^([a-z0-9]+-[a-z]+)-([0-9]+)$")
+
+
+def machine_capacity(machine_type: str) -> Resources | None:
+    """vCPUs and memory of a predefined CPU machine type; None when elastix does not know it."""
+    m = _MACHINE.match(machine_type.strip())
+    if not m or m.group(1) not in _GIB_PER_VCPU:
+        return None
+    vcpus = int(m.group(2))
+    return Resources(float(vcpus), float(vcpus * _GIB_PER_VCPU[m.group(1)] * 2**30))
