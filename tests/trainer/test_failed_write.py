@@ -80,17 +80,48 @@ def test_slice_lost_while_a_failing_write_is_in_flight(reference, small_disk):
     assert not [n for n in os.listdir(small_disk / "ck") if "tmp" in n]
 
 
-def test_failed_writes_do_not_stop_training(reference, small_disk):
+def test_failed_writes_do_not_stop_training_but_an_uncommitted_end_is_a_failure(reference,
+                                                                                small_disk):
     """With no room at all for a second checkpoint, every later save fails in the background;
-    each is reported as not committed, none poisons the next save, and training goes on."""
+    each is reported as not committed, none poisons the next save, and training goes on. But
+    the final step is not on storage, so the run has not completed: it is saved once more and,
+    when that fails too, the run fails naming the final step and the newest committed one (it
+    used to print "completed", exit 0, and a re-run resumed from step 2)."""
     cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=2)
     outcome, trainer, _ = run_elastic(cfg)
-    assert outcome.status == "completed", outcome
+    assert outcome.status == "failed", outcome
+    assert "final checkpoint (step 8) did not commit" in outcome.reason
+    assert "newest committed checkpoint is step 2" in outcome.reason
     ev = trainer.events
     assert [r["step"] for r in ev.of("checkpoint_committed")] == [2]
-    assert [r["step"] for r in ev.of("checkpoint_save_failed")] == [4, 6, 8]
+    assert [r["step"] for r in ev.of("checkpoint_save_failed")] == [4, 6, 8, 8]  # 8: retried
     assert all("No space left on device" in r["error"] or "RESOURCE_EXHAUSTED" in r["error"]
                for r in ev.of("checkpoint_save_failed"))
     assert losses(ev) == reference["losses"]
     ck = Checkpointer(str(small_disk / "ck"), 2, EventLog(None))
     assert ck.committed_steps() == [2]
+
+
+def test_final_save_retried_once_room_is_made(reference, small_disk):
+    """The final write runs out of space; the operator frees some as soon as that failure is
+    reported; the one retry from the state still in memory commits, and the run completes."""
+    cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=4)
+
+    def setup(trainer, runtime):
+        emit = trainer.events.emit
+
+        def grow_when_the_final_save_fails(event, **kw):
+            emit(event, **kw)
+            if event == "checkpoint_save_failed" and kw.get("step") == 8:
+                _grow(small_disk)
+        trainer.events.emit = grow_when_the_final_save_fails
+
+    outcome, trainer, _ = run_elastic(cfg, setup=setup)
+    assert outcome.status == "completed", outcome
+    seq = [(r["event"], r["step"]) for r in trainer.events.records
+           if r["event"].startswith("checkpoint_") and r["step"] == 8]
+    assert seq == [("checkpoint_save_started", 8), ("checkpoint_save_failed", 8),
+                   ("checkpoint_save_started", 8), ("checkpoint_committed", 8)]
+    ck = Checkpointer(str(small_disk / "ck"), 4, EventLog(None))
+    assert ck.committed_steps()[-1] == 8
+    assert losses(trainer.events) == reference["losses"]

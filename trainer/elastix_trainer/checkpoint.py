@@ -43,6 +43,17 @@ class PendingSave:
     """Set once the save has settled, committed or not."""
     ok: bool | None = None
     """True committed, False failed; None while in flight."""
+    error: str | None = None
+    """Why it did not commit (the first line of the error)."""
+
+
+SETTLE_TIMEOUT = 1200.0
+"""Seconds to wait for a background write before giving up on it: Orbax's own default for an
+async save (``AsyncOptions.timeout_secs``, orbax-checkpoint 0.12)."""
+
+
+class SaveTimeout(TimeoutError):
+    """A background checkpoint write did not settle in time (it is treated as not committed)."""
 
 
 class Checkpointer:
@@ -58,7 +69,8 @@ class Checkpointer:
     """
 
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
-                 async_save: bool = True, max_to_keep: int = 3) -> None:
+                 async_save: bool = True, max_to_keep: int = 3,
+                 settle_timeout: float = SETTLE_TIMEOUT) -> None:
         self.directory = str(directory).rstrip("/")
         if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
                 os.path.isdir(self.directory):
@@ -66,6 +78,7 @@ class Checkpointer:
                              hint="point --checkpoint-dir at a directory (it is created if missing)")
         self.period, self.continuous, self.async_save = period, continuous, async_save
         self.max_to_keep = max_to_keep
+        self.settle_timeout = settle_timeout
         self.events = events
         self._mgr = None
         self._pending: PendingSave | None = None
@@ -129,24 +142,37 @@ class Checkpointer:
                          name=f"elastix-ckpt-{step}").start()
 
     def _finish(self, mgr, pending: PendingSave) -> None:
-        """Wait for the background write, then check storage (the only source of truth)."""
-        step, error = pending.step, None
+        """Wait for the background write, then check storage (the only source of truth).
+
+        Whatever fails here (the write, listing storage, counting bytes, writing the event), the
+        save is settled in ``finally``: a waiter in ``settle()`` must never wait for a thread
+        that died (an events file on a full disk once hung the next save for good).
+        """
+        step = pending.step
         try:
-            mgr.wait_until_finished()
-        except Exception as e:  # a failed write is "not committed", whatever it was
-            error = _first_line(e)
-        seconds = time.monotonic() - pending.start
-        if error is None and step in self.committed_steps():
-            nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-            self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
-                             bytes=nbytes, blocking_seconds=round(pending.blocking, 6),
-                             line=eventspec.line(eventspec.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
-                                         seconds=seconds, blocking_seconds=pending.blocking))
-            pending.ok = True
-        else:
-            self._failed(step, error or "not committed on storage")
-            pending.ok = False
-        pending.done.set()
+            try:
+                mgr.wait_until_finished()
+            except Exception as e:  # a failed write is "not committed", whatever it was
+                pending.error = _first_line(e)
+            seconds = time.monotonic() - pending.start
+            if pending.error is None and step in self.committed_steps():
+                pending.ok = True  # on storage: true even if reporting it fails below
+                nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
+                self.events.emit(
+                    eventspec.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
+                    bytes=nbytes, blocking_seconds=round(pending.blocking, 6),
+                    line=eventspec.line(eventspec.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
+                                        seconds=seconds, blocking_seconds=pending.blocking))
+            else:
+                pending.error = pending.error or "not committed on storage"
+                self._failed(step, pending.error)
+        except Exception as e:  # noqa: BLE001 - reported, and the save still settles
+            pending.error = pending.error or _first_line(e)
+            log.warning("elastix: settling the checkpoint of step %d failed: %s", step,
+                        _first_line(e))
+        finally:
+            pending.ok = bool(pending.ok)
+            pending.done.set()
 
     def _failed(self, step: int, error: str) -> None:
         self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error,
@@ -154,19 +180,37 @@ class Checkpointer:
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
-        (nothing was in flight). Never raises for a failed save: it is simply not committed."""
+        (nothing was in flight). Never raises for a failed save: it is simply not committed.
+
+        Raises:
+            SaveTimeout: the write did not settle within ``timeout`` (default the checkpointer's
+                ``settle_timeout``): a hung write becomes an error, never a silent wait.
+        """
         with self._lock:
             pending = self._pending
         if pending is None:
             return None
-        if not pending.done.wait(timeout):
-            raise TimeoutError(f"checkpoint save of step {pending.step} did not settle")
+        wait = self.settle_timeout if timeout is None else timeout
+        if not pending.done.wait(wait):
+            raise SaveTimeout(f"the checkpoint write of step {pending.step} did not finish in "
+                              f"{wait:g} s")
         return pending.ok
 
+    def last_error(self) -> str | None:
+        """Why the last settled save did not commit (None if it did, or nothing was saved)."""
+        with self._lock:
+            return self._pending.error if self._pending is not None else None
+
     def reset(self) -> None:
-        """Drop the manager after an elastic event (its in-memory step list may be wrong)."""
+        """Drop the manager after an elastic event (its in-memory step list may be wrong).
+
+        A write that does not settle in time is abandoned with the manager: its directory is
+        uncommitted, so it is never restored.
+        """
         try:
             self.settle()
+        except SaveTimeout as e:
+            log.warning("elastix: %s; abandoning it (it is not committed)", e)
         finally:
             mgr, self._mgr = self._mgr, None
             with self._lock:

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import os
 from typing import Any
 
@@ -70,6 +71,9 @@ class TrainConfig:
     """Write checkpoints in the background."""
     max_to_keep: int = 3
     """Committed checkpoints to keep."""
+    checkpoint_timeout: float = 1200.0
+    """Seconds a background checkpoint write may take before it counts as failed (Orbax's own
+    default); a hung write then fails the run instead of stalling it silently."""
     snapshot_period: int = 0
     """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
     events_file: str | None = None
@@ -115,8 +119,12 @@ class TrainConfig:
         if not self.lr > 0:
             p.append(("lr", f"must be positive, got {self.lr}", "e.g. 3e-4"))
         for name in ("slice_wait_timeout", "step_delay"):
-            if getattr(self, name) < 0:
-                p.append((name, f"must be 0 or more, got {getattr(self, name)}", None))
+            if not 0 <= getattr(self, name) < math.inf:
+                p.append((name, f"must be a finite number of seconds, 0 or more, got "
+                                f"{getattr(self, name)}", None))
+        if not 0 < self.checkpoint_timeout < math.inf:
+            p.append(("checkpoint_timeout", f"must be a positive, finite number of seconds, got "
+                                            f"{self.checkpoint_timeout}", "e.g. 1200"))
         if self.lr_schedule not in ("cosine", "constant"):
             p.append(("lr_schedule", f"unknown schedule {self.lr_schedule!r}", "cosine or constant"))
         if self.dtype not in ("auto", "float32", "bfloat16"):

@@ -26,6 +26,7 @@ import jax
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer import fault
+from elastix_trainer.checkpoint import SaveTimeout
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import (
     HealthSource,
@@ -35,7 +36,7 @@ from elastix_trainer.health import (
     lost,
     on_pathways,
 )
-from elastix_trainer.train import Session, Trainer
+from elastix_trainer.train import FinalSaveFailed, Session, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -144,7 +145,10 @@ class ElasticRuntime:
                 session = tr.start(use)
                 self._verify(session)
                 if tr.train(session) == "completed":
-                    tr.finish()
+                    try:
+                        tr.finish(session)
+                    except (FinalSaveFailed, SaveTimeout) as e:
+                        return self._fail(str(e))
                     return Outcome("completed", "all steps done", tr.last_completed)
                 new = self._live_known()
                 self._resize_event(session.slice_ids, new, "scale up")
@@ -246,6 +250,8 @@ class ElasticRuntime:
                 ok = ck.settle()
                 if ok is False:
                     log.info("elastix: the in-flight checkpoint did not commit; it is ignored")
+            except SaveTimeout as e:  # reset() abandons it: uncommitted, so never restored
+                log.warning("elastix: %s; going on without it", e)
             finally:
                 ck.reset()
                 ck.cleanup_uncommitted()

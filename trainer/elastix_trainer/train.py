@@ -21,7 +21,7 @@ from elastix_trainer import fault
 from elastix_trainer.checkpoint import Checkpointer, check_matches
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
-from elastix_trainer.events import EventLog
+from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import HealthSource, StaticHealth, lost, on_pathways
 from elastix_trainer.mesh import build_mesh, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
@@ -70,7 +70,8 @@ class Trainer:
         self.data = make_iterator(cfg.data, cfg.seq_len, self.model.vocab_size, cfg.seed)
         self.ckpt = (Checkpointer(cfg.checkpoint_dir, cfg.checkpoint_period, events,
                                   continuous=cfg.continuous_checkpointing,
-                                  async_save=cfg.async_checkpoint, max_to_keep=cfg.max_to_keep)
+                                  async_save=cfg.async_checkpoint, max_to_keep=cfg.max_to_keep,
+                                  settle_timeout=cfg.checkpoint_timeout)
                      if cfg.checkpoint_dir else None)
         self.snapshots = SnapshotStore(events)
         self.seam = not on_pathways()  # on Pathways real faults surface by themselves
@@ -198,11 +199,45 @@ class Trainer:
             hook(self, n, seconds)
         return now
 
-    def finish(self) -> None:
-        """Wait for the last save and release the checkpoint manager."""
-        if self.ckpt is not None:
+    def finish(self, session: Session | None = None) -> None:
+        """Make sure the final state is committed, then release the checkpoint manager.
+
+        Without ``session`` (a caller that stopped early on purpose) it only waits for the
+        save in flight.
+
+        A run whose last step is not on storage has not completed: a re-run would resume from
+        an older step and redo (or silently lose) the rest. The final save is tried once more
+        from the state still in memory (a full disk may have been freed, a storage error may
+        have passed); if that fails too, ``FinalSaveFailed`` says so and the run fails.
+
+        Raises:
+            FinalSaveFailed: the final step could not be committed.
+        """
+        if self.ckpt is None:
+            return
+        final = self.last_completed
+        try:
             self.ckpt.settle()
+            if session is not None and final not in self.ckpt.committed_steps():
+                error = self.ckpt.last_error() or "not committed on storage"
+                log.warning("elastix: the final checkpoint (step %d) did not commit (%s); "
+                            "saving it again", final, error)
+                self.ckpt.save(final, session.state, self.data.state())
+                if self.ckpt.settle() is not True:
+                    raise FinalSaveFailed(final, self.ckpt.last_error() or error,
+                                          self.ckpt.latest_committed())
+        finally:
             self.ckpt.close()
+
+
+class FinalSaveFailed(Exception):
+    """The final step's checkpoint could not be committed: the run has not completed."""
+
+    def __init__(self, step: int, error: str, committed: int | None) -> None:
+        newest = f"step {committed}" if committed is not None else "none"
+        super().__init__(f"the final checkpoint (step {step}) did not commit: {error}; the newest "
+                         f"committed checkpoint is {newest}")
+        self.step, self.committed = step, committed
 
 
 def run_start_event(trainer: Trainer, cfg: TrainConfig) -> None:
