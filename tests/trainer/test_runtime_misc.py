@@ -39,6 +39,7 @@ def test_pathways_health_probe_on_cpu_slices():
     try:
         assert isinstance(h, HealthSource)
         assert h.live_slices() == frozenset(range(4))
+        assert h.probe() == frozenset(range(4))  # the classifier's fresh check
         assert h.wait_for(4, 30) == frozenset(range(4))
         with pytest.raises(SliceWaitTimeout):
             h.wait_for(5, 0.01)

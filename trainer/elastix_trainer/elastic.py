@@ -35,6 +35,7 @@ from elastix_trainer.health import (
     StaticHealth,
     lost,
     on_pathways,
+    probe,
 )
 from elastix_trainer.train import FinalSaveFailed, Session, Trainer
 
@@ -58,24 +59,45 @@ class Outcome:
     step: int
 
 
-def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
-    """``"slice_lost"`` or ``"other"``.
+# pathwaysutils' decision (``pathwaysutils/elastic/elastic.py::is_error_due_to_slice_down``,
+# pathwaysutils 0.1.13, the pinned version): only a JaxRuntimeError can be a slice loss; its
+# message containing DATA_LOSS is one, and so is one containing DEADLINE_EXCEEDED, NOT_FOUND or
+# INTERNAL (with a warning that it "may or may not be due to slice down"); nothing else is.
+SLICE_DOWN_STATUS = "DATA_LOSS"
+MAYBE_SLICE_DOWN_STATUSES = ("DEADLINE_EXCEEDED", "NOT_FOUND", "INTERNAL")
 
-    ``DATA_LOSS`` in a JaxRuntimeError means a slice is gone (Pathways; our local seam raises
-    the same). The statuses pathwaysutils also treats as slice loss (DEADLINE_EXCEEDED,
-    NOT_FOUND, INTERNAL) count only if the health source confirms a slice of this mesh is
-    down: pathwaysutils alone would retry an INTERNAL error from user code forever.
+
+def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
+    """``"slice_lost"`` or ``"other"``: pathwaysutils' decision table, with one exception.
+
+    ================================  ==========================  ================
+    error                             a mesh slice probes down    all probe live
+    ================================  ==========================  ================
+    JaxRuntimeError with DATA_LOSS    slice_lost                  slice_lost
+    ... DEADLINE_EXCEEDED, NOT_FOUND  slice_lost                  slice_lost
+    ... INTERNAL                      slice_lost                  other (*)
+    any other error                   other                       other
+    ================================  ==========================  ================
+
+    The probe is fresh (``health.probe``): a cached view can be seconds old, exactly the window
+    in which Pathways reports a lost slice as DEADLINE_EXCEEDED. (*) The one departure from
+    pathwaysutils: an XLA callback that raises in user code surfaces as INTERNAL, and with every
+    slice live retrying it as a slice loss would redo the same failure until the slice-loss
+    budget ran out; it counts against the errors budget instead.
     """
     if isinstance(error, SliceLost):
         return "slice_lost"
-    if isinstance(error, jax.errors.JaxRuntimeError):
-        if "DATA_LOSS" in str(error):
-            return "slice_lost"
-        from pathwaysutils.elastic.elastic import is_error_due_to_slice_down
-
-        if is_error_due_to_slice_down(error, log_traceback=False) and lost(mesh_slices, health):
-            return "slice_lost"
-    return "other"
+    if not isinstance(error, jax.errors.JaxRuntimeError):
+        return "other"
+    text = str(error)
+    if SLICE_DOWN_STATUS in text:
+        return "slice_lost"
+    maybe = [s for s in MAYBE_SLICE_DOWN_STATUSES if s in text]
+    if not maybe:
+        return "other"
+    if frozenset(mesh_slices) - probe(health):
+        return "slice_lost"
+    return "other" if maybe == ["INTERNAL"] else "slice_lost"
 
 
 def error_line(error: BaseException) -> str:

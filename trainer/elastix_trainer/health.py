@@ -99,11 +99,23 @@ class ManualHealth:
         pass
 
 
-class PathwaysHealth:
-    """pathwaysutils' slice probe, refreshed by a background thread every ``poll`` seconds.
+def probe(health: HealthSource) -> frozenset[int]:
+    """A fresh view: the source's ``probe()`` when it has one (a blocking check now), else its
+    ``live_slices()`` (already current for heartbeats, static and manual sources)."""
+    fresh = getattr(health, "probe", None)
+    return fresh() if fresh is not None else health.live_slices()
 
-    ``live_slices()`` returns the last probe (never blocks the training loop); ``wait_for``
-    is pathwaysutils' ``wait_for_slices`` with a timeout (raised as SliceWaitTimeout).
+
+class PathwaysHealth:
+    """pathwaysutils' slice probe.
+
+    ``live_slices()`` returns the last view (never blocks the training loop). ``probe()``
+    checks every slice now (the classifier calls it when an error arrives: a cached view can
+    be up to ``poll`` seconds old, exactly the window in which Pathways reports a lost slice).
+    A background thread re-checks only the slices last seen down, every ``poll`` seconds, as
+    pathwaysutils' own ``Manager`` does (``_check_inactive_slices``): live slices need no probe,
+    their failures arrive as errors. ``wait_for`` is pathwaysutils' ``wait_for_slices`` with a
+    timeout (raised as SliceWaitTimeout).
     """
 
     def __init__(self, slice_to_devices: dict | None = None, poll: float = 10.0) -> None:
@@ -124,12 +136,21 @@ class PathwaysHealth:
 
     def _monitor(self) -> None:
         while not self._stop.wait(self.poll):
+            down = {i: d for i, d in self.slice_to_devices.items() if i not in self._live}
+            if not down:
+                continue
             try:
-                self._live = frozenset(self._elastic.get_active_slice_indices(self.slice_to_devices))
+                back = frozenset(self._elastic.get_active_slice_indices(down))
             except Exception:  # a failed probe is not a verdict; keep the last view
                 continue
+            self._live = self._live | back
 
     def live_slices(self) -> frozenset[int]:
+        return self._live
+
+    def probe(self) -> frozenset[int]:
+        """Check every slice now (blocking) and remember the answer."""
+        self._live = frozenset(self._elastic.get_active_slice_indices(self.slice_to_devices))
         return self._live
 
     def wait_for(self, required: int, timeout: float) -> frozenset[int]:
