@@ -116,8 +116,11 @@ class TrainConfig:
                      "max_other_errors"):
             if getattr(self, name) < 0:
                 p.append((name, f"must be 0 or more, got {getattr(self, name)}", None))
-        if not self.lr > 0:
-            p.append(("lr", f"must be positive, got {self.lr}", "e.g. 3e-4"))
+        if not 0 < self.lr < math.inf:
+            p.append(("lr", f"must be a positive, finite number, got {self.lr}", "e.g. 3e-4"))
+        if not 0 <= self.weight_decay < math.inf:
+            p.append(("weight_decay", f"must be a finite number, 0 or more, got "
+                                      f"{self.weight_decay}", "e.g. 0.01"))
         for name in ("slice_wait_timeout", "step_delay"):
             if not 0 <= getattr(self, name) < math.inf:
                 p.append((name, f"must be a finite number of seconds, 0 or more, got "

@@ -37,7 +37,7 @@ from elastix_trainer.health import (
     on_pathways,
     probe,
 )
-from elastix_trainer.train import FinalSaveFailed, Session, Trainer
+from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -57,6 +57,8 @@ class Outcome:
     status: str
     reason: str
     step: int
+    hint: str | None = None
+    """What helps, when re-running from the committed checkpoints would not."""
 
 
 # pathwaysutils' decision (``pathwaysutils/elastic/elastic.py::is_error_due_to_slice_down``,
@@ -177,6 +179,9 @@ class ElasticRuntime:
                 use = new
             except (SliceWaitTimeout, TrainingFailed) as e:
                 return self._fail(str(e))
+            except Diverged as e:
+                return self._fail(str(e), hint="lower --lr (or check the data); every committed "
+                                  "checkpoint holds a finite state")
             except Exception as e:  # noqa: BLE001 - classified below; KeyboardInterrupt passes
                 mesh = session.slice_ids if session is not None else frozenset(use)
                 del session  # drop references to poisoned arrays before the next attempt
@@ -303,14 +308,14 @@ class ElasticRuntime:
                                          from_slices=len(old), to_slices=len(new),
                                          slices=sorted(new), why=why))
 
-    def _fail(self, reason: str) -> Outcome:
+    def _fail(self, reason: str, hint: str | None = None) -> Outcome:
         ck = self.trainer.ckpt
         if ck is not None:
             try:
                 ck.reset()
             except Exception as e:  # the run already failed; keep the first reason
                 log.info("elastix: checkpoint cleanup failed: %s", error_line(e))
-        return Outcome("failed", reason, self.trainer.last_completed)
+        return Outcome("failed", reason, self.trainer.last_completed, hint)
 
 
 def health_from_env(num_slices: int) -> HealthSource:
@@ -351,7 +356,7 @@ def run(cfg) -> int:
     finally:
         events.close()
     if outcome.status != "completed":
-        raise TrainingFailed(outcome.reason, hint="committed checkpoints are intact; "
-                             "re-run with the same --checkpoint-dir to resume")
+        raise TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
+                             "intact; re-run with the same --checkpoint-dir to resume")
     log.info("elastix: run completed at step %d", outcome.step)
     return 0

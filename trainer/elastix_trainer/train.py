@@ -10,6 +10,7 @@ scale-up boundaries drain the pipeline first, so only known-good state is ever s
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from collections.abc import Callable
@@ -168,6 +169,9 @@ class Trainer:
             t_prev = self._complete(s, pending, t_prev, flops)
             pending = None
             jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
+            if (snap_due or ckpt_due) and not _all_finite(s.state):
+                raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
+                               "still finite): training diverged; nothing from it is saved")
             data_state = self.data.state()
             if snap_due or scale_up:
                 self.snapshots.take(n, s.state, data_state)
@@ -186,6 +190,10 @@ class Trainer:
     def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
         n, loss = pending
         value = float(loss)  # the sync point: a failed step raises JaxRuntimeError here
+        if not math.isfinite(value):
+            # Before any save of this step's state: a diverged state is never checkpointed.
+            raise Diverged(f"the loss is {value} at step {n}: training diverged; nothing from "
+                           f"step {n} on is saved")
         now = time.monotonic()
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
@@ -228,6 +236,19 @@ class Trainer:
                                           self.ckpt.latest_committed())
         finally:
             self.ckpt.close()
+
+
+class Diverged(Exception):
+    """The loss or the state stopped being finite: the run stops (it is not retried, since the
+    same data and learning rate would diverge again) and the state is never saved."""
+
+
+def _all_finite(state) -> bool:
+    """Every array of ``state`` is free of NaN and inf (one small reduction per save)."""
+    import jax.numpy as jnp
+
+    leaves = [x for x in jax.tree.leaves(state) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return all(bool(jnp.isfinite(x).all()) for x in leaves)
 
 
 class FinalSaveFailed(Exception):
