@@ -71,6 +71,10 @@ class TrainConfig:
     """Write checkpoints in the background."""
     max_to_keep: int = 3
     """Committed checkpoints to keep."""
+    term_save_timeout: float = 20.0
+    """On SIGTERM: seconds to spend committing a last checkpoint before exiting 143. Keep it
+    under the head pod's grace period (Kubernetes' default terminationGracePeriodSeconds is
+    30 s; the kubelet SIGKILLs after that)."""
     checkpoint_timeout: float = 1200.0
     """Seconds a background checkpoint write may take before it counts as failed (Orbax's own
     default); a hung write then fails the run instead of stalling it silently."""
@@ -125,6 +129,9 @@ class TrainConfig:
             if not 0 <= getattr(self, name) < math.inf:
                 p.append((name, f"must be a finite number of seconds, 0 or more, got "
                                 f"{getattr(self, name)}", None))
+        if not 0 <= self.term_save_timeout < math.inf:
+            p.append(("term_save_timeout", f"must be a finite number of seconds, 0 or more, got "
+                                           f"{self.term_save_timeout}", "e.g. 20"))
         if not 0 < self.checkpoint_timeout < math.inf:
             p.append(("checkpoint_timeout", f"must be a positive, finite number of seconds, got "
                                             f"{self.checkpoint_timeout}", "e.g. 1200"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
 import time
 
 import jax
@@ -37,7 +38,7 @@ from elastix_trainer.health import (
     on_pathways,
     probe,
 )
-from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Trainer
+from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Terminated, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -59,6 +60,8 @@ class Outcome:
     step: int
     hint: str | None = None
     """What helps, when re-running from the committed checkpoints would not."""
+    exit_code: int = 1
+    """The process's exit code when the run did not complete (143 after SIGTERM)."""
 
 
 # pathwaysutils' decision (``pathwaysutils/elastic/elastic.py::is_error_due_to_slice_down``,
@@ -179,6 +182,10 @@ class ElasticRuntime:
                 use = new
             except (SliceWaitTimeout, TrainingFailed) as e:
                 return self._fail(str(e))
+            except Terminated as e:
+                outcome = self._fail(str(e), hint="it stopped on request; re-run with the same "
+                                     "--checkpoint-dir to resume")
+                return dataclasses.replace(outcome, exit_code=143)
             except Diverged as e:
                 return self._fail(str(e), hint="lower --lr (or check the data); every committed "
                                   "checkpoint holds a finite state")
@@ -334,6 +341,21 @@ def health_from_env(num_slices: int) -> HealthSource:
     return StaticHealth(num_slices)
 
 
+def _stop_on_sigterm(trainer: Trainer) -> None:
+    """SIGTERM (a deleted, failed or preempted workload) stops the run at the next step
+    boundary, after committing a checkpoint if ``--term-save-timeout`` allows, with ``run_end``
+    written and exit code 143. The handler also matters for its own sake: in the head pod the
+    trainer is often PID 1 (``bash -c`` execs a lone command), and PID 1 ignores a signal whose
+    action is the default, so without it SIGTERM did nothing until the kubelet's SIGKILL."""
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if trainer.stop_requested is None:
+            log.info("elastix: %s received: stopping after the current step", name)
+        trainer.stop_requested = name
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
     from elastix_trainer.events import setup_logging
@@ -345,6 +367,7 @@ def run(cfg) -> int:
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
         trainer = Trainer(cfg, events, health)
+        _stop_on_sigterm(trainer)
         trainer.check_resume()
         run_start_event(trainer, cfg)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
@@ -356,7 +379,9 @@ def run(cfg) -> int:
     finally:
         events.close()
     if outcome.status != "completed":
-        raise TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
+        err = TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
                              "intact; re-run with the same --checkpoint-dir to resume")
+        err.exit_code = outcome.exit_code
+        raise err
     log.info("elastix: run completed at step %d", outcome.step)
     return 0

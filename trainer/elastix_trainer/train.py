@@ -19,7 +19,7 @@ import jax
 
 from elastix.protocol import eventspec
 from elastix_trainer import fault
-from elastix_trainer.checkpoint import Checkpointer, check_matches
+from elastix_trainer.checkpoint import Checkpointer, SaveTimeout, check_matches
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
 from elastix_trainer.events import EventLog, log
@@ -77,6 +77,7 @@ class Trainer:
         self.snapshots = SnapshotStore(events)
         self.seam = not on_pathways()  # on Pathways real faults surface by themselves
         self.last_completed = 0
+        self.stop_requested: str | None = None  # a signal's name: stop at the next step
         self.before_step: list[Callable[[Trainer, int], None]] = []  # hooks (tests, runtime)
         self.after_step: list[Callable[[Trainer, int, float], None]] = []
         self.after_save: list[Callable[[Trainer, int], None]] = []
@@ -148,6 +149,10 @@ class Trainer:
         flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
         pending, t_prev = None, time.monotonic()
         while s.step < target:
+            if self.stop_requested:
+                if pending is not None:
+                    self._complete(s, pending, t_prev, flops)
+                self._save_on_stop(s)
             n = s.step + 1
             for hook in self.before_step:
                 hook(self, n)
@@ -207,6 +212,26 @@ class Trainer:
             hook(self, n, seconds)
         return now
 
+    def _save_on_stop(self, s: Session) -> None:
+        """A stop was requested (SIGTERM): commit the current step if time allows, then raise
+        ``Terminated`` saying what is on storage and how long the save took."""
+        why = self.stop_requested
+        committed, seconds, note = None, 0.0, "no --checkpoint-dir"
+        if self.ckpt is not None:
+            t0 = time.monotonic()
+            budget = self.cfg.term_save_timeout
+            try:
+                self.ckpt.settle(timeout=budget)  # the save in flight first
+                if s.step not in self.ckpt.committed_steps() and _all_finite(s.state):
+                    self.ckpt.save(s.step, s.state, self.data.state())
+                    self.ckpt.settle(timeout=max(0.0, budget - (time.monotonic() - t0)))
+                note = ""
+            except SaveTimeout as e:
+                note = f"{e}; raise --term-save-timeout (and the pod's grace period) to keep it"
+            seconds = time.monotonic() - t0
+            committed = self.ckpt.latest_committed()
+        raise Terminated(why, s.step, committed, seconds, note)
+
     def finish(self, session: Session | None = None) -> None:
         """Make sure the final state is committed, then release the checkpoint manager.
 
@@ -249,6 +274,19 @@ def _all_finite(state) -> bool:
 
     leaves = [x for x in jax.tree.leaves(state) if jnp.issubdtype(x.dtype, jnp.inexact)]
     return all(bool(jnp.isfinite(x).all()) for x in leaves)
+
+
+class Terminated(Exception):
+    """The process was asked to stop (SIGTERM) and stopped at a step boundary."""
+
+    def __init__(self, why: str, step: int, committed: int | None, seconds: float,
+                 note: str) -> None:
+        saved = (f"checkpoint of step {committed} committed" if committed == step and not note
+                 else f"newest committed checkpoint: step {committed}" if committed is not None
+                 else "no checkpoint committed")
+        super().__init__(f"stopped by {why} after step {step}: {saved} ({seconds:.3f} s)"
+                         + (f"; {note}" if note else ""))
+        self.step, self.committed = step, committed
 
 
 class FinalSaveFailed(Exception):

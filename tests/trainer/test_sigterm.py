@@ -1,0 +1,94 @@
+"""SIGTERM to a real trainer process: a last checkpoint, ``run_end``, exit 143 — also as PID 1.
+
+In the head pod the trainer is PID 1 (``bash -c`` execs a lone command); PID 1 ignores a signal
+whose action is the default, so before the handler a deleted or preempted workload's trainer
+went on until the kubelet's SIGKILL, abandoning the save in flight and writing no ``run_end``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+from trainer_helpers import REPO, cli_env, wait_until
+
+from elastix_trainer.checkpoint import Checkpointer
+from elastix_trainer.events import EventLog
+
+ARGS = ["--preset", "tiny", "--steps", "100000", "--batch-per-device", "1", "--seq-len", "32",
+        "--num-slices", "4", "--step-delay", "0.05", "--checkpoint-period", "1000"]
+
+
+def _events(path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _steps(path) -> int:
+    return sum(1 for r in _events(path) if r["event"] == "step")
+
+
+def _check_stopped(tmp_path, events_file, returncode, stderr):
+    assert returncode == 143, stderr
+    (end,) = [r for r in _events(events_file) if r["event"] == "run_end"]
+    step = end["step"]
+    assert end["status"] == "failed"
+    assert end["reason"].startswith(f"stopped by SIGTERM after step {step}: checkpoint of step "
+                                    f"{step} committed (")
+    assert Checkpointer(str(tmp_path / "ck"), 1, EventLog(None)).latest_committed() == step
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(("error:", "hint:"))]
+    assert lines[0].startswith("error: stopped by SIGTERM") and "Traceback" not in stderr
+    assert lines[1] == ("hint: it stopped on request; re-run with the same --checkpoint-dir to "
+                        "resume")
+
+
+def test_sigterm_commits_the_current_step_and_exits_143(tmp_path):
+    events_file = tmp_path / "events.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "elastix_trainer", *ARGS, "--checkpoint-dir",
+                             str(tmp_path / "ck"), "--events-file", str(events_file)],
+                            env=cli_env(), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _steps(events_file) >= 3, 180, "three steps")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _check_stopped(tmp_path, events_file, proc.returncode, stderr)
+
+
+def test_sigterm_reaches_the_trainer_as_pid_1(tmp_path):
+    unshare = shutil.which("unshare")
+    probe = subprocess.run([unshare or "unshare", "--pid", "--fork", "--mount-proc", "true"],
+                           capture_output=True, text=True) if unshare else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("a new PID namespace needs unshare and root: "
+                    + (probe.stderr.strip() if probe else "no unshare"))
+    events_file = tmp_path / "events.jsonl"
+    proc = subprocess.Popen([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-m",
+                             "elastix_trainer", *ARGS, "--checkpoint-dir", str(tmp_path / "ck"),
+                             "--events-file", str(events_file)],
+                            env=cli_env(), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _steps(events_file) >= 3, 180, "three steps")
+        children = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
+        (trainer,) = [int(c) for c in children]
+        (nspid,) = [ln for ln in open(f"/proc/{trainer}/status").read().splitlines()
+                    if ln.startswith("NSpid:")]
+        assert nspid.split()[-1] == "1"  # the trainer is PID 1 of its namespace
+        os.kill(trainer, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _check_stopped(tmp_path, events_file, proc.returncode, stderr)
