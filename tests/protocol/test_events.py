@@ -27,6 +27,8 @@ SAMPLES: dict[str, list[dict]] = {
     eventspec.CHECKPOINT_SAVE_STARTED: [{"step": 12}],
     eventspec.CHECKPOINT_COMMITTED: [{"step": 12, "seconds": 0.7704, "bytes": 1234567,
                               "blocking_seconds": 0.0101}],
+    eventspec.CHECKPOINT_DAMAGED: [{"step": 40, "error": "FileNotFoundError: no _METADATA in "
+                                                       "gs://b/run/40/state"}],
     eventspec.CHECKPOINT_SAVE_FAILED: [{"step": 12, "error": "OSError: disk full (28)"},
                                {"step": 12, "error": ""}],
     eventspec.SNAPSHOT_TAKEN: [{"step": 12, "seconds": 0.0302, "bytes": 1234567}],

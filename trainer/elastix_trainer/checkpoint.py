@@ -21,7 +21,7 @@ from typing import Any
 import jax
 from jax.sharding import Mesh, NamedSharding
 
-from elastix.errors import UsageError
+from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
@@ -50,6 +50,10 @@ class PendingSave:
 SETTLE_TIMEOUT = 1200.0
 """Seconds to wait for a background write before giving up on it: Orbax's own default for an
 async save (``AsyncOptions.timeout_secs``, orbax-checkpoint 0.12)."""
+
+
+class CheckpointsUnreadable(ElastixError):
+    """Every committed checkpoint failed to read: starting over would silently lose them."""
 
 
 class SaveTimeout(TimeoutError):
@@ -83,6 +87,8 @@ class Checkpointer:
         self._mgr = None
         self._pending: PendingSave | None = None
         self._lock = threading.Lock()
+        self.damaged: dict[int, str] = {}
+        """Committed steps that failed to read (step -> the error's first line): skipped."""
 
     # -- saving --------------------------------------------------------------------------------
     def _manager(self):
@@ -120,6 +126,11 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
+        if step in self.damaged:  # saving this step again: keep the damaged files, moved aside
+            root = storage.epath(self.directory)
+            (root / str(step)).rename(root / f"{step}.damaged-{int(time.time())}")
+            del self.damaged[step]
+            self.reset()  # the manager listed the old directory as this step
         mgr = self._manager()
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step,
                          line=eventspec.line(eventspec.CHECKPOINT_SAVE_STARTED, step=step))
@@ -245,9 +256,31 @@ class Checkpointer:
         return sorted(steps)
 
     def latest_committed(self) -> int | None:
-        """The newest committed step, or None."""
-        steps = self.committed_steps()
+        """The newest committed step that is not known to be damaged, or None."""
+        steps = [s for s in self.committed_steps() if s not in self.damaged]
         return steps[-1] if steps else None
+
+    def mark_damaged(self, step: int, error: BaseException) -> None:
+        """Remember that committed ``step`` cannot be read, say so, and go on without it.
+
+        Its directory is left where it is (never delete what may be recovered by hand) until
+        a save of the same step moves it aside as ``<step>.damaged``.
+        """
+        why = _first_line(error)
+        self.damaged[step] = why
+        log.warning("elastix: the checkpoint of step %d in %s cannot be read (%s); trying the "
+                    "next older one", step, self.directory, why)
+        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why,
+                         line=eventspec.line(eventspec.CHECKPOINT_DAMAGED, step=step, error=why))
+
+    def unreadable(self) -> CheckpointsUnreadable:
+        """The error for "nothing committed can be read" (every damaged step named)."""
+        steps = ", ".join(str(s) for s in sorted(self.damaged, reverse=True))
+        first = self.damaged[max(self.damaged)]
+        return CheckpointsUnreadable(
+            f"no committed checkpoint in {self.directory} can be read (steps {steps}; step "
+            f"{max(self.damaged)}: {first})",
+            hint="restore the files from a copy, or move the directory aside to start over")
 
     def uncommitted(self) -> list[str]:
         """Names of step directories that never committed."""

@@ -27,7 +27,7 @@ import jax
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer import fault
-from elastix_trainer.checkpoint import SaveTimeout
+from elastix_trainer.checkpoint import CheckpointsUnreadable, SaveTimeout
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import (
     HealthSource,
@@ -182,6 +182,8 @@ class ElasticRuntime:
                 use = new
             except (SliceWaitTimeout, TrainingFailed) as e:
                 return self._fail(str(e))
+            except CheckpointsUnreadable as e:
+                return self._fail(e.message, hint=e.hint)
             except Terminated as e:
                 outcome = self._fail(str(e), hint="it stopped on request; re-run with the same "
                                      "--checkpoint-dir to resume")

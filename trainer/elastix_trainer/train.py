@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import jax
 
+from elastix.errors import UsageError
 from elastix.protocol import eventspec
 from elastix_trainer import fault
 from elastix_trainer.checkpoint import Checkpointer, SaveTimeout, check_matches
@@ -87,10 +88,19 @@ class Trainer:
     def check_resume(self) -> None:
         """Fail with a usage error, before training, when the newest committed checkpoint
         belongs to another model (another --preset)."""
-        step = self.ckpt.latest_committed() if self.ckpt is not None else None
-        if step is not None:
-            shapes = jax.eval_shape(lambda: init_state(self.model, self.opt, self.cfg.seed))
-            check_matches(self.ckpt.directory, step, shapes)
+        if self.ckpt is None:
+            return
+        shapes = jax.eval_shape(lambda: init_state(self.model, self.opt, self.cfg.seed))
+        while (step := self.ckpt.latest_committed()) is not None:
+            try:
+                check_matches(self.ckpt.directory, step, shapes)
+                return
+            except UsageError:
+                raise  # readable, but another model's: a re-run cannot help either
+            except Exception as e:  # noqa: BLE001 - unreadable metadata: a damaged step
+                self.ckpt.mark_damaged(step, e)
+        if self.ckpt.damaged:
+            raise self.ckpt.unreadable()
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:
@@ -112,18 +122,28 @@ class Trainer:
         fns = step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seed,
                        self.seam)
         gb = self.cfg.batch_per_device * fns.num_devices
-        cand = self.restore_candidate()
-        if cand is None:
-            self.data.restore({"next_index": 0})
-            return Session(ids, mesh, fns, fns.init(), 0, gb)
-        source, step = cand
-        t0 = time.monotonic()
-        if source == "snapshot":
-            state, snap = self.snapshots.restore(fns.abstract)
-            data_state, nbytes, path = snap.data_state, snap.nbytes, "host-memory"
-        else:
-            state, data_state, nbytes = self.ckpt.restore(step, fns.abstract)
+        while True:
+            cand = self.restore_candidate()
+            if cand is None:
+                if self.ckpt is not None and self.ckpt.damaged:
+                    raise self.ckpt.unreadable()
+                self.data.restore({"next_index": 0})
+                return Session(ids, mesh, fns, fns.init(), 0, gb)
+            source, step = cand
+            t0 = time.monotonic()
+            if source == "snapshot":
+                state, snap = self.snapshots.restore(fns.abstract)
+                data_state, nbytes, path = snap.data_state, snap.nbytes, "host-memory"
+                break
+            try:
+                state, data_state, nbytes = self.ckpt.restore(step, fns.abstract)
+            except jax.errors.JaxRuntimeError:
+                raise  # a device failed (a slice lost mid-restore): not the checkpoint's fault
+            except Exception as e:  # noqa: BLE001 - a truncated or missing file: skip the step
+                self.ckpt.mark_damaged(step, e)
+                continue
             path = f"{self.ckpt.directory}/{step}"
+            break
         jax.block_until_ready(state)
         seconds = time.monotonic() - t0
         for hook in self.on_restore:

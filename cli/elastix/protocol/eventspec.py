@@ -22,6 +22,7 @@ STEP = "step"
 CHECKPOINT_SAVE_STARTED = "checkpoint_save_started"
 CHECKPOINT_COMMITTED = "checkpoint_committed"
 CHECKPOINT_SAVE_FAILED = "checkpoint_save_failed"
+CHECKPOINT_DAMAGED = "checkpoint_damaged"
 SNAPSHOT_TAKEN = "snapshot_taken"
 RESTORE = "restore"
 ELASTIC_DETECTED = "elastic_detected"
@@ -70,6 +71,8 @@ _TYPES = (
               ("step", "bytes", "seconds", "blocking_seconds")),
     EventType(CHECKPOINT_SAVE_FAILED, ("step", "error"),
               "elastix: checkpoint save failed: step {step}: {error}", ("step", "error")),
+    EventType(CHECKPOINT_DAMAGED, ("step", "error"),
+              "elastix: checkpoint damaged, skipped: step {step}: {error}", ("step", "error")),
     EventType(SNAPSHOT_TAKEN, ("step", "seconds", "bytes"),
               "elastix: snapshot taken: step {step} ({bytes} bytes in {seconds:.3f} s)",
               ("step", "bytes", "seconds")),
