@@ -39,20 +39,103 @@ def setup_logging(stream=None, level: int = logging.INFO) -> None:
     log.propagate = False
 
 
+class _Uploader:
+    """Uploads the local mirror of a ``gs://`` events file from its own thread.
+
+    Events must never cost a step or a run: the training thread only appends a line locally
+    and wakes this thread, which uploads at most every ``every`` seconds, retries a failure
+    with a growing pause (1 s, 2 s, ... 60 s), reports failures in the log (the first of each
+    streak, then every tenth) and never raises. Objects cannot be appended to, so each upload
+    writes the whole file; its cost grows with the file but lands on this thread only.
+    """
+
+    MAX_BACKOFF = 60.0
+
+    def __init__(self, read, remote: str, every: float) -> None:
+        self._read, self.remote, self._every = read, remote, every
+        self._cond = threading.Condition()
+        self._dirty = self._stopping = False
+        self.failures = 0
+        self.uploads = 0
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="elastix-events-upload")
+        self._thread.start()
+
+    def kick(self) -> None:
+        with self._cond:
+            self._dirty = True
+            self._cond.notify()
+
+    def _attempt(self) -> bool:
+        from elastix_trainer.storage import upload_file_bytes
+
+        try:
+            upload_file_bytes(self._read(), self.remote)
+        except Exception as e:  # noqa: BLE001 - reported; events never end a run
+            self.failures += 1
+            if self.failures == 1 or self.failures % 10 == 0:
+                log.warning("elastix: events upload to %s failed (%d in a row): %s; training "
+                            "goes on and the upload is retried", self.remote, self.failures,
+                            (str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+            return False
+        if self.failures:
+            log.info("elastix: events upload to %s works again after %d failures", self.remote,
+                     self.failures)
+        self.failures, self.uploads = 0, self.uploads + 1
+        return True
+
+    def _run(self) -> None:
+        last, pause = 0.0, 0.0
+        while True:
+            with self._cond:
+                while not self._dirty and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                wait = max(self._every - (time.monotonic() - last), pause)
+                if wait > 0:
+                    self._cond.wait(wait)  # a stop request cuts the pause short
+                    if self._stopping:
+                        return
+                self._dirty = False
+            last = time.monotonic()
+            if self._attempt():
+                pause = 0.0
+            else:
+                pause = min(self.MAX_BACKOFF, max(1.0, pause * 2))
+                self.kick()
+
+    def close(self, attempts: int = 3) -> bool:
+        """Stop the thread, then upload the final file (a few tries). True if it is up."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout=5)
+        for i in range(attempts):
+            if i:
+                time.sleep(min(2.0 ** (i - 1), 4.0))
+            if self._attempt():
+                return True
+        return False
+
+
 class EventLog:
     """Append-only JSONL events. Thread-safe (checkpoint commits are seen from a watcher thread).
 
     A ``gs://`` path is written to a local mirror and uploaded whole (objects cannot be
-    appended to): at most every ``upload_every`` seconds, and on ``close()``.
+    appended to) by a background thread, at most every ``upload_every`` seconds and on
+    ``close()``: see ``_Uploader``. A local write that fails (a full disk) is reported once and
+    training goes on; the in-process ``records`` keep every event.
     """
 
     def __init__(self, path: str | None, upload_every: float = 2.0) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._gcs_path = path if path and path.startswith("gs://") else None
-        self._upload_every, self._last_upload = upload_every, 0.0
         self.records: list[dict] = []  # in-process copy, for tests and benchmarks
         self._file = None
+        self._uploader: _Uploader | None = None
+        self._write_failed = False
         if path is None:
             return
         local = path
@@ -63,6 +146,13 @@ class EventLog:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._local = local
         self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        if self._gcs_path:
+            self._uploader = _Uploader(self._snapshot, self._gcs_path, upload_every)
+
+    def _snapshot(self) -> bytes:
+        with self._lock:  # whole lines only: emit writes and flushes a line under this lock
+            with open(self._local, "rb") as f:
+                return f.read()
 
     def emit(self, event: str, line: str | None = None, at: str | None = None,
              **fields: Any) -> dict:
@@ -85,10 +175,18 @@ class EventLog:
         with self._lock:
             self.records.append(record)
             if self._file is not None:
-                self._file.write(text + "\n")
-                self._file.flush()
-                if self._gcs_path and time.monotonic() - self._last_upload >= self._upload_every:
-                    self._upload()
+                try:
+                    self._file.write(text + "\n")
+                    self._file.flush()
+                    self._write_failed = False
+                except OSError as e:  # the events file must never cost a step or a run
+                    if not self._write_failed:
+                        log.warning("elastix: cannot write the events file %s (%s); training "
+                                    "goes on, the head's log lines carry the same events",
+                                    self._local, e.strerror or e)
+                    self._write_failed = True
+        if self._uploader is not None:
+            self._uploader.kick()
         return record
 
     def of(self, event: str) -> list[dict]:
@@ -96,22 +194,22 @@ class EventLog:
         with self._lock:
             return [r for r in self.records if r["event"] == event]
 
-    def _upload(self) -> None:
-        from elastix_trainer.storage import upload_file
-
-        upload_file(self._local, self._gcs_path)
-        self._last_upload = time.monotonic()
-
     def close(self) -> None:
-        """Flush, upload (gs://) and close."""
+        """Flush, upload (gs://) and close. Never raises for the events' sake."""
         with self._lock:
             if self._file is None:
                 return
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                pass
             self._file = None
-            if self._gcs_path:
-                self._upload()
+        if self._uploader is not None:
+            if self._uploader.close():
                 os.unlink(self._local)
+            else:
+                log.warning("elastix: the events were not uploaded to %s; the local copy is "
+                            "kept at %s", self._gcs_path, self._local)
 
 
 def _jsonable(x: Any) -> Any:

@@ -21,10 +21,8 @@ def epath(path: str):
     return _epath.Path(path)
 
 
-def upload_file(local: str, remote: str) -> None:
-    """Copy a local file to ``remote`` (whole object)."""
-    with open(local, "rb") as f:
-        data = f.read()
+def upload_file_bytes(data: bytes, remote: str) -> None:
+    """Write ``data`` as the whole object ``remote``."""
     epath(remote).write_bytes(data)
 
 

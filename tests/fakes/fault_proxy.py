@@ -1,0 +1,166 @@
+"""A fault-injecting HTTP proxy in front of a storage server (fake-gcs-server), on 127.0.0.1.
+
+Requests are forwarded to the upstream as they come, except those a rule matches: a rule
+(method, path regex) answers with an HTTP status (429, 500, 503 ...), resets the connection, or
+stalls before forwarding, for its next ``count`` matches. Every request is recorded with its
+fate and times, so a test can say which request failed and when.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.client
+import re
+import socket
+import struct
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclasses.dataclass
+class Rule:
+    """What to do to the next ``count`` requests matching ``method`` and ``path``."""
+
+    method: str
+    path: str  # a regex searched in the request path (with its query)
+    action: str  # "status", "reset" or "stall"
+    status: int = 503
+    seconds: float = 0.0  # for "stall": wait this long, then forward
+    count: int = 1
+
+
+@dataclasses.dataclass
+class Seen:
+    method: str
+    path: str
+    fate: str  # "forwarded", "status 503", "reset", "stalled"
+    start: float
+    end: float = 0.0  # 0 while in progress (a stall sets when it will end up front)
+
+
+class FaultProxy:
+    """The proxy's rules and record (thread-safe)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urllib.parse.urlsplit(upstream)
+        self.rules: list[Rule] = []
+        self.seen: list[Seen] = []
+        self._lock = threading.Lock()
+
+    def add(self, rule: Rule) -> Rule:
+        with self._lock:
+            self.rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        with self._lock:
+            self.rules.clear()
+
+    def _take(self, method: str, path: str) -> Rule | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.count > 0 and rule.method == method and re.search(rule.path, path):
+                    rule.count -= 1
+                    return rule
+        return None
+
+    def _record(self, seen: Seen) -> None:
+        with self._lock:
+            self.seen.append(seen)
+
+    def matching(self, method: str, path: str) -> list[Seen]:
+        with self._lock:
+            return [s for s in self.seen if s.method == method and re.search(path, s.path)]
+
+
+def _handler(proxy: FaultProxy):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:  # keep the test output clean
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                out = b""
+                while True:
+                    size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return out
+                    out += self.rfile.read(size)
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _serve(self) -> None:
+            seen = Seen(self.command, self.path, "forwarded", time.monotonic())
+            body = self._body()
+            rule = proxy._take(self.command, self.path)
+            proxy._record(seen)  # now, so a test sees a request still hanging (end stays 0)
+            try:
+                if rule is not None and rule.action == "reset":
+                    seen.fate = "reset"
+                    # SO_LINGER 0: close() sends RST, the client sees a reset connection.
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
+                if rule is not None and rule.action == "status":
+                    seen.fate = f"status {rule.status}"
+                    payload = b'{"error": {"code": %d, "message": "injected"}}' % rule.status
+                    self.send_response(rule.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if rule is not None and rule.action == "stall":
+                    seen.fate = "stalled"
+                    seen.end = seen.start + rule.seconds  # when it will stop hanging
+                    time.sleep(rule.seconds)
+                self._forward(body)
+            finally:
+                seen.end = time.monotonic()
+
+        def _forward(self, body: bytes) -> None:
+            up = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port,
+                                            timeout=60)
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("host", "transfer-encoding", "content-length",
+                                            "connection")}
+            headers["Content-Length"] = str(len(body))
+            up.request(self.command, self.path, body=body, headers=headers)
+            resp = up.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            up.close()
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
+
+    return Handler
+
+
+@contextlib.contextmanager
+def fault_proxy(upstream: str) -> Iterator[tuple[str, FaultProxy]]:
+    """Run a proxy to ``upstream`` on a free loopback port; yield (its URL, its rules)."""
+    proxy = FaultProxy(upstream)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(proxy))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", proxy
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,80 @@
+"""Storage that misbehaves, through a fault-injecting proxy in front of fake-gcs-server: the
+events upload never costs a step or the run (issue: an upload error used to escape the step
+loop and end the run, and every upload ran on the training thread)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from fake_gcs import fake_gcs
+from fault_proxy import Rule, fault_proxy
+from trainer_helpers import losses, make_cfg, run_elastic
+
+UPLOAD = r"events\.jsonl"  # the events object's upload (its name is in the query)
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    with fake_gcs(tmp_path_factory.mktemp("gcs"), buckets=("ckpts",)) as url:
+        yield url
+
+
+@pytest.fixture
+def proxied(gcs, monkeypatch):
+    with fault_proxy(gcs) as (url, proxy):
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        monkeypatch.setenv("TENSORSTORE_GCS_HTTP_URL", url)
+        monkeypatch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "test-token")
+        monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        import fsspec
+
+        fsspec.filesystem("gs").clear_instance_cache()  # a cached client keeps the old endpoint
+        yield proxy
+
+
+def _object(path: str) -> list[dict]:
+    from elastix_trainer.storage import epath
+
+    return [json.loads(ln) for ln in epath(path).read_text().splitlines()]
+
+
+def test_events_upload_refused_throughout_the_run(proxied, reference, caplog, tmp_path):
+    proxied.add(Rule("POST", UPLOAD, "status", status=403, count=10_000))
+    with caplog.at_level(logging.INFO, logger="elastix_trainer"):
+        outcome, trainer, _ = run_elastic(make_cfg(), events_path="gs://ckpts/r403/events.jsonl")
+    assert outcome.status == "completed", outcome
+    assert losses(trainer.events) == reference["losses"]
+    assert [s.fate for s in proxied.matching("POST", UPLOAD)][:1] == ["status 403"]
+    text = caplog.text
+    assert "events upload to gs://ckpts/r403/events.jsonl failed (1 in a row)" in text
+    assert "the events were not uploaded to gs://ckpts/r403/events.jsonl; the local copy is " \
+           "kept at" in text
+
+
+def test_transient_errors_are_retried_and_every_event_arrives(proxied, reference):
+    proxied.add(Rule("POST", UPLOAD, "status", status=503, count=2))
+    outcome, trainer, _ = run_elastic(make_cfg(), events_path="gs://ckpts/r503/events.jsonl")
+    assert outcome.status == "completed", outcome
+    fates = [s.fate for s in proxied.matching("POST", UPLOAD)]
+    assert fates[:2] == ["status 503", "status 503"] and "forwarded" in fates
+    assert [r["event"] for r in _object("gs://ckpts/r503/events.jsonl")] == \
+        [r["event"] for r in trainer.events.records]
+
+
+def test_a_stalled_upload_does_not_hold_up_training(proxied):
+    proxied.add(Rule("POST", UPLOAD, "stall", seconds=6.0, count=1))
+    done = {}
+
+    def setup(trainer, runtime):
+        import time
+
+        trainer.after_step.append(lambda tr, n, s: done.__setitem__(n, time.monotonic()))
+
+    outcome, trainer, _ = run_elastic(make_cfg(), events_path="gs://ckpts/stall/events.jsonl",
+                                      setup=setup)
+    assert outcome.status == "completed", outcome
+    (stalled,) = [s for s in proxied.matching("POST", UPLOAD) if s.fate == "stalled"]
+    assert max(done.values()) < stalled.end  # every step finished while the upload hung
+    assert len(_object("gs://ckpts/stall/events.jsonl")) == len(trainer.events.records)
