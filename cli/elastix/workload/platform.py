@@ -21,6 +21,44 @@ HEAD_MACHINE = "n2-standard-64"
 """The head pool's default machine: xpk's ``--pathways-gce-machine-type`` default, and GKE's
 "Porting JAX workloads to Pathways": "at least a dedicated n2-standard-64"."""
 
+HEAD_POOL_AUTOSCALING = (1, 20)
+"""(min, max) nodes of the head pool when it autoscales: xpk's CPU pool
+(``src/xpk/core/nodepool.py`` L415-416 @ 367c838, ``--enable-autoscaling --min-nodes=1
+--max-nodes=20``)."""
+
+HEAD_SIZES = {
+    # container: (cpu limit, memory limit). Only limits are set, so requests equal them.
+    # pathways-proxy: xpk templates/pathways_workload_create.yaml.j2 L62-65 @ 367c838;
+    #   pathways-job pathwaysjob_controller.go L647 @ c0cc759 (100000000000 bytes).
+    "proxy": ("16", "100G"),
+    # pathways-rm: xpk template L101-104; pathways-job L605 (32000000000 bytes).
+    "rm": ("8", "32G"),
+    # the trainer (main container): xpk src/xpk/core/docker_resources.py L41-45
+    #   (get_main_container_resources with use_pathways); pathways-job sets none.
+    "main": ("24", "100G"),
+}
+"""The head pod's default sizes; the spec's --proxy-*/--rm-*/--head-* defaults read them."""
+
+STORAGE_FULL_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+NODE_SCOPES = (STORAGE_FULL_SCOPE, CLOUD_PLATFORM_SCOPE)
+"""OAuth scopes of every node pool elastix creates. Pathways pods are ``hostNetwork`` (xpk
+template L30, L150; pathways-job L775, L862, L873), and GKE's Workload Identity page says
+hostNetwork pods "don't use Workload Identity Federation for GKE" but reach the Compute Engine
+metadata server: they act as the node's service account, limited by these scopes. The API adds
+no scopes of its own ("If unspecified, no scopes are added, unless Cloud Logging or Cloud
+Monitoring are enabled", container v1 ``NodeConfig.oauthScopes``). xpk sets
+``storage-full,gke-default,cloud-platform`` (``src/xpk/core/nodepool.py`` L47-49, L354-356,
+L415); cloud-platform already covers everything gke-default names, so elastix sends the two
+full-scope URLs and lets IAM decide."""
+
+STORAGE_SCOPES = frozenset({
+    STORAGE_FULL_SCOPE, CLOUD_PLATFORM_SCOPE,
+    "https://www.googleapis.com/auth/devstorage.read_write",
+})
+"""Scopes that let a node write to Cloud Storage (what preflight looks for when a gs:// path is
+used); ``devstorage.read_only`` (part of gke-default) cannot write checkpoints or scratch."""
+
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
@@ -123,3 +161,4 @@ def machine_capacity(machine_type: str) -> Resources | None:
         return None
     vcpus = int(m.group(2))
     return Resources(float(vcpus), float(vcpus * _GIB_PER_VCPU[m.group(1)] * 2**30))
+
