@@ -162,3 +162,21 @@ def machine_capacity(machine_type: str) -> Resources | None:
     vcpus = int(m.group(2))
     return Resources(float(vcpus), float(vcpus * _GIB_PER_VCPU[m.group(1)] * 2**30))
 
+
+SUSPEND_RESUME_BACKOFF_PER_HOST = 4
+"""Worker pod failures allowed per host when no elastic restart budget is given: pathways-job's
+"default for suspend resume" (``pathwaysjob_controller.go`` L692 @ c0cc759) and xpk's
+non-elastic value (``src/xpk/commands/workload.py`` L277-281 @ 367c838)."""
+
+
+def worker_backoff_limit(hosts: int, elastic_slices: int, slice_restarts: int) -> int:
+    """The worker Job's ``backoffLimit``: ``slice_restarts x hosts`` for an elastic workload with
+    a restart budget, else ``4 x hosts``.
+
+    This is pathways-job's rule (L692, L712-715: replaced only when ``ElasticSlices > 0 &&
+    MaxSliceRestarts > 0``). xpk agrees except that it gives 0 for elastic with 0 restarts, which
+    fails the JobSet on the first pod loss, Pathways' suspend-resume included.
+    """
+    if elastic_slices > 0 and slice_restarts > 0:
+        return slice_restarts * hosts
+    return SUSPEND_RESUME_BACKOFF_PER_HOST * hosts

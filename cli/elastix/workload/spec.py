@@ -74,7 +74,8 @@ class WorkloadSpec:
     """Slices that may be lost and recovered in-process (0 = not elastic)."""
     max_slice_restarts: int | None = _opt(None, "--max-slice-restarts",
                                           help="Recreations allowed per slice [10 if elastic].")
-    """Times each slice may be recreated (worker backoffLimit = this x hosts). Default 10 if elastic."""
+    """Times each slice may be recreated: worker backoffLimit = this x hosts when elastic and > 0,
+    else 4 x hosts (pathways-job). Default 10 if elastic."""
     max_restarts: int = _opt(0, "--max-restarts",
                              help="Whole-JobSet restarts allowed (last resort) [0].")
     """Whole-JobSet restarts allowed (failurePolicy.maxRestarts): the last resort."""
