@@ -10,6 +10,7 @@ import pytest
 from elastix.errors import BackendError, UsageError
 from elastix.main import main
 from elastix.provision import cluster, jobset_install
+from elastix.workload import platform
 
 BASE = "/v1/projects/my-proj-1/locations/us-central1-a"
 
@@ -28,6 +29,12 @@ def cluster_manager(httpserver, monkeypatch):
 def _cfg(**kw):
     return cluster.validate("my-proj-1", "us-central1-a", "elastic", tpu_type="v5litepod-16",
                             num_slices=2, **kw)
+
+
+def _parse(message_type, value: dict):
+    from google.protobuf import json_format
+
+    return json_format.ParseDict(value, message_type.meta.pb())
 
 
 def _op(name: str, status: str, error: str | None = None) -> str:
@@ -62,16 +69,23 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, cluster
     httpserver.check_assertions()
     assert sent == planned
     posts = [(r.path, json.loads(r.data)) for r, _ in httpserver.log if r.method == "POST"]
-    # Exactly what --dry-run prints, byte for byte as JSON.
-    assert posts == [(f"/v1/{s.path}", s.body) for s in planned]
-    created = posts[0][1]["cluster"]
-    assert created["nodePools"] == [{"name": "pathways-head", "initialNodeCount": 1, "config": {
-        "machineType": "n2-standard-32", "workloadMetadataConfig": {"mode": 2}}}]
+    # What --dry-run prints is what was sent: the transport writes enums as numbers, --dry-run
+    # as names; parsed back, the messages are equal.
+    assert [p for p, _ in posts] == [f"/v1/{s.path}" for s in planned]
+    for (_, sent_body), step in zip(posts, planned, strict=True):
+        ((key, value),) = sent_body.items()
+        assert _parse(type(step.message), value) == _parse(type(step.message), step.body[key])
+    created = planned[0].body["cluster"]
+    assert created["nodePools"] == [{
+        "name": "cpu-np", "initialNodeCount": 1,
+        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES),
+                   "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        "autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 20}}]
     assert created["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
     pool = posts[1][1]["nodePool"]
     assert (pool["name"], pool["initialNodeCount"], pool["config"]["machineType"]) == \
         ("tpu-slice-0", 4, "ct5lp-hightpu-4t")
-    assert pool["placementPolicy"] == {"type": 1, "tpuTopology": "4x4"}
+    assert pool["placementPolicy"] == {"type": 1, "tpuTopology": "4x4"}  # on the wire: numbers
     assert "creating cluster elastic: running (0 s)" in lines
     assert "creating node pool tpu-slice-1: done (0 s)" in lines
 
