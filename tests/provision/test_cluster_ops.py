@@ -95,11 +95,12 @@ def test_create_resumes_keeping_what_exists(httpserver, cluster_manager):
         {"name": "pathways-head", "config": {"machineType": "n2-standard-32"}},
         {"name": "tpu-slice-0", "config": {"machineType": "ct5lp-hightpu-4t"}}]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
+    _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op("h", "DONE"))
     _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op("p1", "DONE"))
     sent = cluster.create(_cfg(), cluster_manager, lambda s: None, interval=0,
                           sleep=lambda s: None)
     httpserver.check_assertions()
-    assert [s.message.name for s in sent] == ["tpu-slice-1"]
+    assert [s.message.name for s in sent] == ["cpu-np", "tpu-slice-1"]  # no cpu-np yet
 
 
 def test_failed_operation_is_a_clear_error(httpserver, cluster_manager):
@@ -132,7 +133,8 @@ def test_api_errors_become_clear_messages(httpserver, cluster_manager, code, sta
 
 
 def test_create_installs_jobset_when_missing(httpserver, cluster_manager, k8s_api, tmp_path):
-    existing = {"name": "elastic", "nodePools": [{"name": f"tpu-slice-{i}"} for i in range(2)]}
+    existing = {"name": "elastic", "nodePools": [{"name": "cpu-np"}] + [
+        {"name": f"tpu-slice-{i}"} for i in range(2)]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
     manifest = jobset_manifest.write(tmp_path / "m.yaml", jobset_manifest.manifest())
     lines: list[str] = []

@@ -269,6 +269,10 @@ def plan_create(cfg: ClusterConfig, existing: Any = None) -> list[Step]:
         pb = _cluster_pb(cfg)
         steps.append(Step("create_cluster", "POST", f"{cfg.parent}/clusters",
                           _body("cluster", pb), pb))
+    elif CPU_POOL not in have_pools:  # e.g. made before the head pool was named cpu-np
+        pb = _head_pool_pb(cfg)
+        steps.append(Step("create_node_pool", "POST", f"{cfg.cluster_path}/nodePools",
+                          _body("nodePool", pb), pb))
     for name in cfg.pool_names():
         if name not in have_pools:
             pb = _tpu_pool_pb(cfg, name)
