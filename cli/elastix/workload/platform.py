@@ -149,7 +149,11 @@ def allocatable(capacity: Resources) -> Resources:
 # Engine docs, "General-purpose machine family": n2-standard and n4-standard have 4 GB per vCPU,
 # n2-highmem and n4-highmem 8 GB per vCPU; GKE's porting guide states the one the head needs,
 # "n2-standard-64 which comes with 64 vCPUs and 256 GB memory". (Compute Engine's "GB" here are
-# GiB: n2-standard-64 reports memoryMb 262144.)
+# GiB: n2-standard-64 reports memoryMb 262144.) Checked for this catalogue: n2-standard-64 against
+# the porting guide; the other ratios come from the Compute Engine page above, whose tables were
+# not re-read (no stored copy with them was found). n4-standard-64 is the cpu-np machine of GKE's
+# Cluster Toolkit Pathways path ("Create a GKE cluster with Pathways"). Families not listed are
+# unknown on purpose: cluster create refuses them unless --skip-cpu-machine-check.
 _GIB_PER_VCPU = {"n2-standard": 4, "n4-standard": 4, "n2-highmem": 8, "n4-highmem": 8}
 _MACHINE = re.compile(r"^([a-z0-9]+-[a-z]+)-([0-9]+)$")
 
