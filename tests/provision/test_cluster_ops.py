@@ -10,6 +10,7 @@ import pytest
 from elastix.errors import BackendError, UsageError
 from elastix.main import main
 from elastix.provision import cluster, jobset_install
+from elastix.workload import platform
 
 BASE = "/v1/projects/my-proj-1/locations/us-central1-a"
 
@@ -28,6 +29,12 @@ def cluster_manager(httpserver, monkeypatch):
 def _cfg(**kw):
     return cluster.validate("my-proj-1", "us-central1-a", "elastic", tpu_type="v5litepod-16",
                             num_slices=2, **kw)
+
+
+def _parse(message_type, value: dict):
+    from google.protobuf import json_format
+
+    return json_format.ParseDict(value, message_type.meta.pb())
 
 
 def _op(name: str, status: str, error: str | None = None) -> str:
@@ -62,16 +69,23 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, cluster
     httpserver.check_assertions()
     assert sent == planned
     posts = [(r.path, json.loads(r.data)) for r, _ in httpserver.log if r.method == "POST"]
-    # Exactly what --dry-run prints, byte for byte as JSON.
-    assert posts == [(f"/v1/{s.path}", s.body) for s in planned]
-    created = posts[0][1]["cluster"]
-    assert created["nodePools"] == [{"name": "pathways-head", "initialNodeCount": 1, "config": {
-        "machineType": "n2-standard-32", "workloadMetadataConfig": {"mode": 2}}}]
+    # What --dry-run prints is what was sent: the transport writes enums as numbers, --dry-run
+    # as names; parsed back, the messages are equal.
+    assert [p for p, _ in posts] == [f"/v1/{s.path}" for s in planned]
+    for (_, sent_body), step in zip(posts, planned, strict=True):
+        ((key, value),) = sent_body.items()
+        assert _parse(type(step.message), value) == _parse(type(step.message), step.body[key])
+    created = planned[0].body["cluster"]
+    assert created["nodePools"] == [{
+        "name": "cpu-np", "initialNodeCount": 1,
+        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES),
+                   "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        "autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 20}}]
     assert created["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
     pool = posts[1][1]["nodePool"]
     assert (pool["name"], pool["initialNodeCount"], pool["config"]["machineType"]) == \
         ("tpu-slice-0", 4, "ct5lp-hightpu-4t")
-    assert pool["placementPolicy"] == {"type": 1, "tpuTopology": "4x4"}
+    assert pool["placementPolicy"] == {"type": 1, "tpuTopology": "4x4"}  # on the wire: numbers
     assert "creating cluster elastic: running (0 s)" in lines
     assert "creating node pool tpu-slice-1: done (0 s)" in lines
 
@@ -81,11 +95,12 @@ def test_create_resumes_keeping_what_exists(httpserver, cluster_manager):
         {"name": "pathways-head", "config": {"machineType": "n2-standard-32"}},
         {"name": "tpu-slice-0", "config": {"machineType": "ct5lp-hightpu-4t"}}]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
+    _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op("h", "DONE"))
     _json(httpserver, f"{BASE}/clusters/elastic/nodePools", "POST", _op("p1", "DONE"))
     sent = cluster.create(_cfg(), cluster_manager, lambda s: None, interval=0,
                           sleep=lambda s: None)
     httpserver.check_assertions()
-    assert [s.message.name for s in sent] == ["tpu-slice-1"]
+    assert [s.message.name for s in sent] == ["cpu-np", "tpu-slice-1"]  # no cpu-np yet
 
 
 def test_failed_operation_is_a_clear_error(httpserver, cluster_manager):
@@ -118,7 +133,8 @@ def test_api_errors_become_clear_messages(httpserver, cluster_manager, code, sta
 
 
 def test_create_installs_jobset_when_missing(httpserver, cluster_manager, k8s_api, tmp_path):
-    existing = {"name": "elastic", "nodePools": [{"name": f"tpu-slice-{i}"} for i in range(2)]}
+    existing = {"name": "elastic", "nodePools": [{"name": "cpu-np"}] + [
+        {"name": f"tpu-slice-{i}"} for i in range(2)]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(existing))
     manifest = jobset_manifest.write(tmp_path / "m.yaml", jobset_manifest.manifest())
     lines: list[str] = []

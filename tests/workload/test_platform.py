@@ -51,3 +51,42 @@ def test_unknown_machine_is_none_and_bad_quantity_raises():
     assert platform.machine_capacity("a2-ultragpu-8g") is None
     with pytest.raises(ValueError):
         platform.quantity("lots")
+
+
+def _xpk() -> dict:
+    import json
+
+    return json.loads((Path(__file__).parents[1] / "fixtures" / "xpk_pathways_head.json").read_text())
+
+
+def test_head_sizes_and_defaults_match_xpk():
+    from elastix.workload.spec import WorkloadSpec
+
+    ref = _xpk()["head_pod"]
+    assert platform.HEAD_SIZES["proxy"] == tuple(ref["pathways-proxy"]["limits"].values())
+    assert platform.HEAD_SIZES["rm"] == tuple(ref["pathways-rm"]["limits"].values())
+    assert platform.HEAD_SIZES["main"] == tuple(ref["main (user workload)"]["limits"].values())
+    spec = WorkloadSpec()  # the spec's defaults are the catalogue's, not copies
+    assert (spec.proxy_cpu, spec.rm_memory, spec.head_cpu) == ("16", "32G", "24")
+    assert spec.head_node_pool == platform.HEAD_POOL == ref["job"]["nodeSelector"][
+        platform.NODEPOOL_LABEL] == _xpk()["node_pools"]["cpu_pool_name"]
+    assert platform.HEAD_MACHINE == _xpk()["cpu_machine_default"]["value"]
+
+
+def test_node_scopes_cover_xpk_storage_and_cloud_platform():
+    pools = _xpk()["node_pools"]
+    assert "https://www.googleapis.com/auth/cloud-platform" in pools["tpu_pool"]["scopes"]
+    assert platform.CLOUD_PLATFORM_SCOPE in platform.NODE_SCOPES
+    assert platform.STORAGE_FULL_SCOPE.endswith("devstorage.full_control")  # gcloud storage-full
+    assert set(platform.NODE_SCOPES) <= platform.STORAGE_SCOPES
+
+
+def test_xpk_minimum_rejects_what_the_head_does_not_fit():
+    # xpk: guestCpus >= 49 and memoryMb >= 233 * 1024. The head (48 CPU, 232G) needs the same
+    # side of that line on the families elastix knows.
+    floor = _xpk()["cpu_machine_minimum"]
+    head = platform.pod_requests(_head_pod("v5litepod-16-elastic.yaml"))
+    for machine in ("n2-standard-32", "n2-standard-48", "n2-standard-64", "n2-standard-80"):
+        cap = platform.machine_capacity(machine)
+        xpk_ok = cap.cpu >= floor["guest_cpus_min"] and cap.memory >= floor["memory_mb_min"] * 2**20
+        assert head.fits_in(platform.allocatable(cap)) is xpk_ok, machine

@@ -79,9 +79,25 @@ def test_elastic_settings():
 
 def test_not_elastic_has_no_slice_restarts():
     m = render.render(make_spec("v5litepod-16", num_slices=2))
-    assert workers(m)["template"]["spec"]["backoffLimit"] == 0
+    # pathways-job's and xpk's 4 x hosts, so a suspend-resume or one pod loss does not fail
+    # the JobSet (it was 0).
+    assert workers(m)["template"]["spec"]["backoffLimit"] == 4 * 4
     proxy = head(m)["template"]["spec"]["template"]["spec"]["initContainers"][0]
     assert not any(a.startswith("--num_elastic_slices") for a in proxy["args"])
+
+
+@pytest.mark.parametrize(("tpu_type", "kw", "limit"), [
+    ("v5litepod-16", {"elastic_slices": 2, "num_slices": 2, "max_slice_restarts": 0}, 4 * 4),
+    ("v5litepod-16", {"elastic_slices": 2, "num_slices": 2, "max_slice_restarts": 3}, 3 * 4),
+    ("v5litepod-16", {"elastic_slices": 2, "num_slices": 2}, 10 * 4),
+    ("v4-8", {}, 4 * 1),
+    ("v6e-8", {"max_slice_restarts": 0}, 4 * 2),
+])
+def test_worker_backoff_follows_pathways_job(tpu_type, kw, limit):
+    # pathwaysjob_controller.go L692, L712-715: restarts x hosts only when elastic slices > 0 and
+    # max slice restarts > 0; otherwise 4 x hosts.
+    m = render.render(make_spec(tpu_type, **kw))
+    assert workers(m)["template"]["spec"]["backoffLimit"] == limit
 
 
 def test_headless_has_no_restart_policy_on_regular_containers():

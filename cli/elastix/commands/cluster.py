@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 
 import typer
 
+from elastix.workload import platform  # pure data: the defaults cluster create shows in --help
+
 app = typer.Typer(no_args_is_help=True)
 
 ProjectOpt = typer.Option(None, "--project", envvar="GOOGLE_CLOUD_PROJECT",
@@ -49,9 +51,17 @@ def create(
     zone: str = ZoneOpt,
     tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
     num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
-    cpu_machine_type: str = typer.Option("n2-standard-32", "--cpu-machine-type",
-                                         help="Machine type of the Pathways head pool."),
-    cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool."),
+    cpu_machine_type: str = typer.Option(platform.HEAD_MACHINE, "--cpu-machine-type",
+                                         help="Machine type of the Pathways head pool "
+                                         "(checked against the head pod's requests)."),
+    cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool (autoscaling "
+                                  "minimum)."),
+    cpu_max_nodes: int = typer.Option(None, "--cpu-max-nodes", help="Autoscaling maximum of the "
+                                      "head pool [20]; equal to --cpu-nodes for a fixed size."),
+    skip_cpu_machine_check: bool = typer.Option(
+        False, "--skip-cpu-machine-check",
+        help="Do not check that --cpu-machine-type holds the head pod (for machine types "
+             "elastix does not know)."),
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
@@ -64,7 +74,8 @@ def create(
     from elastix.provision import cluster, jobset_install
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
-                      release_channel=release_channel)
+                      release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
+                      check_cpu_machine=not skip_cpu_machine_check)
     out = _console()
     if dry_run:
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "

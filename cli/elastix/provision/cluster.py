@@ -17,8 +17,12 @@ from typing import Any
 
 from elastix.clients import gke
 from elastix.errors import BackendError, ProblemsError, UsageError
+from elastix.workload import platform
 
-CPU_POOL = "pathways-head"
+CPU_POOL = platform.HEAD_POOL  # the pool the workload's head nodeSelector names: one constant
+MULTI_HOST_MAX_PODS = 15
+"""Max pods per node on multi-host TPU pools: xpk ``src/xpk/core/nodepool.py`` L359-367
+@ 367c838 (``--max-pods-per-node 15`` when vms_per_slice > 1)."""
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE")
 _PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
@@ -44,10 +48,11 @@ class ClusterConfig:
     name: str
     tpu: Any = None  # elastix.workload.tpu.TpuType; None for describe/delete
     num_slices: int = 1
-    cpu_machine_type: str = "n2-standard-32"
+    cpu_machine_type: str = platform.HEAD_MACHINE
     cpu_nodes: int = 1
     spot: bool = False
     release_channel: str = "RAPID"
+    cpu_max_nodes: int = platform.HEAD_POOL_AUTOSCALING[1]  # == cpu_nodes: a fixed-size pool
 
     @property
     def parent(self) -> str:
@@ -63,11 +68,14 @@ class ClusterConfig:
 
 
 def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str | None = None,
-             num_slices: int = 1, cpu_machine_type: str = "n2-standard-32", cpu_nodes: int = 1,
-             spot: bool = False, release_channel: str = "RAPID") -> ClusterConfig:
+             num_slices: int = 1, cpu_machine_type: str = platform.HEAD_MACHINE,
+             cpu_nodes: int = 1, spot: bool = False, release_channel: str = "RAPID",
+             cpu_max_nodes: int | None = None, check_cpu_machine: bool = True) -> ClusterConfig:
     """Check every option; raise :class:`ClusterOptionsError` listing all problems.
 
-    ``tpu_type`` None skips the TPU checks (describe, delete).
+    ``tpu_type`` None skips the TPU checks (describe, delete). ``cpu_max_nodes`` None is xpk's
+    autoscaling maximum (20), never below ``cpu_nodes``. ``check_cpu_machine`` False skips the
+    head-pod fit check (for machine types elastix does not know the size of).
     """
     from elastix.workload import tpu as tpu_catalogue
     problems: list[tuple[str, str, str | None]] = []
@@ -98,17 +106,58 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
             problems.append(("--num-slices", f"{num_slices} is out of range", "1 to 64"))
     if not _MACHINE_RE.match(cpu_machine_type):
         problems.append(("--cpu-machine-type", f"{cpu_machine_type!r} is not a machine type",
-                         "e.g. n2-standard-32"))
+                         f"e.g. {platform.HEAD_MACHINE}"))
+    elif tpu_type is not None and check_cpu_machine:
+        problems.extend(_head_fit_problems(cpu_machine_type))
     if cpu_nodes < 1:
         problems.append(("--cpu-nodes", f"{cpu_nodes} is out of range",
                          "at least 1 (the Pathways head runs there)"))
+    if cpu_max_nodes is None:
+        cpu_max_nodes = max(cpu_nodes, platform.HEAD_POOL_AUTOSCALING[1])
+    elif cpu_max_nodes < cpu_nodes:
+        problems.append(("--cpu-max-nodes", f"{cpu_max_nodes} is below --cpu-nodes {cpu_nodes}",
+                         f"use --cpu-max-nodes {cpu_nodes} for a fixed-size pool"))
     if release_channel.upper() not in RELEASE_CHANNELS:
         problems.append(("--release-channel", f"unknown channel {release_channel!r}",
                          "RAPID, REGULAR or STABLE"))
     if problems:
         raise ClusterOptionsError(problems)
     return ClusterConfig(project, zone, name, tpu, num_slices, cpu_machine_type, cpu_nodes,
-                         spot, release_channel.upper())
+                         spot, release_channel.upper(), cpu_max_nodes)
+
+
+def head_pod_requests() -> platform.Resources:
+    """What the scheduler reserves for the head pod ``workload create`` renders by default.
+
+    Rendered, not recomputed, so a change of the template or of the spec's defaults moves the
+    check with it: ``pod_requests`` adds the native sidecars (proxy, RM) to the trainer.
+    """
+    from elastix.workload import labels, render, spec
+
+    ws = spec.build_spec({}, {"name": "probe", "tpu_type": "v5litepod-16", "command": "true",
+                              "docker_image": "image"})
+    (head,) = [r for r in render.render(ws)["spec"]["replicatedJobs"]
+               if r["name"] == labels.HEAD_JOB]
+    return platform.pod_requests(head["template"]["spec"]["template"]["spec"])
+
+
+def _head_fit_problems(machine_type: str) -> list[tuple[str, str, str | None]]:
+    """The head pool's machine against the default head pod, as xpk checks (``guestCpus >= 49
+    AND memoryMb >= 233 GiB``, ``src/xpk/core/pathways.py`` L166-186 @ 367c838), but computed
+    from the rendered pod and GKE's node reservations (``platform.allocatable``)."""
+    need = head_pod_requests()
+    capacity = platform.machine_capacity(machine_type)
+    if capacity is None:
+        return [("--cpu-machine-type", f"elastix does not know the size of {machine_type!r}, so "
+                 f"it cannot check that it holds the head pod ({need.describe()})",
+                 f"pick one with room for it (e.g. {platform.HEAD_MACHINE}) and add "
+                 "--skip-cpu-machine-check")]
+    room = platform.allocatable(capacity)
+    if need.fits_in(room):
+        return []
+    return [("--cpu-machine-type", f"{machine_type} leaves {room.describe()} to pods; the "
+             f"Pathways head pod requests {need.describe()}",
+             f"use {platform.HEAD_MACHINE} or larger (xpk and GKE's porting guide recommend it)")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,11 +175,19 @@ class Step:
 
 
 def _node_config(**fields: Any) -> Any:
-    """A ``NodeConfig`` whose pods get their Kubernetes service account's identity (GCS access)."""
+    """A ``NodeConfig`` with the scopes Pathways pods need (``platform.NODE_SCOPES``).
+
+    Every Pathways pod is ``hostNetwork``, and GKE documents that such pods do not use Workload
+    Identity: they act as the node's service account, limited by the node's OAuth scopes. So
+    Cloud Storage access (scratch, checkpoints, events) comes from these scopes and the node
+    service account's IAM roles on the buckets. GKE_METADATA stays for other, non-host-network
+    pods, which then use their Kubernetes service account.
+    """
     from google.cloud import container_v1
 
     return container_v1.NodeConfig(
-        **fields, workload_metadata_config=container_v1.WorkloadMetadataConfig(
+        **fields, oauth_scopes=list(platform.NODE_SCOPES),
+        workload_metadata_config=container_v1.WorkloadMetadataConfig(
             mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA))
 
 
@@ -141,15 +198,26 @@ def _cluster_pb(cfg: ClusterConfig) -> Any:
         name=cfg.name,
         release_channel=container_v1.ReleaseChannel(
             channel=container_v1.ReleaseChannel.Channel[cfg.release_channel]),
-        # Pods read and write checkpoints on GCS with their Kubernetes service account.
+        # For pods off the host network only; Pathways pods use the node's identity (above).
         workload_identity_config=container_v1.WorkloadIdentityConfig(
             workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog"),
-        node_pools=[container_v1.NodePool(
-            name=CPU_POOL,
-            initial_node_count=cfg.cpu_nodes,
-            config=_node_config(machine_type=cfg.cpu_machine_type),
-        )],
+        # VPC-native: a per-pool max-pods limit (the TPU pools') needs it. GKE docs, "Configure
+        # maximum Pods per node" (not re-read for this change: no stored copy was found).
+        ip_allocation_policy=container_v1.IPAllocationPolicy(use_ip_aliases=True),
+        node_pools=[_head_pool_pb(cfg)],
     )
+
+
+def _head_pool_pb(cfg: ClusterConfig) -> Any:
+    """The CPU pool of the Pathways head: named and sized from the platform catalogue."""
+    from google.cloud import container_v1
+
+    pool = container_v1.NodePool(name=CPU_POOL, initial_node_count=cfg.cpu_nodes,
+                                 config=_node_config(machine_type=cfg.cpu_machine_type))
+    if cfg.cpu_max_nodes > cfg.cpu_nodes:  # xpk autoscales its cpu-np pool 1..20
+        pool.autoscaling = container_v1.NodePoolAutoscaling(
+            enabled=True, min_node_count=cfg.cpu_nodes, max_node_count=cfg.cpu_max_nodes)
+    return pool
 
 
 def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
@@ -159,21 +227,38 @@ def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
     pool = container_v1.NodePool(
         name=name,
         initial_node_count=tpu.hosts,
-        config=_node_config(machine_type=tpu.machine_type, spot=cfg.spot),
+        # gVNIC on TPU pools: xpk nodepool.py L340 (--enable-gvnic).
+        config=_node_config(machine_type=tpu.machine_type, spot=cfg.spot,
+                            gvnic=container_v1.VirtualNIC(enabled=True)),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
         management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
+        # An upgrade recreates every host of a slice, which a training run sees as a slice
+        # loss. Instead of upgrades at GKE's moment, the pool excludes them until its version's
+        # end of support (container v1 API, NodePool.NodePoolMaintenancePolicy
+        # .exclusionUntilEndOfSupport). No Pathways reference sets one: xpk's TPU path has no
+        # maintenance exclusion, and no GKE recommendation for Pathways pools was found.
+        maintenance_policy=container_v1.NodePool.NodePoolMaintenancePolicy(
+            exclusion_until_end_of_support=container_v1.NodePool.ExclusionUntilEndOfSupport(
+                enabled=True)),
     )
-    if tpu.hosts > 1:  # a multi-host slice needs its hosts placed as one ICI topology
+    if tpu.hosts > 1:  # xpk nodepool.py L358-367: multi-host only
+        # One ICI topology: COMPACT placement with the slice's topology.
         pool.placement_policy = container_v1.NodePool.PlacementPolicy(
             type_=container_v1.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
+        pool.max_pods_constraint = container_v1.MaxPodsConstraint(
+            max_pods_per_node=MULTI_HOST_MAX_PODS)
     return pool
 
 
 def _body(key: str, msg: Any) -> dict:
-    """The JSON body exactly as the REST transport sends it (camelCase, enums as numbers)."""
+    """The REST JSON body of a request, as the API reference writes it (camelCase, enum names).
+
+    The client's REST transport sends the same message with enums as numbers
+    (``rest_numeric_enums``); the API accepts both, and names are what a reader can check.
+    """
     from google.protobuf import json_format
 
-    return {key: json_format.MessageToDict(type(msg).pb(msg), use_integers_for_enums=True)}
+    return {key: json_format.MessageToDict(type(msg).pb(msg))}
 
 
 def plan_create(cfg: ClusterConfig, existing: Any = None) -> list[Step]:
@@ -184,6 +269,10 @@ def plan_create(cfg: ClusterConfig, existing: Any = None) -> list[Step]:
         pb = _cluster_pb(cfg)
         steps.append(Step("create_cluster", "POST", f"{cfg.parent}/clusters",
                           _body("cluster", pb), pb))
+    elif CPU_POOL not in have_pools:  # e.g. made before the head pool was named cpu-np
+        pb = _head_pool_pb(cfg)
+        steps.append(Step("create_node_pool", "POST", f"{cfg.cluster_path}/nodePools",
+                          _body("nodePool", pb), pb))
     for name in cfg.pool_names():
         if name not in have_pools:
             pb = _tpu_pool_pb(cfg, name)

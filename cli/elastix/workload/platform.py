@@ -21,6 +21,44 @@ HEAD_MACHINE = "n2-standard-64"
 """The head pool's default machine: xpk's ``--pathways-gce-machine-type`` default, and GKE's
 "Porting JAX workloads to Pathways": "at least a dedicated n2-standard-64"."""
 
+HEAD_POOL_AUTOSCALING = (1, 20)
+"""(min, max) nodes of the head pool when it autoscales: xpk's CPU pool
+(``src/xpk/core/nodepool.py`` L415-416 @ 367c838, ``--enable-autoscaling --min-nodes=1
+--max-nodes=20``)."""
+
+HEAD_SIZES = {
+    # container: (cpu limit, memory limit). Only limits are set, so requests equal them.
+    # pathways-proxy: xpk templates/pathways_workload_create.yaml.j2 L62-65 @ 367c838;
+    #   pathways-job pathwaysjob_controller.go L647 @ c0cc759 (100000000000 bytes).
+    "proxy": ("16", "100G"),
+    # pathways-rm: xpk template L101-104; pathways-job L605 (32000000000 bytes).
+    "rm": ("8", "32G"),
+    # the trainer (main container): xpk src/xpk/core/docker_resources.py L41-45
+    #   (get_main_container_resources with use_pathways); pathways-job sets none.
+    "main": ("24", "100G"),
+}
+"""The head pod's default sizes; the spec's --proxy-*/--rm-*/--head-* defaults read them."""
+
+STORAGE_FULL_SCOPE = "https://www.googleapis.com/auth/devstorage.full_control"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+NODE_SCOPES = (STORAGE_FULL_SCOPE, CLOUD_PLATFORM_SCOPE)
+"""OAuth scopes of every node pool elastix creates. Pathways pods are ``hostNetwork`` (xpk
+template L30, L150; pathways-job L775, L862, L873), and GKE's Workload Identity page says
+hostNetwork pods "don't use Workload Identity Federation for GKE" but reach the Compute Engine
+metadata server: they act as the node's service account, limited by these scopes. The API adds
+no scopes of its own ("If unspecified, no scopes are added, unless Cloud Logging or Cloud
+Monitoring are enabled", container v1 ``NodeConfig.oauthScopes``). xpk sets
+``storage-full,gke-default,cloud-platform`` (``src/xpk/core/nodepool.py`` L47-49, L354-356,
+L415); cloud-platform already covers everything gke-default names, so elastix sends the two
+full-scope URLs and lets IAM decide."""
+
+STORAGE_SCOPES = frozenset({
+    STORAGE_FULL_SCOPE, CLOUD_PLATFORM_SCOPE,
+    "https://www.googleapis.com/auth/devstorage.read_write",
+})
+"""Scopes that let a node write to Cloud Storage (what preflight looks for when a gs:// path is
+used); ``devstorage.read_only`` (part of gke-default) cannot write checkpoints or scratch."""
+
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
@@ -111,7 +149,11 @@ def allocatable(capacity: Resources) -> Resources:
 # Engine docs, "General-purpose machine family": n2-standard and n4-standard have 4 GB per vCPU,
 # n2-highmem and n4-highmem 8 GB per vCPU; GKE's porting guide states the one the head needs,
 # "n2-standard-64 which comes with 64 vCPUs and 256 GB memory". (Compute Engine's "GB" here are
-# GiB: n2-standard-64 reports memoryMb 262144.)
+# GiB: n2-standard-64 reports memoryMb 262144.) Checked for this catalogue: n2-standard-64 against
+# the porting guide; the other ratios come from the Compute Engine page above, whose tables were
+# not re-read (no stored copy with them was found). n4-standard-64 is the cpu-np machine of GKE's
+# Cluster Toolkit Pathways path ("Create a GKE cluster with Pathways"). Families not listed are
+# unknown on purpose: cluster create refuses them unless --skip-cpu-machine-check.
 _GIB_PER_VCPU = {"n2-standard": 4, "n4-standard": 4, "n2-highmem": 8, "n4-highmem": 8}
 _MACHINE = re.compile(r"^([a-z0-9]+-[a-z]+)-([0-9]+)$")
 
@@ -123,3 +165,22 @@ def machine_capacity(machine_type: str) -> Resources | None:
         return None
     vcpus = int(m.group(2))
     return Resources(float(vcpus), float(vcpus * _GIB_PER_VCPU[m.group(1)] * 2**30))
+
+
+SUSPEND_RESUME_BACKOFF_PER_HOST = 4
+"""Worker pod failures allowed per host when no elastic restart budget is given: pathways-job's
+"default for suspend resume" (``pathwaysjob_controller.go`` L692 @ c0cc759) and xpk's
+non-elastic value (``src/xpk/commands/workload.py`` L277-281 @ 367c838)."""
+
+
+def worker_backoff_limit(hosts: int, elastic_slices: int, slice_restarts: int) -> int:
+    """The worker Job's ``backoffLimit``: ``slice_restarts x hosts`` for an elastic workload with
+    a restart budget, else ``4 x hosts``.
+
+    This is pathways-job's rule (L692, L712-715: replaced only when ``ElasticSlices > 0 &&
+    MaxSliceRestarts > 0``). xpk agrees except that it gives 0 for elastic with 0 restarts, which
+    fails the JobSet on the first pod loss, Pathways' suspend-resume included.
+    """
+    if elastic_slices > 0 and slice_restarts > 0:
+        return slice_restarts * hosts
+    return SUSPEND_RESUME_BACKOFF_PER_HOST * hosts

@@ -22,7 +22,7 @@ import jinja2
 
 from elastix.errors import ManifestError
 from elastix.protocol import envvars
-from elastix.workload import crd, labels
+from elastix.workload import crd, labels, platform
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -144,7 +144,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "worker_env": worker_env,
         "worker_args": ["--server_port=29005", "--resource_manager_address=$(PATHWAYS_HEAD):29001",
                         *server_common, *spec.worker_args],
-        "worker_backoff_limit": spec.slice_restarts * tpu.hosts,
+        "worker_backoff_limit": platform.worker_backoff_limit(
+            tpu.hosts, spec.elastic_slices, spec.slice_restarts),
     }
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elastix.errors import SpecError, UsageError
+from elastix.workload import platform
 
 if TYPE_CHECKING:
     from elastix.workload.tpu import TpuType
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 DEFAULT_PROXY_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:latest"
 DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"
 DEFAULT_GCS_SCRATCH = "gs://cloud-pathways-staging/tmp"
-
 
 
 def _flag(*decls: str, help: str | None = None, kv: str | None = None,
@@ -74,7 +74,8 @@ class WorkloadSpec:
     """Slices that may be lost and recovered in-process (0 = not elastic)."""
     max_slice_restarts: int | None = _opt(None, "--max-slice-restarts",
                                           help="Recreations allowed per slice [10 if elastic].")
-    """Times each slice may be recreated (worker backoffLimit = this x hosts). Default 10 if elastic."""
+    """Times each slice may be recreated: worker backoffLimit = this x hosts when elastic and > 0,
+    else 4 x hosts (pathways-job). Default 10 if elastic."""
     max_restarts: int = _opt(0, "--max-restarts",
                              help="Whole-JobSet restarts allowed (last resort) [0].")
     """Whole-JobSet restarts allowed (failurePolicy.maxRestarts): the last resort."""
@@ -104,13 +105,15 @@ class WorkloadSpec:
         False, "--pathways-persistence/--no-pathways-persistence",
         help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints).")
     """Set ENABLE_PATHWAYS_PERSISTENCE=1: TPU hosts read/write checkpoints directly."""
-    head_cpu: str = _opt("24", "--head-cpu", quantity=True)
-    head_memory: str = _opt("100G", "--head-memory", quantity=True)
-    proxy_cpu: str = _opt("16", "--proxy-cpu", quantity=True)
-    proxy_memory: str = _opt("100G", "--proxy-memory", quantity=True)
-    rm_cpu: str = _opt("8", "--rm-cpu", quantity=True)
-    rm_memory: str = _opt("32G", "--rm-memory", quantity=True)
-    head_node_pool: str = _opt("cpu-np", "--head-node-pool", help="Node pool of the head.")
+    # Sizes and pool come from the platform catalogue, which cluster create reads too.
+    head_cpu: str = _opt(platform.HEAD_SIZES["main"][0], "--head-cpu", quantity=True)
+    head_memory: str = _opt(platform.HEAD_SIZES["main"][1], "--head-memory", quantity=True)
+    proxy_cpu: str = _opt(platform.HEAD_SIZES["proxy"][0], "--proxy-cpu", quantity=True)
+    proxy_memory: str = _opt(platform.HEAD_SIZES["proxy"][1], "--proxy-memory", quantity=True)
+    rm_cpu: str = _opt(platform.HEAD_SIZES["rm"][0], "--rm-cpu", quantity=True)
+    rm_memory: str = _opt(platform.HEAD_SIZES["rm"][1], "--rm-memory", quantity=True)
+    head_node_pool: str = _opt(platform.HEAD_POOL, "--head-node-pool",
+                               help="Node pool of the head.")
     """Node pool of the head pod."""
     termination_grace_period: int = _opt(30, "--termination-grace-period",
                                          help="Worker grace, seconds.")

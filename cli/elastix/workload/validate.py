@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from elastix.workload.tpu import catalogue, unknown_hint
+from elastix.workload import tpu
 
 if TYPE_CHECKING:  # spec imports this module to validate; the rules only read its fields
     from elastix.workload.spec import WorkloadSpec
@@ -53,8 +53,8 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         add("namespace", f"{spec.namespace!r} is not a valid namespace name", "e.g. default")
     if not spec.tpu_type:
         add("tpu_type", "a TPU type is required", "e.g. --tpu-type v5litepod-16")
-    elif spec.tpu_type.strip().lower() not in catalogue():
-        add("tpu_type", f"unknown TPU type {spec.tpu_type!r}", unknown_hint(spec.tpu_type))
+    elif (bad := tpu.problem(spec.tpu_type)) is not None:
+        add("tpu_type", *bad)
     if spec.num_slices < 1:
         add("num_slices", f"must be at least 1, got {spec.num_slices}", "e.g. --num-slices 2")
     if spec.elastic_slices < 0 or spec.elastic_slices > max(spec.num_slices, 0):

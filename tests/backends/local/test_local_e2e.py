@@ -46,7 +46,7 @@ def _kill(cli, name: str, slice_id: int) -> dict:
 
 def test_elastic_journey_with_the_real_trainer(cli, backend, tag, tmp_path):
     name = "e2e"
-    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+    cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices", "2",
         "--elastic-slices", "2", "--max-slice-restarts", "2", "--max-restarts", "0",
         "--command", TRAIN)
     follow_out = tmp_path / "follow.txt"

@@ -62,7 +62,7 @@ def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backe
 def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, backend, tag):
     from process_tags import tagged_pids
 
-    create(cli, "budget", tpu="v5litepod-8", slices=2, slice_restarts=1, max_restarts=1)
+    create(cli, "budget", tpu="v5litepod-4", slices=2, slice_restarts=1, max_restarts=1)
     wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "first step")
     first_head = backend.status("budget").head.pid
 
