@@ -68,7 +68,8 @@ def pool_nodes(cluster: str, pool: dict) -> list[dict]:
     out = []
     for i in range(count):
         name = f"gke-{cluster}-{pool['name']}-{i}"
-        out.append(node(name, {**labels, "kubernetes.io/hostname": name},
+        out.append(node(name, {**labels, "kubernetes.io/hostname": name,
+                               "node.kubernetes.io/instance-type": machine},
                         {"cpu": f"{alloc.cpu:.3f}", "memory": str(int(alloc.memory)), **extra},
                         taints))
     return out
