@@ -196,16 +196,16 @@ def check(need: Needs, groups: list[Group], jobset_served: bool,
     if need.head_selector is not None:
         problems += _check_head(need, groups, cluster, used)
     problems += _check_tpus(need, groups, cluster, used)
-    if need.gcs:
-        for g in used:
-            if g.scopes is not None and not STORAGE_WRITE_SCOPES & set(g.scopes):
-                problems.append((
-                    "scopes", f"node pool {g.name} cannot write to Cloud Storage (its OAuth "
-                    f"scopes: {', '.join(s.rsplit('/', 1)[-1] for s in g.scopes) or 'none'}), "
-                    "and the workload uses gs:// paths; hostNetwork pods act as the node's "
-                    "service account",
-                    f"recreate the pool with the storage-full and cloud-platform scopes "
-                    f"(elastix cluster create {cluster} sets them)", CLUSTER))
+    blind = list(dict.fromkeys(g.name for g in used if g.scopes is not None
+                               and not STORAGE_WRITE_SCOPES & set(g.scopes)))
+    if need.gcs and blind:
+        problems.append((
+            "scopes", f"node pool{'s' if len(blind) > 1 else ''} {', '.join(blind)} cannot "
+            "write to Cloud Storage (no devstorage.read_write, devstorage.full_control or "
+            "cloud-platform scope) and the workload uses gs:// paths, as the node's service "
+            "account: its pods are hostNetwork, which Workload Identity does not cover",
+            f"recreate the pools with the storage-full and cloud-platform scopes (elastix "
+            f"cluster create {cluster} sets them)", CLUSTER))
     return problems
 
 
