@@ -145,7 +145,8 @@ CREATE_FLAGS = {
     "--location", "--max-restarts", "--max-slice-restarts", "--namespace", "--no-pathways-persistence",
     "--num-slices", "--output", "--output-file", "--pathways-gcs-location", "--pathways-persistence",
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
-    "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image", "--spec",
+    "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
+    "--skip-preflight", "--spec",
     "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--zone", "-n", "-o",
 }
 

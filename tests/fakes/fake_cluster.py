@@ -4,8 +4,10 @@ test folders share one import name, so tests must not import from them.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.parse
@@ -27,19 +29,34 @@ def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
 class FakeCluster:
     """A running fake API server: its URL, a kubeconfig for it, and its admin endpoints."""
 
-    def __init__(self, proc: subprocess.Popen, port: int, kubeconfig: Path) -> None:
-        self.proc, self.port, self.kubeconfig = proc, port, kubeconfig
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, proc: subprocess.Popen, port: int, kubeconfig: Path,
+                 ca_pem: bytes | None = None) -> None:
+        self.proc, self.port, self.kubeconfig, self.ca_pem = proc, port, kubeconfig, ca_pem
+        self.url = f"{'https' if ca_pem else 'http'}://127.0.0.1:{port}"
+        self._ctx = ssl.create_default_context(cadata=ca_pem.decode()) if ca_pem else None
+
+    def post(self, path: str, body: dict) -> dict:
+        req = urllib.request.Request(f"{self.url}{path}", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10, context=self._ctx) as r:
+            return json.loads(r.read())
 
     def admin(self, path: str, body: dict) -> dict:
-        req = urllib.request.Request(f"{self.url}/_fake/{path}", data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read())
+        return self.post(f"/_fake/{path}", body)
 
     def get(self, path: str) -> dict:
-        with urllib.request.urlopen(f"{self.url}{path}", timeout=10) as r:
+        with urllib.request.urlopen(f"{self.url}{path}", timeout=10, context=self._ctx) as r:
             return json.loads(r.read())
+
+    def add_nodes(self, *nodes: dict) -> None:
+        """Register Nodes (see ``fake_gke.node``): from now on the scheduler model places pods."""
+        for n in nodes:
+            self.post("/api/v1/nodes", n)
+
+    def events(self, reason: str, namespace: str = "default") -> list[str]:
+        """Messages of the events with this reason (e.g. FailedScheduling)."""
+        items = self.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return [e["message"] for e in items if e.get("reason") == reason]
 
     def pods(self, selector: str = "", namespace: str = "default") -> list[dict]:
         q = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
@@ -63,10 +80,43 @@ def write_kubeconfig(path: Path, server: str, ca: str | None = None) -> Path:
     return path
 
 
+def self_signed(directory: Path) -> bytes:
+    """Write a certificate for 127.0.0.1 (cert.pem, key.pem) into ``directory``; its PEM."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-gke")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "cert.pem").write_bytes(pem)
+    (directory / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return pem
+
+
 def start_fake(tmp: Path, config: dict | None = None, crd: bool = True,
-               extra: list[str] | None = None) -> FakeCluster:
+               extra: list[str] | None = None, tls: bool = False) -> FakeCluster:
+    """Start the fake API server (``tls``: HTTPS with a fresh self-signed CA, as GKE serves)."""
     port_file = tmp / "port"
     cmd = [sys.executable, str(FAKE), "--port-file", str(port_file)]
+    ca_pem = self_signed(tmp / "tls") if tls else None
+    if tls:
+        cmd += ["--tls-dir", str(tmp / "tls")]
     if crd:
         cmd += ["--jobset-crd", str(JOBSET_CRD)]
     if config:
@@ -82,7 +132,9 @@ def start_fake(tmp: Path, config: dict | None = None, crd: bool = True,
         proc.kill()
         raise
     port = int(port_file.read_text())
-    return FakeCluster(proc, port, write_kubeconfig(tmp / "kubeconfig", f"http://127.0.0.1:{port}"))
+    scheme, ca = ("https", str(tmp / "tls" / "cert.pem")) if tls else ("http", None)
+    return FakeCluster(proc, port, write_kubeconfig(tmp / "kubeconfig",
+                                                    f"{scheme}://127.0.0.1:{port}", ca), ca_pem)
 
 
 def stop(fake: FakeCluster) -> None:

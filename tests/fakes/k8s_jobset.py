@@ -8,6 +8,11 @@ Semantics kept from the real controllers (JobSet v0.12, Job, kubelet), in miniat
   every Job (``restart-attempt`` + 1) while ``failurePolicy.maxRestarts`` allows, else it fails;
 - pods whose nodeSelector matches ``Config.unschedulable`` stay Pending with an Unschedulable
   condition and a FailedScheduling event;
+- when the cluster has Nodes (``POST /api/v1/nodes``), pods are placed by the scheduler model of
+  ``k8s_scheduler`` (selector, taints, resources, JobSet exclusive placement): a pod that fits
+  nowhere stays Pending with the real scheduler's message and is placed when a Node is added or
+  a pod goes away. With no Nodes at all every pod runs, on a made-up node name: the behaviour
+  every test written before Nodes existed relies on;
 - running containers log a line on start; the head's main container logs a step line every
   ``Config.log_interval`` seconds. Followers of a log are woken on every new line and when the pod
   goes away.
@@ -22,6 +27,7 @@ import datetime as dt
 import hashlib
 import uuid
 
+from k8s_scheduler import occupying, schedule
 from k8s_store import Resource, Store, now, ts
 
 JS = "jobset.sigs.k8s.io/"
@@ -56,6 +62,7 @@ class Cluster:
         self.pods = store.resource("", "v1", "pods")
         self.jobs = store.resource("batch", "v1", "jobs")
         self.events = store.resource("", "v1", "events")
+        self.nodes = store.resource("", "v1", "nodes")
         self.deleting: set[str] = set()  # JobSet uids being torn down: pod deletions are expected
         self.node_seq = 0
         store.listeners.append(self.on_event)
@@ -74,6 +81,9 @@ class Cluster:
                 buf.closed = True
                 self._wake(buf)
             self.pod_gone(obj)
+            asyncio.get_running_loop().call_soon(self.retry_pending)
+        elif key == ("", "nodes") and event != "DELETED":
+            asyncio.get_running_loop().call_soon(self.retry_pending)
         elif key == ("apps", "deployments") and event != "DELETED":
             self.deployment_ready(obj)
 
@@ -177,37 +187,59 @@ class Cluster:
             "spec": pod_spec,
             "status": {"phase": "Pending", "qosClass": "BestEffort"},
         }
+        msg = self._place(pod, pod_spec)
+        if msg:
+            pod["status"]["conditions"] = [_unschedulable(msg)]
+        pod = self.store.put(self.pods, pod)
+        self.set_active(job, +1)
+        if msg:
+            self.event(pod, "Warning", "FailedScheduling", msg)
+            return
+        self._start_later(pod)
+
+    def _place(self, pod: dict, pod_spec: dict) -> str | None:
+        """Bind the pod (set ``nodeName``) or return why it cannot run (a FailedScheduling text).
+
+        ``Config.unschedulable`` wins; then, when the cluster has Nodes, the scheduler model.
+        """
         blocked = {
             k: v
             for k, v in pod_spec.get("nodeSelector", {}).items()
             if self.config.unschedulable.get(k) == v
         }
         if blocked:
-            msg = (
+            return (
                 f"0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector "
                 f"({', '.join(f'{k}={v}' for k, v in blocked.items())})."
             )
-            pod["status"]["conditions"] = [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": msg,
-                    "lastTransitionTime": ts(),
-                }
-            ]
-        pod = self.store.put(self.pods, pod)
-        self.set_active(job, +1)
-        if blocked:
-            self.event(pod, "Warning", "FailedScheduling", msg)
-            return
+        nodes = self.store.list(self.nodes)
+        if not nodes:
+            return None  # no Nodes at all: every pod runs (the behaviour tests without nodes use)
+        node, msg = schedule(pod, nodes, occupying(self.store.list(self.pods)))
+        if node is None:
+            return msg
+        pod_spec["nodeName"] = node
+        return None
+
+    def _start_later(self, pod: dict) -> None:
+        md = pod["metadata"]
         asyncio.get_running_loop().call_later(
-            self.config.start_delay,
-            self.start_pod,
-            jmd["namespace"],
-            pod["metadata"]["name"],
-            pod["metadata"]["uid"],
+            self.config.start_delay, self.start_pod, md["namespace"], md["name"], md["uid"]
         )
+
+    def retry_pending(self) -> None:
+        """Try again to place the pods the scheduler left Pending (a Node came, a pod left)."""
+        if not self.store.list(self.nodes):
+            return
+        for pod in self.store.list(self.pods):
+            spec, status = pod.get("spec") or {}, pod.get("status") or {}
+            waiting = any(c.get("reason") == "Unschedulable" for c in status.get("conditions") or [])
+            if spec.get("nodeName") or not waiting or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if self._place(pod, spec) is None:
+                status["conditions"] = []
+                self.store.put(self.pods, pod)
+                self._start_later(pod)
 
     def start_pod(self, ns: str, name: str, uid: str) -> None:
         pod = self.store.get(self.pods, ns, name)
@@ -427,6 +459,16 @@ class Cluster:
                 buf.cond.notify_all()
 
         asyncio.get_running_loop().create_task(notify())
+
+
+def _unschedulable(msg: str) -> dict:
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": msg,
+        "lastTransitionTime": ts(),
+    }
 
 
 def _owner(obj: dict) -> dict:

@@ -168,7 +168,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
-               dry_run: str | None = None) -> str:
+               dry_run: str | None = None, preflight: bool = True) -> str:
         """Create the workload from a validated manifest and return its name.
 
         Args:
@@ -176,6 +176,8 @@ class Backend(abc.ABC):
             replace: delete an existing workload of the same name first.
             dry_run: ``None`` to submit; ``"server"`` to ask the backend to validate without
                 persisting (``"client"`` dry runs never reach a backend).
+            preflight: first check that the target can run it (GKE: pools, sizes, scopes,
+                JobSet); backends without such checks ignore it.
 
         Raises:
             ConflictError: a workload of that name exists and ``replace`` is false.

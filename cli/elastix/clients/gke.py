@@ -133,6 +133,15 @@ def lookup_cluster(project: str, location: str, cluster: str, creds: Any = None)
 def api_client_for_cluster(project: str | None, location: str | None,
                            cluster: str) -> tuple[Any, str]:
     """An authenticated ``ApiClient`` for a GKE cluster, and a label for messages."""
+    api, where, _ = cluster_and_api_client(project, location, cluster)
+    return api, where
+
+
+def cluster_and_api_client(project: str | None, location: str | None,
+                           cluster: str) -> tuple[Any, str, Any]:
+    """An authenticated ``ApiClient`` for a GKE cluster, a label for messages, and the
+    ``container_v1.Cluster`` the lookup returned (its node pools serve preflight, no extra
+    request)."""
     import google.auth.transport.requests
     from google.auth.exceptions import RefreshError
     from kubernetes import client
@@ -160,7 +169,7 @@ def api_client_for_cluster(project: str | None, location: str | None,
     cfg.refresh_api_key_hook = refresh
     refresh(cfg)
     where = f"GKE cluster {project}/{location}/{cluster} ({cfg.host})"
-    return client.ApiClient(cfg), where
+    return client.ApiClient(cfg), where, found
 
 
 def _ca_file(ca_b64: str) -> str | None:

@@ -98,6 +98,9 @@ def create(
         "--output-file", help="Write the manifest here.")] = None,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a workload of the same name.")] = False,
+    skip_preflight: Annotated[bool, typer.Option(
+        "--skip-preflight", help="Submit without first checking that the cluster can run it "
+                                 "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
     from elastix.workload.render import dump, render
@@ -129,7 +132,7 @@ def create(
         _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
-            output=output, output_file=output_file)
+            output=output, output_file=output_file, preflight=not skip_preflight)
 
 
 def _emit(text: str, output_file: Path | None) -> None:
@@ -144,7 +147,8 @@ def _emit(text: str, output_file: Path | None) -> None:
 
 
 def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
-            replace: bool, server_dry_run: bool, output: str, output_file: Path | None) -> None:
+            replace: bool, server_dry_run: bool, output: str, output_file: Path | None,
+            preflight: bool = True) -> None:
     from elastix.views.console import console as make_console
     from elastix.workload.render import dump
 
@@ -153,7 +157,8 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
     backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
-    name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None)
+    name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None,
+                          preflight=preflight)
     if server_dry_run:
         console.print(f"[green]server dry run passed[/] for workload {name}")
         if output_file:

@@ -91,8 +91,10 @@ def test_409_on_create_offers_replace(httpserver, run):
     httpserver.expect_request(JOBSETS, method="POST").respond_with_response(status(
         409, "AlreadyExists", 'jobsets.jobset.x-k8s.io "demo" already exists',
         {"name": "demo", "group": "jobset.x-k8s.io", "kind": "jobsets"}))
+    # --skip-preflight: this server scripts only the create (preflight: test_preflight.py).
     rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
-                  "--docker-image", "img:1", "--command", "true", "--backend", "gke")
+                  "--docker-image", "img:1", "--command", "true", "--backend", "gke",
+                  "--skip-preflight")
     assert rc == 1
     assert "workload 'demo' already exists in namespace default" in err and "--replace" in err
     req, _ = httpserver.log[0]
@@ -105,7 +107,7 @@ def test_server_dry_run_sends_dry_run_all(httpserver, run):
                               ).respond_with_json({"kind": "JobSet"}, status=201)
     rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
                   "--docker-image", "img:1", "--command", "true", "--backend", "gke",
-                  "--dry-run=server")
+                  "--dry-run=server", "--skip-preflight")
     assert rc == 0, err
     sent = json.loads(httpserver.log[0][0].get_data())
     assert sent["kind"] == "JobSet" and sent["metadata"]["name"] == "demo"

@@ -14,6 +14,7 @@ import yaml
 from fake_cluster import CREATE, elastix, start_fake, stop, wait_for
 
 from elastix.backends.gke.backend import GKEBackend
+from elastix.backends.gke.preflight import PreflightError
 from elastix.errors import ManifestError, NotFoundError
 
 # Vendored: see tests/fixtures/PROVENANCE.md.
@@ -57,8 +58,12 @@ def test_replace_deletes_then_submits(fake_cluster, manifest):
 def test_jobset_crd_not_installed(tmp_path, manifest):
     fake = start_fake(tmp_path, crd=False)
     try:
-        with pytest.raises(NotFoundError) as err:
+        with pytest.raises(PreflightError) as err:  # preflight sees it first, exit 1
             backend(fake).submit(manifest)
+        assert "JobSet CRD is not installed" in err.value.message
+        assert "jobset" in err.value.hint and err.value.exit_code == 1
+        with pytest.raises(NotFoundError) as err:  # and without preflight, the create's 404
+            backend(fake).submit(manifest, preflight=False)
         assert "JobSet CRD is not installed" in err.value.message
         assert "jobset" in err.value.hint
         out = elastix(fake, *CREATE, check=False)

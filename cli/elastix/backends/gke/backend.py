@@ -38,28 +38,35 @@ class GKEBackend(Backend):
 
     name = "gke"
 
-    def __init__(self, api_client: Any, namespace: str = "default", where: str = "cluster") -> None:
+    def __init__(self, api_client: Any, namespace: str = "default", where: str = "cluster",
+                 gke_cluster: Any = None, cluster_name: str | None = None) -> None:
         """Args:
         api_client: a ``kubernetes.client.ApiClient`` (tests point it at a fake server).
         namespace: where workloads live.
         where: a label naming the cluster and credential, used in error messages.
+        gke_cluster: the ``container_v1.Cluster`` looked up for ``--cluster`` (its node pools
+            are what preflight reads); None to read the Kubernetes API's Nodes instead.
+        cluster_name: the cluster's name, for the fixes preflight suggests.
         """
         self.api = api_client
         self.http = Http(api_client)
         self.namespace = namespace
         self.tr = Translator(where)
+        self.gke_cluster = gke_cluster
+        self.cluster_name = cluster_name
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
         """Build from a ``Target``: a GKE cluster lookup, or a kubeconfig context."""
         if target.cluster:
-            from elastix.clients.gke import api_client_for_cluster
+            from elastix.clients.gke import cluster_and_api_client
 
-            api, where = api_client_for_cluster(target.project, target.location, target.cluster)
-        else:
-            from elastix.clients.kube import api_client_from_kubeconfig
+            api, where, found = cluster_and_api_client(target.project, target.location,
+                                                       target.cluster)
+            return cls(api, target.namespace, where, found, target.cluster)
+        from elastix.clients.kube import api_client_from_kubeconfig
 
-            api, where = api_client_from_kubeconfig(target.kubeconfig, target.context)
+        api, where = api_client_from_kubeconfig(target.kubeconfig, target.context)
         return cls(api, target.namespace, where)
 
     # --- raw helpers ------------------------------------------------------------------------
@@ -104,8 +111,52 @@ class GKEBackend(Backend):
 
     # --- Backend ----------------------------------------------------------------------------
 
+    def preflight(self, manifest: dict[str, Any]) -> None:
+        """Check the cluster can run ``manifest`` (see :mod:`elastix.backends.gke.preflight`).
+
+        Raises:
+            PreflightError: every problem found, one line each with its fix.
+        """
+        from elastix.backends.gke import preflight as pf
+
+        if self.gke_cluster is not None:
+            groups = pf.groups_from_pools(self.gke_cluster)
+        else:
+            groups = pf.groups_from_nodes(self._nodes())
+        problems = pf.check(pf.needs(manifest), groups, self._jobset_served(),
+                            self.cluster_name or "NAME")
+        pf.raise_if_problems(problems)
+
+    def _nodes(self) -> list[dict]:
+        """Every Node; none when the credentials may not list them (preflight then skips)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            with self.tr("listing nodes"):
+                try:
+                    out = self.http.request("GET", api_path("v1", "nodes"), timeout=TIMEOUT)
+                except ApiException as err:
+                    if err.status == 403:
+                        return []
+                    raise
+        except NotFoundError:
+            return []
+        return out.get("items") or []
+
+    def _jobset_served(self) -> bool:
+        """Whether the API server serves the JobSet group/version (the CRD is installed)."""
+        try:
+            with self.tr("looking for the JobSet API"):
+                self.http.request("GET", f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}",
+                                  timeout=TIMEOUT)
+        except NotFoundError:  # ApiUnavailable included: 404 on the group/version
+            return False
+        return True
+
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
-               dry_run: str | None = None) -> str:
+               dry_run: str | None = None, preflight: bool = True) -> str:
+        if preflight:
+            self.preflight(manifest)
         body = json.loads(json.dumps(manifest))  # a private copy
         md = body.setdefault("metadata", {})
         md["namespace"] = self.namespace

@@ -104,7 +104,7 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ submit
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
-               dry_run: str | None = None) -> str:
+               dry_run: str | None = None, preflight: bool = True) -> str:
         name = (manifest.get("metadata") or {}).get("name", "")
         d = self._dir(name, must_exist=False)
         plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
