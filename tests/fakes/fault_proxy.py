@@ -151,12 +151,18 @@ def _handler(proxy: FaultProxy):
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # an upstream gone at teardown, or a client that hung up: not the test's output
+
+
 @contextlib.contextmanager
 def fault_proxy(upstream: str) -> Iterator[tuple[str, FaultProxy]]:
     """Run a proxy to ``upstream`` on a free loopback port; yield (its URL, its rules)."""
     proxy = FaultProxy(upstream)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(proxy))
-    server.daemon_threads = True
+    server = _QuietServer(("127.0.0.1", 0), _handler(proxy))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
