@@ -75,6 +75,10 @@ class TrainConfig:
     """On SIGTERM: seconds to spend committing a last checkpoint before exiting 143. Keep it
     under the head pod's grace period (Kubernetes' default terminationGracePeriodSeconds is
     30 s; the kubelet SIGKILLs after that)."""
+    watchdog_timeout: float | None = None
+    """Seconds without any event (step, checkpoint, recovery phase) before the run fails with
+    every thread's stack logged (exit 3); default: the longer of --slice-wait-timeout and
+    --checkpoint-timeout plus 10 minutes; 0 turns it off."""
     checkpoint_timeout: float = 1200.0
     """Seconds a background checkpoint write may take before it counts as failed (Orbax's own
     default); a hung write then fails the run instead of stalling it silently."""
@@ -132,6 +136,9 @@ class TrainConfig:
         if not 0 <= self.term_save_timeout < math.inf:
             p.append(("term_save_timeout", f"must be a finite number of seconds, 0 or more, got "
                                            f"{self.term_save_timeout}", "e.g. 20"))
+        if self.watchdog_timeout is not None and not 0 <= self.watchdog_timeout < math.inf:
+            p.append(("watchdog_timeout", f"must be a finite number of seconds, 0 or more, got "
+                                          f"{self.watchdog_timeout}", "e.g. 1800, or 0 for off"))
         if not 0 < self.checkpoint_timeout < math.inf:
             p.append(("checkpoint_timeout", f"must be a positive, finite number of seconds, got "
                                             f"{self.checkpoint_timeout}", "e.g. 1200"))

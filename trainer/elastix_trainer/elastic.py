@@ -39,6 +39,7 @@ from elastix_trainer.health import (
     probe,
 )
 from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Terminated, Trainer
+from elastix_trainer.watchdog import Watchdog, default_timeout
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -372,10 +373,16 @@ def run(cfg) -> int:
         _stop_on_sigterm(trainer)
         trainer.check_resume()
         run_start_event(trainer, cfg)
+        limit = (cfg.watchdog_timeout if cfg.watchdog_timeout is not None
+                 else default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout))
+        dog = (Watchdog(events, limit, lambda: trainer.last_completed).start()
+               if limit > 0 else None)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
         end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
+        if dog is not None:
+            dog.stop()
         events.emit(eventspec.RUN_END, **end, line=eventspec.line(eventspec.RUN_END, **end))
         health.close()
     finally:

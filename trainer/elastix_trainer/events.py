@@ -136,6 +136,8 @@ class EventLog:
         self._file = None
         self._uploader: _Uploader | None = None
         self._write_failed = False
+        self.last_emit = time.monotonic()
+        """``time.monotonic()`` of the newest event (the watchdog's measure of progress)."""
         if path is None:
             return
         local = path
@@ -167,6 +169,7 @@ class EventLog:
         Returns:
             The record written.
         """
+        self.last_emit = time.monotonic()
         when = timefmt.utc_now() if at is None else timefmt.parse(at)
         record = {"ts": timefmt.iso_us(when), "event": event, "pid": os.getpid(), **fields}
         if line is not None:
