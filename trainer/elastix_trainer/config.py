@@ -194,6 +194,9 @@ def _coerce(name: str, value: Any) -> Any:
 
 
 def _read_file(path: str) -> dict:
+    if os.path.isdir(path):
+        raise ConfigError([("config", f"{path} is a directory, not a file",
+                            "give --config a YAML or JSON file")])
     if not os.path.isfile(path):
         raise ConfigError([("config", f"file not found: {path}", None)])
     try:
@@ -253,9 +256,24 @@ def _field_docs() -> dict[str, str]:
     return docs
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing its usage block and exiting: a bad command
+    line is one ``error:`` line with a did-you-mean, like every other input error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        hint = "see elastix-train --help"
+        unknown = [a for a in message.split(": ", 1)[-1].split() if a.startswith("--")]
+        if message.startswith("unrecognized arguments") and unknown:
+            flags = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
+            near = difflib.get_close_matches(unknown[0].split("=")[0], flags, n=1)
+            if near:
+                hint = f"did you mean {near[0]}?"
+        raise ConfigError([("flags", message, hint)])
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``elastix-train`` flags; every default is SUPPRESS so only given flags override."""
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="elastix-train", argument_default=argparse.SUPPRESS,
         description="Train a Qwen3-style LM on a slice mesh with elastic recovery. "
                     "`elastix-train prepare-data --help` turns text into ArrayRecord shards.")
@@ -274,12 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> TrainConfig:
     """Flags (and ``--config``) -> validated TrainConfig."""
     ap = build_parser()
-    try:
-        ns = ap.parse_args(argv)
-    except SystemExit as e:  # argparse already printed its usage line
-        if e.code == 0:  # --help
-            raise
-        raise ConfigError([("flags", "bad command line", "see elastix-train --help")]) from e
+    ns = ap.parse_args(argv)  # --help exits 0; a bad command line raises ConfigError
     values = vars(ns)
     merged = _read_file(values.pop("config")) if "config" in values else {}
     merged.update(values)
