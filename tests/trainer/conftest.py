@@ -41,3 +41,10 @@ def reference(tmp_path_factory):
     assert outcome.status == "completed", outcome
     return {"losses": losses(trainer.events), "ckpt": str(ckpt), "cfg": cfg,
             "events": trainer.events}
+
+
+# The trainer's CLI keeps Orbax's and asyncio's logs out of its output (see quiet_libraries);
+# so do the in-process tests, whose failed-write cases would otherwise print their tracebacks.
+from elastix_trainer.events import quiet_libraries  # noqa: E402
+
+quiet_libraries()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
-from trainer_helpers import losses, make_cfg, run_elastic
+from trainer_helpers import REPO, cli_env, losses, make_cfg, run_elastic
 
 from elastix_trainer.checkpoint import Checkpointer
 from elastix_trainer.events import EventLog
@@ -125,3 +126,20 @@ def test_final_save_retried_once_room_is_made(reference, small_disk):
     ck = Checkpointer(str(small_disk / "ck"), 4, EventLog(None))
     assert ck.committed_steps()[-1] == 8
     assert losses(trainer.events) == reference["losses"]
+
+
+def test_a_full_disk_run_says_so_in_one_line(small_disk):
+    """The CLI on a full disk: the log keeps elastix's lines, stderr one error and one hint
+    (Orbax's tracebacks and TensorStore's "Event loop is closed" once ran to ~10,000 lines)."""
+    args = ["--preset", "tiny", "--steps", "12", "--batch-per-device", "1", "--seq-len", "32",
+            "--num-slices", "4", "--checkpoint-dir", str(small_disk / "ck"),
+            "--checkpoint-period", "4"]
+    proc = subprocess.run([sys.executable, "-m", "elastix_trainer", *args], env=cli_env(),
+                          cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1
+    err = proc.stderr.splitlines()
+    assert len(err) == 2 and err[0].startswith("error: the final checkpoint (step 12) did not "
+                                               "commit: ")
+    assert err[1].startswith("hint: make the storage writable again")
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "checkpoint save failed: step 8" in proc.stdout

@@ -230,8 +230,9 @@ class Checkpointer:
                 try:
                     mgr.close()
                 except Exception as e:  # a manager that saw a failed save may fail to close
-                    log.warning("elastix: closing the old checkpoint manager failed: %s",
-                                _first_line(e))
+                    # with that save's error, already reported as checkpoint_save_failed.
+                    log.debug("elastix: closing the old checkpoint manager failed: %s",
+                              _first_line(e))
 
     close = reset
 

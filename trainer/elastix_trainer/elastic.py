@@ -176,7 +176,10 @@ class ElasticRuntime:
                     try:
                         tr.finish(session)
                     except (FinalSaveFailed, SaveTimeout) as e:
-                        return self._fail(str(e))
+                        return self._fail(str(e), hint="make the storage writable again (free "
+                                          "space, fix access), then re-run with the same "
+                                          "--checkpoint-dir: it resumes from the newest "
+                                          "committed step")
                     return Outcome("completed", "all steps done", tr.last_completed)
                 new = self._live_known()
                 self._resize_event(session.slice_ids, new, "scale up")
@@ -361,11 +364,12 @@ def _stop_on_sigterm(trainer: Trainer) -> None:
 
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
-    from elastix_trainer.events import setup_logging
+    from elastix_trainer.events import quiet_libraries, setup_logging
     from elastix_trainer.mesh import slice_devices
     from elastix_trainer.train import run_start_event
 
     setup_logging()
+    quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
     events = EventLog(cfg.resolved_events_file())
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))

@@ -39,6 +39,31 @@ def setup_logging(stream=None, level: int = logging.INFO) -> None:
     log.propagate = False
 
 
+def quiet_libraries(debug: bool = False) -> None:
+    """Keep the log to elastix's own lines: one per event, one ``error:`` per failure.
+
+    Orbax logs every failed background write with a traceback through absl (and asyncio its
+    "Task exception was never retrieved"), and once a write failed, TensorStore's callbacks into
+    Orbax's closed event loops print "Event loop is closed" tracebacks as unraisable errors: a
+    full disk wrote over a thousand of them in 40 steps. elastix already reports each failed
+    save in one line (``checkpoint save failed``), so these are dropped; ``ELASTIX_DEBUG=1``
+    keeps them.
+    """
+    if debug:
+        return
+    for name in ("absl", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    default = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        default(unraisable)
+
+    sys.unraisablehook = hook
+
+
 class _Uploader:
     """Uploads the local mirror of a ``gs://`` events file from its own thread.
 
