@@ -22,7 +22,7 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import ElastixError, UsageError
-from elastix.protocol import eventspec
+from elastix.protocol import envvars, eventspec
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
 
@@ -95,8 +95,16 @@ class Checkpointer:
         if self._mgr is None:
             import orbax.checkpoint as ocp
 
+            handlers = None
+            if pathways_persistence():
+                # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
+                # ("OCDBT not supported for Pathways"), and MaxText documents
+                # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
+                handlers = {"state": ocp.StandardCheckpointHandler(use_ocdbt=False),
+                            "data": ocp.JsonCheckpointHandler()}
             self._mgr = ocp.CheckpointManager(
                 storage.epath(self.directory),
+                item_handlers=handlers,
                 options=ocp.CheckpointManagerOptions(
                     max_to_keep=self.max_to_keep, create=True,
                     enable_async_checkpointing=self.async_save,
@@ -350,13 +358,21 @@ def check_matches(directory: str, step: int, shapes: Any) -> None:
                           "--checkpoint-dir")
 
 
+def pathways_persistence() -> bool:
+    """``--pathways-persistence`` is on (TPU hosts read and write checkpoint data)."""
+    return os.environ.get(envvars.PATHWAYS_PERSISTENCE, "") in ("1", "true", "True")
+
+
 def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
     """(target on the first slice only, full shardings) - or (abstract_state, None) when the
     state is not replicated over a 'slice' axis."""
     from elastix_trainer.health import on_pathways
 
-    if on_pathways():  # there each TPU host reads its own shards (ENABLE_PATHWAYS_PERSISTENCE)
+    if on_pathways() and pathways_persistence():  # each TPU host reads its own shards
         return abstract_state, None
+    # Otherwise (on CPU, and on Pathways without persistence, its default) the controller reads
+    # the checkpoint: reading straight onto a state replicated over N slices reads it N times,
+    # so read one replica and copy it device to device.
     leaves = jax.tree.leaves(abstract_state)
     shardings = [getattr(x, "sharding", None) for x in leaves]
     if not leaves or not all(isinstance(sh, NamedSharding) for sh in shardings):

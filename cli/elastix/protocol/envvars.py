@@ -47,3 +47,9 @@ STATE_DIR = "ELASTIX_STATE_DIR"
 # -- user knobs both halves honour ---------------------------------------------------------------
 DEBUG = "ELASTIX_DEBUG"
 """Set: the entry points print tracebacks (``elastix --debug`` sets it for the trainer too)."""
+
+PATHWAYS_PERSISTENCE = "ENABLE_PATHWAYS_PERSISTENCE"
+"""Pathways' own switch (not elastix's), set to ``1`` by ``--pathways-persistence``: TPU hosts
+read and write checkpoint data themselves. The trainer then saves without OCDBT (MaxText's
+``checkpoint_storage_use_ocdbt``: "Set to 0 for Pathways") and lets every host read its own
+shards."""

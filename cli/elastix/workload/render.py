@@ -111,7 +111,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         envvars.NUM_SLICES: {"value": str(spec.num_slices)},
     }
     if spec.pathways_persistence:
-        main_env["ENABLE_PATHWAYS_PERSISTENCE"] = {"value": "1"}
+        main_env[envvars.PATHWAYS_PERSISTENCE] = {"value": "1"}
     annotations = {labels.ELASTIC_SLICES: str(spec.elastic_slices),
                    labels.MAX_SLICE_RESTARTS: str(spec.slice_restarts)}
     if spec.events_path:
