@@ -56,3 +56,31 @@ def test_gcs_checkpoints_resume_and_events(gcs_env, reference):
     events = epath(path + "/events.jsonl").read_text().splitlines()
     names = [json.loads(line)["event"] for line in events]
     assert names.count("step") == 4 and names[-1] == "checkpoint_committed"
+
+
+def test_training_data_from_gcs_matches_local(gcs_env, tmp_path, monkeypatch):
+    """ArrayRecord shards under gs:// give the same batches as the same shards on disk; each
+    is copied once into the cache and reused; a path with no shards is one clear error."""
+    import numpy as np
+
+    from elastix.errors import UsageError
+    from elastix_trainer.data import make_iterator, prepare_data
+    from elastix_trainer.storage import epath
+
+    (tmp_path / "a.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    local = tmp_path / "shards"
+    prepare_data([str(tmp_path / "a.txt")], str(local), 32, 3)
+    for f in sorted(local.iterdir()):
+        (epath("gs://ckpts/data") / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv("ELASTIX_DATA_CACHE", str(tmp_path / "cache"))
+    a = make_iterator(str(local), 16, 256, seed=3)
+    b = make_iterator("gs://ckpts/data", 16, 256, seed=3)
+    for _ in range(5):
+        np.testing.assert_array_equal(a.next_batch(8), b.next_batch(8))
+    cached = sorted((tmp_path / "cache").rglob("*.array_record"))
+    assert [p.name for p in cached] == sorted(p.name for p in local.iterdir())
+    stamps = [p.stat().st_mtime_ns for p in cached]
+    make_iterator("gs://ckpts/data", 16, 256, seed=3)  # a second start reuses the copies
+    assert [p.stat().st_mtime_ns for p in cached] == stamps
+    with pytest.raises(UsageError, match="no ArrayRecord shards at 'gs://ckpts/nothing'"):
+        make_iterator("gs://ckpts/nothing", 16, 256, seed=3)

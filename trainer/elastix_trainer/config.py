@@ -56,7 +56,7 @@ class TrainConfig:
     seed: int = 0
     """Seeds the parameters and the data order."""
     data: str = "synthetic"
-    """``synthetic`` or an ArrayRecord directory/glob (see ``prepare-data``)."""
+    """``synthetic`` or an ArrayRecord directory/glob, local or ``gs://`` (see ``prepare-data``)."""
     dtype: str = "auto"
     """Activations: ``auto`` (bf16 on TPU, f32 elsewhere), ``float32`` or ``bfloat16``."""
     num_slices: int | None = None

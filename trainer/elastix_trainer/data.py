@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from elastix.errors import UsageError
+from elastix.protocol import envvars
 from elastix_trainer.tokenizer import ByteTokenizer
 
 RECORD_DTYPE = np.int32
@@ -68,8 +69,61 @@ class ArrayRecordSource:
         return [np.frombuffer(r, RECORD_DTYPE) for r in raw]
 
 
+def _gcs_shard_paths(pattern: str) -> list[str]:
+    """Shards at a ``gs://`` directory or glob, copied once into a local cache.
+
+    ArrayRecord readers want local files (random access per record); a run reads its shards
+    many times, so each is downloaded once (to a temporary name, then renamed: a half-copied
+    shard is never read) under ``$ELASTIX_DATA_CACHE`` (default: the temp dir), keyed by the
+    source, and reused while its size matches the object's.
+    """
+    import hashlib
+    import tempfile
+
+    from elastix_trainer.storage import epath
+
+    root = epath(pattern)
+    try:
+        if root.is_dir():
+            remote = sorted(root.glob("*.array_record"))
+        else:
+            remote = sorted(epath(pattern.rsplit("/", 1)[0]).glob(pattern.rsplit("/", 1)[1]))
+    except Exception as e:  # noqa: BLE001 - storage errors become one line
+        raise UsageError(f"cannot list ArrayRecord shards at {pattern!r}: {_first_line(e)}",
+                         hint="check the bucket, the path and the credentials") from None
+    if not remote:
+        return []
+    base = os.environ.get(envvars.DATA_CACHE) or tempfile.gettempdir()
+    cache = os.path.join(base, "elastix-data", hashlib.sha1(pattern.encode()).hexdigest()[:16])
+    os.makedirs(cache, exist_ok=True)
+    local = []
+    for obj in remote:
+        path = os.path.join(cache, obj.name)
+        try:
+            size = obj.stat().length
+            if not (os.path.exists(path) and os.path.getsize(path) == size):
+                tmp = f"{path}.part-{os.getpid()}"
+                with open(tmp, "wb") as f:
+                    f.write(obj.read_bytes())
+                os.replace(tmp, path)
+        except OSError as e:
+            raise UsageError(f"cannot copy {obj} to {path}: {e.strerror or e}",
+                             hint=f"free space in {base} or set {envvars.DATA_CACHE}") from None
+        except Exception as e:  # noqa: BLE001 - storage errors become one line
+            raise UsageError(f"cannot read {obj}: {_first_line(e)}",
+                             hint="check the bucket, the path and the credentials") from None
+        local.append(path)
+    return local
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
 def _shard_paths(pattern: str) -> list[str]:
-    if os.path.isdir(pattern):
+    if pattern.startswith("gs://"):
+        paths = _gcs_shard_paths(pattern)
+    elif os.path.isdir(pattern):
         paths = sorted(glob.glob(os.path.join(pattern, "*.array_record")))
     else:
         paths = sorted(glob.glob(pattern))

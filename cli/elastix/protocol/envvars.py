@@ -48,6 +48,10 @@ STATE_DIR = "ELASTIX_STATE_DIR"
 DEBUG = "ELASTIX_DEBUG"
 """Set: the entry points print tracebacks (``elastix --debug`` sets it for the trainer too)."""
 
+DATA_CACHE = "ELASTIX_DATA_CACHE"
+"""Where the trainer keeps local copies of ``gs://`` ArrayRecord shards (default: the temp
+dir)."""
+
 PATHWAYS_PERSISTENCE = "ENABLE_PATHWAYS_PERSISTENCE"
 """Pathways' own switch (not elastix's), set to ``1`` by ``--pathways-persistence``: TPU hosts
 read and write checkpoint data themselves. The trainer then saves without OCDBT (MaxText's
