@@ -78,3 +78,21 @@ def test_a_stalled_upload_does_not_hold_up_training(proxied):
     (stalled,) = [s for s in proxied.matching("POST", UPLOAD) if s.fate == "stalled"]
     assert max(done.values()) < stalled.end  # every step finished while the upload hung
     assert len(_object("gs://ckpts/stall/events.jsonl")) == len(trainer.events.records)
+
+
+def test_checkpoint_writes_refused_for_one_step(proxied, reference):
+    """Every write of step 4's checkpoint is refused (403, which no client retries): that save
+    is reported as not committed, training goes on, step 8 commits, and a resume reads 8."""
+    from elastix_trainer.checkpoint import Checkpointer
+    from elastix_trainer.events import EventLog
+
+    path = "gs://ckpts/ck403"
+    proxied.add(Rule("POST", r"ck403(/|%2F)4(/|%2F)", "status", status=403, count=10_000))
+    outcome, trainer, _ = run_elastic(make_cfg(checkpoint_dir=path))
+    assert outcome.status == "completed", outcome
+    assert [r["step"] for r in trainer.events.of("checkpoint_save_failed")] == [4]
+    assert [r["step"] for r in trainer.events.of("checkpoint_committed")] == [8]
+    assert losses(trainer.events) == reference["losses"]
+    assert any(s.fate == "status 403" for s in proxied.matching("POST", r"ck403"))
+    proxied.clear()
+    assert Checkpointer(path, 4, EventLog(None)).committed_steps() == [8]
