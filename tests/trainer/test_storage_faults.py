@@ -96,3 +96,22 @@ def test_checkpoint_writes_refused_for_one_step(proxied, reference):
     assert any(s.fate == "status 403" for s in proxied.matching("POST", r"ck403"))
     proxied.clear()
     assert Checkpointer(path, 4, EventLog(None)).committed_steps() == [8]
+
+
+def test_uploads_are_rate_limited_however_many_events(proxied):
+    """Events arrive every 10 ms for 2 s; the uploader sends at most one upload per 0.5 s (a
+    bug let every new event cut the pause short: 760 uploads in 6 s in the benchmark)."""
+    import time
+
+    from elastix_trainer.events import EventLog
+
+    log = EventLog("gs://ckpts/rate/events.jsonl", upload_every=0.5)
+    t0 = time.monotonic()
+    for step in range(200):
+        log.emit("step", step=step)
+        time.sleep(0.01)
+    elapsed = time.monotonic() - t0
+    log.close()
+    posts = proxied.matching("POST", UPLOAD)
+    assert 1 <= len(posts) <= elapsed / 0.5 + 2  # + the first upload and the one on close
+    assert len(_object("gs://ckpts/rate/events.jsonl")) == 200

@@ -117,11 +117,12 @@ class _Uploader:
                     self._cond.wait()
                 if self._stopping:
                     return
-                wait = max(self._every - (time.monotonic() - last), pause)
-                if wait > 0:
-                    self._cond.wait(wait)  # a stop request cuts the pause short
-                    if self._stopping:
-                        return
+                # Sleep out the pause; new events (kick) do not shorten it, a stop request does.
+                deadline = time.monotonic() + max(self._every - (time.monotonic() - last), pause)
+                while not self._stopping and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                if self._stopping:
+                    return
                 self._dirty = False
             last = time.monotonic()
             if self._attempt():
