@@ -12,6 +12,14 @@ period (or until ``wait_for`` is called: a waiter wants the replacement). So no 
 as on TPU, where any in-flight operation on the dead host fails, and every caller in that window
 sees the same answer.
 
+Silence is only counted while the controller could hear. A controller that was stopped
+(SIGSTOP, a debugger) or starved of CPU for longer than ``DEAF_AFTER`` did not drain its socket,
+whose queue is short (``net.unix.max_dgram_qlen``, 10 datagrams): the heartbeats sent meanwhile
+were dropped by the senders. That deaf period is not held against the hosts: until the receiver
+runs again, staleness is measured at the last moment it listened, and when it runs it credits
+every host with the time it was deaf (once, until the host is heard again). A host that really
+died then is found one timeout later.
+
 The address and the datagram are the protocol's (``elastix.protocol.heartbeat``). No JAX
 import here: tests and benchmarks run the receiver without it.
 """
@@ -28,6 +36,12 @@ from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
 from elastix_trainer.health import SliceWaitTimeout
 
+RECV_WAKE = 0.2
+"""The receiver wakes at least this often (its socket timeout), datagrams or not."""
+DEAF_AFTER = 0.5
+"""Seconds the receiver may go without running before the gap counts as a deaf period (the
+controller stopped or starved), not as silence of the hosts."""
+
 
 class LocalHeartbeatHealth:
     """The ``HealthSource`` of the local backend (see ``elastix_trainer.health``).
@@ -38,11 +52,14 @@ class LocalHeartbeatHealth:
         hosts_per_slice: hosts that must all be fresh for a slice to be live.
         timeout: seconds without a heartbeat after which a host counts as lost.
         clock: monotonic clock, injectable for tests; must match the senders' clock.
+        deaf_after: seconds without the receiver running that count as a deaf period (see
+            the module docstring); None turns that off (a hand-driven test clock).
     """
 
     def __init__(self, address: str, num_slices: int, hosts_per_slice: int = 1,
                  timeout: float = DEFAULT_TIMEOUT,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 deaf_after: float | None = DEAF_AFTER) -> None:
         if num_slices < 1 or hosts_per_slice < 1 or timeout <= 0:
             raise ValueError("num_slices and hosts_per_slice must be >= 1 and timeout > 0")
         self.address = address
@@ -55,6 +72,9 @@ class LocalHeartbeatHealth:
         self._latched: dict[int, float] = {}  # slice -> down until (clock), a host was replaced
         self._cond = threading.Condition()
         self._closed = False
+        self._listened = clock()  # when the receiver last ran (see DEAF_AFTER)
+        self._deaf_after = deaf_after
+        self._credited: set[tuple[int, int]] = set()  # credited for a gap, not heard since
         family, sockaddr = heartbeat.parse_address(address)
         is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
         self._path = sockaddr if is_file else None
@@ -62,7 +82,7 @@ class LocalHeartbeatHealth:
         if self._path is not None and os.path.exists(self._path):
             os.unlink(self._path)  # left by a controller of an earlier restart attempt
         self._sock.bind(sockaddr)
-        self._sock.settimeout(0.2)  # lets the receiver thread notice close()
+        self._sock.settimeout(RECV_WAKE)  # wakes the receiver: close(), deaf-period bookkeeping
         self._thread = threading.Thread(target=self._receive, name="elastix-local-health",
                                         daemon=True)
         self._thread.start()
@@ -76,14 +96,32 @@ class LocalHeartbeatHealth:
                    hosts_per_slice=int(env.get(envvars.HOSTS_PER_SLICE, "1")),
                    timeout=float(env.get(envvars.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)))
 
+    def _awake(self) -> None:
+        """The receiver runs: if it was deaf (not scheduled) for a while, credit the hosts."""
+        if self._deaf_after is None:
+            return
+        with self._cond:
+            now = self._clock()
+            gap = now - self._listened
+            if gap > self._deaf_after:
+                # One credit per host until it is heard again: a host that died during the gap
+                # is credited once, so back-to-back gaps (a starved receiver) cannot hide it.
+                for key in self._last:
+                    if key not in self._credited:
+                        self._last[key] += gap
+                        self._credited.add(key)
+            self._listened = now
+
     def _receive(self) -> None:
         while not self._closed:
+            self._awake()
             try:
                 data = self._sock.recv(256)
             except TimeoutError:
                 continue
             except OSError:
                 return  # socket closed
+            self._awake()
             hb = heartbeat.decode(data)
             if hb is None:
                 continue
@@ -100,10 +138,15 @@ class LocalHeartbeatHealth:
                         self._latched[slice_id] = self._clock() + self.timeout
                     self._last[key] = ts
                     self._pids[key] = pid
+                    self._credited.discard(key)
                 self._cond.notify_all()
 
     def _live_locked(self) -> frozenset[int]:
+        # Judged as of the last moment the receiver could listen: right after a freeze the
+        # caller may run before the receiver has drained (or missed) anything.
         now = self._clock()
+        if self._deaf_after is not None:
+            now = min(now, self._listened + RECV_WAKE + 0.05)
         live = set()
         for s in range(self.num_slices):
             if all(now - self._last.get((s, h), float("-inf")) <= self.timeout

@@ -42,7 +42,7 @@ def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
     clock = Clock()
     addr = f"unix:{tmp_path}/h.sock"
     with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=2.0,
-                              clock=clock) as health:
+                              clock=clock, deaf_after=None) as health:
         assert health.live_slices() == frozenset()
         for s, h in [(0, 0), (0, 1), (1, 0)]:
             _send(addr, s, h, 100 + 10 * s + h, clock.t)
@@ -141,7 +141,7 @@ def test_real_slice_hosts_killed_and_replaced(tmp_path):
 def test_a_host_replaced_before_the_timeout_is_still_reported_lost_once(tmp_path):
     clock = Clock()
     addr = f"unix:{tmp_path}/h.sock"
-    with LocalHeartbeatHealth(addr, num_slices=2, timeout=2.0, clock=clock) as health:
+    with LocalHeartbeatHealth(addr, num_slices=2, timeout=2.0, clock=clock, deaf_after=None) as health:
         for s in range(2):
             _send(addr, s, 0, 10 + s, clock.t)
         health.wait_for(2, timeout=5)
@@ -157,3 +157,56 @@ def test_a_host_replaced_before_the_timeout_is_still_reported_lost_once(tmp_path
         wait_until(lambda: _received(health, (1, 0), 78), 5, "hb from the second replacement")
         assert health.live_slices() == frozenset({0})
         assert health.wait_for(2, timeout=1) == frozenset({0, 1})
+
+
+_WATCHER = """
+import json, sys, time
+from elastix_trainer.local_health import LocalHeartbeatHealth
+h = LocalHeartbeatHealth(sys.argv[1], num_slices=4, hosts_per_slice=2, timeout=1.0)
+h.wait_for(4, timeout=30)
+print("ready", flush=True)
+while True:
+    print(json.dumps([time.monotonic(), sorted(h.live_slices())]), flush=True)
+    time.sleep(0.02)
+"""
+
+
+def test_a_frozen_controller_does_not_see_slices_lost(tmp_path):
+    """SIGSTOP the controller for 4 s while 8 hosts heartbeat: its socket queue (10 datagrams)
+    fills in a quarter second and later heartbeats are dropped. After SIGCONT no slice may look
+    lost (it used to report every slice lost, and spend the slice-loss budget on nothing)."""
+    addr = f"unix:{tmp_path}/h.sock"
+    watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, addr], stdout=subprocess.PIPE,
+                               text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    procs = []
+    try:
+        procs = [_host(addr, s, h) for s in range(4) for h in range(2)]
+        assert watcher.stdout.readline().strip() == "ready"
+        os.kill(watcher.pid, signal.SIGSTOP)
+        import time
+
+        time.sleep(4.0)
+        resumed = time.monotonic()
+        os.kill(watcher.pid, signal.SIGCONT)
+        seen = []
+        while True:
+            t, live = __import__("json").loads(watcher.stdout.readline())
+            if t >= resumed:
+                seen.append(live)
+            if t >= resumed + 2.0:
+                break
+        assert seen and all(live == [0, 1, 2, 3] for live in seen), seen[:5]
+        # A host that really dies is still found, one timeout later.
+        os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
+        killed = time.monotonic()
+        while True:
+            t, live = __import__("json").loads(watcher.stdout.readline())
+            if t > killed and live == [0, 2, 3]:
+                break
+            assert t < killed + 10, "the dead host was never noticed"
+    finally:
+        watcher.kill()
+        watcher.wait()
+        for p in procs:
+            p.kill()
+            p.wait()
