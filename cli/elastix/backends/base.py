@@ -208,5 +208,10 @@ class Backend(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
-        """Delete the workload; with ``wait``, return only once every pod/process is gone."""
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
+               delete_data: bool = False) -> str | None:
+        """Delete the workload; with ``wait``, return only once every pod/process is gone.
+
+        Data the backend keeps apart from the workload (the local backend's checkpoints) stays
+        unless ``delete_data``. Returns a line saying what was kept or removed, or None.
+        """

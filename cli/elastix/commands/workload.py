@@ -246,13 +246,18 @@ def delete(
         "--wait", help="Return only once every pod is gone.")] = False,
     timeout: Annotated[float, typer.Option(
         "--timeout", help="Seconds to wait with --wait.")] = 300.0,
+    delete_data: Annotated[bool, typer.Option(
+        "--delete-data", help="Local backend: also delete the workload's kept data "
+                              "(the default job's checkpoints).")] = False,
 ) -> None:
     """Delete a workload (its JobSet, Jobs and pods)."""
     from elastix.views.console import console
 
-    get_backend(target).delete(name, wait=wait, timeout=timeout)
+    note = get_backend(target).delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
     gone = "deleted; every pod is gone" if wait else "deletion requested"
     console(stderr=True).print(f"workload [bold]{name}[/]: {gone}")
+    if note:
+        console(stderr=True).print(f"workload [bold]{name}[/]: {note}")
 
 
 @with_target

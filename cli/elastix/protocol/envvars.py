@@ -48,6 +48,11 @@ STATE_DIR = "ELASTIX_STATE_DIR"
 DEBUG = "ELASTIX_DEBUG"
 """Set: the entry points print tracebacks (``elastix --debug`` sets it for the trainer too)."""
 
+LOCAL_DATA_DIR = "ELASTIX_LOCAL_DATA_DIR"
+"""Local backend: a directory of the workload's that outlives it (``<state-dir>/.data/<name>``),
+kept across ``create --replace`` and ``delete`` unless ``delete --delete-data``; the default
+local job keeps its checkpoints there."""
+
 DATA_CACHE = "ELASTIX_DATA_CACHE"
 """Where the trainer keeps local copies of ``gs://`` ArrayRecord shards (default: the temp
 dir)."""

@@ -279,13 +279,16 @@ class GKEBackend(Backend):
         return KillRecord(workload=name, pod=info.name, slice=info.slice, host=info.host,
                           node=info.node, time=utc_now(), dry_run=dry_run)
 
-    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
+               delete_data: bool = False) -> str | None:
+        # Checkpoints on GKE live in the user's bucket (--checkpoint-dir): never deleted here.
         with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
             self.http.request("DELETE", self.path("jobsets", name),
                               body={"apiVersion": "v1", "kind": "DeleteOptions",
                                     "propagationPolicy": "Background"}, timeout=TIMEOUT)
         if wait:
             self.wait_gone(name, timeout)
+        return None
 
     def wait_gone(self, name: str, timeout: float) -> None:
         """Return once the JobSet and every pod labelled with its name are gone."""

@@ -34,7 +34,7 @@ from elastix.backends.base import (
     SliceStatus,
     WorkloadStatus,
 )
-from elastix.backends.local.plan import Plan, make_plan
+from elastix.backends.local.plan import Plan, data_dir, make_plan
 from elastix.backends.local.state import (
     FINAL_STATES,
     PodRecord,
@@ -237,7 +237,8 @@ class LocalBackend(Backend):
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
     # ------------------------------------------------------------------ delete
-    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0) -> None:
+    def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
+               delete_data: bool = False) -> str | None:
         d = self._dir(name)
         try:
             plan, st = self._raw(d)
@@ -265,6 +266,13 @@ class LocalBackend(Backend):
             except FileNotFoundError:
                 pass
         shutil.rmtree(d, ignore_errors=True)
+        kept = data_dir(d)
+        if not kept.exists():
+            return None
+        if delete_data:
+            shutil.rmtree(kept, ignore_errors=True)
+            return f"removed its data (checkpoints) in {kept}"
+        return f"kept its data (checkpoints) in {kept}; --delete-data removes it"
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
@@ -293,13 +301,14 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ policy
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        """The local job: the tiny trainer, checkpointing into the workload's own state directory,
-        slow enough per step to watch a recovery. The image is only a label here: the local
+        """The local job: the tiny trainer, checkpointing into the workload's kept data directory
+        (it survives ``create --replace`` and ``delete``), slow enough per step to watch a
+        recovery. The image is only a label here: the local
         backend runs the command, not the image."""
         return {
             "docker_image": "elastix-trainer:local",
             "command": ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 "
-                        "--checkpoint-dir \"$ELASTIX_WORKLOAD_DIR/checkpoints\" "
+                        "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" "
                         "--checkpoint-period 20 --snapshot-period 5"),
         }
 

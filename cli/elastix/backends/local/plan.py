@@ -65,6 +65,12 @@ class Plan:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
 
 
+def data_dir(workload_dir: Path) -> Path:
+    """The workload's kept data (``ELASTIX_LOCAL_DATA_DIR``): beside the workload directories,
+    under a name no workload can have, so replacing or deleting the workload leaves it."""
+    return workload_dir.parent / ".data" / workload_dir.name
+
+
 def health_address(workload_dir: Path) -> str:
     """A UNIX datagram socket in the workload dir, or a short stand-in when the path is too long.
 

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from elastix.backends.local.plan import Plan, expand, pod_fields, resolve_env
+from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
 from elastix.backends.local.state import (
     PodRecord,
     SliceState,
@@ -109,6 +109,7 @@ class Supervisor:
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         env["PYTHONUNBUFFERED"] = "1"
         env[envvars.WORKLOAD_DIR] = str(self.dir)
+        env[envvars.LOCAL_DATA_DIR] = str(data_dir(self.dir))
         env[envvars.LOCAL_HEALTH] = self.plan.health_address
         env[envvars.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
         env[envvars.HEARTBEAT_INTERVAL] = str(self.plan.heartbeat_interval)

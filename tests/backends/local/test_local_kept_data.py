@@ -1,0 +1,46 @@
+"""The default local job's checkpoints outlive its workload: `create --replace` resumes from
+them, `delete` keeps them and says where, `delete --delete-data` removes them and says so.
+(They used to live in the workload's state directory, so replace and delete removed them
+without a word, and training started again from step 1.)"""
+
+from __future__ import annotations
+
+import json
+
+from local_helpers import wait_until
+
+CREATE = ("workload", "create", "keep", "--tpu-type", "v5litepod-4", "--num-slices", "2",
+          "--elastic-slices", "2")
+
+
+def _events(state_dir) -> list[dict]:
+    path = state_dir / "keep" / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def _committed(state_dir) -> list[int]:
+    ck = state_dir / ".data" / "keep" / "checkpoints"
+    return sorted(int(p.name) for p in ck.iterdir() if p.name.isdigit()) if ck.exists() else []
+
+
+def test_checkpoints_survive_replace_and_delete_unless_asked(cli, state_dir):
+    cli(*CREATE)
+    try:
+        wait_until(lambda: _committed(state_dir), 240, "a committed checkpoint")
+        cli(*CREATE, "--replace")
+        restore = wait_until(lambda: [e for e in _events(state_dir) if e["event"] == "restore"],
+                             240, "the replaced workload's restore")
+        assert restore[0]["source"] == "checkpoint" and restore[0]["step"] >= 20
+        gone = cli("workload", "delete", "keep", "--wait")
+        kept = state_dir / ".data" / "keep"
+        assert f"kept its data (checkpoints) in {kept}; --delete-data removes it" in gone.stderr
+        assert _committed(state_dir)
+        assert json.loads(cli("workload", "list", "-o", "json").stdout) == []
+        cli(*CREATE)
+        removed = cli("workload", "delete", "keep", "--wait", "--delete-data")
+        assert f"removed its data (checkpoints) in {kept}" in removed.stderr
+        assert not kept.exists()
+    finally:
+        cli("workload", "delete", "keep", "--wait", check=False)
