@@ -115,3 +115,48 @@ def test_uploads_are_rate_limited_however_many_events(proxied):
     posts = proxied.matching("POST", UPLOAD)
     assert 1 <= len(posts) <= elapsed / 0.5 + 2  # + the first upload and the one on close
     assert len(_object("gs://ckpts/rate/events.jsonl")) == 200
+
+
+def test_restore_through_faults_never_loses_a_committed_step(proxied, reference):
+    """Two checkpoints on gs:// (steps 4, 8). A resume whose reads of step 8 first meet 503s
+    retries and restores 8; one whose reads of step 8 are refused for good (403) reports it
+    damaged and restores 4, the next older committed step. Nothing uncommitted is read."""
+    path = "gs://ckpts/rfault"
+    outcome, _, _ = run_elastic(make_cfg(checkpoint_dir=path))
+    assert outcome.status == "completed", outcome
+
+    proxied.add(Rule("GET", r"rfault(/|%2F)8(/|%2F)", "status", status=503, count=2))
+    outcome, trainer, _ = run_elastic(make_cfg(checkpoint_dir=path, steps=10))
+    assert outcome.status == "completed", outcome
+    assert trainer.events.of("restore")[0]["step"] == 8
+    assert any(s.fate == "status 503" for s in proxied.matching("GET", r"rfault"))
+
+    proxied.clear()
+    # Its arrays only: the listing and the commit marker still answer.
+    proxied.add(Rule("GET", r"rfault(/|%2F)10(/|%2F)state", "status", status=403,
+                     count=100_000))
+    outcome, trainer, _ = run_elastic(make_cfg(checkpoint_dir=path, steps=12))
+    assert outcome.status == "completed", outcome
+    assert [r["step"] for r in trainer.events.of("checkpoint_damaged")] == [10]
+    assert trainer.events.of("restore")[0]["step"] == 8
+
+
+def test_data_reads_through_transient_faults(proxied, tmp_path, monkeypatch):
+    """The first reads of the shards meet 503s; the copy is retried and the batches are those
+    of the same shards on disk."""
+    import numpy as np
+
+    from elastix_trainer.data import make_iterator, prepare_data
+    from elastix_trainer.storage import epath
+
+    (tmp_path / "a.txt").write_text("pack my box with five dozen liquor jugs " * 40)
+    local = tmp_path / "shards"
+    prepare_data([str(tmp_path / "a.txt")], str(local), 32, 2)
+    for f in sorted(local.iterdir()):
+        (epath("gs://ckpts/dfault") / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv("ELASTIX_DATA_CACHE", str(tmp_path / "cache"))
+    proxied.add(Rule("GET", r"dfault", "status", status=503, count=2))
+    a = make_iterator(str(local), 16, 256, seed=1)
+    b = make_iterator("gs://ckpts/dfault", 16, 256, seed=1)
+    np.testing.assert_array_equal(a.next_batch(8), b.next_batch(8))
+    assert [s.fate for s in proxied.matching("GET", r"dfault")][:2] == ["status 503"] * 2
