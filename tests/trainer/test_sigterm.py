@@ -73,11 +73,14 @@ def test_sigterm_reaches_the_trainer_as_pid_1(tmp_path):
         pytest.skip("a new PID namespace needs unshare and root: "
                     + (probe.stderr.strip() if probe else "no unshare"))
     events_file = tmp_path / "events.jsonl"
-    proc = subprocess.Popen([unshare, "--pid", "--fork", "--mount-proc", sys.executable, "-m",
+    # --kill-child: if the test fails and kills unshare, the trainer (PID 1 in there) goes too.
+    proc = subprocess.Popen([unshare, "--pid", "--fork", "--kill-child", "--mount-proc",
+                             sys.executable, "-m",
                              "elastix_trainer", *ARGS, "--checkpoint-dir", str(tmp_path / "ck"),
                              "--events-file", str(events_file)],
                             env=cli_env(), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    trainer = None
     try:
         wait_until(lambda: _steps(events_file) >= 3, 180, "three steps")
         children = open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()
@@ -91,4 +94,9 @@ def test_sigterm_reaches_the_trainer_as_pid_1(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if trainer is not None:
+            try:
+                os.kill(trainer, signal.SIGKILL)  # nothing left behind, whatever happened
+            except ProcessLookupError:
+                pass
     _check_stopped(tmp_path, events_file, proc.returncode, stderr)
