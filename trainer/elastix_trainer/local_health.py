@@ -7,10 +7,11 @@ within the timeout, so a slice with one dead host is down even while its other h
 a replaced host counts again as soon as it heartbeats.
 
 A host that is replaced faster than the timeout (its slice's heartbeats never went stale) still
-lost its state: the first heartbeat from a new pid *latches* the slice as down for one timeout
-period (or until ``wait_for`` is called: a waiter wants the replacement). So no loss goes unseen,
-as on TPU, where any in-flight operation on the dead host fails, and every caller in that window
-sees the same answer.
+lost its state: the first heartbeat from a new pid *latches* the slice as down until ``wait_for``
+is called (the runtime's recovery waits for slices; a waiter wants the replacement). So no loss
+goes unseen however long the step in flight takes (a latch that expired after one timeout let a
+kill during a long step or a checkpoint's blocking copy pass unnoticed), as on TPU, where any
+in-flight operation on the dead host fails, and every caller until then sees the same answer.
 
 Silence is only counted while the controller could hear. A controller that was stopped
 (SIGSTOP, a debugger) or starved of CPU for longer than ``DEAF_AFTER`` did not drain its socket,
@@ -69,7 +70,7 @@ class LocalHeartbeatHealth:
         self._clock = clock
         self._last: dict[tuple[int, int], float] = {}
         self._pids: dict[tuple[int, int], int] = {}
-        self._latched: dict[int, float] = {}  # slice -> down until (clock), a host was replaced
+        self._latched: dict[int, float] = {}  # slice -> down until (clock): a host was replaced
         self._cond = threading.Condition()
         self._closed = False
         self._listened = clock()  # when the receiver last ran (see DEAF_AFTER)
@@ -135,7 +136,7 @@ class LocalHeartbeatHealth:
                     # Replaced while its predecessor still looked fresh: the loss would go
                     # unseen without the latch. (A stale predecessor was already seen down.)
                     if self._pids.get(key, pid) != pid and ts - last <= self.timeout:
-                        self._latched[slice_id] = self._clock() + self.timeout
+                        self._latched[slice_id] = float("inf")  # until wait_for (see above)
                     self._last[key] = ts
                     self._pids[key] = pid
                     self._credited.discard(key)
