@@ -79,13 +79,12 @@ def restore_bytes(preset: str) -> None:
 
 
 def events_cost(n: int) -> None:
-    from fake_gcs import fake_gcs
+    from fake_gcs import emulator_env, fake_gcs
 
     from elastix_trainer.events import EventLog
 
     with tempfile.TemporaryDirectory() as tmp, fake_gcs(Path(tmp), buckets=("bench",)) as url:
-        os.environ.update(STORAGE_EMULATOR_HOST=url, GOOGLE_AUTH_TOKEN_FOR_TESTING="t",
-                          GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false")
+        os.environ.update(emulator_env(url))
         log = EventLog("gs://bench/run/events.jsonl", upload_every=0.5)
         fields = {"seconds": 0.041, "loss": 5.4321, "live_slices": 4,
                   "tflops_per_device": 0.01, "global_batch": 8}

@@ -53,3 +53,11 @@ def fake_gcs(root: Path, buckets: tuple[str, ...] = ()) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait()
+
+
+def emulator_env(url: str) -> dict[str, str]:
+    """What points every GCS client of the trainer (gcsfs, TensorStore, google-cloud-storage)
+    at the emulator (or a proxy in front of it) at ``url``, with a test token."""
+    return {"STORAGE_EMULATOR_HOST": url, "TENSORSTORE_GCS_HTTP_URL": url,
+            "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test-token",
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}

@@ -48,3 +48,12 @@ def reference(tmp_path_factory):
 from elastix_trainer.events import quiet_libraries  # noqa: E402
 
 quiet_libraries()
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    """fake-gcs-server with a ``ckpts`` bucket, one per test module; yields its URL."""
+    from fake_gcs import fake_gcs
+
+    with fake_gcs(tmp_path_factory.mktemp("gcs"), buckets=("ckpts",)) as url:
+        yield url

@@ -5,26 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_gcs import fake_gcs
-from trainer_helpers import losses, make_cfg, run_elastic
+from fake_gcs import emulator_env
+from trainer_helpers import losses, make_cfg, run_elastic, shards_on_gcs
 
 from elastix_trainer.checkpoint import COMMIT_MARKER, Checkpointer
 from elastix_trainer.events import EventLog
 from elastix_trainer.train import Trainer
 
 
-@pytest.fixture(scope="module")
-def gcs(tmp_path_factory):
-    with fake_gcs(tmp_path_factory.mktemp("gcs"), buckets=("ckpts",)) as url:
-        yield url
-
-
 @pytest.fixture
 def gcs_env(gcs, monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
-    monkeypatch.setenv("TENSORSTORE_GCS_HTTP_URL", gcs)
-    monkeypatch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "test-token")
-    monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    for k, v in emulator_env(gcs).items():
+        monkeypatch.setenv(k, v)
     return gcs
 
 
@@ -64,14 +56,9 @@ def test_training_data_from_gcs_matches_local(gcs_env, tmp_path, monkeypatch):
     import numpy as np
 
     from elastix.errors import UsageError
-    from elastix_trainer.data import make_iterator, prepare_data
-    from elastix_trainer.storage import epath
+    from elastix_trainer.data import make_iterator
 
-    (tmp_path / "a.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
-    local = tmp_path / "shards"
-    prepare_data([str(tmp_path / "a.txt")], str(local), 32, 3)
-    for f in sorted(local.iterdir()):
-        (epath("gs://ckpts/data") / f.name).write_bytes(f.read_bytes())
+    local = shards_on_gcs(tmp_path, "gs://ckpts/data", 3)
     monkeypatch.setenv("ELASTIX_DATA_CACHE", str(tmp_path / "cache"))
     a = make_iterator(str(local), 16, 256, seed=3)
     b = make_iterator("gs://ckpts/data", 16, 256, seed=3)

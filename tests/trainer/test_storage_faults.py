@@ -8,26 +8,18 @@ import json
 import logging
 
 import pytest
-from fake_gcs import fake_gcs
+from fake_gcs import emulator_env
 from fault_proxy import Rule, fault_proxy
-from trainer_helpers import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, run_elastic, shards_on_gcs
 
 UPLOAD = r"events\.jsonl"  # the events object's upload (its name is in the query)
-
-
-@pytest.fixture(scope="module")
-def gcs(tmp_path_factory):
-    with fake_gcs(tmp_path_factory.mktemp("gcs"), buckets=("ckpts",)) as url:
-        yield url
 
 
 @pytest.fixture
 def proxied(gcs, monkeypatch):
     with fault_proxy(gcs) as (url, proxy):
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-        monkeypatch.setenv("TENSORSTORE_GCS_HTTP_URL", url)
-        monkeypatch.setenv("GOOGLE_AUTH_TOKEN_FOR_TESTING", "test-token")
-        monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        for k, v in emulator_env(url).items():
+            monkeypatch.setenv(k, v)
         import fsspec
 
         fsspec.filesystem("gs").clear_instance_cache()  # a cached client keeps the old endpoint
@@ -146,14 +138,9 @@ def test_data_reads_through_transient_faults(proxied, tmp_path, monkeypatch):
     of the same shards on disk."""
     import numpy as np
 
-    from elastix_trainer.data import make_iterator, prepare_data
-    from elastix_trainer.storage import epath
+    from elastix_trainer.data import make_iterator
 
-    (tmp_path / "a.txt").write_text("pack my box with five dozen liquor jugs " * 40)
-    local = tmp_path / "shards"
-    prepare_data([str(tmp_path / "a.txt")], str(local), 32, 2)
-    for f in sorted(local.iterdir()):
-        (epath("gs://ckpts/dfault") / f.name).write_bytes(f.read_bytes())
+    local = shards_on_gcs(tmp_path, "gs://ckpts/dfault", 2)
     monkeypatch.setenv("ELASTIX_DATA_CACHE", str(tmp_path / "cache"))
     proxied.add(Rule("GET", r"dfault", "status", status=503, count=2))
     a = make_iterator(str(local), 16, 256, seed=1)

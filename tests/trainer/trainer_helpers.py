@@ -66,3 +66,17 @@ def run_elastic(cfg, health=None, events_path=None, setup=None):
     finally:
         events.close()
     return outcome, trainer, runtime
+
+
+def shards_on_gcs(tmp_path, dest: str, shards: int):
+    """ArrayRecord shards made from a small text in ``tmp_path/shards`` and copied to ``dest``
+    (a ``gs://`` directory); returns the local directory, to compare batches with."""
+    from elastix_trainer.data import prepare_data
+    from elastix_trainer.storage import epath
+
+    (tmp_path / "a.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    local = tmp_path / "shards"
+    prepare_data([str(tmp_path / "a.txt")], str(local), 32, shards)
+    for f in sorted(local.iterdir()):
+        (epath(dest) / f.name).write_bytes(f.read_bytes())
+    return local

@@ -5,44 +5,15 @@ with the cluster CA it returned. No gcloud, no kubeconfig."""
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 
 import pytest
-from fake_cluster import CREATE, start_fake, stop, wait_for
+from fake_cluster import CREATE, self_signed, start_fake, stop, wait_for
 from werkzeug import Response
 
 from elastix.main import main
 
 CLUSTER_PATH = "/v1/projects/proj/locations/us-central2-b/clusters/tpu"
-
-
-def self_signed(tmp_path):
-    """A certificate for 127.0.0.1 (cert.pem, key.pem) and its PEM text."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-gke")])
-    now = dt.datetime.now(dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (tmp_path / "cert.pem").write_bytes(pem)
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    return pem
 
 
 @pytest.fixture
