@@ -37,7 +37,8 @@ SAMPLES: dict[str, list[dict]] = {
                 {"source": "snapshot", "step": 14, "bytes": 99, "seconds": 0.0301,
                  "path": "host-memory"}],
     eventspec.ELASTIC_DETECTED: [{"recovery": 1, "kind": "slice_lost", "error": "DATA_LOSS: worker gone",
-                          "last_step": 14, "live_slices": 3, "lost_slices": [2]},
+                          "last_step": 14, "live_slices": 3, "lost_slices": [2],
+                          "since_loss": 2.1034},
                          {"recovery": 2, "kind": "slice_lost", "error": "", "last_step": 0,
                           "live_slices": 1, "lost_slices": [0, 2, 3]},
                          {"recovery": 3, "kind": "slice_lost", "error": "x (y): z",
@@ -69,8 +70,9 @@ def test_every_event_has_samples_and_sane_keys():
     for name, ev in eventspec.EVENTS.items():
         assert set(ev.measured) <= set(ev.keys) | {"pid"}, name
         assert set(ev.optional) <= set(ev.measured), name
+        assert set(ev.sometimes) <= set(ev.keys), name
         for values in SAMPLES[name]:
-            assert set(values) - {"pid"} == set(ev.keys), name
+            assert set(ev.keys) - set(ev.sometimes) <= set(values) - {"pid"} <= set(ev.keys), name
 
 
 @pytest.mark.parametrize(("name", "values"), _cases())

@@ -89,6 +89,10 @@ class Checkpointer:
         self._lock = threading.Lock()
         self.damaged: dict[int, str] = {}
         """Committed steps that failed to read (step -> the error's first line): skipped."""
+        self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
+        self.void: set[int] = set()
+        """Steps saved after a slice was gone (local backend): never restored, deleted once
+        nothing is in flight (``cleanup_uncommitted``)."""
 
     # -- saving --------------------------------------------------------------------------------
     def _manager(self):
@@ -150,7 +154,8 @@ class Checkpointer:
         except Exception as e:
             self._failed(step, _first_line(e))
             raise
-        blocking = time.monotonic() - start
+        self._copied_at[step] = time.monotonic()
+        blocking = self._copied_at[step] - start
         pending = PendingSave(step, start, blocking)
         with self._lock:
             self._pending = pending
@@ -264,9 +269,16 @@ class Checkpointer:
                 steps.append(int(p.name))
         return sorted(steps)
 
+    def void_after(self, t: float) -> list[int]:
+        """Void the steps this process saved after monotonic time ``t`` (their device-to-host
+        copy ended after a slice was gone); returns them."""
+        steps = sorted(s for s, at in self._copied_at.items() if at > t and s not in self.void)
+        self.void.update(steps)
+        return steps
+
     def latest_committed(self) -> int | None:
-        """The newest committed step that is not known to be damaged, or None."""
-        steps = [s for s in self.committed_steps() if s not in self.damaged]
+        """The newest committed step that is neither damaged nor void, or None."""
+        steps = [s for s in self.committed_steps() if s not in self.damaged and s not in self.void]
         return steps[-1] if steps else None
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
@@ -310,6 +322,12 @@ class Checkpointer:
             (root / name).rmtree(missing_ok=True)
         if names:
             log.info("elastix: removed uncommitted checkpoint directories %s", names)
+        for step in sorted(self.void):
+            (root / str(step)).rmtree(missing_ok=True)
+            log.info("elastix: removed the checkpoint of step %d (saved after a slice was "
+                     "gone)", step)
+            self._copied_at.pop(step, None)
+        self.void.clear()
         return names
 
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:

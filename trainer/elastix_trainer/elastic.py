@@ -182,6 +182,9 @@ class ElasticRuntime:
                                           "committed step")
                     return Outcome("completed", "all steps done", tr.last_completed)
                 new = self._live_known()
+                forget = getattr(self.health, "forget", None)
+                if forget is not None:  # what befell them outside the mesh is history
+                    forget(new - session.slice_ids)
                 self._resize_event(session.slice_ids, new, "scale up")
                 use = new
             except (SliceWaitTimeout, TrainingFailed) as e:
@@ -267,12 +270,22 @@ class ElasticRuntime:
         self.slice_losses += 1
         self.recoveries += 1
         r = self.recoveries
-        down = sorted(lost(mesh, self.health))
+        gone = getattr(self.health, "losses", lambda slices: {})(mesh)
+        down = sorted(lost(mesh, self.health) | gone.keys())
+        extra = {}
+        if gone:
+            # Local backend: the loss is dated (a host's exit or last heartbeat); work after it
+            # ran on stand-in devices and is not kept (Trainer.discard_after).
+            since = min(gone.values())
+            self.trainer.discard_after(since)
+            last = self.trainer.last_completed
+            extra["since_loss"] = round(max(0.0, self.clock() - since), 6)
         live = self._live_known()
         line = eventspec.line(eventspec.ELASTIC_DETECTED, recovery=r, lost_slices=down, last_step=last,
                       error=error_line(error))
         self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost", error=error_line(error),
-                         last_step=last, live_slices=len(live), lost_slices=down, line=line)
+                         last_step=last, live_slices=len(live), lost_slices=down, line=line,
+                         **extra)
         if self.slice_losses > self.trainer.cfg.max_slice_losses:
             self._cleanup(None)
             return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "

@@ -21,6 +21,15 @@ runs again, staleness is measured at the last moment it listened, and when it ru
 every host with the time it was deaf (once, until the host is heard again). A host that really
 died then is found one timeout later.
 
+When a host died, and so which work may be kept. The controller's CPU devices stand in for a
+slice's chips, so unlike on TPU they go on computing after the host process is gone. To keep
+the simulation honest the receiver also records *when* a host stopped counting: exactly, where
+the OS can say (Linux: a pidfd of the host's pid, readable the moment the process exits), else
+its last heartbeat (a host that stopped, or hangs, was last known good then). ``lost_since``
+answers "since when is this slice gone"; the trainer completes no step after that moment (it
+waits for detection, as a step on a dead slice hangs on Pathways) and throws away what it saved
+after it (``elastix_trainer.train``). The record is cleared by ``wait_for``, with the latch.
+
 The address and the datagram are the protocol's (``elastix.protocol.heartbeat``). No JAX
 import here: tests and benchmarks run the receiver without it.
 """
@@ -28,6 +37,7 @@ import here: tests and benchmarks run the receiver without it.
 from __future__ import annotations
 
 import os
+import selectors
 import socket
 import threading
 import time
@@ -76,6 +86,10 @@ class LocalHeartbeatHealth:
         self._listened = clock()  # when the receiver last ran (see DEAF_AFTER)
         self._deaf_after = deaf_after
         self._credited: set[tuple[int, int]] = set()  # credited for a gap, not heard since
+        self._heard: dict[tuple[int, int], float] = {}  # last heartbeat, never credited
+        self._died: dict[tuple[int, int], float] = {}  # when the host stopped counting
+        self._pidfds: dict[int, tuple[tuple[int, int], int]] = {}  # fd -> (key, pid)
+        self._exited_now: set[tuple[int, int]] = set()  # exited, no replacement heard yet
         family, sockaddr = heartbeat.parse_address(address)
         is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
         self._path = sockaddr if is_file else None
@@ -83,7 +97,9 @@ class LocalHeartbeatHealth:
         if self._path is not None and os.path.exists(self._path):
             os.unlink(self._path)  # left by a controller of an earlier restart attempt
         self._sock.bind(sockaddr)
-        self._sock.settimeout(RECV_WAKE)  # wakes the receiver: close(), deaf-period bookkeeping
+        self._sock.setblocking(False)
+        self._sel = selectors.DefaultSelector()  # the socket, and a pidfd per host (Linux)
+        self._sel.register(self._sock, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._receive, name="elastix-local-health",
                                         daemon=True)
         self._thread.start()
@@ -117,12 +133,24 @@ class LocalHeartbeatHealth:
         while not self._closed:
             self._awake()
             try:
+                ready = self._sel.select(RECV_WAKE)  # wakes: close(), deaf-period bookkeeping
+            except (OSError, ValueError):
+                return  # closed
+            self._awake()
+            for key, _ in ready:
+                if key.fileobj is self._sock:
+                    self._drain()
+                else:
+                    self._exited(key.fd)
+
+    def _drain(self) -> None:
+        while True:
+            try:
                 data = self._sock.recv(256)
-            except TimeoutError:
-                continue
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError:
                 return  # socket closed
-            self._awake()
             hb = heartbeat.decode(data)
             if hb is None:
                 continue
@@ -133,14 +161,55 @@ class LocalHeartbeatHealth:
                 key = (slice_id, host)
                 last = self._last.get(key, float("-inf"))
                 if ts >= last:
-                    # Replaced while its predecessor still looked fresh: the loss would go
-                    # unseen without the latch. (A stale predecessor was already seen down.)
-                    if self._pids.get(key, pid) != pid and ts - last <= self.timeout:
-                        self._latched[slice_id] = float("inf")  # until wait_for (see above)
-                    self._last[key] = ts
+                    old = self._pids.get(key, pid)
+                    if old != pid:
+                        # The old host is gone: it stopped counting at its last heartbeat,
+                        # unless its pidfd already said exactly when.
+                        self._died.setdefault(key, self._heard.get(key, ts))
+                        # Replaced while its predecessor still looked fresh: the loss would go
+                        # unseen without the latch. (A stale predecessor was already seen down.)
+                        if ts - last <= self.timeout:
+                            self._latched[slice_id] = float("inf")  # until wait_for (see above)
+                    if old != pid or key not in self._pids:
+                        self._watch(key, pid)
+                    self._last[key] = self._heard[key] = ts
                     self._pids[key] = pid
+                    self._exited_now.discard(key)
                     self._credited.discard(key)
                 self._cond.notify_all()
+
+    def _watch(self, key: tuple[int, int], pid: int) -> None:
+        """Learn the moment ``pid`` exits (Linux pidfd; elsewhere the last heartbeat stands)."""
+        for fd, (k, _) in list(self._pidfds.items()):
+            if k == key:  # the predecessor's: no longer this host
+                self._unwatch(fd)
+        open_pidfd = getattr(os, "pidfd_open", None)
+        if open_pidfd is None:
+            return
+        try:
+            fd = open_pidfd(pid)
+        except OSError:  # already gone (or another PID namespace): heartbeats still tell
+            return
+        self._pidfds[fd] = (key, pid)
+        self._sel.register(fd, selectors.EVENT_READ)
+
+    def _unwatch(self, fd: int) -> None:
+        self._pidfds.pop(fd, None)
+        try:
+            self._sel.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+        os.close(fd)
+
+    def _exited(self, fd: int) -> None:
+        key, pid = self._pidfds[fd]
+        now = self._clock()
+        self._unwatch(fd)
+        with self._cond:
+            if self._pids.get(key) == pid:
+                self._died.setdefault(key, now)
+                self._exited_now.add(key)
+            self._cond.notify_all()
 
     def _live_locked(self) -> frozenset[int]:
         # Judged as of the last moment the receiver could listen: right after a freeze the
@@ -164,6 +233,44 @@ class LocalHeartbeatHealth:
             now = self._clock()
             return self._live_locked() - {s for s, t in self._latched.items() if t > now}
 
+    def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
+        """Slices of ``slices`` that lost a host, each with since when (this clock).
+
+        A host is gone from when it exited (exact where the OS tells: a pidfd), or from its
+        last heartbeat when it was replaced without that. Without ``exact`` a host that is
+        merely stale counts too, from its last heartbeat (it hangs, or died unseen). Records
+        are cleared by ``wait_for`` (the loss is being handled) and ``forget``.
+        """
+        wanted = frozenset(slices)
+        out: dict[int, float] = {}
+
+        def note(s: int, t: float) -> None:
+            out[s] = min(t, out.get(s, t))
+
+        with self._cond:
+            for (s, _), t in self._died.items():
+                if s in wanted:
+                    note(s, t)
+            if not exact:
+                now = self._clock()
+                for (s, h), t in self._heard.items():
+                    if s in wanted and now - self._last[(s, h)] > self.timeout:
+                        note(s, t)
+        return out
+
+    def lost_since(self, slices, *, exact: bool = False) -> float | None:
+        """The earliest of ``losses(slices, exact=exact)``, or None."""
+        times = self.losses(slices, exact=exact).values()
+        return min(times) if times else None
+
+    def forget(self, slices) -> None:
+        """Drop the loss records of ``slices`` (the runtime scales up onto them: live now,
+        whatever happened to them while they were outside the mesh)."""
+        wanted = frozenset(slices)
+        with self._cond:
+            for key in [k for k in self._died if k[0] in wanted]:
+                del self._died[key]
+
     def host_pids(self) -> dict[tuple[int, int], int]:
         """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""
         with self._cond:
@@ -179,9 +286,12 @@ class LocalHeartbeatHealth:
         with self._cond:
             self._latched.clear()  # a waiter wants replacements: they count at once
             while True:
-                live = self._live_locked()
+                # A host known to have exited does not count until its replacement is heard,
+                # though its heartbeats are not stale yet (detection is not at stake here).
+                live = self._live_locked() - {s for s, _ in self._exited_now}
                 if len(live) >= required:
                     self._latched.clear()  # replacements that arrived while waiting count too
+                    self._died.clear()  # the loss is handled: what comes back counts afresh
                     return live
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
@@ -200,6 +310,9 @@ class LocalHeartbeatHealth:
             self._cond.notify_all()
         self._sock.close()
         self._thread.join(timeout=1.0)
+        for fd in list(self._pidfds):
+            self._unwatch(fd)
+        self._sel.close()
         if self._path is not None:
             try:
                 os.unlink(self._path)

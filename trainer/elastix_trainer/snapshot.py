@@ -33,6 +33,7 @@ class Snapshot:
     host_state: Any  # pytree of numpy arrays
     data_state: dict
     nbytes: int
+    taken_at: float = 0.0  # monotonic time the copy ended (work after a slice's loss is void)
 
 
 class SnapshotStore:
@@ -48,7 +49,7 @@ class SnapshotStore:
         host = jax.device_get(state)
         host = jax.tree.map(np.asarray, host)
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host)))
-        self.latest = Snapshot(step, host, dict(data_state), nbytes)
+        self.latest = Snapshot(step, host, dict(data_state), nbytes, time.monotonic())
         if emit:
             seconds = time.monotonic() - start
             self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,

@@ -9,6 +9,7 @@ scale-up boundaries drain the pipeline first, so only known-good state is ever s
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -78,6 +79,9 @@ class Trainer:
         self.snapshots = SnapshotStore(events)
         self.seam = not on_pathways()  # on Pathways real faults surface by themselves
         self.last_completed = 0
+        # (monotonic time, step) of every completed or restored step, newest last: which state
+        # the run held at a given moment (a slice's loss is dated after the fact).
+        self.timeline: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
         self.before_step: list[Callable[[Trainer, int], None]] = []  # hooks (tests, runtime)
         self.after_step: list[Callable[[Trainer, int, float], None]] = []
@@ -128,6 +132,8 @@ class Trainer:
                 if self.ckpt is not None and self.ckpt.damaged:
                     raise self.ckpt.unreadable()
                 self.data.restore({"next_index": 0})
+                self.last_completed = 0
+                self.timeline.append((time.monotonic(), 0))
                 return Session(ids, mesh, fns, fns.init(), 0, gb)
             source, step = cand
             t0 = time.monotonic()
@@ -150,6 +156,7 @@ class Trainer:
             hook(self, source, step)
         self.data.restore(data_state)
         self.last_completed = step
+        self.timeline.append((time.monotonic(), step))
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
                 "path": path}
         rec = self.events.emit(eventspec.RESTORE, **info, line=eventspec.line(
@@ -220,6 +227,7 @@ class Trainer:
             raise Diverged(f"the loss is {value} at step {n}: training diverged; nothing from "
                            f"step {n} on is saved")
         now = time.monotonic()
+        self._gate(s, n, now)
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
         line = eventspec.line(eventspec.STEP, step=n, seconds=seconds, live_slices=len(s.slice_ids),
@@ -228,9 +236,68 @@ class Trainer:
                          live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
                          global_batch=s.global_batch, line=line)
         self.last_completed = n
+        self.timeline.append((now, n))
         for hook in self.after_step:
             hook(self, n, seconds)
         return now
+
+    def _gate(self, s: Session, n: int, done_at: float) -> None:
+        """Local backend: a step whose slice lost a host before it completed did not complete.
+
+        The controller's CPU devices stand in for the slices' chips and would go on computing
+        after a host process died; on TPU a step that needs a dead slice fails or hangs until
+        the loss is detected. So, once the health source knows a host of this mesh exited
+        (``losses(exact=True)``), this waits for the detection (the heartbeat timeout; the
+        fault seam fails the steps dispatched meanwhile) and raises as Pathways would.
+        """
+        losses = getattr(self.health, "losses", None) if self.seam else None
+        if losses is None:
+            return
+        gone = losses(s.slice_ids, exact=True)
+        if not gone or min(gone.values()) > done_at:
+            return
+        since = min(gone.values())
+        deadline = since + getattr(self.health, "timeout", 2.0) + 0.5
+        while not lost(s.slice_ids, self.health) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        raise jax.errors.JaxRuntimeError(
+            f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host before step {n} "
+            f"completed (elastix local fault seam)")
+
+    def step_at(self, t: float) -> int | None:
+        """The step whose state the run held at monotonic time ``t`` (None: before the record)."""
+        for when, step in reversed(self.timeline):
+            if when <= t:
+                return step
+        return None
+
+    def discard_after(self, t: float) -> tuple[int, int] | None:
+        """Forget the work done after monotonic time ``t``, when a slice was already gone.
+
+        Steps completed after ``t`` ran on the stand-in devices of a dead slice: they are not
+        counted (``last_completed`` goes back), the host snapshot copied after ``t`` is
+        dropped and checkpoints saved after ``t`` are voided (deleted once settled), so
+        nothing from them is restored. Returns (kept step, last step before) when something
+        went back, else None.
+        """
+        good = self.step_at(t)
+        before = self.last_completed
+        snap = self.snapshots.latest
+        if snap is not None and snap.taken_at > t:
+            self.snapshots.clear()
+            log.warning("elastix: the host snapshot of step %d was copied after a slice was "
+                        "gone: dropped", snap.step)
+        if self.ckpt is not None:
+            for step in self.ckpt.void_after(t):
+                log.warning("elastix: the checkpoint of step %d was saved after a slice was "
+                            "gone: it will be deleted, never restored", step)
+        if good is None or good >= before:
+            return None
+        self.last_completed = good
+        log.warning("elastix: steps %d-%d completed after a slice was gone (on the local "
+                    "backend's stand-in devices; on TPU they could not have): not kept",
+                    good + 1, before)
+        return good, before
 
     def _save_on_stop(self, s: Session) -> None:
         """A stop was requested (SIGTERM): commit the current step if time allows, then raise

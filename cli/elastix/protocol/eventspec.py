@@ -50,6 +50,8 @@ class EventType:
     """The values measurement reads back from the line (template order)."""
     optional: tuple[str, ...] = ()
     """Measured values a line may lack (lines of other trainers, older versions)."""
+    sometimes: tuple[str, ...] = ()
+    """Record keys only some records carry (``since_loss``: the local backend's)."""
 
 
 _RESTORED = "elastix: restored step {step} from {source} ({bytes} bytes in {seconds:.3f} s)"
@@ -79,10 +81,10 @@ _TYPES = (
     EventType(RESTORE, ("source", "step", "bytes", "seconds", "path"), _RESTORED,
               ("step", "source", "bytes", "seconds")),
     EventType(ELASTIC_DETECTED, ("recovery", "kind", "error", "last_step", "live_slices",
-                                 "lost_slices"),
+                                 "lost_slices", "since_loss"),
               "elastix: slice down, retrying (recovery {recovery}, slices lost {lost_slices}, "
               "last step {last_step}): {error}",
-              ("recovery", "lost_slices", "last_step", "error")),
+              ("recovery", "lost_slices", "last_step", "error"), sometimes=("since_loss",)),
     EventType(ELASTIC_CLEANUP_DONE, ("recovery", "seconds"),
               "elastix: cleanup done in {seconds:.3f} s", ("seconds",)),
     EventType(ELASTIC_SLICES_READY, ("recovery", "live_slices", "required_slices", "seconds"),

@@ -213,3 +213,41 @@ def test_a_frozen_controller_does_not_see_slices_lost(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are dated by a pidfd (Linux)")
+def test_a_host_exit_is_dated_at_once_and_a_stale_host_from_its_last_heartbeat(tmp_path):
+    """``losses(exact=True)`` knows a SIGKILLed host the moment it exits, long before its
+    heartbeats go stale; a stopped host only counts once stale, from its last heartbeat."""
+    import time
+
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, num_slices=2, timeout=60) as health:
+            procs = [_host(addr, s, 0) for s in range(2)]
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            assert health.losses({0, 1}) == {}
+            os.kill(procs[0].pid, signal.SIGKILL)
+            t_kill = time.monotonic()
+            procs[0].wait(10)
+            gone = wait_until(lambda: health.losses({0, 1}, exact=True), 5, "the exit dated")
+            assert list(gone) == [0] and t_kill - 0.01 <= gone[0] <= time.monotonic()
+            assert health.live_slices() == frozenset({0, 1})  # not yet detected: timeout 60 s
+            assert health.losses({1}) == {}
+            health.forget({0})
+            assert health.losses({0, 1}, exact=True) == {}
+        with LocalHeartbeatHealth(addr, num_slices=2, timeout=0.5) as health:
+            assert health.wait_for(1, timeout=30) == frozenset({1})
+            os.kill(procs[1].pid, signal.SIGSTOP)
+            t_stop = time.monotonic()
+            try:
+                gone = wait_until(lambda: health.losses({1}), 10, "the stopped host stale")
+                assert t_stop - 0.5 <= gone[1] <= t_stop
+                assert health.losses({1}, exact=True) == {}
+            finally:
+                os.kill(procs[1].pid, signal.SIGCONT)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

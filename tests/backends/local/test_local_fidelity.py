@@ -1,0 +1,115 @@
+"""The local backend must not flatter: no work survives the slice it ran on (issue 14, item 1).
+
+The controller's CPU devices stand in for every slice's chips, so they would go on computing
+after a slice host was SIGKILLed, until the loss is detected (a heartbeat timeout later). On
+TPU no step that needs a dead slice completes. These tests kill (or freeze) a real host process
+and read the trainer's events: nothing completes, is snapshotted or is checkpointed after the
+loss, the recovery restores a state from before it, and steps lost count from the last step
+completed before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from local_helpers import wait_until
+
+from elastix.measure.events import events_from_records, recoveries
+from elastix.protocol import timefmt
+
+# Checkpoints and snapshots every few steps, fast steps: ~20 steps, 5 checkpoints and 10
+# snapshots would fit in the detection window if work after the loss were kept.
+TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
+         "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 --snapshot-period 2 "
+         "--elastic-mode pause-resume --max-slice-losses 10 --slice-wait-timeout 120 "
+         "--step-delay 0.05")
+WORK = ("step", "snapshot_taken", "checkpoint_save_started")
+SLACK = 0.05  # seconds: a step may complete between the signal and the exit being visible
+
+
+def _t(record: dict) -> float:
+    return timefmt.parse(record["ts"]).timestamp()
+
+
+def _create(cli, name: str) -> None:
+    cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices", "2",
+        "--elastic-slices", "2", "--max-slice-restarts", "5", "--max-restarts", "0",
+        "--command", TRAIN)
+
+
+def _recovered(backend, name: str):
+    recs = recoveries(events_from_records(backend.read_events(name) or []))
+    return recs[0] if recs and recs[0].complete else None
+
+
+def _committed_after_a_while(backend, name: str) -> None:
+    wait_until(lambda: sum(e["event"] == "checkpoint_committed"
+                           for e in backend.read_events(name) or []) >= 2, 240,
+               "two committed checkpoints")
+
+
+def _check_nothing_kept_after(events: list[dict], t_loss: float) -> dict:
+    detected = next(e for e in events if e["event"] == "elastic_detected")
+    t_detected = _t(detected)
+    done_before = [e["step"] for e in events if e["event"] == "step" and _t(e) <= t_loss]
+    after = [(e["event"], e.get("step")) for e in events
+             if e["event"] in WORK and t_loss + SLACK < _t(e) < t_detected]
+    assert after == [], f"work completed on a lost slice before detection: {after}"
+    assert detected["last_step"] <= max(done_before) + 1  # +1: the SLACK race
+    restored = next(e for e in events if e["event"] == "elastic_restored")
+    assert restored["step"] <= detected["last_step"]
+    saved_after = {e["step"] for e in events if e["event"] == "checkpoint_save_started"
+                   and t_loss < _t(e) < t_detected}
+    assert restored["step"] not in saved_after
+    return detected
+
+
+def test_a_killed_host_takes_its_work_with_it(cli, backend):
+    name = "fid-kill"
+    _create(cli, name)
+    try:
+        _committed_after_a_while(backend, name)
+        backend.kill_worker(name, slice=0)
+        t_kill = time.time()  # just after the SIGKILL was sent
+        rec = wait_until(lambda: _recovered(backend, name), 120, "the recovery")
+        events = backend.read_events(name)
+        detected = _check_nothing_kept_after(events, t_kill)
+        # Dated by the host's exit (a pidfd on Linux), else by its last heartbeat.
+        assert abs((_t(detected) - detected["since_loss"]) - t_kill) < 0.5
+        assert rec.steps_lost == detected["last_step"] - rec.restored_step
+    finally:
+        cli("workload", "delete", name)
+
+
+def test_a_frozen_host_counts_from_its_last_heartbeat(cli, backend):
+    """A stopped host (SIGSTOP: alive, silent) is lost from its last heartbeat on: what the
+    controller computed after that is rolled back when the loss is detected."""
+    name = "fid-stop"
+    _create(cli, name)
+    try:
+        _committed_after_a_while(backend, name)
+        st = json.loads(cli("workload", "status", name, "-o", "json").stdout)
+        pid = st["slices"][1]["pods"][0]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        t_stop = time.time()
+        try:
+            wait_until(lambda: any(e["event"] == "elastic_detected"
+                                   for e in backend.read_events(name) or []), 60, "detection")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        rec = wait_until(lambda: _recovered(backend, name), 120, "the recovery")
+        events = backend.read_events(name)
+        detected = next(e for e in events if e["event"] == "elastic_detected")
+        # The last heartbeat came at most one interval (0.2 s) before the stop.
+        t_loss = _t(detected) - detected["since_loss"]
+        assert t_stop - 0.5 < t_loss <= t_stop + SLACK
+        # Work done after the last heartbeat, before detection, was not kept.
+        done_before = [e["step"] for e in events if e["event"] == "step" and _t(e) <= t_loss]
+        assert detected["last_step"] <= max(done_before) + 1
+        assert rec.restored_step <= detected["last_step"]
+        assert rec.pid_before == rec.pid_after
+    finally:
+        cli("workload", "delete", name)
