@@ -45,6 +45,18 @@ class SliceStatus:
     backoff_limit: int | None = None
 
     @property
+    def slice_restarts(self) -> int:
+        """Times the whole slice failed. On TPU one host's death fails every pod of its slice,
+        so each costs ``hosts`` pod failures of the Job (hence ``backoffLimit = restarts x
+        hosts``, as xpk and pathways-job render it)."""
+        return self.job_failures // max(1, self.hosts)
+
+    @property
+    def max_slice_restarts(self) -> int | None:
+        """The slice restarts ``backoff_limit`` allows (``--max-slice-restarts`` when elastic)."""
+        return None if self.backoff_limit is None else self.backoff_limit // max(1, self.hosts)
+
+    @property
     def ready(self) -> int:
         """Pods that are running."""
         return sum(1 for p in self.pods if p.phase == "Running")
@@ -104,6 +116,7 @@ class WorkloadStatus:
         d["age_seconds"] = self.age_seconds()
         for sd, s in zip(d["slices"], self.slices, strict=True):  # properties: not fields
             sd["state"], sd["ready"] = s.state, s.ready
+            sd["slice_restarts"], sd["max_slice_restarts"] = s.slice_restarts, s.max_slice_restarts
         return d
 
 

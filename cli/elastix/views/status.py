@@ -69,8 +69,10 @@ def _slice_row(s: SliceStatus) -> list[str]:
     backoff = f"{s.job_failures}/{s.backoff_limit}" if s.backoff_limit is not None else \
         str(s.job_failures)
     nodes = sorted({p.node for p in s.pods if p.node})
+    budget = s.max_slice_restarts
+    restarts = f"{s.slice_restarts}/{budget}" if budget is not None else str(s.slice_restarts)
     return [str(s.index), _styled(s.state), f"{s.ready}/{s.hosts}", _phases(s.pods),
-            str(sum(p.restarts for p in s.pods)), backoff,
+            str(sum(p.restarts for p in s.pods)), restarts, backoff,
             ", ".join(nodes[:2]) + (f" +{len(nodes) - 2}" if len(nodes) > 2 else "")]
 
 
@@ -98,7 +100,8 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any
     else:
         lines.append(Text("head: no pod yet"))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "POD FAILURES/BACKOFF", "NODES"):
+    for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "SLICE RESTARTS",
+                "POD FAILURES/BACKOFF", "NODES"):
         table.add_column(col)
     for s in st.slices:
         table.add_row(*_slice_row(s))

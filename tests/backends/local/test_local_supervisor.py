@@ -51,7 +51,9 @@ def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backe
     wait_until(lambda: f"completed step: {n + 1}," in head_log(backend, "solo"), 30, "next step")
     st = backend.status("solo")
     assert st.head.pid == head_pid and st.jobset_restarts == 0
-    assert [s.job_failures for s in st.slices] == [0, 1]
+    # The whole slice went down and came back: 4 pod failures, one slice restart.
+    assert [s.job_failures for s in st.slices] == [0, 4]
+    assert [s.slice_restarts for s in st.slices] == [0, 1]
     new = st.slices[1].pods[2]
     assert new.phase == "Running" and new.pid != rec.pid
     assert not psutil.pid_exists(rec.pid) or psutil.Process(rec.pid).status() == "zombie"
@@ -78,20 +80,48 @@ def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, b
                        or backend.status("budget").state in ("Failed", "Restarting")
                        or backend.status("budget").jobset_restarts >= restarts, 30, "replacement")
 
-    kill_slice0_until(1)  # two failures of slice 0 > backoffLimit 1: the JobSet restarts
+    kill_slice0_until(1)  # two failures of slice 0 > --max-slice-restarts 1: the JobSet restarts
     st = wait_until(lambda: (s := backend.status("budget")).state == "Running"
                     and s.head.pid != first_head and s, 30, "restarted workload")
     assert st.jobset_restarts == 1 and [s.job_failures for s in st.slices] == [0, 0]
     wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "new head steps")
     kill_slice0_until(2)  # and again: the restart budget (1) is spent, the workload fails
     st = wait_until(lambda: (s := backend.status("budget")).state == "Failed" and s, 30, "Failed")
-    assert "slice 0 job failed: backoffLimit 1 exceeded" in st.message
+    assert "slice 0 failed 2 times, more than --max-slice-restarts 1 allows" in st.message
     assert "restart budget used (1/1" in st.message
     # Failed means stopped: no controller, no slice host is left running.
     wait_until(lambda: not tagged_pids(tag), 15, "every process of the failed workload to exit")
     out = cli("workload", "delete", "budget", check=False)
     assert out.returncode == 0, out.stderr
     assert backend.list() == []
+
+
+def test_one_host_death_restarts_its_whole_slice_and_counts_one_slice_restart(cli, backend):
+    """On TPU a host's death fails every pod of its slice: --max-slice-restarts 1 allows one
+    restart of the slice, however many of its hosts are killed one by one."""
+    create(cli, "unit", tpu="v5litepod-8", slices=2, slice_restarts=1)  # 2 hosts per slice
+    st = wait_until(lambda: "completed step: 1," in head_log(backend, "unit")
+                    and backend.status("unit"), 60, "first step")
+    before = {(p.slice, p.host): p.pid for s in st.slices for p in s.pods}
+    backend.kill_worker("unit", slice=0, host=0)
+    st = wait_until(lambda: (s := backend.status("unit")).slices[0].state == "Ready"
+                    and all(p.pid != before[(0, p.host)] for p in s.slices[0].pods) and s, 30,
+                    "slice 0 recreated as a unit")
+    assert st.state == "Running" and st.jobset_restarts == 0
+    assert [s.slice_restarts for s in st.slices] == [1, 0]
+    assert [s.job_failures for s in st.slices] == [2, 0]  # as GKE's Job counts them
+    assert [p.pid for p in st.slices[1].pods] == [before[(1, 0)], before[(1, 1)]]
+    assert not psutil.pid_exists(before[(0, 1)]) or \
+        psutil.Process(before[(0, 1)]).status() == "zombie"
+    # A second single-host kill is the slice's second restart: over the budget, and no JobSet
+    # restart is left (--max-restarts 0), so the workload fails, naming the flag and the slice.
+    backend.kill_worker("unit", slice=0, host=1)
+    st = wait_until(lambda: (s := backend.status("unit")).state == "Failed" and s, 30, "Failed")
+    assert st.message == ("slice 0 failed 2 times, more than --max-slice-restarts 1 allows; "
+                          "restart budget used (0/0 restarts)")
+    out = cli("workload", "status", "unit")
+    assert "more than --max-slice-restarts 1 allows" in out.stdout
+    backend.delete("unit")
 
 
 def test_head_failure_restarts_the_workload_and_logs_follow_the_new_head(cli, backend, tmp_path):
