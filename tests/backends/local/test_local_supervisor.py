@@ -6,6 +6,7 @@ the CLI uses. Every wait is on a condition (log line, state) with a timeout.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -144,8 +145,6 @@ def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backen
 
     create(cli, "orphan", tpu="v5litepod-16", slices=2)
     wait_until(lambda: "completed step: 1," in head_log(backend, "orphan"), 60, "first step")
-    import json
-
     state = json.loads((backend.root / "orphan" / "state.json").read_text())
     os.kill(state["supervisor"]["pid"], signal.SIGKILL)
     st = wait_until(lambda: (s := backend.status("orphan")).state == "Failed" and s, 15,
@@ -154,6 +153,64 @@ def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backen
     backend.delete("orphan")
     assert not tagged_pids(tag)
     assert not (backend.root / "orphan").exists()
+
+
+def _compound(cli, name: str, where) -> int:
+    """A workload whose ``bash -c`` runs a compound command, so bash forks the controller rather
+    than exec it; returns the controller's pid (a grandchild of the supervisor)."""
+    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+        "--elastic-slices", "2", "--command", f"cd {where} && {sys.executable} {STANDIN} "
+        "--steps 100000 --step-delay 0.05; echo controller exited")
+    log = wait_until(lambda: "completed step: 1," in (t := head_log(cli.backend, name)) and t,
+                     60, "first step")
+    pid = int(log.split("controller pid ", 1)[1].split()[0])
+    head = psutil.Process(cli.backend.status(name).head.pid)
+    assert head.name() == "bash" and psutil.Process(pid).ppid() == head.pid  # not exec'd
+    return pid
+
+
+def _supervisor_and_guard(backend, name: str) -> tuple[int, int]:
+    from elastix.backends.local.state import read_procs
+
+    procs = read_procs(backend.root / name)
+    return (next(r["pid"] for r in procs if r["role"] == "supervisor"),
+            next(r["pid"] for r in procs if r["role"] == "guard"))
+
+
+def test_no_process_outlives_a_sigkilled_supervisor(cli, backend, tag, tmp_path):
+    """PDEATHSIG kills bash, not the controller bash forked: the guard kills that one."""
+    from process_tags import tagged_pids
+
+    cli.backend = backend
+    controller = _compound(cli, "grand", tmp_path)
+    supervisor, _ = _supervisor_and_guard(backend, "grand")
+    os.kill(supervisor, signal.SIGKILL)
+    wait_until(lambda: not tagged_pids(tag), 15, "every process of the workload to exit")
+    assert not psutil.pid_exists(controller) or psutil.Process(controller).status() == "zombie"
+    backend.delete("grand")
+
+
+def test_status_shows_and_delete_stops_what_outlived_supervisor_and_guard(cli, backend, tag,
+                                                                          tmp_path):
+    """Both killed (say by the OOM killer): status names the survivor, delete stops it."""
+    from process_tags import tagged_pids
+
+    cli.backend = backend
+    controller = _compound(cli, "stray", tmp_path)
+    supervisor, guard = _supervisor_and_guard(backend, "stray")
+    os.kill(guard, signal.SIGKILL)
+    os.kill(supervisor, signal.SIGKILL)
+    said = f"1 process of stray outlived its supervisor and still run: pid {controller} ("
+
+    def reasons() -> list[str]:
+        return json.loads(cli("workload", "status", "stray", "-o", "json").stdout)["reasons"]
+
+    why = wait_until(lambda: (r := reasons()) and any(said in x for x in r) and r, 15,
+                     "status to show the controller alone (the hosts die with the supervisor)")
+    assert "elastix workload delete stray --backend local stops them" in why[-1]
+    assert psutil.Process(controller).status() != "zombie"
+    cli("workload", "delete", "stray")
+    assert not tagged_pids(tag)
 
 
 def test_create_conflict_replace_and_default_backend_message(cli, backend):

@@ -40,6 +40,7 @@ from elastix.backends.local.state import (
     PodRecord,
     WorkloadState,
     default_root,
+    marked_pids,
     proc_matches,
     read_json,
     read_jsonl,
@@ -177,6 +178,11 @@ class LocalBackend(Backend):
             state = "Failed"
             reasons.append("the local supervisor is not running (killed?); "
                            f"clean up with: elastix workload delete {name} --backend local")
+            left = _outlived(plan.marker)
+            if left:
+                reasons.append(f"{len(left)} process{'es' if len(left) > 1 else ''} of {name} "
+                               f"outlived its supervisor and still run: {'; '.join(left)}; "
+                               f"elastix workload delete {name} --backend local stops them")
 
         def pod(p: PodRecord | None, role: str) -> PodInfo | None:
             if p is None:
@@ -314,6 +320,24 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _outlived(marker: str) -> list[str]:
+    """``pid N (command)`` of each live process carrying the workload's marker.
+
+    Looked for only when the supervisor died without finishing: its guard kills these, so any
+    left means the guard was killed too (``delete`` still sweeps them by the marker).
+    """
+    import psutil
+
+    out = []
+    for pid in marked_pids(marker):
+        try:
+            cmd = " ".join(psutil.Process(pid).cmdline()) or "?"
+        except psutil.Error:
+            continue
+        out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
+    return out
 
 
 def _finished(d: Path) -> bool:

@@ -237,16 +237,17 @@ def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -
     return found
 
 
-def sweep(workload_dir: Path, marker: str | None, exclude: set[int] | None = None,
+def sweep(workload_dir: Path | None, marker: str | None, exclude: set[int] | None = None,
           timeout: float = 5.0) -> list[int]:
     """SIGKILL every process this workload started (and their groups); wait until gone.
 
+    ``workload_dir`` None: by ``marker`` alone (the directory may hold another workload now).
     Returns the pids that were killed. Raises nothing: what survives ``timeout`` is returned too,
     and the caller decides.
     """
     exclude = set(exclude or ()) | {os.getpid()}
     victims: set[int] = set()
-    for rec in read_procs(workload_dir):
+    for rec in read_procs(workload_dir) if workload_dir is not None else []:
         pid = rec["pid"]
         if pid in exclude or not proc_matches(pid, rec.get("create_time")):
             continue

@@ -16,7 +16,8 @@ then plays the controllers' failure semantics:
 - the head exiting 0 completes the workload (JobSet ``successPolicy`` targets the head).
 
 Single-threaded: SIGCHLD wakes a ``select`` through ``signal.set_wakeup_fd``, so a death is seen
-at once without busy polling. SIGTERM tears everything down and exits.
+at once without busy polling. SIGTERM tears everything down and exits. A forked guard
+(:func:`start_guard`) kills whatever the supervisor leaves behind if it dies without doing so.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Supervisor:
         self.generation = 0
         self.events: list[dict[str, str]] = []
         self.stopping = False
+        self.guard: int | None = None
         self.me = {"pid": os.getpid(), "create_time": create_time_of(os.getpid())}
 
     # ------------------------------------------------------------------ bookkeeping
@@ -256,6 +258,12 @@ class Supervisor:
                 f"allows ({self.slice_budget} restarts of its {hosts} hosts; {how})")
 
     def reap(self) -> None:
+        if self.guard is not None:
+            try:
+                if os.waitpid(self.guard, os.WNOHANG)[0]:
+                    self.guard = None  # killed: no zombie; the pods' PDEATHSIG remains
+            except ChildProcessError:
+                self.guard = None
         for pod in list(self._all_pods()):
             if self.state in ("Completed", "Failed"):
                 return
@@ -274,6 +282,8 @@ class Supervisor:
                 self.log(f"replaced worker slice {key[0]} host {key[1]} (pid {pod.pid})")
 
     def run(self) -> int:
+        self.guard = start_guard(self.dir, self.plan.marker)
+        record_proc(self.dir, self.guard, "guard")
         r, w = os.pipe()
         os.set_blocking(w, False)
         signal.set_wakeup_fd(w)
@@ -304,6 +314,38 @@ class Supervisor:
 
     def _request_stop(self, *_: object) -> None:
         self.stopping = True
+
+
+def start_guard(workload_dir: Path, marker: str) -> int:
+    """Fork a guard that kills what a dead supervisor leaves behind; returns its pid.
+
+    ``PR_SET_PDEATHSIG`` reaches only the supervisor's children: a head whose ``bash -c`` runs a
+    compound command forks the trainer, and a SIGKILLed supervisor would orphan it (bash dies, the
+    trainer is re-parented and trains on). The guard, in a session of its own, blocks on a pipe
+    only the supervisor can write: end of file means the supervisor is gone, however it ended,
+    and the guard SIGKILLs every process carrying the workload's marker. Forked before any pod
+    starts, so no pod holds the pipe open.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(r)
+        os.set_inheritable(w, False)  # kept open by the supervisor alone, until it dies
+        return pid
+    try:  # the guard
+        os.close(w)
+        os.setsid()  # out of the supervisor's group: a signal to that group spares the guard
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        while os.read(r, 1):
+            pass
+        try:  # the directory may hold a replacement workload by now: then by marker alone
+            same = Plan.from_json(read_json(workload_dir / "plan.json")).marker == marker
+        except (OSError, ValueError, KeyError, TypeError):
+            same = False
+        sweep(workload_dir if same else None, marker)
+    finally:
+        os._exit(0)
 
 
 def _max_slice_restarts(workload_dir: Path) -> int | None:
