@@ -11,7 +11,8 @@ from elastix.protocol.timefmt import iso_ms, utc_now
 
 STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
                "Restarting": "yellow", "Degraded": "yellow", "Terminating": "dim",
-               "Suspended": "dim", "Failed": "red", "Ready": "green"}
+               "Suspended": "dim", "Failed": "red", "Ready": "green", "Lost": "red",
+               "Stopped": "red"}
 
 
 def age(seconds: float | None) -> str:
@@ -106,6 +107,7 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any
     for s in st.slices:
         table.add_row(*_slice_row(s))
     parts: list[Any] = [*lines, table]
+    parts.extend(Text(f"slice {s.index} is lost: {s.lost}") for s in st.slices if s.lost)
     if st.message:
         parts.append(Text(f"message: {st.message}"))
     if st.reasons:

@@ -42,11 +42,13 @@ from elastix.backends.local.state import (
     default_root,
     marked_pids,
     proc_matches,
+    proc_stopped,
     read_json,
     read_jsonl,
     read_procs,
     record_proc,
     sweep,
+    trainer_lost_slices,
     write_json_atomic,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
@@ -187,16 +189,21 @@ class LocalBackend(Backend):
         def pod(p: PodRecord | None, role: str) -> PodInfo | None:
             if p is None:
                 return None
-            phase = p.phase
+            phase, reason = p.phase, p.reason
             if phase == "Running" and not proc_matches(p.pid, p.create_time):
                 phase = "Unknown"  # the supervisor has not seen the death (or is gone)
+            elif phase == "Running" and proc_stopped(p.pid):
+                phase, reason = "Stopped", f"process {p.pid} is stopped (SIGSTOP?)"
             return PodInfo(name=p.name, role=role, phase=phase, slice=p.slice, host=p.host,
-                           node="localhost", reason=p.reason, started=_parse_time(p.started),
+                           node="localhost", reason=reason, started=_parse_time(p.started),
                            pid=p.pid)
 
+        # What training sees: a slice the trainer lost is not Ready while its hosts still run.
+        lost = trainer_lost_slices(plan.events_file) if state not in FINAL_STATES else {}
         slices = [SliceStatus(index=s.index, hosts=plan.hosts_per_slice,
                               pods=[pod(p, "worker") for p in s.pods],
-                              job_failures=s.failures, backoff_limit=s.backoff_limit)
+                              job_failures=s.failures, backoff_limit=s.backoff_limit,
+                              lost=lost.get(s.index))
                   for s in st.slices]
         return WorkloadStatus(
             name=name, namespace="local", backend="local", state=state,
