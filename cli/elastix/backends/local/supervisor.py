@@ -234,7 +234,8 @@ class Supervisor:
             m.phase, m.reason = "Failed", how if m.host == h else f"slice {s} down with host {h}"
         self.failures[s] += hosts
         restarts = self.failures[s] // hosts
-        self.log(f"worker slice {s} host {h} (pid {self.workers[(s, h)].pid}) {how}: slice {s} is down"
+        pid = self.workers[(s, h)].pid
+        self.log(f"worker slice {s} host {h} (pid {pid}) {how}: slice {s} is down"
                  + (f" (stopped its other {len(alive)} hosts, as on TPU)" if alive else "")
                  + f"; slice restarts {restarts}/{self.slice_budget}")
         if self.failures[s] > self.plan.backoff_limit:
@@ -330,7 +331,7 @@ def start_guard(workload_dir: Path, marker: str) -> int:
     pid = os.fork()
     if pid:
         os.close(r)
-        os.set_inheritable(w, False)  # kept open by the supervisor alone, until it dies
+        # w stays open, in the supervisor alone (os.pipe fds are not inherited), until it dies
         return pid
     try:  # the guard
         os.close(w)
