@@ -24,7 +24,7 @@ class PodInfo:
 
     name: str
     role: str  # "head" or "worker"
-    phase: str  # Pending / Running / Succeeded / Failed / Unknown / Terminating
+    phase: str  # Pending / Running / Succeeded / Failed / Unknown / Terminating / Stopped (local)
     slice: int | None = None  # worker: jobset job-index
     host: int | None = None  # worker: job-completion-index
     restarts: int = 0  # container restarts summed over the pod's containers
@@ -43,6 +43,21 @@ class SliceStatus:
     pods: list[PodInfo]
     job_failures: int = 0  # pod failures counted against the Job's backoffLimit
     backoff_limit: int | None = None
+    lost: str | None = None
+    """Why the controller counts this slice as lost though its pods may run (local: the
+    trainer's ``elastic_detected`` not yet followed by ``elastic_slices_ready``)."""
+
+    @property
+    def slice_restarts(self) -> int:
+        """Times the whole slice failed. On TPU one host's death fails every pod of its slice,
+        so each costs ``hosts`` pod failures of the Job (hence ``backoffLimit = restarts x
+        hosts``, as xpk and pathways-job render it)."""
+        return self.job_failures // max(1, self.hosts)
+
+    @property
+    def max_slice_restarts(self) -> int | None:
+        """The slice restarts ``backoff_limit`` allows (``--max-slice-restarts`` when elastic)."""
+        return None if self.backoff_limit is None else self.backoff_limit // max(1, self.hosts)
 
     @property
     def ready(self) -> int:
@@ -52,14 +67,20 @@ class SliceStatus:
     @property
     def state(self) -> str:
         """``Ready`` (every host runs), ``Degraded`` (some do), ``Completed`` (all succeeded),
-        ``Failed`` (none runs and none is coming back) or ``Pending``."""
+        ``Failed`` (none runs and none is coming back) or ``Pending``; and, whatever the pods
+        say, ``Lost`` while the controller counts it lost, ``Stopped`` while a host is stopped
+        (its process exists but runs nothing, as a hung host)."""
+        phases = [p.phase for p in self.pods]
+        if phases and all(ph == "Succeeded" for ph in phases):
+            return "Completed"
+        if self.lost:
+            return "Lost"
+        if "Stopped" in phases:
+            return "Stopped"
         if self.ready == self.hosts:
             return "Ready"
         if self.ready > 0:
             return "Degraded"
-        phases = [p.phase for p in self.pods]
-        if phases and all(ph == "Succeeded" for ph in phases):
-            return "Completed"
         if phases and not any(ph == "Pending" for ph in phases) and any(
                 ph in ("Failed", "Unknown") for ph in phases):
             return "Failed"
@@ -104,6 +125,7 @@ class WorkloadStatus:
         d["age_seconds"] = self.age_seconds()
         for sd, s in zip(d["slices"], self.slices, strict=True):  # properties: not fields
             sd["state"], sd["ready"] = s.state, s.ready
+            sd["slice_restarts"], sd["max_slice_restarts"] = s.slice_restarts, s.max_slice_restarts
         return d
 
 

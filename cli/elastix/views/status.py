@@ -11,7 +11,8 @@ from elastix.protocol.timefmt import iso_ms, utc_now
 
 STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
                "Restarting": "yellow", "Degraded": "yellow", "Terminating": "dim",
-               "Suspended": "dim", "Failed": "red", "Ready": "green"}
+               "Suspended": "dim", "Failed": "red", "Ready": "green", "Lost": "red",
+               "Stopped": "red"}
 
 
 def age(seconds: float | None) -> str:
@@ -69,8 +70,10 @@ def _slice_row(s: SliceStatus) -> list[str]:
     backoff = f"{s.job_failures}/{s.backoff_limit}" if s.backoff_limit is not None else \
         str(s.job_failures)
     nodes = sorted({p.node for p in s.pods if p.node})
+    budget = s.max_slice_restarts
+    restarts = f"{s.slice_restarts}/{budget}" if budget is not None else str(s.slice_restarts)
     return [str(s.index), _styled(s.state), f"{s.ready}/{s.hosts}", _phases(s.pods),
-            str(sum(p.restarts for p in s.pods)), backoff,
+            str(sum(p.restarts for p in s.pods)), restarts, backoff,
             ", ".join(nodes[:2]) + (f" +{len(nodes) - 2}" if len(nodes) > 2 else "")]
 
 
@@ -98,11 +101,13 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any
     else:
         lines.append(Text("head: no pod yet"))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "POD FAILURES/BACKOFF", "NODES"):
+    for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "SLICE RESTARTS",
+                "POD FAILURES/BACKOFF", "NODES"):
         table.add_column(col)
     for s in st.slices:
         table.add_row(*_slice_row(s))
     parts: list[Any] = [*lines, table]
+    parts.extend(Text(f"slice {s.index} is lost: {s.lost}") for s in st.slices if s.lost)
     if st.message:
         parts.append(Text(f"message: {st.message}"))
     if st.reasons:

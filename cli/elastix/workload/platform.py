@@ -175,7 +175,9 @@ non-elastic value (``src/xpk/commands/workload.py`` L277-281 @ 367c838)."""
 
 def worker_backoff_limit(hosts: int, elastic_slices: int, slice_restarts: int) -> int:
     """The worker Job's ``backoffLimit``: ``slice_restarts x hosts`` for an elastic workload with
-    a restart budget, else ``4 x hosts``.
+    a restart budget, else ``4 x hosts``. Times hosts because on TPU one host's death fails every
+    pod of its slice (the other hosts' TPU runtime errors out): one slice restart costs ``hosts``
+    pod failures of the Job (the local supervisor plays it the same way).
 
     This is pathways-job's rule (L692, L712-715: replaced only when ``ElasticSlices > 0 &&
     MaxSliceRestarts > 0``). xpk agrees except that it gives 0 for elastic with 0 restarts, which

@@ -72,10 +72,13 @@ class WorkloadSpec:
     elastic_slices: int = _opt(0, "--elastic-slices",
                                help="Slices that may fail and recover in-process [0].")
     """Slices that may be lost and recovered in-process (0 = not elastic)."""
-    max_slice_restarts: int | None = _opt(None, "--max-slice-restarts",
-                                          help="Recreations allowed per slice [10 if elastic].")
-    """Times each slice may be recreated: worker backoffLimit = this x hosts when elastic and > 0,
-    else 4 x hosts (pathways-job). Default 10 if elastic."""
+    max_slice_restarts: int | None = _opt(
+        None, "--max-slice-restarts",
+        help="Restarts of one slice allowed (one host's death restarts its whole slice) "
+             "[10 if elastic].")
+    """Restarts of one slice allowed: on TPU one host's death fails every pod of its slice, so
+    worker backoffLimit = this x hosts when elastic and > 0, else 4 x hosts (pathways-job).
+    Default 10 if elastic."""
     max_restarts: int = _opt(0, "--max-restarts",
                              help="Whole-JobSet restarts allowed (last resort) [0].")
     """Whole-JobSet restarts allowed (failurePolicy.maxRestarts): the last resort."""

@@ -43,7 +43,9 @@ def test_create_status_logs_kill_delete_through_the_cli(cli, tmp_path):
         after = _status(cli, "walk")
         assert after["head"]["pid"] == before["head"]["pid"]  # same controller process
         assert after["jobset_restarts"] == 0
-        assert [s["job_failures"] for s in after["slices"]] == [0, 1]
+        assert [s["job_failures"] for s in after["slices"]] == [0, 4]  # the slice's 4 pods
+        assert [s["slice_restarts"] for s in after["slices"]] == [0, 1]
+        assert [s["max_slice_restarts"] for s in after["slices"]] == [2, 2]
         pods = [p["pid"] for p in after["slices"][1]["pods"]]
         assert kill["pid"] not in pods and len(pods) == 4
 

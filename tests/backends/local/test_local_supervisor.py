@@ -6,6 +6,7 @@ the CLI uses. Every wait is on a condition (log line, state) with a timeout.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -51,7 +52,9 @@ def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backe
     wait_until(lambda: f"completed step: {n + 1}," in head_log(backend, "solo"), 30, "next step")
     st = backend.status("solo")
     assert st.head.pid == head_pid and st.jobset_restarts == 0
-    assert [s.job_failures for s in st.slices] == [0, 1]
+    # The whole slice went down and came back: 4 pod failures, one slice restart.
+    assert [s.job_failures for s in st.slices] == [0, 4]
+    assert [s.slice_restarts for s in st.slices] == [0, 1]
     new = st.slices[1].pods[2]
     assert new.phase == "Running" and new.pid != rec.pid
     assert not psutil.pid_exists(rec.pid) or psutil.Process(rec.pid).status() == "zombie"
@@ -78,20 +81,48 @@ def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, b
                        or backend.status("budget").state in ("Failed", "Restarting")
                        or backend.status("budget").jobset_restarts >= restarts, 30, "replacement")
 
-    kill_slice0_until(1)  # two failures of slice 0 > backoffLimit 1: the JobSet restarts
+    kill_slice0_until(1)  # two failures of slice 0 > --max-slice-restarts 1: the JobSet restarts
     st = wait_until(lambda: (s := backend.status("budget")).state == "Running"
                     and s.head.pid != first_head and s, 30, "restarted workload")
     assert st.jobset_restarts == 1 and [s.job_failures for s in st.slices] == [0, 0]
     wait_until(lambda: "completed step: 1," in head_log(backend, "budget"), 60, "new head steps")
     kill_slice0_until(2)  # and again: the restart budget (1) is spent, the workload fails
     st = wait_until(lambda: (s := backend.status("budget")).state == "Failed" and s, 30, "Failed")
-    assert "slice 0 job failed: backoffLimit 1 exceeded" in st.message
+    assert "slice 0 failed 2 times, more than --max-slice-restarts 1 allows" in st.message
     assert "restart budget used (1/1" in st.message
     # Failed means stopped: no controller, no slice host is left running.
     wait_until(lambda: not tagged_pids(tag), 15, "every process of the failed workload to exit")
     out = cli("workload", "delete", "budget", check=False)
     assert out.returncode == 0, out.stderr
     assert backend.list() == []
+
+
+def test_one_host_death_restarts_its_whole_slice_and_counts_one_slice_restart(cli, backend):
+    """On TPU a host's death fails every pod of its slice: --max-slice-restarts 1 allows one
+    restart of the slice, however many of its hosts are killed one by one."""
+    create(cli, "unit", tpu="v5litepod-8", slices=2, slice_restarts=1)  # 2 hosts per slice
+    st = wait_until(lambda: "completed step: 1," in head_log(backend, "unit")
+                    and backend.status("unit"), 60, "first step")
+    before = {(p.slice, p.host): p.pid for s in st.slices for p in s.pods}
+    backend.kill_worker("unit", slice=0, host=0)
+    st = wait_until(lambda: (s := backend.status("unit")).slices[0].state == "Ready"
+                    and all(p.pid != before[(0, p.host)] for p in s.slices[0].pods) and s, 30,
+                    "slice 0 recreated as a unit")
+    assert st.state == "Running" and st.jobset_restarts == 0
+    assert [s.slice_restarts for s in st.slices] == [1, 0]
+    assert [s.job_failures for s in st.slices] == [2, 0]  # as GKE's Job counts them
+    assert [p.pid for p in st.slices[1].pods] == [before[(1, 0)], before[(1, 1)]]
+    assert not psutil.pid_exists(before[(0, 1)]) or \
+        psutil.Process(before[(0, 1)]).status() == "zombie"
+    # A second single-host kill is the slice's second restart: over the budget, and no JobSet
+    # restart is left (--max-restarts 0), so the workload fails, naming the flag and the slice.
+    backend.kill_worker("unit", slice=0, host=1)
+    st = wait_until(lambda: (s := backend.status("unit")).state == "Failed" and s, 30, "Failed")
+    assert st.message == ("slice 0 failed 2 times, more than --max-slice-restarts 1 allows; "
+                          "restart budget used (0/0 restarts)")
+    out = cli("workload", "status", "unit")
+    assert "more than --max-slice-restarts 1 allows" in out.stdout
+    backend.delete("unit")
 
 
 def test_head_failure_restarts_the_workload_and_logs_follow_the_new_head(cli, backend, tmp_path):
@@ -114,8 +145,6 @@ def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backen
 
     create(cli, "orphan", tpu="v5litepod-16", slices=2)
     wait_until(lambda: "completed step: 1," in head_log(backend, "orphan"), 60, "first step")
-    import json
-
     state = json.loads((backend.root / "orphan" / "state.json").read_text())
     os.kill(state["supervisor"]["pid"], signal.SIGKILL)
     st = wait_until(lambda: (s := backend.status("orphan")).state == "Failed" and s, 15,
@@ -124,6 +153,64 @@ def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backen
     backend.delete("orphan")
     assert not tagged_pids(tag)
     assert not (backend.root / "orphan").exists()
+
+
+def _compound(cli, name: str, where) -> int:
+    """A workload whose ``bash -c`` runs a compound command, so bash forks the controller rather
+    than exec it; returns the controller's pid (a grandchild of the supervisor)."""
+    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+        "--elastic-slices", "2", "--command", f"cd {where} && {sys.executable} {STANDIN} "
+        "--steps 100000 --step-delay 0.05; echo controller exited")
+    log = wait_until(lambda: "completed step: 1," in (t := head_log(cli.backend, name)) and t,
+                     60, "first step")
+    pid = int(log.split("controller pid ", 1)[1].split()[0])
+    head = psutil.Process(cli.backend.status(name).head.pid)
+    assert head.name() == "bash" and psutil.Process(pid).ppid() == head.pid  # not exec'd
+    return pid
+
+
+def _supervisor_and_guard(backend, name: str) -> tuple[int, int]:
+    from elastix.backends.local.state import read_procs
+
+    procs = read_procs(backend.root / name)
+    return (next(r["pid"] for r in procs if r["role"] == "supervisor"),
+            next(r["pid"] for r in procs if r["role"] == "guard"))
+
+
+def test_no_process_outlives_a_sigkilled_supervisor(cli, backend, tag, tmp_path):
+    """PDEATHSIG kills bash, not the controller bash forked: the guard kills that one."""
+    from process_tags import tagged_pids
+
+    cli.backend = backend
+    controller = _compound(cli, "grand", tmp_path)
+    supervisor, _ = _supervisor_and_guard(backend, "grand")
+    os.kill(supervisor, signal.SIGKILL)
+    wait_until(lambda: not tagged_pids(tag), 15, "every process of the workload to exit")
+    assert not psutil.pid_exists(controller) or psutil.Process(controller).status() == "zombie"
+    backend.delete("grand")
+
+
+def test_status_shows_and_delete_stops_what_outlived_supervisor_and_guard(cli, backend, tag,
+                                                                          tmp_path):
+    """Both killed (say by the OOM killer): status names the survivor, delete stops it."""
+    from process_tags import tagged_pids
+
+    cli.backend = backend
+    controller = _compound(cli, "stray", tmp_path)
+    supervisor, guard = _supervisor_and_guard(backend, "stray")
+    os.kill(guard, signal.SIGKILL)
+    os.kill(supervisor, signal.SIGKILL)
+    said = f"1 process of stray outlived its supervisor and still run: pid {controller} ("
+
+    def reasons() -> list[str]:
+        return json.loads(cli("workload", "status", "stray", "-o", "json").stdout)["reasons"]
+
+    why = wait_until(lambda: (r := reasons()) and any(said in x for x in r) and r, 15,
+                     "status to show the controller alone (the hosts die with the supervisor)")
+    assert "elastix workload delete stray --backend local stops them" in why[-1]
+    assert psutil.Process(controller).status() != "zombie"
+    cli("workload", "delete", "stray")
+    assert not tagged_pids(tag)
 
 
 def test_create_conflict_replace_and_default_backend_message(cli, backend):

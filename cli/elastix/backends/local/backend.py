@@ -40,12 +40,15 @@ from elastix.backends.local.state import (
     PodRecord,
     WorkloadState,
     default_root,
+    marked_pids,
     proc_matches,
+    proc_stopped,
     read_json,
     read_jsonl,
     read_procs,
     record_proc,
     sweep,
+    trainer_lost_slices,
     write_json_atomic,
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
@@ -177,20 +180,30 @@ class LocalBackend(Backend):
             state = "Failed"
             reasons.append("the local supervisor is not running (killed?); "
                            f"clean up with: elastix workload delete {name} --backend local")
+            left = _outlived(plan.marker)
+            if left:
+                reasons.append(f"{len(left)} process{'es' if len(left) > 1 else ''} of {name} "
+                               f"outlived its supervisor and still run: {'; '.join(left)}; "
+                               f"elastix workload delete {name} --backend local stops them")
 
         def pod(p: PodRecord | None, role: str) -> PodInfo | None:
             if p is None:
                 return None
-            phase = p.phase
+            phase, reason = p.phase, p.reason
             if phase == "Running" and not proc_matches(p.pid, p.create_time):
                 phase = "Unknown"  # the supervisor has not seen the death (or is gone)
+            elif phase == "Running" and proc_stopped(p.pid):
+                phase, reason = "Stopped", f"process {p.pid} is stopped (SIGSTOP?)"
             return PodInfo(name=p.name, role=role, phase=phase, slice=p.slice, host=p.host,
-                           node="localhost", reason=p.reason, started=_parse_time(p.started),
+                           node="localhost", reason=reason, started=_parse_time(p.started),
                            pid=p.pid)
 
+        # What training sees: a slice the trainer lost is not Ready while its hosts still run.
+        lost = trainer_lost_slices(plan.events_file) if state not in FINAL_STATES else {}
         slices = [SliceStatus(index=s.index, hosts=plan.hosts_per_slice,
                               pods=[pod(p, "worker") for p in s.pods],
-                              job_failures=s.failures, backoff_limit=s.backoff_limit)
+                              job_failures=s.failures, backoff_limit=s.backoff_limit,
+                              lost=lost.get(s.index))
                   for s in st.slices]
         return WorkloadStatus(
             name=name, namespace="local", backend="local", state=state,
@@ -314,6 +327,24 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _outlived(marker: str) -> list[str]:
+    """``pid N (command)`` of each live process carrying the workload's marker.
+
+    Looked for only when the supervisor died without finishing: its guard kills these, so any
+    left means the guard was killed too (``delete`` still sweeps them by the marker).
+    """
+    import psutil
+
+    out = []
+    for pid in marked_pids(marker):
+        try:
+            cmd = " ".join(psutil.Process(pid).cmdline()) or "?"
+        except psutil.Error:
+            continue
+        out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
+    return out
 
 
 def _finished(d: Path) -> bool:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from elastix.protocol import envvars
+from elastix.protocol import envvars, eventspec
 
 FINAL_STATES = ("Completed", "Failed")
 
@@ -188,6 +188,50 @@ def proc_matches(pid: int, create_time: float | None) -> bool:
         return False
 
 
+def proc_stopped(pid: int | None) -> bool:
+    """True if ``pid`` is alive but stopped (SIGSTOP, ``T`` in ``/proc/PID/stat``): a hung host
+    whose heartbeats stopped while its process still exists."""
+    import psutil
+
+    try:
+        return pid is not None and psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
+def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
+    """Slices the trainer has declared lost and not yet recovered: ``{slice: why}``.
+
+    From its events (docs/events.md): ``elastic_detected`` names the ``lost_slices`` of a
+    recovery, which ends at ``elastic_slices_ready`` (or ``elastic_restored``); a ``run_start``
+    (a restarted head) or a ``run_end`` clears them. Only those lines are parsed: the file grows
+    by a ``step`` event a step. Nothing (``{}``) when the command writes no events.
+    """
+    ends = (eventspec.ELASTIC_SLICES_READY, eventspec.ELASTIC_RESTORED, eventspec.RUN_START,
+            eventspec.RUN_END)
+    lost: dict[int, str] = {}
+    try:
+        f = open(events_file, encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    with f:
+        for line in f:
+            if '"elastic_' not in line and '"run_' not in line:
+                continue
+            try:
+                ev = json.loads(line)
+                name = ev["event"]
+                if name == eventspec.ELASTIC_DETECTED:
+                    why = (f"the trainer declared it lost at {ev.get('ts', '?')} (recovery "
+                           f"{ev.get('recovery', '?')}: {ev.get('error', '')})")
+                    lost = {int(s): why for s in ev.get("lost_slices") or []}
+                elif name in ends:
+                    lost = {}
+            except (ValueError, KeyError, TypeError):
+                continue  # a line being written now, or not an event of ours
+    return lost
+
+
 def create_time_of(pid: int) -> float | None:
     import psutil
 
@@ -237,16 +281,17 @@ def marked_pids(marker: str, exclude: set[int] | frozenset[int] = frozenset()) -
     return found
 
 
-def sweep(workload_dir: Path, marker: str | None, exclude: set[int] | None = None,
+def sweep(workload_dir: Path | None, marker: str | None, exclude: set[int] | None = None,
           timeout: float = 5.0) -> list[int]:
     """SIGKILL every process this workload started (and their groups); wait until gone.
 
+    ``workload_dir`` None: by ``marker`` alone (the directory may hold another workload now).
     Returns the pids that were killed. Raises nothing: what survives ``timeout`` is returned too,
     and the caller decides.
     """
     exclude = set(exclude or ()) | {os.getpid()}
     victims: set[int] = set()
-    for rec in read_procs(workload_dir):
+    for rec in read_procs(workload_dir) if workload_dir is not None else []:
         pid = rec["pid"]
         if pid in exclude or not proc_matches(pid, rec.get("create_time")):
             continue

@@ -4,15 +4,20 @@ Run detached as ``python -m elastix.backends.local.supervisor <workload-dir>``. 
 container command as the controller process and one ``elastix.backends.local.host`` process per worker pod,
 then plays the controllers' failure semantics:
 
-- a worker pod that dies counts as one failure of its slice's Job; while failures stay within the
-  Job's ``backoffLimit`` the pod is replaced after the scheduling delay (the other slices and the
-  controller keep running: this is what elastic recovery rides on);
-- past ``backoffLimit`` the Job fails, and so does a head that exits non-zero: the whole workload
-  is recreated (``status.restarts`` += 1) while ``failurePolicy.maxRestarts`` allows, else it fails;
+- a worker pod that dies takes its whole slice down, as on TPU, where the runtime of the slice's
+  other hosts errors out: the supervisor kills the slice's other hosts, which costs the slice's
+  Job one failure per host (as GKE counts them), and recreates the slice as a unit after the
+  scheduling delay (the other slices and the controller keep running: this is what elastic
+  recovery rides on). So ``backoffLimit = max_slice_restarts x hosts`` (what ``render`` gives an
+  elastic workload) allows exactly ``--max-slice-restarts`` restarts of one slice;
+- past ``backoffLimit`` the Job fails, and so does a head that exits non-zero: as with JobSet's
+  ``failurePolicy``, the whole workload is recreated (``status.restarts`` += 1) while
+  ``maxRestarts`` allows, else it fails;
 - the head exiting 0 completes the workload (JobSet ``successPolicy`` targets the head).
 
 Single-threaded: SIGCHLD wakes a ``select`` through ``signal.set_wakeup_fd``, so a death is seen
-at once without busy polling. SIGTERM tears everything down and exits.
+at once without busy polling. SIGTERM tears everything down and exits. A forked guard
+(:func:`start_guard`) kills whatever the supervisor leaves behind if it dies without doing so.
 """
 
 from __future__ import annotations
@@ -64,10 +69,13 @@ class Supervisor:
         self.head: Pod | None = None
         self.workers: dict[tuple[int, int], Pod] = {}
         self.due: dict[tuple[int, int], float] = {}  # replacement start times (monotonic)
-        self.failures = [0] * self.plan.num_slices
+        self.failures = [0] * self.plan.num_slices  # pod failures of each slice's Job
+        self.slice_budget = self.plan.backoff_limit // max(1, self.plan.hosts_per_slice)
+        self.flag = _max_slice_restarts(workload_dir)
         self.generation = 0
         self.events: list[dict[str, str]] = []
         self.stopping = False
+        self.guard: int | None = None
         self.me = {"pid": os.getpid(), "create_time": create_time_of(os.getpid())}
 
     # ------------------------------------------------------------------ bookkeeping
@@ -209,19 +217,54 @@ class Supervisor:
                 self.log(f"head (pid {pod.pid}) failed: {how}")
                 self.workload_failed(f"head exited ({how})")
             return
-        s, h = pod.slice, pod.host
-        pod.phase, pod.reason = "Failed", how
-        self.failures[s] += 1
+        self.slice_down(pod.slice, pod.host, how)
+
+    def slice_down(self, s: int, h: int, how: str) -> None:
+        """Host ``h`` of slice ``s`` died: the slice is down (one slice restart, ``hosts`` pod
+        failures of its Job); recreate it as a unit, or fail its Job past ``backoffLimit``."""
+        hosts = self.plan.hosts_per_slice
+        mates = [self.workers[(s, k)] for k in range(hosts) if (s, k) in self.workers]
+        alive = [m for m in mates if m.phase == "Running" and m.popen and m.popen.poll() is None]
+        for m in alive:  # the TPU runtime of the slice's other hosts errors out
+            _killpg(m.pid, signal.SIGKILL)
+        for m in mates:
+            if m.popen is not None:
+                m.popen.wait()
+            m.exit_code = m.popen.returncode if m.popen else None
+            m.phase, m.reason = "Failed", how if m.host == h else f"slice {s} down with host {h}"
+        self.failures[s] += hosts
+        restarts = self.failures[s] // hosts
+        pid = self.workers[(s, h)].pid
+        self.log(f"worker slice {s} host {h} (pid {pid}) {how}: slice {s} is down"
+                 + (f" (stopped its other {len(alive)} hosts, as on TPU)" if alive else "")
+                 + f"; slice restarts {restarts}/{self.slice_budget}")
+        if self.failures[s] > self.plan.backoff_limit:
+            self.workload_failed(self._over_budget(s, restarts))
+            return
+        due = time.monotonic() + self.plan.scheduling_delay
+        for m in mates:
+            m.phase, m.reason = "Pending", f"replacing slice {s} ({m.reason})"
+            self.due[(s, m.host)] = due
+
+    def _over_budget(self, s: int, restarts: int) -> str:
+        """Why slice ``s``'s Job failed, naming the flag that sets its budget."""
         limit = self.plan.backoff_limit
-        self.log(f"worker slice {s} host {h} (pid {pod.pid}) {how}; "
-                 f"job failures {self.failures[s]}/{limit}")
-        if self.failures[s] > limit:
-            self.workload_failed(f"slice {s} job failed: backoffLimit {limit} exceeded")
-        else:
-            pod.phase, pod.reason = "Pending", f"replacing ({how})"
-            self.due[(s, h)] = time.monotonic() + self.plan.scheduling_delay
+        if self.flag is not None and self.flag > 0 and self.flag == self.slice_budget:
+            return (f"slice {s} failed {restarts} times, more than --max-slice-restarts "
+                    f"{self.flag} allows")
+        hosts = self.plan.hosts_per_slice
+        how = (f"--max-slice-restarts {self.flag} sets it only when elastic and > 0"
+               if self.flag is not None else "--max-slice-restarts N sets it when elastic")
+        return (f"slice {s} failed {restarts} times, more than its Job's backoffLimit {limit} "
+                f"allows ({self.slice_budget} restarts of its {hosts} hosts; {how})")
 
     def reap(self) -> None:
+        if self.guard is not None:
+            try:
+                if os.waitpid(self.guard, os.WNOHANG)[0]:
+                    self.guard = None  # killed: no zombie; the pods' PDEATHSIG remains
+            except ChildProcessError:
+                self.guard = None
         for pod in list(self._all_pods()):
             if self.state in ("Completed", "Failed"):
                 return
@@ -240,6 +283,8 @@ class Supervisor:
                 self.log(f"replaced worker slice {key[0]} host {key[1]} (pid {pod.pid})")
 
     def run(self) -> int:
+        self.guard = start_guard(self.dir, self.plan.marker)
+        record_proc(self.dir, self.guard, "guard")
         r, w = os.pipe()
         os.set_blocking(w, False)
         signal.set_wakeup_fd(w)
@@ -270,6 +315,47 @@ class Supervisor:
 
     def _request_stop(self, *_: object) -> None:
         self.stopping = True
+
+
+def start_guard(workload_dir: Path, marker: str) -> int:
+    """Fork a guard that kills what a dead supervisor leaves behind; returns its pid.
+
+    ``PR_SET_PDEATHSIG`` reaches only the supervisor's children: a head whose ``bash -c`` runs a
+    compound command forks the trainer, and a SIGKILLed supervisor would orphan it (bash dies, the
+    trainer is re-parented and trains on). The guard, in a session of its own, blocks on a pipe
+    only the supervisor can write: end of file means the supervisor is gone, however it ended,
+    and the guard SIGKILLs every process carrying the workload's marker. Forked before any pod
+    starts, so no pod holds the pipe open.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(r)
+        # w stays open, in the supervisor alone (os.pipe fds are not inherited), until it dies
+        return pid
+    try:  # the guard
+        os.close(w)
+        os.setsid()  # out of the supervisor's group: a signal to that group spares the guard
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        while os.read(r, 1):
+            pass
+        try:  # the directory may hold a replacement workload by now: then by marker alone
+            same = Plan.from_json(read_json(workload_dir / "plan.json")).marker == marker
+        except (OSError, ValueError, KeyError, TypeError):
+            same = False
+        sweep(workload_dir if same else None, marker)
+    finally:
+        os._exit(0)
+
+
+def _max_slice_restarts(workload_dir: Path) -> int | None:
+    """The ``--max-slice-restarts`` the manifest was rendered with (its annotation), if known."""
+    try:
+        manifest = read_json(workload_dir / "manifest.json")
+        return int(manifest["metadata"]["annotations"][labels.MAX_SLICE_RESTARTS])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # a user's template without the annotation: name the backoffLimit only
 
 
 def _killpg(pid: int | None, sig: int) -> None:
