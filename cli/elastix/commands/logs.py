@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import WorkloadName, parse_duration, with_target
+from elastix.commands.options import WorkloadName, parse_duration_in, with_target
 from elastix.errors import UsageError
 
 
@@ -36,8 +36,8 @@ def logs(
     from elastix.backends.base import LogOptions
 
     if tail is not None and tail < 0:
-        raise UsageError("--tail must be 0 or more")
-    since_seconds = math.ceil(parse_duration(since, "--since")) if since else None
+        raise UsageError(f"--tail {tail} is out of range: 0 or more", hint="e.g. --tail 100")
+    since_seconds = math.ceil(parse_duration_in(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
                       since_seconds=since_seconds, tail_lines=tail)
     out, err = sys.stdout, sys.stderr
