@@ -105,6 +105,8 @@ CASES = [
     ("logs-since-nan", ["logs", "w", "--since", "nan"], None, 2, "is not a duration"),
     ("logs-tail-negative", ["logs", "w", "--tail", "-1"], None, 2,
      "--tail -1 is out of range: 0 or more"),
+    ("logs-previous-follow", ["logs", "w", "--previous", "-f"], None, 2,
+     "--previous cannot be combined with --follow"),
 ]
 
 

@@ -28,6 +28,9 @@ def logs(
         "--since", help="Only lines newer than this (30s, 5m, 1h).")] = None,
     tail: Annotated[int | None, typer.Option(
         "--tail", help="Only the last N lines to start with.")] = None,
+    previous: Annotated[bool, typer.Option(
+        "--previous", "-p", help="The previous instance of the container (as kubectl): after a "
+                                 "restart, the attempt before the current one.")] = False,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
     import math
@@ -37,9 +40,12 @@ def logs(
 
     if tail is not None and tail < 0:
         raise UsageError(f"--tail {tail} is out of range: 0 or more", hint="e.g. --tail 100")
+    if previous and follow:
+        raise UsageError("--previous cannot be combined with --follow",
+                         hint="a previous instance has ended: drop -f")
     since_seconds = math.ceil(parse_duration_in(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
-                      since_seconds=since_seconds, tail_lines=tail)
+                      since_seconds=since_seconds, tail_lines=tail, previous=previous)
     out, err = sys.stdout, sys.stderr
     for event in get_backend(target).logs(name, opts):
         if event.notice:
