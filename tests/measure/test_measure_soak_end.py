@@ -9,7 +9,8 @@ import sys
 from test_measure_live_driver import CONTROLLER, _cli, _wait_steps
 
 from elastix.backends.local.backend import LocalBackend
-from elastix.measure.chaos import KillMeasurement, Outcome
+from elastix.measure.chaos import KillMeasurement, Outcome, SoakResult
+from elastix.measure.goodput import goodput
 
 
 def test_soak_that_outlives_the_workload_reports_and_exits_5(live_env, tmp_path):
@@ -63,3 +64,16 @@ def test_help_lists_every_outcome():
     for o in Outcome:
         if o is not Outcome.OK:
             assert f"; {int(o)} " in EXIT_CODES, o
+
+
+def test_soak_outcome_precedence():
+    """Died beats a missed bound beats an early completion; a kill that failed is exit 1."""
+    def res(**kw) -> SoakResult:
+        return SoakResult([], goodput([]), kw.pop("violations", []), kw.pop("died", False), **kw)
+
+    assert res().outcome is Outcome.OK and res().ok
+    assert res(completed_early=True).outcome is Outcome.COMPLETED_EARLY
+    assert res(completed_early=True, violations=["kill 1: x"]).outcome is Outcome.BOUND_MISSED
+    assert res(died=True, violations=["kill 1: x"]).outcome is Outcome.DIED
+    failed = res(error="kill 2 failed: no running worker")
+    assert not failed.ok and failed.to_json()["exit_code"] == 1
