@@ -8,8 +8,10 @@ It serves discovery (so ``kubectl`` and the official client both work), generic 
 kinds and for any CRD created through the API (``kubectl apply`` of the JobSet release manifest
 works), list/watch with label and field selectors, pod logs (``follow`` streams), and the JobSet
 controller of ``k8s_jobset``. ``POST /_fake/config`` (JSON body, fields of ``Config``) changes
-timings and scripted faults; ``POST /_fake/log`` appends log lines; ``POST /_fake/cut`` cuts the
-log streams of a pod. Dry-run, strict field validation for CRDs, 409 on existing names and
+timings and scripted faults; ``POST /_fake/log`` appends log lines;
+``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
+``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod. Dry-run, strict
+field validation for CRDs, 409 on existing names and
 preconditions on delete behave as the real API server's do.
 """
 
@@ -503,7 +505,15 @@ class Api:
                 "BadRequest",
                 f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
             )
-        buf = self.cluster.buffer(ns, name, container)
+        previous = q.get("previous") in ("true", "1")
+        if previous:  # the API server's answer when the container has not restarted
+            counts = {c["name"]: c.get("restartCount", 0)
+                      for c in pod["status"].get("containerStatuses", [])
+                      + pod["status"].get("initContainerStatuses", [])}
+            if not counts.get(container):
+                return status(400, "BadRequest", f'previous terminated container "{container}" '
+                                                 f'in pod "{name}" not found')
+        buf = self.cluster.buffer(ns, name, container, previous=previous)
         lines = list(buf.lines)
         if q.get("sinceSeconds"):
             cutoff = now() - dt.timedelta(seconds=int(q["sinceSeconds"]))
@@ -551,6 +561,10 @@ class Api:
             for line in body["lines"]:
                 self.cluster.log(body.get("namespace", "default"), body["pod"], body["container"], line)
             return web.json_response({"ok": True})
+        if parts == ["restart_container"]:  # the kubelet restarting a container in place
+            ok = self.cluster.restart_container(body.get("namespace", "default"), body["pod"],
+                                                body["container"])
+            return web.json_response({"ok": ok}, status=200 if ok else 404)
         if parts == ["cut"]:
             n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
             return web.json_response({"cut": n})

@@ -59,6 +59,7 @@ class Cluster:
     def __init__(self, store: Store, config: Config) -> None:
         self.store, self.config = store, config
         self.logs: dict[tuple[str, str, str], LogBuffer] = {}
+        self.previous_logs: dict[tuple[str, str, str], LogBuffer] = {}
         self.pods = store.resource("", "v1", "pods")
         self.jobs = store.resource("batch", "v1", "jobs")
         self.events = store.resource("", "v1", "events")
@@ -430,8 +431,27 @@ class Cluster:
             },
         )
 
-    def buffer(self, ns: str, pod: str, container: str) -> LogBuffer:
+    def buffer(self, ns: str, pod: str, container: str, previous: bool = False) -> LogBuffer:
+        """A container's log; ``previous``: its instance before the last in-place restart."""
+        if previous:
+            return self.previous_logs.setdefault((ns, pod, container), LogBuffer())
         return self.logs.setdefault((ns, pod, container), LogBuffer())
+
+    def restart_container(self, ns: str, pod: str, container: str) -> bool:
+        """Restart one container in place: restartCount + 1, a fresh log, the old one previous."""
+        obj = self.store.get(self.pods, ns, pod)
+        statuses = [c for c in (obj or {}).get("status", {}).get("containerStatuses", [])
+                    if c["name"] == container]
+        if not statuses:
+            return False
+        statuses[0]["restartCount"] = statuses[0].get("restartCount", 0) + 1
+        self.store.put(self.pods, obj)
+        old = self.logs.pop((ns, pod, container), LogBuffer())
+        self.previous_logs[(ns, pod, container)] = LogBuffer(lines=old.lines)
+        old.closed = True
+        self._wake(old)
+        self.log(ns, pod, container, f"fake {container} restarted in place")
+        return True
 
     def _buffers(self, pod: dict) -> list[LogBuffer]:
         md = pod["metadata"]

@@ -33,6 +33,8 @@ def test_json_same_from_events_and_log(tmp_path, capsys):
     assert [round(s["seconds"], 1) for s in d["series"]] == [5.0, 10.0, 15.0, 18.7]
     (rec,) = d["recoveries"]
     assert rec["steps_lost"] == 4 and rec["kind"] == "in-process"
+    # no kill time here: detection counts from the last event, and the output says so
+    assert rec["detection_from"] == "last event"
 
 
 def test_table_and_plot(tmp_path, capsys):
@@ -41,6 +43,7 @@ def test_table_and_plot(tmp_path, capsys):
     assert main(["workload", "goodput", "--events", str(ev), "--plot", str(png)]) == 0
     out = capsys.readouterr().out
     assert "goodput 38.5%" in out and "badput: waiting for slices" in out and "2.251" in out
+    assert "detection counted from: last event" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -95,8 +95,9 @@ def test_chaos_run_reports_and_fails_on_bound(live_env, tmp_path):
         p = _cli(live_env, "chaos", "run", "soak", "--kills", "2", "--interval", "0",
                  "--mode", "host", "--seed", "7", "--max-steps-lost", "0", "--timeout", "60s",
                  "-o", "json", "--plot", str(png), "--window", "2", check=False)
-        assert p.returncode == 1, p.stderr
+        assert p.returncode == 3, p.stderr  # Outcome.BOUND_MISSED
         d = json.loads(p.stdout)
+        assert d["stopped"] == "all 2 kills done" and d["exit_code"] == 3
         assert len(d["kills"]) == 2 and d["totals"]["recovered"] == 2
         assert all(k["source"] == "log" and k["in_process"] for k in d["kills"])
         lost = [k["recovery"]["steps_lost"] for k in d["kills"]]

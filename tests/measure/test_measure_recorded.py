@@ -127,7 +127,7 @@ def test_incomplete_recovery_and_torn_last_line():
 
 
 def test_bad_event_file_is_a_usage_error():
-    with pytest.raises(UsageError, match="line 1 is not JSON"):
+    with pytest.raises(UsageError, match=r"2 of 2 lines unreadable \(first: line 1, not JSON\)"):
         events_from_jsonl("nope\n{}\n")
     with pytest.raises(UsageError, match="no valid 'ts'"):
         events_from_jsonl('{"event": "step", "ts": "yesterday"}\n')

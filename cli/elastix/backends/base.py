@@ -153,6 +153,7 @@ class LogOptions:
     follow: bool = False
     since_seconds: int | None = None
     tail_lines: int | None = None
+    previous: bool = False  # the container's previous instance (locally: the previous head attempt)
 
 
 @dataclasses.dataclass

@@ -7,7 +7,14 @@ from typing import Annotated
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import GoodputWindow, WorkloadName, check_output, parse_duration, with_target
+from elastix.commands.options import (
+    GoodputWindow,
+    WorkloadName,
+    check_output,
+    check_window,
+    parse_duration_in,
+    with_target,
+)
 from elastix.errors import BackendError, UsageError
 
 
@@ -57,34 +64,51 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
                    seed: int | None, output: str, timeout: str, plot: str | None) -> None:
     """``kill-worker --measure``: kill, wait for the recovery, print its timeline.
 
+    Everything that can be checked is checked before the kill; once the kill is made, its
+    measurement is printed whatever follows (the plot is drawn after it).
+
     Raises:
-        BackendError: the workload died or did not recover in time (after printing what was
-            measured).
+        ChaosFailed: no recovery (exit 3 timed out, 4 the workload died, 5 it completed).
     """
     import json
 
-    from elastix.measure.chaos import DEAD_STATES, measure_kill, read_stream
+    from elastix.measure.chaos import ChaosFailed, Outcome, measure_kill, read_stream
     from elastix.views.console import console
     from elastix.views.measurement import print_kill
 
-    secs = parse_duration(timeout, "--timeout")
+    secs = parse_duration_in(timeout, "--timeout")
+    if plot:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(plot)
     backend = get_backend(target)
     m = measure_kill(backend, name,
                      lambda: [backend.kill_worker(name, slice=slice_, host=host, seed=seed)],
                      timeout=secs)
-    if plot and m.recovery is not None and m.recovery.phases():
-        from elastix.views.plot import plot_recovery
-
-        plot_recovery(read_stream(backend, name)[0], m.recovery, plot)
     if output == "json":
         typer.echo(json.dumps(m.to_json(), indent=2))
     else:
         print_kill(console(), m)
-    if m.recovery is None or not m.recovery.complete:
-        why = (f"workload {name} is {m.state_after}" if m.state_after in DEAD_STATES
-               else f"training did not resume within {timeout}")
-        raise BackendError(f"no recovery measured: {why}",
-                           hint=_where_to_look(name))
+    if plot and m.recovery is not None and m.recovery.phases():
+        from elastix.views.plot import plot_recovery
+
+        plot_recovery(read_stream(backend, name)[0], m.recovery, plot)
+    if m.outcome is not Outcome.OK:
+        why = {Outcome.BOUND_MISSED: f"training did not resume within {timeout}",
+               Outcome.DIED: f"workload {name} is {m.state_after}",
+               Outcome.COMPLETED_EARLY: f"workload {name} completed before it recovered"}
+        raise ChaosFailed(m.outcome, f"no recovery measured: {why[m.outcome]}",
+                          hint=_where_to_look(name))
+
+
+# The values are measure.chaos.Outcome's (tests/measure checks the two agree).
+EXIT_CODES = (
+    "Exit codes: 0 every kill measured within the bounds; 3 a bound missed (--max-downtime, "
+    "--max-steps-lost, or no recovery within --timeout); 4 the workload failed or was deleted; "
+    "5 the workload completed before the last kill; 1 a runtime error; 2 bad input; 130 Ctrl-C. "
+    "Whatever the code, every recovery measured is printed (with -o json: the goodput so far and "
+    "why the run stopped) and --plot is written."
+)
 
 
 @with_target
@@ -110,20 +134,31 @@ def run(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
     window: GoodputWindow = 60.0,
 ) -> None:
-    """Chaos experiment: kill workers at intervals, measure every recovery and the goodput.
-
-    Exits non-zero when a recovery misses --max-downtime/--max-steps-lost or the workload dies.
-    """
+    """Chaos experiment: kill workers at intervals, measure every recovery and the goodput."""
     import json
 
-    from elastix.measure.chaos import KillMeasurement, run_soak
+    from elastix.measure.chaos import MODES, ChaosFailed, KillMeasurement, run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
 
+    # Every input is checked before the first kill.
     check_output(output, ("table", "json"))
-    bound = parse_duration(max_downtime, "--max-downtime") if max_downtime else None
-    every = parse_duration(interval, "--interval")
-    give_up = parse_duration(timeout, "--timeout")
+    if mode not in MODES:
+        raise UsageError(f"--mode {mode!r} is not {', '.join(MODES)}",
+                         hint="use --mode random, --mode host or --mode slice")
+    if kills < 1:
+        raise UsageError(f"--kills {kills} is out of range: 1 or more", hint="e.g. --kills 3")
+    if max_steps_lost is not None and max_steps_lost < 0:
+        raise UsageError(f"--max-steps-lost {max_steps_lost} is out of range: 0 or more",
+                         hint="e.g. --max-steps-lost 0 (no step may be lost)")
+    bound = parse_duration_in(max_downtime, "--max-downtime") if max_downtime else None
+    every = parse_duration_in(interval, "--interval", allow_zero=True)
+    give_up = parse_duration_in(timeout, "--timeout")
+    check_window(window)
+    if plot:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(plot)
     backend = get_backend(target)
     err = console(stderr=True)
 
@@ -133,22 +168,32 @@ def run(
     res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
                    max_downtime=bound, max_steps_lost=max_steps_lost, timeout=give_up,
                    on_kill=progress)
-    if plot:
-        from elastix.measure.chaos import read_stream
-        from elastix.views.plot import plot_goodput
-
-        plot_goodput(res.goodput, read_stream(backend, name)[0], plot, window_seconds=window)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
         print_soak(console(), res)
-    if res.died:
-        raise BackendError(f"workload {name} died during the chaos run",
-                           hint=_where_to_look(name))
-    if res.violations:
+    if plot and res.goodput.end > res.goodput.start:
+        from elastix.views.plot import plot_goodput
+
+        plot_goodput(res.goodput, res.events, plot, window_seconds=window)
+    elif plot:
+        err.print(f"no plot written to {plot}: no trainer events to draw")
+    if res.interrupted:
+        raise KeyboardInterrupt
+    if res.error is not None:
+        raise BackendError(f"chaos run stopped: {res.error}", hint=_where_to_look(name))
+    if not res.ok:
         n = len(res.violations)
-        raise BackendError(f"{n} recover{'y' if n == 1 else 'ies'} missed a bound",
-                           hint="; ".join(res.violations))
+        missed = f"; {n} recover{'y' if n == 1 else 'ies'} missed a bound" if n else ""
+        raise ChaosFailed(res.outcome, f"chaos run: {res.stopped}{missed}",
+                          hint="; ".join(res.violations) or _where_to_look(name))
+
+
+run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES}"
+kill_worker.__doc__ = (
+    f"{kill_worker.__doc__}\n\nWith --measure, exit codes: 0 recovered; 3 no recovery within "
+    "--timeout; 4 the workload failed; 5 it completed before recovering; 1 a runtime error; "
+    "2 bad input; 130 Ctrl-C. The measurement is printed whatever the code.")
 
 
 def _where_to_look(name: str) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import WorkloadName, parse_duration, with_target
+from elastix.commands.options import WorkloadName, parse_duration_in, with_target
 from elastix.errors import UsageError
 
 
@@ -28,6 +28,9 @@ def logs(
         "--since", help="Only lines newer than this (30s, 5m, 1h).")] = None,
     tail: Annotated[int | None, typer.Option(
         "--tail", help="Only the last N lines to start with.")] = None,
+    previous: Annotated[bool, typer.Option(
+        "--previous", "-p", help="The previous instance of the container (as kubectl): after a "
+                                 "restart, the attempt before the current one.")] = False,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
     import math
@@ -36,10 +39,13 @@ def logs(
     from elastix.backends.base import LogOptions
 
     if tail is not None and tail < 0:
-        raise UsageError("--tail must be 0 or more")
-    since_seconds = math.ceil(parse_duration(since, "--since")) if since else None
+        raise UsageError(f"--tail {tail} is out of range: 0 or more", hint="e.g. --tail 100")
+    if previous and follow:
+        raise UsageError("--previous cannot be combined with --follow",
+                         hint="a previous instance has ended: drop -f")
+    since_seconds = math.ceil(parse_duration_in(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
-                      since_seconds=since_seconds, tail_lines=tail)
+                      since_seconds=since_seconds, tail_lines=tail, previous=previous)
     out, err = sys.stdout, sys.stderr
     for event in get_backend(target).logs(name, opts):
         if event.notice:

@@ -129,3 +129,32 @@ def check_output(output: str, choices: tuple[str, ...]) -> None:
     if output not in choices:
         raise UsageError(f"--output {output!r} is not {' or '.join(choices)}",
                          hint="use " + " or ".join(f"-o {c}" for c in choices))
+
+
+MAX_DURATION = 30 * 86400.0  # longer waits overflow sleeps and timers; no run needs them
+
+
+def parse_duration_in(text: str, flag: str, *, allow_zero: bool = False) -> float:
+    """:func:`parse_duration`, then bounded: more than 0 (or 0 with ``allow_zero``), at most 30d.
+
+    Raises:
+        UsageError: not a duration, or out of range (nan and inf included).
+    """
+    secs = parse_duration(text, flag)
+    low_ok = secs >= 0 if allow_zero else secs > 0
+    if not (low_ok and secs <= MAX_DURATION):  # False for nan too
+        low = "0 or more" if allow_zero else "more than 0"
+        raise UsageError(f"{flag} {text!r} is out of range: {low}, at most 30d",
+                         hint=f"e.g. {flag} 90s, 5m or 1h30m")
+    return secs
+
+
+def check_window(window: float) -> None:
+    """Validate ``--window`` (seconds per goodput window): finite and more than 0.
+
+    Raises:
+        UsageError: 0, negative, nan or inf.
+    """
+    if not (0 < window <= MAX_DURATION):  # False for nan too
+        raise UsageError(f"--window {window!r} is out of range: more than 0 seconds, at most 30d",
+                         hint="e.g. --window 60")

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import GoodputWindow, WorkloadName, check_output, replace_params, with_target
+from elastix.commands.options import (
+    GoodputWindow,
+    WorkloadName,
+    check_output,
+    check_window,
+    replace_params,
+    with_target,
+)
 from elastix.errors import UsageError
 from elastix.workload.spec import (
     FIELDS,
@@ -280,13 +287,19 @@ def goodput(
     from elastix.views.measurement import print_goodput
 
     check_output(output, ("table", "json"))
-    if window <= 0:
-        raise UsageError("--window must be > 0 seconds")
+    check_window(window)
+    if plot:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(str(plot))
     events, source = _load(name, events_file, log_file, target)
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")
     rep = measure_goodput(events)
+    if rep.problem:
+        raise UsageError(f"no goodput for {source}: {rep.problem}",
+                         hint="one run's events, in the order written; was the clock stepped?")
     if plot:
         from elastix.views.plot import plot_goodput
 
@@ -312,10 +325,15 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
         raise UsageError("give --events or --log, not both")
     path = events_file or log_file
     if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        try:  # a log may hold other programs' odd bytes; an events file is JSON, so UTF-8
+            text = Path(path).read_text(encoding="utf-8",
+                                        errors="strict" if events_file else "replace")
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise UsageError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+                             f"offset {err.start})", hint="give the trainer's events.jsonl "
+                             "(docs/events.md)") from None
         if events_file:
             return events_from_jsonl(text), f"events {path}"
         return events_from_log(text.splitlines()), f"log {path}"

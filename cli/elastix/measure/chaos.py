@@ -9,19 +9,34 @@ the timeout has passed. Clock and sleep are injected so callers (and tests) cont
 from __future__ import annotations
 
 import dataclasses
+import enum
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogOptions, WorkloadStatus
-from elastix.errors import UsageError
+from elastix.errors import ElastixError, NotFoundError, UsageError
 from elastix.measure.events import Event, Recovery, events_from_log, events_from_records, ms_of, recoveries
 from elastix.measure.goodput import GoodputReport, goodput
 from elastix.protocol.timefmt import iso_ms
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
+COMPLETED_STATES = ("Completed", "Succeeded")
 MODES = ("random", "slice", "host")
+
+
+class Outcome(enum.IntEnum):
+    """How a chaos run (or one measured kill) ended: its exit code, documented in the README.
+
+    Chosen apart from 1 (runtime error), 2 (bad input) and 130 (Ctrl-C). When several apply,
+    the highest in this order wins: DIED, BOUND_MISSED, COMPLETED_EARLY.
+    """
+
+    OK = 0  # every kill was carried out and measured within the bounds
+    BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or --timeout
+    DIED = 4  # the workload failed (or was deleted) during the run
+    COMPLETED_EARLY = 5  # the workload completed before the last kill
 
 
 def read_stream(backend: Backend, name: str) -> tuple[list[Event], str]:
@@ -63,6 +78,15 @@ class KillMeasurement:
         return bool(r and r.complete and r.kind == "in-process" and self.jobset_restarts == 0
                     and self.head_restarts == 0 and self.pid_same is not False)
 
+    @property
+    def outcome(self) -> Outcome:
+        """``kill-worker --measure``'s exit code: recovered, completed, died or timed out."""
+        if self.recovery is not None and self.recovery.complete:
+            return Outcome.OK
+        if self.state_after in COMPLETED_STATES:
+            return Outcome.COMPLETED_EARLY
+        return Outcome.DIED if self.state_after in DEAD_STATES else Outcome.BOUND_MISSED
+
     def to_json(self) -> dict[str, Any]:
         return {
             "kills": [{"pod": k.pod, "slice": k.slice, "host": k.host, "node": k.node,
@@ -72,6 +96,7 @@ class KillMeasurement:
             "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
             "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
             "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
+            "exit_code": int(self.outcome),
         }
 
 
@@ -116,16 +141,34 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
 
 @dataclasses.dataclass
 class SoakResult:
-    """A chaos experiment: every kill's measurement, the run's goodput, what missed a bound."""
+    """A chaos experiment: every kill's measurement, the run's goodput, what missed a bound,
+    and why it stopped (``stopped``: "all N kills done", "completed at step S before kill K"...).
+    """
 
     measurements: list[KillMeasurement]
     goodput: GoodputReport
     violations: list[str]
     died: bool
+    stopped: str = ""
+    completed_early: bool = False
+    error: str | None = None  # a kill that could not be carried out, the workload still running
+    interrupted: bool = False  # by Ctrl-C
+    events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
 
     @property
     def ok(self) -> bool:
-        return not self.violations and not self.died
+        return not self.violations and not self.died and not self.completed_early \
+            and self.error is None
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.died:
+            return Outcome.DIED
+        if self.violations:
+            return Outcome.BOUND_MISSED
+        if self.completed_early:
+            return Outcome.COMPLETED_EARLY
+        return Outcome.OK
 
     def to_json(self) -> dict[str, Any]:
         downs = [m.recovery.downtime for m in self.measurements
@@ -140,15 +183,23 @@ class SoakResult:
                        "max_downtime_seconds": max(downs, default=None),
                        "steps_lost": sum(lost), "goodput": self.goodput.goodput},
             "goodput": self.goodput.to_json(), "violations": self.violations, "died": self.died,
+            "completed_early": self.completed_early, "stopped": self.stopped,
+            "error": self.error, "exit_code": int(self.outcome) if self.error is None else 1,
             "ok": self.ok,
         }
 
 
 def check_bounds(m: KillMeasurement, i: int, max_downtime: float | None,
                  max_steps_lost: int | None) -> list[str]:
-    """Why kill ``i`` (1-based) missed a bound; empty when it did not."""
+    """Why kill ``i`` (1-based) missed a bound; empty when it did not.
+
+    A workload that completed instead of recovering missed no bound: the soak reports it as
+    having stopped early (:attr:`Outcome.COMPLETED_EARLY`).
+    """
     r = m.recovery
     if r is None or not r.complete:
+        if m.state_after in COMPLETED_STATES:
+            return []
         why = "the workload died" if m.state_after in DEAD_STATES else "no recovery in time"
         return [f"kill {i}: {why} (state {m.state_after})"]
     out = []
@@ -186,7 +237,10 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
              sleep: Callable[[float], None] = time.sleep) -> SoakResult:
     """Kill ``kills`` times, ``interval`` seconds apart (at least), measuring each recovery.
 
-    Stops early if the workload dies. ``on_kill(i, measurement)`` reports progress.
+    Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
+    carried out, Ctrl-C), the result holds every measurement made, the goodput so far and why
+    it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports progress. A Ctrl-C is
+    re-raised by the caller after it has reported (``SoakResult.interrupted``).
     """
     if mode not in MODES:
         raise UsageError(f"unknown chaos mode {mode!r}", hint="use random, slice or host")
@@ -196,20 +250,82 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     kill = _killer(backend, name, mode, rng)
     out: list[KillMeasurement] = []
     violations: list[str] = []
-    died = False
-    for i in range(1, kills + 1):
-        started = clock()
-        m = measure_kill(backend, name, kill, timeout=timeout, poll=poll, clock=clock,
-                         sleep=sleep)
-        out.append(m)
-        violations += check_bounds(m, i, max_downtime, max_steps_lost)
-        if on_kill:
-            on_kill(i, m)
-        if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
-            died = True
-            break
-        if i < kills:
-            sleep(max(0.0, interval - (clock() - started)))
-    events, _ = read_stream(backend, name)
-    report = goodput(events, kills=[ms_of(m.kills[0].time) for m in out])
-    return SoakResult(out, report, violations, died)
+    ended: tuple[WorkloadStatus, str] | None = None  # the workload's end: its status, when
+    error: str | None = None
+    interrupted = deleted = False
+    i = 0
+    try:
+        for i in range(1, kills + 1):
+            started = clock()
+            st = backend.status(name)
+            if st.state in DEAD_STATES:
+                ended = st, f"before kill {i}"
+                break
+            try:
+                m = measure_kill(backend, name, kill, timeout=timeout, poll=poll, clock=clock,
+                                 sleep=sleep)
+            except ElastixError as err:  # e.g. no running worker left: did the workload end?
+                st = backend.status(name)
+                if st.state in DEAD_STATES:
+                    ended = st, f"before kill {i}"
+                else:
+                    error = f"kill {i} failed: {err.message}"
+                break
+            out.append(m)
+            violations += check_bounds(m, i, max_downtime, max_steps_lost)
+            if on_kill:
+                on_kill(i, m)
+            if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
+                ended = backend.status(name), f"during kill {i}"
+                break
+            if i < kills:
+                sleep(max(0.0, interval - (clock() - started)))
+    except KeyboardInterrupt:
+        interrupted = True
+    except NotFoundError:
+        if not out:
+            raise  # a wrong name: nothing was done
+        deleted = True
+    events = _events_or_none(backend, name)
+    report = goodput(events or [], kills=[ms_of(m.kills[0].time) for m in out])
+    res = SoakResult(out, report, violations, died=deleted, error=error, interrupted=interrupted,
+                     events=events or [])
+    at = f" at step {report.last_step}" if report.last_step is not None else ""
+    if ended is not None:
+        st, when = ended
+        if st.state in COMPLETED_STATES:
+            res.completed_early = True
+            res.stopped = f"the workload completed{at} {when}"
+        else:
+            res.died = True
+            res.stopped = f"the workload {st.state.lower()}{at} {when}" + (
+                f": {st.message}" if st.message else "")
+    elif deleted:
+        res.stopped = f"the workload was deleted during kill {i}"
+    elif interrupted:
+        res.stopped = f"interrupted (Ctrl-C) during kill {i}{at}"
+    elif error is not None:
+        res.stopped = error
+    else:
+        res.stopped = f"all {kills} kill{'s' if kills != 1 else ''} done"
+    return res
+
+
+def _events_or_none(backend: Backend, name: str) -> list[Event] | None:
+    """The workload's events, or None when they cannot be read any more (it was deleted)."""
+    try:
+        return read_stream(backend, name)[0]
+    except ElastixError:
+        return None
+
+
+class ChaosFailed(ElastixError):
+    """A chaos run or a measured kill that ended badly, reported after its evidence was printed.
+
+    Its exit code is the :class:`Outcome` (3, 4 or 5), so a CI job can tell a missed bound from
+    a dead workload from one that simply finished first.
+    """
+
+    def __init__(self, outcome: Outcome, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.exit_code = int(outcome)

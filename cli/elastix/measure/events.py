@@ -75,20 +75,59 @@ def events_from_records(records: Iterable[dict[str, Any]]) -> list[Event]:
 
 
 def events_from_jsonl(text: str) -> list[Event]:
-    """Parse and normalise the text of an events.jsonl file; a torn last line is ignored."""
+    """Parse and normalise the text of an events.jsonl file; a torn last line is ignored.
+
+    Raises:
+        UsageError: lines that are not JSON objects with an ``event`` (all counted, the first
+            named), or a record without a valid ``ts``.
+    """
     records = []
+    bad: list[tuple[int, str]] = []  # (line number, why)
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:  # the writer may be mid-line
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            if i == len(lines) - 1 and records:  # the writer may be mid-line
                 break
-            raise UsageError(f"events file line {i + 1} is not JSON",
-                             hint="events must follow docs/events.md") from None
+            bad.append((i + 1, "not JSON"))
+            continue
+        if not isinstance(rec, dict) or "event" not in rec:
+            bad.append((i + 1, "not an object with an 'event'"))
+            continue
+        records.append(rec)
+    if bad:
+        n = sum(1 for line in lines if line.strip())
+        first, why = bad[0]
+        raise UsageError(f"events file: {len(bad)} of {n} lines unreadable (first: line {first}, "
+                         f"{why})", hint="events must follow docs/events.md, one JSON object a "
+                                         "line") from None
     return events_from_records(records)
+
+
+# Events the training loop writes itself, in order; a background save's commit may land in the
+# file after a later step, so only these must never go back in time.
+_IN_ORDER = ("run_start", "step", "elastic_detected", "elastic_cleanup_done",
+             "elastic_slices_ready", "elastic_restored", "elastic_first_step", "run_end")
+
+
+def time_goes_back(events: list[Event]) -> str | None:
+    """Where the training loop's time goes backwards (a clock stepped back, two runs' files
+    mixed), or None.
+
+    Goodput over such a stream would be nonsense (a negative wall time): it is reported instead.
+    """
+    prev: tuple[int, Event] | None = None
+    for i, ev in enumerate(events, 1):
+        if ev.name not in _IN_ORDER:
+            continue
+        if prev is not None and ev.t < prev[1].t:
+            return (f"time goes backwards: event {i} ({ev.name} at {fmt_ms(ev.t)}) is "
+                    f"{(prev[1].t - ev.t) / 1000:.3f} s before event {prev[0]} ({prev[1].name})")
+        prev = i, ev
+    return None
 
 
 _LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
@@ -210,6 +249,17 @@ class Recovery:
         """Training is stepping again."""
         return self.first_step_at is not None
 
+    @property
+    def detection_from(self) -> str | None:
+        """Where the first phase (detection, or restart) is counted from: ``"kill"`` (the
+        launcher's kill time, as ``chaos kill-worker --measure`` knows it) or ``"last event"``
+        (the trainer's last event before the failure surfaced, all ``workload goodput`` has).
+        The two differ by the time between that event and the kill: say which one a number is.
+        """
+        if self.kill is not None:
+            return "kill"
+        return "last event" if self.prev_event is not None else None
+
     def phases(self) -> list[tuple[str, int, int]]:
         """(phase, start ms, end ms), contiguous, for the phases that were reached."""
         origin = self.kill if self.kill is not None else self.prev_event
@@ -263,7 +313,8 @@ class Recovery:
         for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
                   "prev_event"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
-        d.update(complete=self.complete, downtime_seconds=self.downtime,
+        d.update(complete=self.complete, detection_from=self.detection_from,
+                 downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
                  phases=self.phase_seconds())
         return d

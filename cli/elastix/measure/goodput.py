@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from elastix.measure.events import Event, Recovery, assign_kills, recoveries
+from elastix.measure.events import Event, Recovery, assign_kills, recoveries, time_goes_back
 
 # Highest priority first.
 CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "recompile", "restart",
@@ -40,6 +40,7 @@ class GoodputReport:
     steps_redone: int  # step executions whose result was rolled back
     recoveries: list[Recovery]
     segments: list[tuple[str, int, int]]  # (cause, start ms, end ms), contiguous, in order
+    problem: str | None = None  # why nothing could be computed (time going backwards)
 
     @property
     def wall_seconds(self) -> float:
@@ -75,6 +76,7 @@ class GoodputReport:
             "goodput": self.goodput, "badput_seconds": self.badput,
             "last_step": self.last_step, "steps_redone": self.steps_redone,
             "recoveries": [r.to_json() for r in self.recoveries],
+            "problem": self.problem,
         }
 
 
@@ -170,8 +172,10 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
     recs = recoveries(events)
     if kills:
         assign_kills(recs, kills)
-    if not events:
-        return GoodputReport(0, 0, 0.0, dict.fromkeys(BADPUT, 0.0), None, 0, recs, [])
+    last = next((e.data["step"] for e in reversed(events) if e.name == "step"), None)
+    back = time_goes_back(events)
+    if not events or back:
+        return GoodputReport(0, 0, 0.0, dict.fromkeys(BADPUT, 0.0), last, 0, recs, [], back)
     # A log without its run_start line begins at the first step's end: start at its beginning.
     first = next((e for e in events if e.name == "step"), None)
     lo = events[0].t if first is None else min(events[0].t, first.t - round(
@@ -182,6 +186,5 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
     for cause, a, b in segs:
         totals[cause] += b - a
     _, redone, _ = _step_intervals(events)
-    last = next((e.data["step"] for e in reversed(events) if e.name == "step"), None)
     return GoodputReport(lo, hi, totals["productive"] / 1000,
                          {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs)

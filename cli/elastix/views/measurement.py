@@ -32,6 +32,7 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     else:
         for phase, secs in r.phase_seconds().items():
             rows.append((phase, _s(secs)))
+        rows.append(("detection counted from", r.detection_from or "-"))
         if r.restored_step is not None:
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
                                      f"{r.restore_bytes or 0:,} bytes in {_s(r.restore_seconds)}"))
@@ -64,14 +65,15 @@ def print_soak(console: Any, res: SoakResult) -> None:
     from rich.table import Table
 
     t = Table(title="chaos run", title_justify="left")
-    for col in ("kill", "pod", "detection", "slices", "restore", "first step", "downtime",
-                "steps lost", "in-process"):
+    for col in ("kill", "pod", "detection", "from", "slices", "restore", "first step",
+                "downtime", "steps lost", "in-process"):
         t.add_column(col, justify="left" if col == "pod" else "right")
     for i, m in enumerate(res.measurements, 1):
         r = m.recovery
         ph = r.phase_seconds() if r else {}
         t.add_row(str(i), ", ".join(k.pod for k in m.kills), _s(ph.get("detection")),
-                  _s(ph.get("waiting for slices")), _s(ph.get("restore")),
+                  (r.detection_from if r else None) or "-", _s(ph.get("waiting for slices")),
+                  _s(ph.get("restore")),
                   _s(ph.get("first step")), _s(r.downtime if r else None),
                   "-" if not r or r.steps_lost is None else str(r.steps_lost),
                   _yn(m.in_process))
@@ -82,6 +84,8 @@ def print_soak(console: Any, res: SoakResult) -> None:
                   f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
     for v in res.violations:
         console.print(f"[red]bound missed:[/] {v}")
+    if res.stopped:
+        console.print(f"stopped: {res.stopped}", markup=False)
 
 
 def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
@@ -101,3 +105,7 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
         t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
                   f"{secs / wall:.1%}" if wall else "-")
     console.print(t)
+    origins = sorted({r.detection_from for r in rep.recoveries if r.detection_from})
+    if origins:
+        console.print(f"detection counted from: {' and '.join(origins)} (docs/events.md)",
+                      markup=False)

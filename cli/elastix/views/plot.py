@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from elastix.errors import UsageError
@@ -45,9 +47,30 @@ def _pyplot():
     return plt
 
 
-def _save(fig: Any, path: str) -> None:
+def check_plot_path(path: str) -> None:
+    """Fail now, not after a kill, when ``--plot`` cannot be written: checked before acting.
+
+    Raises:
+        UsageError: not ``*.png``, a directory, its directory missing or not writable, or no
+            matplotlib.
+    """
     if not str(path).lower().endswith(".png"):
         raise UsageError(f"--plot {path}: only PNG is written", hint="name the file *.png")
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory", hint="give a file name *.png")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {path}: no directory {parent}",
+                         hint="create the directory first, or --plot another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"cannot write {path}: permission denied",
+                         hint="--plot a path you can write")
+    _pyplot()
+
+
+def _save(fig: Any, path: str) -> None:
+    check_plot_path(path)
     try:
         fig.savefig(path, dpi=110)
     except OSError as err:

@@ -88,8 +88,11 @@ def _read_lines(resp: Any) -> Iterator[str]:
 
 def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[LogEvent]:
     """Yield the log of a workload's head (or one worker); see ``Backend.logs``."""
-    backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
+    js = backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
     sel, role = _selector(name, opts)
+    if opts.previous:
+        yield from _previous(backend, name, js, sel, role, opts)
+        return
     if not opts.follow:
         pods, _ = backend.pods(sel)
         pod = _pick(pods)
@@ -102,15 +105,60 @@ def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[Lo
     yield from _follow(backend, name, sel, role, opts)
 
 
+def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
+              opts: LogOptions) -> Iterator[LogEvent]:
+    """``--previous``: the container's previous instance in the current pod, as kubectl.
+
+    A JobSet restart deletes every pod and creates new ones: a deleted pod's log is gone from
+    the Kubernetes API (only Cloud Logging keeps it), so say so rather than "not found".
+    """
+    pods, _ = backend.pods(sel)
+    pod = _pick(pods)
+    if pod is None:
+        raise NotFoundError(f"workload {name} has no {role} pod", hint=f"elastix workload status "
+                            f"{name} says why")
+    container = _container(pod, opts, role)
+    pname = pod["metadata"]["name"]
+    st = pod.get("status") or {}
+    restarts = next((c.get("restartCount") or 0 for c in (st.get("containerStatuses") or [])
+                     + (st.get("initContainerStatuses") or []) if c.get("name") == container), 0)
+    js_restarts = (js.get("status") or {}).get("restarts") or 0
+    deleted = (f"the JobSet restarted {js_restarts} time{'s' if js_restarts != 1 else ''}, and "
+               f"the {role} pods before {pname} were deleted with their logs") if js_restarts else ""
+    if not restarts:
+        raise NotFoundError(
+            f"container {container} of {role} pod {pname} has no previous instance (it has not "
+            "restarted)" + (f"; {deleted}" if deleted else ""),
+            hint=_cloud_logging(backend, name) if deleted else f"elastix logs {name} shows the "
+                                                               "current one")
+    yield LogEvent(f"previous instance of container {container} in pod {pname} (restarted "
+                   f"{restarts} time{'s' if restarts != 1 else ''})"
+                   + (f"; {deleted}: see Cloud Logging" if deleted else ""), notice=True)
+    resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
+                    tail=opts.tail_lines, timestamps=False, previous=True)
+    with backend.tr(f"reading the log of pod {pname}"):
+        for line in _read_lines(resp):
+            yield LogEvent(line)
+
+
+def _cloud_logging(backend: GKEBackend, name: str) -> str:
+    """Where a deleted pod's log still is: the query for Cloud Logging (gcloud logging read)."""
+    return ("Cloud Logging keeps it: gcloud logging read 'resource.type=\"k8s_container\" AND "
+            f"resource.labels.namespace_name=\"{backend.namespace}\" AND "
+            f"labels.\"k8s-pod/{labels.JOBSET_NAME.replace('.', '_')}\"="
+            f"\"{name}\"'")
+
+
 def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
-             since: int | None, tail: int | None, timestamps: bool) -> Any:
+             since: int | None, tail: int | None, timestamps: bool,
+             previous: bool = False) -> Any:
     pname = pod["metadata"]["name"]
     with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
                     namespace=backend.namespace, invalid=BackendError):
         return backend.http.request(
             "GET", backend.path("pods", pname, "log"),
             {"container": container, "follow": follow, "sinceSeconds": since,
-             "tailLines": tail, "timestamps": timestamps},
+             "tailLines": tail, "timestamps": timestamps, "previous": previous or None},
             stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
 
 

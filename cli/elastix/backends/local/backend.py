@@ -295,6 +295,9 @@ class LocalBackend(Backend):
             if container not in (None, labels.WORKER_CONTAINER):
                 raise NotFoundError(f"worker pods have no container {container!r}",
                                     hint=f"the worker container is {labels.WORKER_CONTAINER}")
+            if opts.previous:
+                raise NotFoundError("the local backend keeps no previous worker log",
+                                    hint="a replaced host appends to its one log: drop --previous")
             path = d / "logs" / f"worker-{opts.slice or 0}-{opts.host or 0}.log"
             if not path.exists():
                 raise NotFoundError(f"no worker slice {opts.slice or 0} host {opts.host or 0} "
@@ -309,6 +312,13 @@ class LocalBackend(Backend):
             files = list((d / "logs").glob("head-*.log"))
             return sorted(files, key=lambda p: int(p.stem.split("-")[1]))
 
+        if opts.previous:  # every attempt's head writes its own head-N.log
+            attempts = heads()
+            if len(attempts) < 2:
+                raise NotFoundError(f"workload {name} has no previous head attempt: it has not "
+                                    "restarted", hint=f"elastix logs {name} shows the current one")
+            prev, cur = attempts[-2:]
+            return _previous(d, prev, cur, opts)
         return _follow_files(d, heads, opts)
 
     # ------------------------------------------------------------------ policy
@@ -364,6 +374,13 @@ def _keep(line: str, since: dt.datetime | None) -> bool:
         return True
     m = _TS.match(line)
     return m is None or _parse_time(m.group(1)) >= since
+
+
+def _previous(d: Path, prev: Path, cur: Path, opts: LogOptions) -> Iterator[LogEvent]:
+    """The head attempt before the current one, said so first (on stderr)."""
+    yield LogEvent(f"head attempt {prev.stem.split('-')[1]} (the current attempt is "
+                   f"{cur.stem.split('-')[1]})", notice=True)
+    yield from _follow_files(d, lambda: [prev], opts)
 
 
 def _follow_files(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:

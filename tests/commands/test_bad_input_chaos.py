@@ -1,0 +1,126 @@
+"""Bad input to chaos, goodput and logs: one line, a hint, exit 2, before anything is done.
+
+Each case runs against an empty local state directory: a check made after the workload lookup
+would say "not found" (exit 1) instead, so passing also proves the check comes first, before
+any kill.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from elastix.main import main
+
+HUGE = "9" * 400  # float() of it is inf
+
+
+def _bytes(name: str, data: bytes) -> Callable[[Path], None]:
+    return lambda tmp: (tmp / name).write_bytes(data)
+
+
+def _backwards(tmp: Path) -> None:
+    """Steps 1-4 one second apart, then the clock steps back a minute for steps 5-6."""
+    def step(n: int, t: str) -> str:
+        return json.dumps({"ts": f"2026-11-29T09:{t}.000000Z", "event": "step", "pid": 1,
+                           "step": n, "seconds": 0.5})
+    times = ["50:01", "50:02", "50:03", "50:04", "49:05", "49:06"]
+    (tmp / "back.jsonl").write_text("".join(step(i, t) + "\n" for i, t in enumerate(times, 1)))
+
+
+# (id, argv ({tmp} is the test's directory), setup, expected exit code, message fragment)
+CASES = [
+    ("run-interval-inf", ["chaos", "run", "w", "--interval", HUGE], None, 2,
+     "--interval '999"),
+    ("run-interval-nan", ["chaos", "run", "w", "--interval", "nan"], None, 2,
+     "--interval 'nan' is not a duration"),
+    ("run-interval-negative", ["chaos", "run", "w", "--interval", "-5s"], None, 2,
+     "is not a duration"),
+    ("run-interval-too-long", ["chaos", "run", "w", "--interval", "1000000d"], None, 2,
+     "--interval '1000000d' is out of range: 0 or more, at most 30d"),
+    ("run-timeout-inf", ["chaos", "run", "w", "--timeout", HUGE], None, 2,
+     "is out of range: more than 0, at most 30d"),
+    ("run-timeout-zero", ["chaos", "run", "w", "--timeout", "0"], None, 2,
+     "--timeout '0' is out of range: more than 0"),
+    ("run-max-downtime-inf", ["chaos", "run", "w", "--max-downtime", "inf"], None, 2,
+     "--max-downtime 'inf' is not a duration"),
+    ("run-max-downtime-zero", ["chaos", "run", "w", "--max-downtime", "0s"], None, 2,
+     "--max-downtime '0s' is out of range"),
+    ("run-window-zero", ["chaos", "run", "w", "--window", "0"], None, 2,
+     "--window 0.0 is out of range: more than 0 seconds"),
+    ("run-window-negative", ["chaos", "run", "w", "--window", "-1"], None, 2,
+     "--window -1.0 is out of range"),
+    ("run-window-nan", ["chaos", "run", "w", "--window", "nan"], None, 2,
+     "--window nan is out of range"),
+    ("run-window-inf", ["chaos", "run", "w", "--window", "inf"], None, 2,
+     "--window inf is out of range"),
+    ("run-kills-zero", ["chaos", "run", "w", "--kills", "0"], None, 2,
+     "--kills 0 is out of range: 1 or more"),
+    ("run-max-steps-lost-negative", ["chaos", "run", "w", "--max-steps-lost", "-1"], None, 2,
+     "--max-steps-lost -1 is out of range: 0 or more"),
+    ("run-mode", ["chaos", "run", "w", "--mode", "all"], None, 2,
+     "--mode 'all' is not random, slice, host"),
+    ("run-output", ["chaos", "run", "w", "-o", "yaml"], None, 2, "--output 'yaml'"),
+    ("run-plot-not-png", ["chaos", "run", "w", "--plot", "{tmp}/g.svg"], None, 2,
+     "only PNG is written"),
+    ("run-plot-no-dir", ["chaos", "run", "w", "--plot", "{tmp}/no/g.png"], None, 2,
+     "cannot write {tmp}/no/g.png: no directory"),
+    ("run-plot-is-dir", ["chaos", "run", "w", "--plot", "{tmp}/d.png"],
+     lambda tmp: (tmp / "d.png").mkdir(), 2, "it is a directory"),
+    ("kill-timeout-inf", ["chaos", "kill-worker", "w", "--measure", "--timeout", HUGE], None, 2,
+     "is out of range: more than 0, at most 30d"),
+    ("kill-timeout-nan", ["chaos", "kill-worker", "w", "--measure", "--timeout", "nan"], None,
+     2, "--timeout 'nan' is not a duration"),
+    ("kill-timeout-zero", ["chaos", "kill-worker", "w", "--measure", "--timeout", "0"], None,
+     2, "--timeout '0' is out of range"),
+    ("kill-plot-no-dir", ["chaos", "kill-worker", "w", "--plot", "{tmp}/no/r.png"], None, 2,
+     "no directory"),
+    ("goodput-window-zero", ["workload", "goodput", "w", "--window", "0"], None, 2,
+     "--window 0.0 is out of range"),
+    ("goodput-window-nan", ["workload", "goodput", "w", "--window", "nan"], None, 2,
+     "--window nan is out of range"),
+    ("goodput-window-inf", ["workload", "goodput", "w", "--window", "inf"], None, 2,
+     "--window inf is out of range"),
+    ("goodput-plot-no-dir", ["workload", "goodput", "w", "--plot", "{tmp}/no/g.png"], None, 2,
+     "no directory"),
+    ("goodput-events-not-utf8", ["workload", "goodput", "--events", "{tmp}/bad.jsonl"],
+     _bytes("bad.jsonl", b"\xff\xfe{\x00}\x00\n"), 2,
+     "{tmp}/bad.jsonl is not UTF-8 text (byte 0xff at offset 0)"),
+    ("goodput-events-malformed", ["workload", "goodput", "--events", "{tmp}/m.jsonl"],
+     _bytes("m.jsonl", b'{"ts": 1\n\n[1, 2]\nstep 3\n'), 2,
+     "events file: 3 of 3 lines unreadable (first: line 1, not JSON)"),
+    ("goodput-events-one-torn-line", ["workload", "goodput", "--events", "{tmp}/t.jsonl"],
+     _bytes("t.jsonl", b'{"ts": "2026-11-29T09:'), 2, "1 of 1 lines unreadable"),
+    ("goodput-log-not-utf8", ["workload", "goodput", "--log", "{tmp}/bad.log"],
+     _bytes("bad.log", b"\xff\xfe\x00x\n"), 2, "no trainer events found (log {tmp}/bad.log)"),
+    ("goodput-time-backwards", ["workload", "goodput", "--events", "{tmp}/back.jsonl"],
+     _backwards, 2, "time goes backwards: event 5 (step at 2026-11-29T09:49:05.000Z) is 59.000 s "
+                    "before event 4 (step)"),
+    ("logs-since-inf", ["logs", "w", "--since", HUGE], None, 2,
+     "is out of range: more than 0, at most 30d"),
+    ("logs-since-zero", ["logs", "w", "--since", "0"], None, 2, "--since '0' is out of range"),
+    ("logs-since-nan", ["logs", "w", "--since", "nan"], None, 2, "is not a duration"),
+    ("logs-tail-negative", ["logs", "w", "--tail", "-1"], None, 2,
+     "--tail -1 is out of range: 0 or more"),
+    ("logs-previous-follow", ["logs", "w", "--previous", "-f"], None, 2,
+     "--previous cannot be combined with --follow"),
+]
+
+
+@pytest.mark.parametrize(("argv", "setup", "code", "fragment"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input(tmp_path, capsys, argv, setup, code, fragment):
+    if setup:
+        setup(tmp_path)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    local = ["--backend", "local", "--state-dir", str(tmp_path / "state")]
+    assert main(args + (local if args[0] != "workload" or "w" in args else [])) == code
+    cap = capsys.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert lines[0].startswith("error: ") and lines[-1].startswith("hint: "), cap.err
+    assert len(lines) == 2, cap.err
+    assert fragment.replace("{tmp}", str(tmp_path)) in lines[0], cap.err
+    assert cap.out == ""
