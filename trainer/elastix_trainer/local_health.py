@@ -30,6 +30,13 @@ answers "since when is this slice gone"; the trainer completes no step after tha
 waits for detection, as a step on a dead slice hangs on Pathways) and throws away what it saved
 after it (``elastix_trainer.train``). The record is cleared by ``wait_for``, with the latch.
 
+Detection. A host whose process exited is lost at once: an exit is a fact, not an inference,
+so no load on the machine can fake one (unlike a late heartbeat). A host that hangs (stopped,
+deadlocked) is still found by the heartbeat timeout, with the deaf-period crediting above. On
+GKE the equivalent fact is a worker pod's termination seen by a Kubernetes watch; Pathways
+itself notices through its own heartbeats (≈ 13 s in the published run). ``exits=False``
+(``ELASTIX_DETECT_EXITS=0``) keeps the heartbeat-only behaviour, for comparisons.
+
 The address and the datagram are the protocol's (``elastix.protocol.heartbeat``). No JAX
 import here: tests and benchmarks run the receiver without it.
 """
@@ -65,18 +72,21 @@ class LocalHeartbeatHealth:
         clock: monotonic clock, injectable for tests; must match the senders' clock.
         deaf_after: seconds without the receiver running that count as a deaf period (see
             the module docstring); None turns that off (a hand-driven test clock).
+        exits: a host whose process exited is lost at once (where the OS tells: Linux), not
+            one heartbeat timeout later.
     """
 
     def __init__(self, address: str, num_slices: int, hosts_per_slice: int = 1,
                  timeout: float = DEFAULT_TIMEOUT,
                  clock: Callable[[], float] = time.monotonic,
-                 deaf_after: float | None = DEAF_AFTER) -> None:
+                 deaf_after: float | None = DEAF_AFTER, exits: bool = True) -> None:
         if num_slices < 1 or hosts_per_slice < 1 or timeout <= 0:
             raise ValueError("num_slices and hosts_per_slice must be >= 1 and timeout > 0")
         self.address = address
         self.num_slices = num_slices
         self.hosts_per_slice = hosts_per_slice
         self.timeout = timeout
+        self.exits = exits
         self._clock = clock
         self._last: dict[tuple[int, int], float] = {}
         self._pids: dict[tuple[int, int], int] = {}
@@ -111,7 +121,8 @@ class LocalHeartbeatHealth:
         env = os.environ if env is None else env
         return cls(env[envvars.LOCAL_HEALTH], num_slices,
                    hosts_per_slice=int(env.get(envvars.HOSTS_PER_SLICE, "1")),
-                   timeout=float(env.get(envvars.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)))
+                   timeout=float(env.get(envvars.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)),
+                   exits=env.get(envvars.DETECT_EXITS, "1") != "0")
 
     def _awake(self) -> None:
         """The receiver runs: if it was deaf (not scheduled) for a while, credit the hosts."""
@@ -222,6 +233,8 @@ class LocalHeartbeatHealth:
             if all(now - self._last.get((s, h), float("-inf")) <= self.timeout
                    for h in range(self.hosts_per_slice)):
                 live.add(s)
+        if self.exits:
+            live -= {s for s, _ in self._exited_now}
         return frozenset(live)
 
     def live_slices(self) -> frozenset[int]:
