@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands.options import GoodputWindow, WorkloadName, check_output, replace_params, with_target
+from elastix.commands.options import (
+    GoodputWindow,
+    WorkloadName,
+    check_output,
+    duration_option,
+    replace_params,
+    with_target,
+)
 from elastix.errors import UsageError
 from elastix.workload.spec import (
     FIELDS,
@@ -28,7 +35,8 @@ if TYPE_CHECKING:
 
 TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
-Interval = Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")]
+Interval = Annotated[float, duration_option(
+    "--interval", help="Time between refreshes, e.g. 2s (at least 0.1 s).", minimum=0.1)]
 
 _CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
               "map": list[str] | None, "str": str | None}
@@ -244,8 +252,8 @@ def delete(
     name: WorkloadName,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Return only once every pod is gone.")] = False,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds to wait with --wait.")] = 300.0,
+    timeout: Annotated[float, duration_option(
+        "--timeout", help="How long to wait with --wait, e.g. 300s or 5m.")] = 300.0,
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Local backend: also delete the workload's kept data "
                               "(the default job's checkpoints).")] = False,
@@ -280,8 +288,6 @@ def goodput(
     from elastix.views.measurement import print_goodput
 
     check_output(output, ("table", "json"))
-    if window <= 0:
-        raise UsageError("--window must be > 0 seconds")
     events, source = _load(name, events_file, log_file, target)
     if not events:
         raise UsageError(f"no trainer events found ({source})",
