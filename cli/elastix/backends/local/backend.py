@@ -223,6 +223,10 @@ class LocalBackend(Backend):
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
                              f"(0-{num - 1})")
+        hosts = plan.hosts_per_slice
+        if host is not None and not 0 <= host < hosts:
+            raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
+                             f"slice (0-{hosts - 1})")
         pods = [p for s in st.slices for p in s.pods
                 if p.phase == "Running" and proc_matches(p.pid, p.create_time)
                 and (slice is None or p.slice == slice) and (host is None or p.host == host)]
