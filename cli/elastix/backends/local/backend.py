@@ -222,11 +222,12 @@ class LocalBackend(Backend):
         num = plan.num_slices
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                             f"(0-{num - 1})")
+                             f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
         hosts = plan.hosts_per_slice
         if host is not None and not 0 <= host < hosts:
             raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                             f"slice (0-{hosts - 1})")
+                             f"slice (0-{hosts - 1})",
+                             hint=f"see them with: elastix workload status {name}")
         pods = [p for s in st.slices for p in s.pods
                 if p.phase == "Running" and proc_matches(p.pid, p.create_time)
                 and (slice is None or p.slice == slice) and (host is None or p.host == host)]
