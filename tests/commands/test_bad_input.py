@@ -74,6 +74,12 @@ ROWS = [
                  id="spec-is-a-directory"),
     pytest.param(CREATE + ["--env-file", "e.env"], {"e.env": b"A=\xff\n"}, 2,
                  "env file 'e.env' is not UTF-8 text (byte 2)", id="env-file-not-utf8"),
+    pytest.param(["workload", "goodput", "--events", "e.jsonl"], {"e.jsonl": b"{}\n\xff\n"}, 2,
+                 "events file 'e.jsonl' is not UTF-8 text (byte 3)", id="events-file-not-utf8"),
+    pytest.param(["workload", "goodput", "--log", "."], {}, 2,
+                 "cannot read log file '.': Is a directory", id="log-file-is-a-directory"),
+    pytest.param(["workload", "goodput", "--events", "e", "--log", "l"], {}, 2,
+                 "give --events or --log, not both", id="goodput-events-and-log"),
     # --- image build
     pytest.param(["image", "build", "-t", "a:b", "--dry-run", "--requirements-file", "r.txt"],
                  {"r.txt": b"numpy\xff\n"}, 2,

@@ -28,6 +28,7 @@ from elastix.workload.spec import (
     load_env_file,
     load_spec_file,
     parse_kv,
+    read_user_text,
 )
 
 if TYPE_CHECKING:
@@ -315,16 +316,18 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
     from elastix.measure.events import events_from_jsonl, events_from_log
 
     if events_file and log_file:
-        raise UsageError("give --events or --log, not both")
-    path = events_file or log_file
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        raise UsageError("give --events or --log, not both", hint="pass one of them")
+    if events_file:
+        text = read_user_text(events_file, "events file", "--events",
+                              "pass the events.jsonl the trainer wrote")
+        return events_from_jsonl(text), f"events {events_file}"
+    if log_file:
+        try:  # a log is a byte stream: a stray byte must not hide the event lines around it
+            text = log_file.read_bytes().decode("utf-8", errors="replace")
         except OSError as err:
-            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
-        if events_file:
-            return events_from_jsonl(text), f"events {path}"
-        return events_from_log(text.splitlines()), f"log {path}"
+            raise UsageError(f"cannot read log file {str(log_file)!r}: {err.strerror}",
+                             hint="check the path given to --log") from None
+        return events_from_log(text.splitlines()), f"log {log_file}"
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
                          "(or --events FILE / --log FILE)")
