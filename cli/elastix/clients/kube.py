@@ -169,6 +169,10 @@ def api_path(api_version: str, plural: str, name: str | None = None,
     return f"{prefix}{scope}/{plural}" + "".join(f"/{x}" for x in (name, sub) if x)
 
 
+DEFAULT_TIMEOUT = (10.0, 60.0)
+"""(connect, read) seconds of a request that names none."""
+
+
 class Http:
     """Raw JSON requests through a ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
 
@@ -190,18 +194,23 @@ class Http:
             pool.clear()  # pools made before this would keep the old policy
 
     def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
-                stream: bool = False, timeout: Any = (10.0, 60.0),
+                stream: bool = False, timeout: Any = DEFAULT_TIMEOUT,
                 content_type: str = "application/json") -> Any:
         """JSON of the answer (or, with ``stream``, the open urllib3 response).
 
         ``content_type`` is the body's: e.g. ``application/apply-patch+yaml`` for server-side
         apply (the client still sends the dict as JSON, which is YAML).
 
+        ``timeout`` is (connect, read) seconds or one number for both; None takes the default,
+        so no request waits unbounded.
+
         Raises:
             kubernetes.client.exceptions.ApiException: a non-2xx answer.
+            NoAnswer: the server did not connect or answer within the timeout.
         """
         from kubernetes.client.exceptions import ApiException
 
+        timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         q = [(k, _q(v)) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json, */*"}  # pod logs answer text/plain
         if body is not None:

@@ -7,6 +7,11 @@ key, end a block or inject a document: commands and env values with quotes, newl
 ``#``, ``{{ }}`` or any unicode round-trip exactly. Characters YAML treats as line breaks or as
 non-printable (U+0085, U+2028, U+2029, C1 controls, BOM) are escaped as ``\\uXXXX``.
 
+Templates render in Jinja2's immutable sandbox, with no loader (a template is one file) and under
+budgets (loop iterations, output size, the size of values built by ``*``, ``**``, ``+``, ``~``
+and of widths given to filters), because a user's template runs even under ``--dry-run``. Any
+failure while rendering a user's template is a :class:`ManifestError` naming the file and line.
+
 The rendered text is parsed back (duplicate keys rejected) and validated against the JobSet CRD
 before anything uses it.
 """
