@@ -322,7 +322,9 @@ HEAD = "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\n"
     ("{% set s %}{% for i in range(100000) %}{{ i ~ 'xxxxxxxxxxxxxxxxxxx' }}{% endfor %}"
      "{% endset %}", "emits over 1048576 characters"),
     ("{% for i in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxx{% endfor %}",
-     "renders over 1048576 characters"),
+     "over 1048576 characters"),
+    ("{% set s %}{% for i in range(100000) %}xxxxxxxxxxxxxxxxxxxxxxx{% endfor %}{% endset %}"
+     "{{ s|length }}", "emits over 1048576 characters"),
     ("a: {{ 'x' * 10**9 }}\n", "line 1: repeating 1 items 1000000000 times"),
     ("a: {{ 10**(10**9) }}\n", "too large to compute"),
     ("a: {{ 'x'|center(10**9) }}\n", "filter center is given 1000000000"),

@@ -127,19 +127,25 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return _sized(super().call(__context, __obj, *args, **kwargs),
                       f"{getattr(__obj, '__name__', 'a call')}()")
 
-    def count_loop(self, iterable: Any) -> Iterator[Any]:
+    def count_loop(self, iterable: Any, text: int) -> Iterator[Any]:
+        """Every ``{% for %}`` iterates through this: ``text`` is the literal text in its body,
+        charged per iteration (text captured by ``{% set %}`` never reaches :meth:`emit`)."""
         for item in iterable:
             self.iterations += 1
             if self.iterations > MAX_LOOP_ITERATIONS:
                 raise BudgetExceeded(f"loops ran over {MAX_LOOP_ITERATIONS} iterations")
+            self.charge(text)
             yield item
+
+    def charge(self, size: int) -> None:
+        self.emitted += size
+        if self.emitted > MAX_OUTPUT:
+            raise BudgetExceeded(f"the template emits over {MAX_OUTPUT} characters")
 
     def emit(self, value: Any) -> Encoded:
         """``finalize``: every ``{{ }}`` value, in the output or captured by set/macro blocks."""
         text = to_json(value)
-        self.emitted += len(text)
-        if self.emitted > MAX_OUTPUT:
-            raise BudgetExceeded(f"the template emits over {MAX_OUTPUT} characters")
+        self.charge(len(text))
         return text
 
 
@@ -179,7 +185,8 @@ def _compile(env: _Sandbox, source: str, name: str) -> jinja2.Template:
                                   f"{kind.lower()} is not allowed: a template is one file",
                                   "paste what it would include into the template")
     for loop in list(ast.find_all(nodes.For)):
-        loop.iter = nodes.Filter(loop.iter, "_elastix_loop", [], [], None, None,
+        text = sum(len(t.data) for n in loop.body for t in n.find_all(nodes.TemplateData))
+        loop.iter = nodes.Filter(loop.iter, "_elastix_loop", [nodes.Const(text)], [], None, None,
                                  lineno=loop.lineno)
     for concat in list(ast.find_all(nodes.Concat)):
         wrapped = nodes.Concat(concat.nodes, lineno=concat.lineno)
