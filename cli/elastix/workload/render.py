@@ -7,10 +7,8 @@ key, end a block or inject a document: commands and env values with quotes, newl
 ``#``, ``{{ }}`` or any unicode round-trip exactly. Characters YAML treats as line breaks or as
 non-printable (U+0085, U+2028, U+2029, C1 controls, BOM) are escaped as ``\\uXXXX``.
 
-Templates render in Jinja2's immutable sandbox, with no loader (a template is one file) and under
-budgets (loop iterations, output size, the size of values built by ``*``, ``**``, ``+``, ``~``
-and of widths given to filters), because a user's template runs even under ``--dry-run``. Any
-failure while rendering a user's template is a :class:`ManifestError` naming the file and line.
+Templates, ours and the user's, render in :mod:`elastix.workload.sandbox` (Jinja2's sandbox, one
+file, bounded), because a user's template runs even under ``--dry-run``.
 
 The rendered text is parsed back (duplicate keys rejected) and validated against the JobSet CRD
 before anything uses it.
@@ -18,19 +16,16 @@ before anything uses it.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
-from elastix.errors import ElastixError, ManifestError
+from elastix.errors import ManifestError
 from elastix.protocol import envvars
-from elastix.workload import crd, labels, platform
+from elastix.workload import crd, labels, platform, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -57,161 +52,17 @@ def to_json(value: Any) -> Encoded:
     return Encoded(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
-# User templates are untrusted code run even by --dry-run, so rendering is sandboxed and bounded:
-# a JobSet manifest is far below these (the API server stores at most about 1.5 MB per object).
-MAX_OUTPUT = 1 << 20
-"""Characters a render may emit, and the size of any one string or list it builds."""
-MAX_LOOP_ITERATIONS = 1_000_000
-"""``{% for %}`` iterations per render, over every loop (nested loops multiply)."""
-MAX_INT_BITS = 1 << 16
-"""Bits of an integer a template may compute (``10**10**9`` would take minutes)."""
-_NOT_ALLOWED = ("Include", "Import", "FromImport", "Extends")
-
-
-class BudgetExceeded(ManifestError):
-    """A template went over a render budget (loop iterations, output or value size)."""
-
-
-def _sized(value: Any, what: str) -> Any:
-    if isinstance(value, (str, bytes, list, tuple, dict)) and len(value) > MAX_OUTPUT:
-        raise BudgetExceeded(f"{what} builds a value of {len(value)} items, over the "
-                             f"{MAX_OUTPUT} allowed")
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise BudgetExceeded(f"{what} builds an integer of {value.bit_length()} bits, over the "
-                             f"{MAX_INT_BITS} allowed")
-    return value
-
-
-def _check_args(args: tuple, kwargs: dict, what: str) -> None:
-    """Reject widths and counts no manifest needs ("x"|center(10**9) would allocate 1 GB)."""
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, int) and not isinstance(a, bool) and abs(a) > MAX_OUTPUT:
-            raise BudgetExceeded(f"{what} is given {a}, over the {MAX_OUTPUT} allowed")
-
-
-def _bounded_filter(name: str, fn: Any) -> Any:
-    skip = 2 if getattr(fn, "jinja_pass_arg", None) else 1  # the context and the value
-
-    @functools.wraps(fn)  # keeps jinja's pass_context/pass_environment marker
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _check_args(args[skip:], kwargs, f"filter {name}")
-        return _sized(fn(*args, **kwargs), f"filter {name}")
-
-    return wrapper
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """Jinja2's sandbox (no Python internals, no mutation) plus budgets on size and loops."""
-
-    intercepted_binops = frozenset({"*", "**", "+"})
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.iterations = 0
-        self.emitted = 0
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        ints = all(isinstance(x, int) for x in (left, right))
-        if operator == "**" and ints and right > 0 and abs(left) > 1 \
-                and left.bit_length() * right > MAX_INT_BITS:
-            raise BudgetExceeded(f"{left} ** {right} is too large to compute")
-        if operator == "*" and not ints:
-            seq, n = (left, right) if isinstance(right, int) else (right, left)
-            if isinstance(n, int) and hasattr(seq, "__len__") and len(seq) * n > MAX_OUTPUT:
-                raise BudgetExceeded(f"repeating {len(seq)} items {n} times is over the "
-                                     f"{MAX_OUTPUT} allowed")
-        return _sized(super().call_binop(context, operator, left, right), f"'{operator}'")
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        _check_args(args, kwargs, f"{getattr(__obj, '__name__', 'a call')}()")
-        return _sized(super().call(__context, __obj, *args, **kwargs),
-                      f"{getattr(__obj, '__name__', 'a call')}()")
-
-    def count_loop(self, iterable: Any, text: int) -> Iterator[Any]:
-        """Every ``{% for %}`` iterates through this: ``text`` is the literal text in its body,
-        charged per iteration (text captured by ``{% set %}`` never reaches :meth:`emit`)."""
-        for item in iterable:
-            self.iterations += 1
-            if self.iterations > MAX_LOOP_ITERATIONS:
-                raise BudgetExceeded(f"loops ran over {MAX_LOOP_ITERATIONS} iterations")
-            self.charge(text)
-            yield item
-
-    def charge(self, size: int) -> None:
-        self.emitted += size
-        if self.emitted > MAX_OUTPUT:
-            raise BudgetExceeded(f"the template emits over {MAX_OUTPUT} characters")
-
-    def emit(self, value: Any) -> Encoded:
-        """``finalize``: every ``{{ }}`` value, in the output or captured by set/macro blocks."""
-        text = to_json(value)
-        self.charge(len(text))
-        return text
-
-
-def _range(*args: int) -> range:
-    """The sandbox's ``range`` (at most 100000 items), under the name templates call it by."""
-    return safe_range(*args)
-
-
-_range.__name__ = "range"  # error messages name what the template wrote
-
-
-def _environment(loader: Any) -> _Sandbox:
-    env = _Sandbox(
+def _environment(loader: Any) -> sandbox.Sandbox:
+    env = sandbox.Sandbox(
+        to_json,
         loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
     )
-    env.finalize = env.emit
-    env.filters = {name: _bounded_filter(name, fn) for name, fn in env.filters.items()}
     env.filters["j"] = to_json
     env.filters["tojson"] = to_json
-    env.filters["_elastix_loop"] = env.count_loop
-    env.globals["range"] = _range
-    env.filters["_elastix_sized"] = lambda v: _sized(v, "'~'")
     return env
-
-
-def _compile(env: _Sandbox, source: str, name: str) -> jinja2.Template:
-    """Parse, refuse other files, and put every loop and ``~`` under the budget."""
-    from jinja2 import nodes
-
-    ast = env.parse(source)
-    for kind in _NOT_ALLOWED:
-        for node in ast.find_all(getattr(nodes, kind)):
-            raise TemplateProblem(name, node.lineno,
-                                  f"{kind.lower()} is not allowed: a template is one file",
-                                  "paste what it would include into the template")
-    for loop in list(ast.find_all(nodes.For)):
-        text = sum(len(t.data) for n in loop.body for t in n.find_all(nodes.TemplateData))
-        loop.iter = nodes.Filter(loop.iter, "_elastix_loop", [nodes.Const(text)], [], None, None,
-                                 lineno=loop.lineno)
-    for concat in list(ast.find_all(nodes.Concat)):
-        wrapped = nodes.Concat(concat.nodes, lineno=concat.lineno)
-        concat.nodes = [nodes.Filter(wrapped, "_elastix_sized", [], [], None, None,
-                                     lineno=concat.lineno)]
-    return env.from_string(ast)
-
-
-class TemplateProblem(ManifestError):
-    """A template that cannot render: names the file and line, when known."""
-
-    def __init__(self, name: str, line: int | None, what: str, hint: str | None) -> None:
-        where = f"{name} line {line}" if line else name
-        super().__init__(f"template {where}: {what}", hint=hint)
-
-
-def _template_line(err: BaseException) -> int | None:
-    """The template line the error was raised on (jinja puts template frames in tracebacks)."""
-    line = None
-    tb = err.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
 
 
 def context(spec: WorkloadSpec) -> dict[str, Any]:
@@ -321,53 +172,8 @@ def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:
     else:
         env, name = _environment(None), str(template)
         source = read_user_text(Path(template), "template", "--template", "save it as UTF-8 text")
-    try:
-        tmpl = _compile(env, source, name)
-    except jinja2.TemplateSyntaxError as e:
-        raise TemplateProblem(name, e.lineno, f"syntax error: {e.message}",
-                              "fix the Jinja2 syntax in the template") from None
-    out: list[str] = []
-    size = 0
-    try:
-        for chunk in tmpl.generate(values):
-            size += len(chunk)
-            if size > MAX_OUTPUT:
-                raise BudgetExceeded(f"the template renders over {MAX_OUTPUT} characters")
-            out.append(chunk)
-    except (jinja2.UndefinedError, jinja2.exceptions.SecurityError, ManifestError,
-            jinja2.TemplateError, ArithmeticError, LookupError, TypeError, ValueError,
-            AttributeError, RecursionError, MemoryError) as e:
-        if template is None and not isinstance(e, ElastixError):
-            raise  # our own template failing is a bug, not the user's input
-        raise _explain(e, name) from None
-    return "".join(out)
-
-
-def _explain(err: BaseException, name: str) -> ManifestError:
-    """One line for a template failing mid-render: which file and line, and what went wrong."""
-    line = _template_line(err)
-    if isinstance(err, TemplateProblem):
-        return err
-    if isinstance(err, BudgetExceeded):
-        return TemplateProblem(name, line, err.message,
-                               "templates are bounded: render a JobSet, not a computation")
-    if isinstance(err, ManifestError):
-        return TemplateProblem(name, line, err.message, err.hint)
-    if isinstance(err, jinja2.UndefinedError):
-        return TemplateProblem(name, line, f"uses an undefined value: {err.message}",
-                               _VARIABLES_HINT)
-    if isinstance(err, jinja2.exceptions.SecurityError):
-        return TemplateProblem(name, line, f"not allowed in a template: {err}",
-                               "templates are sandboxed: use the variables, filters and tests "
-                               "Jinja2 provides")
-    if isinstance(err, RecursionError):
-        return TemplateProblem(name, line, "recursion too deep",
-                               "templates are bounded: render a JobSet, not a computation")
-    if isinstance(err, MemoryError):
-        return TemplateProblem(name, line, "ran out of memory",
-                               "templates are bounded: render a JobSet, not a computation")
-    return TemplateProblem(name, line, f"{type(err).__name__}: {err}",
-                           "fix the expression on that line")
+    return sandbox.render(env, source, name, values, trusted=template is None,
+                          variables_hint=_VARIABLES_HINT)
 
 
 def parse(text: str) -> dict[str, Any]:
