@@ -36,3 +36,11 @@ def test_logs_since_takes_fractions(cli, tmp_path):
     r = cli("logs", "nope", "--backend", "local", "--state-dir", str(tmp_path), "--since", "1.5h")
     assert "is not a duration" not in r.stderr, r.stderr
     assert r.returncode == 1 and "not found" in r.stderr
+
+
+@pytest.mark.parametrize(("text", "minimum"), [("0", 0.1), ("0.05s", 0.1), ("0s", 1.0)])
+def test_below_the_minimum(text, minimum):
+    with pytest.raises(UsageError) as e:
+        parse_duration(text, "--interval", minimum=minimum)
+    assert e.value.message == f"--interval {text!r} is below the minimum of {minimum:g} s"
+

@@ -197,8 +197,10 @@ def test_delete_asks_and_does_nothing_when_declined(monkeypatch, capsys, httpser
     monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", httpserver.url_for("").rstrip("/"))
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("n\n"))
     assert main(["cluster", "delete", "elastic", "--project", "my-proj-1",
-                 "--zone", "us-central1-a"]) == 130
-    assert "Delete cluster elastic" in capsys.readouterr().out
+                 "--zone", "us-central1-a"]) == 1  # an answer, not an interrupt (130)
+    out, err = capsys.readouterr()
+    assert "Delete cluster elastic" in out
+    assert "cluster elastic was not deleted" in err and "--yes" in err
     assert httpserver.log == []
 
 

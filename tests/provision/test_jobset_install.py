@@ -77,8 +77,28 @@ def test_manifest_source_rules(tmp_path):
     with pytest.raises(UsageError, match="cannot read"):
         jobset_install.read_manifest(str(tmp_path / "missing.yaml"))
     (tmp_path / "bad.yaml").write_text("a: [")
-    with pytest.raises(UsageError, match="not YAML"):
+    with pytest.raises(UsageError, match="not valid YAML at line 2"):
         jobset_install.read_manifest(str(tmp_path / "bad.yaml"))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"a: [b\n", "is not valid YAML at line 2: did not find expected ',' or ']'"),
+    (b"- 1\n- 2\n", "a document is a list, not a Kubernetes object"),
+    (b"just words\n", "a document is a str, not a Kubernetes object"),
+    (b"\xff\xfe\n", "is not UTF-8 text (byte 0)"),
+    (b"apiVersion: v1\nkind: Namespace\nmetadata: 5\n", "unexpected object Namespace v1"),
+    (b"apiVersion: v1\nkind: Namespace\nmetadata: {name: [1]}\n",
+     "unexpected object Namespace v1"),
+    (b"[" * 5000 + b"]" * 5000, "nest"),  # libyaml: "nesting depth"; PyYAML: RecursionError
+])
+def test_malformed_manifest_files_are_one_line(tmp_path, content, message):
+    """Each of these was an AttributeError, UnicodeDecodeError or a multi-line parser error."""
+    path = tmp_path / "m.yaml"
+    path.write_bytes(content)
+    with pytest.raises(UsageError) as err:
+        jobset_install.read_manifest(str(path))
+    assert message in err.value.message and "\n" not in err.value.message
+    assert err.value.hint
 
 
 def test_forbidden_apply_is_a_clear_error(httpserver):

@@ -175,7 +175,7 @@ def test_user_template_goes_through_the_same_safe_path(tmp_path):
 @pytest.mark.parametrize(("body", "message"), [
     ("apiVersion: v1\nkind: {{ nope }}\n", "undefined value"),
     ("apiVersion: v1\nkind: {{ spec }}\n", "not plain data"),
-    ("apiVersion: v1\nkind: {% if %}\n", "template syntax error"),
+    ("apiVersion: v1\nkind: {% if %}\n", "line 2: syntax error"),
     ("a: 1\na: 2\n", "duplicate key 'a'"),
     ("a: [1\n", "not valid YAML"),
     ("a: 1\n---\nb: 2\n", "exactly one YAML document"),
@@ -299,3 +299,4 @@ def test_non_utf8_template_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError) as e:
         render.render(make_spec(), t)
     assert "is not UTF-8 text" in e.value.message
+

@@ -100,6 +100,8 @@ def test_unknown_spec_file_key_suggests(tmp_path):
 @pytest.mark.parametrize(("text", "message"), [
     ("name: [unclosed\n", "is not valid YAML at line"),
     ("- a\n- b\n", "must be a mapping of fields"),
+    ("[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("env: " + "{a: " * 5000 + "1" + "}" * 5000, "nested too deeply"),
 ])
 def test_bad_spec_files(tmp_path, text, message):
     f = tmp_path / "spec.yaml"

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
-from elastix.errors import BackendError, ConflictError, ElastixError, ManifestError, NotFoundError
+from elastix.errors import (
+    BackendError,
+    ConflictError,
+    ElastixError,
+    ManifestError,
+    NotFoundError,
+    UsageError,
+)
 
 JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
@@ -63,10 +71,18 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    paths = kubeconfig.split(os.pathsep) if kubeconfig else [os.path.expanduser("~/.kube/config")]
+    for path in paths:
+        if path and os.path.exists(path):
+            check_kubeconfig(path)
     cfg = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context,
                                 client_configuration=cfg, persist_config=False)
+    except (TypeError, AttributeError, KeyError, ValueError) as err:
+        # A shape check_kubeconfig lets through that the library's loader trips on.
+        raise UsageError(f"kubeconfig {kubeconfig or paths[0]!r} is not a valid kubeconfig "
+                         f"({type(err).__name__}: {err})", hint=_KUBECONFIG_HINT) from None
     except ConfigException as err:
         raise BackendError(f"cannot use kubeconfig: {err}",
                            hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
@@ -80,6 +96,60 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
             _, current = config.list_kube_config_contexts(config_file=kubeconfig)
             ctx = current["name"]
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
+
+
+_KUBECONFIG_HINT = ("fix the file, or pass another with --kubeconfig (the KUBECONFIG variable "
+                    "names it when the flag is absent)")
+# The kubeconfig's lists and what each entry must hold: kubernetes' loader indexes into them
+# without checking, so a wrong shape would surface as a TypeError from deep inside it.
+_KUBECONFIG_LISTS = {"clusters": "cluster", "contexts": "context", "users": "user"}
+
+
+def check_kubeconfig(path: str) -> None:
+    """Read a kubeconfig file as the loader will, and reject what it would crash on.
+
+    Raises:
+        UsageError: unreadable, not UTF-8, not YAML, or not shaped like a kubeconfig.
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise UsageError(f"cannot read kubeconfig {path!r}: {err.strerror}",
+                         hint=_KUBECONFIG_HINT) from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"kubeconfig {path!r} is not UTF-8 text (byte {err.start})",
+                         hint=_KUBECONFIG_HINT) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UsageError(f"kubeconfig {path!r} is not valid YAML{where}: "
+                         f"{getattr(err, 'problem', None) or 'parse error'}",
+                         hint=_KUBECONFIG_HINT) from None
+    except RecursionError:
+        raise UsageError(f"kubeconfig {path!r} is nested too deeply", hint=_KUBECONFIG_HINT) \
+            from None
+    if data is None:
+        return  # the loader says "file is empty" itself
+    problem = None
+    if not isinstance(data, dict):
+        problem = f"a {type(data).__name__}, not a mapping"
+    else:
+        for key, inner in _KUBECONFIG_LISTS.items():
+            items = data.get(key)
+            if items is None:
+                continue
+            if not isinstance(items, list) or not all(
+                    isinstance(i, dict) and isinstance(i.get(inner, {}), dict) for i in items):
+                problem = f"{key!r} must be a list of mappings with a name and a {inner!r}"
+                break
+    if problem:
+        raise UsageError(f"kubeconfig {path!r} is not a kubeconfig: {problem}",
+                         hint=_KUBECONFIG_HINT)
 
 
 def api_path(api_version: str, plural: str, name: str | None = None,
@@ -99,6 +169,10 @@ def api_path(api_version: str, plural: str, name: str | None = None,
     return f"{prefix}{scope}/{plural}" + "".join(f"/{x}" for x in (name, sub) if x)
 
 
+DEFAULT_TIMEOUT = (10.0, 60.0)
+"""(connect, read) seconds of a request that names none."""
+
+
 class Http:
     """Raw JSON requests through a ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
 
@@ -107,21 +181,36 @@ class Http:
     """
 
     def __init__(self, api_client: Any) -> None:
+        from urllib3.util.retry import Retry
+
         self.api = api_client
+        # urllib3 retries a timed-out GET three times by default: a server that accepts and
+        # never answers would hold a command silent for 4 x the read timeout. One attempt each,
+        # so every request is bounded by the timeout it is given (and the error can say which).
+        pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool is not None:
+            pool.connection_pool_kw["retries"] = Retry(total=None, connect=1, read=0, status=0,
+                                                       redirect=3, raise_on_status=False)
+            pool.clear()  # pools made before this would keep the old policy
 
     def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
-                stream: bool = False, timeout: Any = (10.0, 60.0),
+                stream: bool = False, timeout: Any = DEFAULT_TIMEOUT,
                 content_type: str = "application/json") -> Any:
         """JSON of the answer (or, with ``stream``, the open urllib3 response).
 
         ``content_type`` is the body's: e.g. ``application/apply-patch+yaml`` for server-side
         apply (the client still sends the dict as JSON, which is YAML).
 
+        ``timeout`` is (connect, read) seconds or one number for both; None takes the default,
+        so no request waits unbounded.
+
         Raises:
             kubernetes.client.exceptions.ApiException: a non-2xx answer.
+            NoAnswer: the server did not connect or answer within the timeout.
         """
         from kubernetes.client.exceptions import ApiException
 
+        timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         q = [(k, _q(v)) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": "application/json, */*"}  # pod logs answer text/plain
         if body is not None:
@@ -129,7 +218,13 @@ class Http:
         params = self.api.param_serialize(method=method, resource_path=path, query_params=q,
                                           header_params=headers, body=body,
                                           auth_settings=["BearerToken"])
-        resp = self.api.call_api(*params, _request_timeout=timeout)
+        try:
+            resp = self.api.call_api(*params, _request_timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - timeouts get their seconds, the rest goes on
+            silent = _silence(err, timeout)
+            if silent is None:
+                raise
+            raise silent from err
         if not 200 <= resp.status <= 299:
             resp.read()
             raise ApiException.from_response(http_resp=resp, body=None, data=None)
@@ -137,6 +232,29 @@ class Http:
             return resp.response
         resp.read()
         return json.loads(resp.data or b"null")
+
+
+class NoAnswer(TimeoutError):
+    """Raised by :meth:`Http.request`: the server stayed silent for ``seconds`` (then
+    :class:`Translator` says while doing what)."""
+
+    def __init__(self, seconds: float | None, connecting: bool) -> None:
+        super().__init__(f"no answer in {seconds} s")
+        self.seconds = seconds
+        self.connecting = connecting
+
+
+def _silence(err: Exception, timeout: Any) -> NoAnswer | None:
+    """A :class:`NoAnswer` for a connect or read timeout (possibly inside a MaxRetryError)."""
+    from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError, ReadTimeoutError
+
+    reason = err.reason if isinstance(err, MaxRetryError) else err
+    connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+    if isinstance(reason, ReadTimeoutError):
+        return NoAnswer(read, connecting=False)
+    if isinstance(reason, ConnectTimeoutError) and not isinstance(reason, NewConnectionError):
+        return NoAnswer(connect, connecting=True)
+    return None
 
 
 def close_stream(resp: Any) -> None:
@@ -190,6 +308,13 @@ class Translator:
 
         if isinstance(err, ApiException):
             return self._api(err, what, kind, namespace, invalid)
+        if isinstance(err, NoAnswer):
+            seconds = f" in {err.seconds:g} s" if err.seconds else ""
+            doing = "accept a connection" if err.connecting else "answer"
+            return ApiTimeout(f"timed out {what}: the Kubernetes API server did not {doing}"
+                              f"{seconds} ({self.where})",
+                              hint="the API server is overloaded or unreachable; check the "
+                                   "cluster's control plane (or --context), then try again")
         if isinstance(err, MaxRetryError) and err.reason is not None:
             return self.translate(err.reason, what, name, kind, namespace, invalid)
         if isinstance(err, (NewConnectionError, ConnectionRefusedError)):

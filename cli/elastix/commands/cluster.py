@@ -146,6 +146,7 @@ def delete(
     dry_run: bool = DryRunOpt,
 ) -> None:
     from elastix.clients import gke
+    from elastix.errors import ElastixError
     from elastix.provision import cluster
     cfg = cluster.validate(project, zone, name)
     out = _console()
@@ -155,7 +156,9 @@ def delete(
         return
     if not yes and not typer.confirm(
             f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
-        raise typer.Abort()
+        # A "no" is an answer, not an interrupt (130): exit 1, as gcloud does.
+        raise ElastixError(f"cluster {cfg.name} was not deleted: the confirmation was declined",
+                           hint="pass --yes to delete without being asked")
     client = gke.cluster_manager()
     with _progress(out, f"deleting {cfg.name}") as progress:
         cluster.run(client, cfg, steps, progress)

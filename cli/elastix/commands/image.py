@@ -45,11 +45,7 @@ def build(
     plan = image.plan_build(req)
     out = console(soft_wrap=True)
     if context_dir is not None:
-        if context_dir.exists() and any(context_dir.iterdir()):
-            raise UsageError(f"--context-dir {context_dir} is not empty",
-                             hint="pass a new or empty directory")
-        context_dir.mkdir(parents=True, exist_ok=True)
-        plan.write_context(context_dir)
+        _write_context(plan, context_dir)
         out.print(f"wrote the build context to {context_dir}", markup=False)
     if dry_run:
         out.print("# Dockerfile", markup=False)
@@ -62,3 +58,18 @@ def build(
     out.print(f"built {tag} ({image_id})", markup=False)
     if digest:
         out.print(f"pushed {tag}@{digest}", markup=False)
+
+
+def _write_context(plan, context_dir: Path) -> None:
+    """Write the build context into a new or empty directory; one-line errors otherwise."""
+    hint = "pass a new or empty directory"
+    if context_dir.exists() and not context_dir.is_dir():
+        raise UsageError(f"--context-dir {context_dir} is not a directory", hint=hint)
+    try:
+        if context_dir.exists() and any(context_dir.iterdir()):
+            raise UsageError(f"--context-dir {context_dir} is not empty", hint=hint)
+        context_dir.mkdir(parents=True, exist_ok=True)
+        plan.write_context(context_dir)
+    except OSError as e:
+        raise UsageError(f"cannot write the build context to {context_dir}: {e.strerror}",
+                         hint=hint) from None

@@ -37,8 +37,22 @@ StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
 WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
-GoodputWindow = Annotated[float, typer.Option(
-    "--window", help="Seconds per goodput window (--plot).")]
+
+
+def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any:
+    """A float option read with :func:`parse_duration` (Typer's own float takes nan and -1).
+
+    Args:
+        decls: the option's spellings; the first names it in errors.
+        help: its help text.
+        minimum: the smallest value accepted, in seconds (a refresh interval of 0 spins).
+    """
+    return typer.Option(*decls, help=help, metavar="DURATION",
+                        parser=lambda text: parse_duration(text, decls[0], minimum=minimum))
+
+
+GoodputWindow = Annotated[float, duration_option(
+    "--window", help="Goodput window, e.g. 60s or 5m (--plot).", minimum=1.0)]
 
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
@@ -102,22 +116,28 @@ _DURATION = re.compile("".join(f"(?:{_NUMBER}{unit})?" for unit in "dhms"))
 _UNIT_SECONDS = (86400, 3600, 60, 1)
 
 
-def parse_duration(text: str, flag: str) -> float:
+def parse_duration(text: str, flag: str, minimum: float | None = None) -> float:
     """A duration flag's value in seconds: ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2d``.
 
-    Every duration flag (``--since``, ``--timeout``, ``--interval``, ``--max-downtime``) takes
-    this one grammar: a plain number is seconds; otherwise d, h, m, s parts, in that order.
+    Every duration flag (``--since``, ``--timeout``, ``--interval``, ``--max-downtime``,
+    ``--window``) takes this one grammar: a plain number is seconds; otherwise d, h, m, s parts,
+    in that order. Negative numbers, nan and inf are not durations.
 
     Raises:
-        UsageError: anything else.
+        UsageError: anything else, or less than ``minimum`` seconds.
     """
     t = str(text).strip().lower()
-    if re.fullmatch(_NUMBER, t):
-        return float(t)
     m = _DURATION.fullmatch(t)
-    if not t or not m:
+    if re.fullmatch(_NUMBER, t):
+        seconds = float(t)
+    elif t and m:
+        seconds = sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
+    else:
         raise UsageError(f"{flag} {text!r} is not a duration", hint=f"e.g. {flag} 90s, 5m or 1h30m")
-    return sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
+    if minimum is not None and seconds < minimum:
+        raise UsageError(f"{flag} {text!r} is below the minimum of {minimum:g} s",
+                         hint=f"e.g. {flag} {max(minimum, 2):g}s")
+    return seconds
 
 
 def check_output(output: str, choices: tuple[str, ...]) -> None:

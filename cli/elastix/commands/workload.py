@@ -17,6 +17,7 @@ from elastix.commands.options import (
     WorkloadName,
     check_output,
     check_window,
+    duration_option,
     replace_params,
     with_target,
 )
@@ -28,6 +29,7 @@ from elastix.workload.spec import (
     load_env_file,
     load_spec_file,
     parse_kv,
+    read_user_text,
 )
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 
 TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
-Interval = Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")]
+Interval = Annotated[float, duration_option(
+    "--interval", help="Time between refreshes, e.g. 2s (at least 0.1 s).", minimum=0.1)]
 
 _CLI_TYPES = {"int": int | None, "bool": bool | None, "list": list[str] | None,
               "map": list[str] | None, "str": str | None}
@@ -251,8 +254,8 @@ def delete(
     name: WorkloadName,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Return only once every pod is gone.")] = False,
-    timeout: Annotated[float, typer.Option(
-        "--timeout", help="Seconds to wait with --wait.")] = 300.0,
+    timeout: Annotated[float, duration_option(
+        "--timeout", help="How long to wait with --wait, e.g. 300s or 5m.")] = 300.0,
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Local backend: also delete the workload's kept data "
                               "(the default job's checkpoints).")] = False,
@@ -322,21 +325,18 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
     from elastix.measure.events import events_from_jsonl, events_from_log
 
     if events_file and log_file:
-        raise UsageError("give --events or --log, not both")
-    path = events_file or log_file
-    if path:
-        try:  # a log may hold other programs' odd bytes; an events file is JSON, so UTF-8
-            text = Path(path).read_text(encoding="utf-8",
-                                        errors="strict" if events_file else "replace")
+        raise UsageError("give --events or --log, not both", hint="pass one of them")
+    if events_file:
+        text = read_user_text(events_file, "events file", "--events",
+                              "pass the events.jsonl the trainer wrote")
+        return events_from_jsonl(text), f"events {events_file}"
+    if log_file:
+        try:  # a log is a byte stream: a stray byte must not hide the event lines around it
+            text = log_file.read_bytes().decode("utf-8", errors="replace")
         except OSError as err:
-            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
-        except UnicodeDecodeError as err:
-            raise UsageError(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
-                             f"offset {err.start})", hint="give the trainer's events.jsonl "
-                             "(docs/events.md)") from None
-        if events_file:
-            return events_from_jsonl(text), f"events {path}"
-        return events_from_log(text.splitlines()), f"log {path}"
+            raise UsageError(f"cannot read log file {str(log_file)!r}: {err.strerror}",
+                             hint="check the path given to --log") from None
+        return events_from_log(text.splitlines()), f"log {log_file}"
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
                          "(or --events FILE / --log FILE)")

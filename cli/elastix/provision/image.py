@@ -149,7 +149,11 @@ def find_source_dir(explicit: Path | None = None) -> Path:
     candidate = explicit or next((p for p in Path(__file__).resolve().parents
                                   if (p / "pyproject.toml").is_file()), Path(__file__).parent)
     pyproject = candidate / "pyproject.toml"
-    if not pyproject.is_file() or 'name = "elastix"' not in pyproject.read_text():
+    try:
+        ours = pyproject.is_file() and 'name = "elastix"' in pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    if not ours:
         raise UsageError(f"{candidate} is not an elastix source tree (no pyproject.toml for "
                          "elastix)", hint="pass --source DIR pointing at an elastix checkout")
     return candidate
@@ -162,8 +166,14 @@ def project_requirements(source_dir: Path) -> list[str]:
     except ImportError as err:  # Python 3.10
         raise UsageError("reading pyproject.toml needs Python 3.11 or newer",
                          hint="run elastix with Python 3.11+ to build images") from err
-    project = tomllib.loads((source_dir / "pyproject.toml").read_text())["project"]
-    extras = project.get("optional-dependencies", {})
+    try:
+        project = tomllib.loads((source_dir / "pyproject.toml").read_text(encoding="utf-8"))
+        project = project["project"]
+        extras = project.get("optional-dependencies", {})
+    except (tomllib.TOMLDecodeError, KeyError, AttributeError) as err:
+        raise UsageError(f"{source_dir / 'pyproject.toml'} is not a valid pyproject.toml "
+                         f"({type(err).__name__}: {err})",
+                         hint="pass --source DIR pointing at an elastix checkout") from None
     return list(project.get("dependencies", [])) + list(extras.get("trainer", []))
 
 
@@ -207,6 +217,18 @@ def plan_build(req: ImageRequest) -> BuildPlan:
         "extra-requirements.txt": "".join(f"{r.strip()}\n" for r in req.extra_requirements)
         .encode(),
     }
+    try:
+        files.update(_source_files(source))
+    except OSError as err:
+        raise UsageError(f"cannot read the source tree {source}: {err.strerror} "
+                         f"({err.filename})", hint="pass --source DIR of a readable checkout") \
+            from None
+    return BuildPlan(req, files["Dockerfile"].decode(), tuple(reqs), files, registry_of(req.tag))
+
+
+def _source_files(source: Path) -> dict[str, bytes]:
+    """The source items of the tree, as ``src/...`` context paths."""
+    files = {}
     for item in SOURCE_ITEMS:
         path = source / item
         if path.is_file():
@@ -218,7 +240,7 @@ def plan_build(req: ImageRequest) -> BuildPlan:
                         and not f.name.endswith(_SKIP_SUFFIXES)
                         and not any(p.startswith(".") for p in rel.parts)):
                     files[f"src/{rel.as_posix()}"] = f.read_bytes()
-    return BuildPlan(req, files["Dockerfile"].decode(), tuple(reqs), files, registry_of(req.tag))
+    return files
 
 
 def _auth_source(registry: str) -> str:

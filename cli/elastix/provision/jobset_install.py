@@ -100,7 +100,7 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
 
         try:
             with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (https)
-                text = resp.read().decode()
+                text = _utf8(resp.read(), source)
         except OSError as err:
             raise BackendError(f"cannot download the JobSet manifest {source}: {err}",
                                hint="download it elsewhere and pass --jobset-manifest FILE") from err
@@ -109,24 +109,47 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
                          hint=f"e.g. {RELEASE_URL}")
     else:
         try:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
+            with open(source, "rb") as f:
+                text = _utf8(f.read(), source)
         except OSError as err:
-            raise UsageError(f"cannot read --jobset-manifest {source}: {err.strerror}") from err
+            raise UsageError(f"cannot read --jobset-manifest {source}: {err.strerror}",
+                             hint=_MANIFEST_HINT) from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD alone is 800 kB
     try:
         docs = [d for d in yaml.load_all(text, Loader=loader) if d]
     except yaml.YAMLError as err:
-        raise UsageError(f"--jobset-manifest {source} is not YAML: {err}") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UsageError(f"--jobset-manifest {source} is not valid YAML{where}: "
+                         f"{getattr(err, 'problem', None) or 'parse error'}",
+                         hint=_MANIFEST_HINT) from None
+    except RecursionError:
+        raise UsageError(f"--jobset-manifest {source} is nested too deeply to be a manifest",
+                         hint=_MANIFEST_HINT) from None
     return check_manifest(docs, source)
+
+
+_MANIFEST_HINT = f"pass JobSet's release manifest, e.g. {RELEASE_URL}, or a copy of it"
+
+
+def _utf8(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"--jobset-manifest {source} is not UTF-8 text (byte {err.start})",
+                         hint=_MANIFEST_HINT) from None
 
 
 def check_manifest(docs: list[dict], source: str) -> list[dict]:
     """Check the documents form a JobSet release manifest of kinds elastix knows how to apply."""
     kinds = set()
     for d in docs:
+        if not isinstance(d, dict):
+            raise UsageError(f"{source}: a document is a {type(d).__name__}, not a Kubernetes "
+                             "object: not a JobSet release manifest", hint=_MANIFEST_HINT)
         key = (d.get("apiVersion"), d.get("kind"))
-        if not isinstance(d, dict) or key not in _KINDS or not d.get("metadata", {}).get("name"):
+        meta = d.get("metadata")
+        if key not in _KINDS or not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
             raise UsageError(f"{source}: unexpected object {key[1]} {key[0]} in a JobSet manifest",
                              hint=f"use the release manifest of JobSet, e.g. {RELEASE_URL}")
         kinds.add((d["kind"], d["metadata"]["name"]))

@@ -7,6 +7,9 @@ key, end a block or inject a document: commands and env values with quotes, newl
 ``#``, ``{{ }}`` or any unicode round-trip exactly. Characters YAML treats as line breaks or as
 non-printable (U+0085, U+2028, U+2029, C1 controls, BOM) are escaped as ``\\uXXXX``.
 
+Templates, ours and the user's, render in :mod:`elastix.workload.sandbox` (Jinja2's sandbox, one
+file, bounded), because a user's template runs even under ``--dry-run``.
+
 The rendered text is parsed back (duplicate keys rejected) and validated against the JobSet CRD
 before anything uses it.
 """
@@ -22,7 +25,7 @@ import jinja2
 
 from elastix.errors import ManifestError
 from elastix.protocol import envvars
-from elastix.workload import crd, labels, platform
+from elastix.workload import crd, labels, platform, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -43,19 +46,19 @@ def to_json(value: Any) -> Encoded:
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     except (TypeError, ValueError) as e:
-        raise ManifestError(f"template emits a value that is not plain data: {e}",
+        raise ManifestError(f"emits a value that is not plain data: {e}",
                             hint="emit strings, numbers, booleans, lists or mappings, "
                                  "e.g. {{ spec.name }} rather than {{ spec }}") from None
     return Encoded(_YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
 
 
-def _environment(loader: Any) -> jinja2.Environment:
-    env = jinja2.Environment(
+def _environment(loader: Any) -> sandbox.Sandbox:
+    env = sandbox.Sandbox(
+        to_json,
         loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
-        finalize=to_json,
     )
     env.filters["j"] = to_json
     env.filters["tojson"] = to_json
@@ -149,25 +152,28 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     }
 
 
+_VARIABLES_HINT = ("variables: spec, tpu, labels, jobset_labels, jobset_annotations, "
+                   "pod_labels, main_env, worker_env, proxy_container, rm_container, "
+                   "worker_args, worker_backoff_limit")
+
+
 def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:
-    """Render the template (ours, or the user's file) to YAML text. Not yet validated."""
-    try:
-        if template is None:
-            env = _environment(jinja2.PackageLoader("elastix.templates", "."))
-            tmpl = env.get_template(TEMPLATE)
-        else:
-            source = read_user_text(Path(template), "template", "--template",
-                                    "save it as UTF-8 text")
-            tmpl = _environment(None).from_string(source)
-        return tmpl.render(context(spec))
-    except jinja2.TemplateSyntaxError as e:
-        raise ManifestError(f"template syntax error at line {e.lineno}: {e.message}",
-                            hint="fix the Jinja2 syntax in the template") from None
-    except jinja2.UndefinedError as e:
-        raise ManifestError(f"template uses an undefined value: {e.message}",
-                            hint="variables: spec, tpu, labels, jobset_labels, pod_labels, "
-                                 "main_env, worker_env, proxy_container, rm_container, "
-                                 "worker_args, worker_backoff_limit") from None
+    """Render the template (ours, or the user's file) to YAML text. Not yet validated.
+
+    Raises:
+        ManifestError: the template does not parse or fails while rendering (the message names
+            the file and line); a render budget is exceeded.
+    """
+    values = context(spec)
+    if template is None:
+        env = _environment(jinja2.PackageLoader("elastix.templates", "."))
+        name = TEMPLATE
+        source = env.loader.get_source(env, TEMPLATE)[0]
+    else:
+        env, name = _environment(None), str(template)
+        source = read_user_text(Path(template), "template", "--template", "save it as UTF-8 text")
+    return sandbox.render(env, source, name, values, trusted=template is None,
+                          variables_hint=_VARIABLES_HINT)
 
 
 def parse(text: str) -> dict[str, Any]:

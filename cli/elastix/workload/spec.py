@@ -213,6 +213,10 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
         where = f" at line {mark.line + 1}" if mark else ""
         raise UsageError(f"spec file {str(p)!r} is not valid YAML{where}",
                          hint="fix the YAML syntax (indentation, quotes, ': ')") from None
+    except RecursionError:  # the parser and constructor recurse once per nesting level
+        raise UsageError(f"spec file {str(p)!r} is nested too deeply to be a workload spec",
+                         hint="a spec is a mapping of fields to strings, numbers, lists and "
+                              "mappings, a few levels deep") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -42,6 +42,15 @@ def test_slice_out_of_range_is_a_usage_error(backend, stopped):
         backend.kill_worker(stopped, slice=-1)
 
 
+def test_host_out_of_range_is_a_usage_error(backend, stopped):
+    """It was "no running worker pod ... host 3" (exit 1): a typo read as a missing pod."""
+    with pytest.raises(UsageError) as err:
+        backend.kill_worker(stopped, slice=0, host=3)
+    assert err.value.message == "--host 3 is out of range: stopped has 1 hosts per slice (0-0)"
+    with pytest.raises(UsageError, match="out of range"):
+        backend.kill_worker(stopped, slice=0, host=-1)
+
+
 def test_missing_workload_is_still_not_found(backend):
     with pytest.raises(NotFoundError):
         backend.kill_worker("nothing-here")

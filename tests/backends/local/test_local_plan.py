@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -64,3 +65,47 @@ def test_long_state_dirs_get_a_short_socket_address(tmp_path):
 def test_plan_json_round_trips(manifest, tmp_path):
     plan = make_plan(manifest, tmp_path / "plan-demo", {}, "/")
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+
+@pytest.mark.parametrize(("needed", "limit", "in_use", "fits"), [
+    (100, 4096, 200, True), (100, 300, 200, True), (100, 299, 200, False), (10, 5, 0, False),
+])
+def test_process_room(needed, limit, in_use, fits):
+    from elastix.backends.local.plan import process_room_problem
+
+    problem = process_room_problem(needed, limit, in_use)
+    assert (problem is None) == fits
+    if not fits:
+        assert problem == (f"the local workload needs about {needed} processes and threads, but "
+                           f"the process limit (ulimit -u) is {limit} and {in_use} are in use")
+
+
+def test_more_hosts_need_more_room():
+    from elastix.backends.local.plan import tasks_needed
+
+    assert tasks_needed(4, 4, 8) > tasks_needed(1, 4, 8) > tasks_needed(1, 1, 8)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC does not hold root")
+def test_a_process_table_too_small_is_refused_before_any_fork(tmp_path):
+    """A real child whose RLIMIT_NPROC leaves no room: one line and exit 2, where the supervisor
+    used to die mid-fork and the hint carried its traceback."""
+    import resource
+    import subprocess
+    import sys
+
+    from elastix.backends.local.plan import _tasks_of_user
+
+    def small_table() -> None:
+        room = _tasks_of_user() + 8  # this child runs; nothing the workload needs fits
+        resource.setrlimit(resource.RLIMIT_NPROC, (room, room))
+
+    env = {**os.environ, "NO_COLOR": "1", "ELASTIX_STATE_DIR": str(tmp_path)}
+    env.pop("KUBECONFIG", None)
+    r = subprocess.run([sys.executable, "-m", "elastix", "workload", "create", "tiny",
+                        "--backend", "local", "--tpu-type", "v5litepod-16"],
+                       capture_output=True, text=True, env=env, timeout=60,
+                       preexec_fn=small_table)  # noqa: PLW1509 - the limit is the test
+    assert r.returncode == 2, r.stderr
+    assert "the process limit (ulimit -u) is" in r.stderr and "ulimit -u 4096" in r.stderr
+    assert not (tmp_path / "tiny").exists()  # nothing was started

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from elastix.backends.local.state import PodRecord, SliceState, WorkloadState
+import pytest
+
+from elastix.backends.local.state import CorruptStateFile, PodRecord, SliceState, WorkloadState
 
 
 def test_state_json_round_trips_and_keeps_its_keys(tmp_path):
@@ -28,3 +30,25 @@ def test_state_json_round_trips_and_keeps_its_keys(tmp_path):
 def test_missing_state_json_reads_as_pending(tmp_path):
     st = WorkloadState.read(tmp_path)
     assert (st.state, st.restarts, st.slices, st.head) == ("Pending", 0, [], None)
+
+
+@pytest.mark.parametrize(("content", "error"), [
+    (b"{not json", "JSONDecodeError"),
+    (b"", "JSONDecodeError"),  # truncated (a full disk)
+    (b"\xff\xfe{}", "UnicodeDecodeError"),
+    (b"[1, 2]", "AttributeError"),
+    (b'{"head": 5}', "TypeError"),
+    (b'{"slices": [{"index": 0}]}', "KeyError"),
+])
+def test_a_damaged_state_json_names_the_file_and_the_fix(tmp_path, content, error):
+    d = tmp_path / "demo"
+    d.mkdir()
+    (d / "state.json").write_bytes(content)
+    with pytest.raises(CorruptStateFile) as err:
+        WorkloadState.read(d)
+    assert err.value.message.startswith(f"local workload 'demo' is damaged: {d / 'state.json'} "
+                                        f"is not a valid state.json ({error}")
+    assert err.value.hint == ("remove it with: elastix workload delete demo --backend local "
+                              f"(--state-dir {tmp_path})")
+    assert err.value.exit_code == 2
+    assert isinstance(err.value, ValueError)  # delete still sweeps a damaged workload

@@ -37,6 +37,7 @@ from elastix.backends.base import (
 from elastix.backends.local.plan import Plan, data_dir, make_plan
 from elastix.backends.local.state import (
     FINAL_STATES,
+    CorruptStateFile,
     PodRecord,
     WorkloadState,
     default_root,
@@ -46,6 +47,7 @@ from elastix.backends.local.state import (
     read_json,
     read_jsonl,
     read_procs,
+    read_record,
     record_proc,
     sweep,
     trainer_lost_slices,
@@ -90,7 +92,7 @@ class LocalBackend(Backend):
         return d
 
     def _raw(self, d: Path) -> tuple[Plan, WorkloadState]:
-        return Plan.from_json(read_json(d / "plan.json")), WorkloadState.read(d)
+        return read_record(d / "plan.json", Plan.from_json), WorkloadState.read(d)
 
     @staticmethod
     def _supervisor(d: Path, state: WorkloadState | None) -> dict[str, Any] | None:
@@ -165,6 +167,10 @@ class LocalBackend(Backend):
             if (d / "plan.json").exists() and _NAME.match(d.name):
                 try:
                     out.append(self.status(d.name))
+                except CorruptStateFile as err:  # shown, not hidden: it needs deleting
+                    out.append(WorkloadStatus(name=d.name, namespace="local", backend="local",
+                                              state="Broken", created=None, num_slices=0,
+                                              reasons=[err.message], message=err.message))
                 except (NotFoundError, OSError, ValueError):
                     continue  # deleted or half-written while we looked
         return sorted(out, key=lambda w: w.created or utc_now())
@@ -213,7 +219,7 @@ class LocalBackend(Backend):
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         d = self._dir(name)
-        path = Path(Plan.from_json(read_json(d / "plan.json")).events_file)
+        path = Path(read_record(d / "plan.json", Plan.from_json).events_file)
         try:
             return read_jsonl(path)
         except FileNotFoundError:
@@ -229,7 +235,12 @@ class LocalBackend(Backend):
         num = plan.num_slices
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                             f"(0-{num - 1})")
+                             f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
+        hosts = plan.hosts_per_slice
+        if host is not None and not 0 <= host < hosts:
+            raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
+                             f"slice (0-{hosts - 1})",
+                             hint=f"see them with: elastix workload status {name}")
         pods = [p for s in st.slices for p in s.pods
                 if p.phase == "Running" and proc_matches(p.pid, p.create_time)
                 and (slice is None or p.slice == slice) and (host is None or p.host == host)]

@@ -184,6 +184,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     else:
         dps = default_devices_per_slice(num_slices, hosts)
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
+    check_process_room(num_slices, hosts)
     return Plan(
         name=name,
         created=timefmt.iso_us(),
@@ -204,3 +205,52 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         worker_env=wcont.get("env") or [],
         marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
     )
+
+
+def tasks_needed(num_slices: int, hosts_per_slice: int, cpus: int) -> int:
+    """Processes and threads a local workload starts, estimated on the generous side.
+
+    ``RLIMIT_NPROC`` counts threads too: the supervisor and each slice host run a few; the
+    head's trainer runs JAX, whose thread pools grow with the CPU count.
+    """
+    return 4 * (1 + num_slices * hosts_per_slice) + 2 * cpus + 32
+
+
+def process_room_problem(needed: int, limit: int, in_use: int) -> str | None:
+    """Why ``needed`` more tasks do not fit under ``limit`` with ``in_use`` running, or None."""
+    if in_use + needed <= limit:
+        return None
+    return (f"the local workload needs about {needed} processes and threads, but the process "
+            f"limit (ulimit -u) is {limit} and {in_use} are in use")
+
+
+def check_process_room(num_slices: int, hosts_per_slice: int) -> None:
+    """Refuse a workload the user's process limit cannot hold, before starting any of it.
+
+    Otherwise a fork fails half-way through and the error is a traceback from the supervisor.
+
+    Raises:
+        UsageError: the limit leaves too little room.
+    """
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft == resource.RLIM_INFINITY or os.geteuid() == 0:  # root is not held to it
+        return
+    needed = tasks_needed(num_slices, hosts_per_slice, os.cpu_count() or 1)
+    problem = process_room_problem(needed, soft, _tasks_of_user())
+    if problem:
+        raise UsageError(problem, hint="raise it (e.g. ulimit -u 4096), or run fewer slices or "
+                                       "hosts (--num-slices, a smaller --tpu-type)")
+
+
+def _tasks_of_user() -> int:
+    """Threads of every process of this real uid: what RLIMIT_NPROC counts."""
+    import psutil
+
+    uid, total = os.getuid(), 0
+    for proc in psutil.process_iter(["uids", "num_threads"]):
+        uids, threads = proc.info["uids"], proc.info["num_threads"]
+        if uids is not None and uids.real == uid:
+            total += threads or 1
+    return total

@@ -23,9 +23,36 @@ import time
 from pathlib import Path
 from typing import Any
 
+from elastix.errors import UsageError
 from elastix.protocol import envvars, eventspec
 
 FINAL_STATES = ("Completed", "Failed")
+
+
+class CorruptStateFile(UsageError, ValueError):
+    """A workload file elastix wrote is no longer what it wrote (edited, truncated, disk full).
+
+    A ``ValueError`` too, so code that sweeps a damaged workload (``delete``) still catches it.
+    """
+
+    def __init__(self, path: Path, err: Exception) -> None:
+        name = path.parent.name
+        super().__init__(f"local workload {name!r} is damaged: {path} is not a valid "
+                         f"{path.name} ({type(err).__name__}: {err})",
+                         hint=f"remove it with: elastix workload delete {name} --backend local "
+                              f"(--state-dir {path.parent.parent})")
+
+
+def read_record(path: Path, parse: Any) -> Any:
+    """``parse(json)`` of a file elastix wrote; a missing file raises ``FileNotFoundError``.
+
+    Raises:
+        CorruptStateFile: not UTF-8 JSON, or not shaped as ``parse`` expects.
+    """
+    try:
+        return parse(read_json(path))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # JSON, UTF-8 or shape
+        raise CorruptStateFile(path, err) from None
 
 
 @dataclasses.dataclass
@@ -113,10 +140,11 @@ class WorkloadState:
         """``state.json`` of a workload, or the default before the supervisor wrote it.
 
         Raises:
-            OSError, ValueError: the file cannot be read or is not JSON.
+            OSError: the file cannot be read.
+            CorruptStateFile: it is not the JSON the supervisor writes.
         """
         try:
-            return cls.from_json(read_json(workload_dir / "state.json"))
+            return read_record(workload_dir / "state.json", cls.from_json)
         except FileNotFoundError:
             return cls()
 
