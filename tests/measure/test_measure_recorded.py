@@ -151,3 +151,18 @@ def test_timed_out_kill_row_uses_the_millisecond_format():
                         jobset_restarts=0, head_restarts=0, head_pid_before=1, head_pid_after=1,
                         timed_out=True)
     assert dict(recovery_rows(m))["kill"] == "2026-11-29T11:17:06.516Z  w-worker-1-0-2"
+
+
+def test_a_trainer_dated_loss_is_the_origin_without_a_kill_time():
+    """The local trainer writes since_loss: detection and downtime count from the loss it
+    dated (1.25 s before elastic_detected here), not from its last event before it."""
+    recs, kill = recorded_run()
+    for r in recs:
+        if r["event"] == "elastic_detected":
+            r["since_loss"] = 1.25
+    (rec,) = recoveries(events_from_jsonl(to_jsonl(recs)))
+    assert rec.detection_from == "loss"
+    assert rec.phase_seconds()["detection"] == 1.25
+    assert rec.downtime == 4.1 + 1.25
+    assign_kills([rec], [_kill_ms(kill)])  # a known kill time still wins
+    assert rec.detection_from == "kill" and rec.phase_seconds()["detection"] == 1.3

@@ -51,6 +51,9 @@ def _norm(name: str, t: int, raw: dict[str, Any]) -> Event:
         elif key == "error" and isinstance(v, str):
             v = v.splitlines()[0] if v else v
         data[key] = v
+    for key in eventspec.EVENTS[name].sometimes:  # record-only keys, when a record has them
+        if raw.get(key) is not None:
+            data[key] = raw[key]
     return Event(t, name, data)
 
 
@@ -243,6 +246,7 @@ class Recovery:
     pid_before: int | None = None
     pid_after: int | None = None
     prev_event: int | None = None  # last event before the failure surfaced (restart: old run)
+    loss: int | None = None  # when the trainer dated the loss itself (local: since_loss)
 
     @property
     def complete(self) -> bool:
@@ -253,16 +257,21 @@ class Recovery:
     def detection_from(self) -> str | None:
         """Where the first phase (detection, or restart) is counted from: ``"kill"`` (the
         launcher's kill time, as ``chaos kill-worker --measure`` knows it) or ``"last event"``
-        (the trainer's last event before the failure surfaced, all ``workload goodput`` has).
-        The two differ by the time between that event and the kill: say which one a number is.
+        (the trainer's last event before the failure surfaced, all ``workload goodput`` has
+        from another trainer), or ``"loss"`` (the moment the trainer dated the loss itself:
+        ``since_loss``, the local backend's host exit or last heartbeat). They differ by the
+        time between that moment and the kill: say which one a number is.
         """
         if self.kill is not None:
             return "kill"
+        if self.loss is not None:
+            return "loss"
         return "last event" if self.prev_event is not None else None
 
     def phases(self) -> list[tuple[str, int, int]]:
         """(phase, start ms, end ms), contiguous, for the phases that were reached."""
-        origin = self.kill if self.kill is not None else self.prev_event
+        origin = next((t for t in (self.kill, self.loss, self.prev_event) if t is not None),
+                      None)
         if self.kind == "restart":
             points = [("restart", origin), ("restore", self.start), ("first step", self.restored),
                       (None, self.first_step_at)]
@@ -289,7 +298,7 @@ class Recovery:
     @property
     def downtime(self) -> float | None:
         """Seconds from the kill (or the failure) to the first completed step after it."""
-        origin = self.kill if self.kill is not None else self.start
+        origin = next((t for t in (self.kill, self.loss, self.start) if t is not None), None)
         if origin is None or self.first_step_at is None:
             return None
         return (self.first_step_at - origin) / 1000
@@ -311,7 +320,7 @@ class Recovery:
         """A JSON-safe dict: times as ISO strings, phases in seconds, derived numbers."""
         d = dataclasses.asdict(self)
         for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
-                  "prev_event"):
+                  "prev_event", "loss"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
         d.update(complete=self.complete, detection_from=self.detection_from,
                  downtime_seconds=self.downtime,
@@ -344,7 +353,9 @@ def recoveries(events: list[Event]) -> list[Recovery]:
         elif ev.name == "elastic_detected":
             cur = Recovery(len(out) + 1, "in-process", start=ev.t, pid_before=pid,
                            last_step=d["last_step"] if d["last_step"] is not None else last_step,
-                           lost_slices=d["lost_slices"], error=d["error"], prev_event=prev_t)
+                           lost_slices=d["lost_slices"], error=d["error"], prev_event=prev_t,
+                           loss=(ev.t - round(d["since_loss"] * 1000)
+                                 if isinstance(d.get("since_loss"), (int, float)) else None))
             out.append(cur)
         elif cur is not None and not cur.complete:
             _fill(cur, ev, pid)
