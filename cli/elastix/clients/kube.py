@@ -169,7 +169,7 @@ def api_path(api_version: str, plural: str, name: str | None = None,
     return f"{prefix}{scope}/{plural}" + "".join(f"/{x}" for x in (name, sub) if x)
 
 
-DEFAULT_TIMEOUT = (10.0, 60.0)
+DEFAULT_TIMEOUT = (10.0, 20.0)
 """(connect, read) seconds of a request that names none."""
 
 

@@ -30,7 +30,8 @@ from elastix.errors import BackendError, ConflictError, NotFoundError, UsageErro
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
-TIMEOUT = (10.0, 60.0)  # (connect, read) seconds for ordinary requests
+TIMEOUT = (10.0, 20.0)  # (connect, read) seconds for ordinary requests: an API server
+# answers a GET, a create or a delete in well under a second; 20 s of silence is already a fault.
 
 
 class GKEBackend(Backend):
