@@ -160,6 +160,10 @@ def test_kill_worker_random_is_reproducible_and_dry_run_kills_nothing(fake_clust
     assert a["pod"] not in {p["metadata"]["name"] for p in fake.pods(f"{JS}jobset-name=demo")}
     bad = elastix(fake, "chaos", "kill-worker", "demo", "--slice", "5", check=False)
     assert bad.returncode == 2 and "out of range" in bad.stderr
+    bad = elastix(fake, "chaos", "kill-worker", "demo", "--slice", "0", "--host", "4",
+                  check=False)
+    assert bad.returncode == 2 and "--host 4 is out of range: demo has 4 hosts per slice " \
+        "(0-3)" in bad.stderr
 
 
 def test_list_shows_only_elastix_workloads(fake_cluster):

@@ -249,11 +249,17 @@ class GKEBackend(Backend):
         pods, _ = self.pods(f"{labels.JOBSET_NAME}={name},"
                             f"{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB}")
         infos = [(pod_info(p), p) for p in pods]
-        num = next((rj.get("replicas", 1) for rj in js.get("spec", {}).get("replicatedJobs", [])
-                    if rj.get("name") == labels.WORKER_JOB), 0)
+        wjob = next((rj for rj in js.get("spec", {}).get("replicatedJobs", [])
+                     if rj.get("name") == labels.WORKER_JOB), {})
+        num = wjob.get("replicas", 1) if wjob else 0
         if slice is not None and not 0 <= slice < num:
             raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                             f"(0-{num - 1})")
+                             f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
+        hosts = (wjob.get("template", {}).get("spec", {}).get("parallelism") or 1) if wjob else 0
+        if host is not None and not 0 <= host < hosts:
+            raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
+                             f"slice (0-{hosts - 1})",
+                             hint=f"see them with: elastix workload status {name}")
         live = sorted(((i, p) for i, p in infos if i.phase == "Running"
                        and (slice is None or i.slice == slice)
                        and (host is None or i.host == host)),
