@@ -71,3 +71,22 @@ def test_training_data_from_gcs_matches_local(gcs_env, tmp_path, monkeypatch):
     assert [p.stat().st_mtime_ns for p in cached] == stamps
     with pytest.raises(UsageError, match="no ArrayRecord shards at 'gs://ckpts/nothing'"):
         make_iterator("gs://ckpts/nothing", 16, 256, seed=3)
+
+
+def test_tensorboard_scalars_upload_to_gcs(gcs_env, tmp_path):
+    """A gs:// --tensorboard-dir: written locally, uploaded off the training thread, whole on
+    close; the object reads back as the same scalars."""
+    from test_tensorboard import read_scalars
+
+    from elastix_trainer.storage import epath
+    from elastix_trainer.tboard import TensorBoardSink
+
+    events = EventLog(None)
+    board = TensorBoardSink("gs://ckpts/tb", upload_every=0.1).attach(events)
+    for step in (1, 2, 3):
+        events.emit("step", step=step, seconds=0.1, loss=4.0 - step, live_slices=2,
+                    tflops_per_device=0.5, global_batch=8)
+    board.close()
+    (obj,) = [p for p in epath("gs://ckpts/tb").iterdir()]
+    (tmp_path / obj.name).write_bytes(obj.read_bytes())
+    assert read_scalars(tmp_path)["learning/loss"] == {1: 3.0, 2: 2.0, 3: 1.0}

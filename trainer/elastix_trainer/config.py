@@ -86,6 +86,9 @@ class TrainConfig:
     """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
     events_file: str | None = None
     """JSONL event log; default ``<checkpoint-dir>/events.jsonl`` (env ELASTIX_EVENTS_FILE wins)."""
+    tensorboard_dir: str | None = None
+    """Write TensorBoard scalars here (a directory or gs:// URL): loss, step time, TFLOP/s, live
+    slices, checkpoint stalls and every recovery phase, at the step each belongs to."""
     elastic_mode: str = "pause-resume"
     """``pause-resume`` (wait for every slice) or ``replica-resize`` (go on with survivors)."""
     min_slices: int | None = None

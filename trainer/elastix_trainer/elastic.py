@@ -384,6 +384,17 @@ def run(cfg) -> int:
     setup_logging()
     quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
     events = EventLog(cfg.resolved_events_file())
+    board = None
+    if cfg.tensorboard_dir:
+        from elastix_trainer.tboard import TensorBoardSink
+
+        try:
+            board = TensorBoardSink(cfg.tensorboard_dir).attach(events)
+        except OSError as e:
+            events.close()
+            raise UsageError(f"--tensorboard-dir {cfg.tensorboard_dir}: cannot write there "
+                             f"({e.strerror or e})", hint="give a writable directory (created "
+                             "if missing) or a gs:// URL") from None
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
         trainer = Trainer(cfg, events, health)
@@ -404,6 +415,8 @@ def run(cfg) -> int:
         health.close()
     finally:
         events.close()
+        if board is not None:
+            board.close()
     if outcome.status != "completed":
         err = TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
                              "intact; re-run with the same --checkpoint-dir to resume")

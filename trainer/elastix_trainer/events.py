@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from elastix.protocol import timefmt
@@ -159,6 +160,7 @@ class EventLog:
         self._lock = threading.Lock()
         self._gcs_path = path if path and path.startswith("gs://") else None
         self.records: list[dict] = []  # in-process copy, for tests and benchmarks
+        self.listeners: list[Callable[[dict], None]] = []  # called with each record, after it
         self._file = None
         self._uploader: _Uploader | None = None
         self._write_failed = False
@@ -216,6 +218,8 @@ class EventLog:
                     self._write_failed = True
         if self._uploader is not None:
             self._uploader.kick()
+        for listener in self.listeners:  # e.g. TensorBoard; each guards itself
+            listener(record)
         return record
 
     def of(self, event: str) -> list[dict]:
