@@ -15,12 +15,32 @@ from elastix.errors import ElastixError
 from elastix.protocol import envvars
 
 
-def _init_platform() -> None:
-    """Pathways first: pathwaysutils must register the proxy backend before JAX starts."""
-    if "proxy" in os.environ.get("JAX_PLATFORMS", ""):
+def _init_platform(num_slices: int | None = None) -> None:
+    """Pathways first: pathwaysutils must register the proxy backend before JAX starts.
+
+    On CPU, make the devices the slices need (``num_slices`` x ``ELASTIX_DEVICES_PER_SLICE``,
+    default 1 each) before JAX creates its CPU client, unless ``XLA_FLAGS`` already says how
+    many: a user of ``--num-slices 4`` should not have to know the XLA flag.
+    """
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if "proxy" in platforms:
         import pathwaysutils
 
         pathwaysutils.initialize()
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    if platforms not in ("", "cpu") or "xla_force_host_platform_device_count" in flags:
+        return
+    slices = _positive(envvars.NUM_SLICES) or num_slices or 1
+    per = _positive(envvars.DEVICES_PER_SLICE) or 1
+    if slices * per > 1:
+        os.environ["XLA_FLAGS"] = (
+            f"{flags} --xla_force_host_platform_device_count={slices * per}".strip())
+
+
+def _positive(name: str) -> int | None:
+    raw = os.environ.get(name, "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _prepare_data(argv: list[str]) -> int:
@@ -44,7 +64,7 @@ def _train(argv: list[str]) -> int:
     from elastix_trainer.config import parse_args
 
     cfg = parse_args(argv)
-    _init_platform()
+    _init_platform(cfg.num_slices)
     from elastix_trainer.elastic import run
 
     return run(cfg)

@@ -12,6 +12,7 @@ import difflib
 import json
 import math
 import os
+import re
 from typing import Any
 
 from elastix.errors import ProblemsError
@@ -38,7 +39,7 @@ class TrainConfig:
     """Everything a training run needs (each field is also a ``--flag``)."""
 
     preset: str = "tiny"
-    """Model preset: one of model.PRESETS."""
+    """Model preset (the choices are listed in --help)."""
     steps: int = 100
     """Optimizer steps to run (the final step count, including resumed steps)."""
     batch_per_device: int = 2
@@ -255,7 +256,8 @@ def _field_docs() -> dict[str, str]:
     for prev, node in zip(body, body[1:], strict=False):
         if (isinstance(prev, ast.AnnAssign) and isinstance(node, ast.Expr)
                 and isinstance(node.value, ast.Constant)):
-            docs[prev.target.id] = str(node.value.value).replace("%", "%%")
+            text = " ".join(str(node.value.value).split())  # one paragraph, as argparse
+            docs[prev.target.id] = re.sub(r"``(.+?)``", r"\1", text).replace("%", "%%")
     return docs
 
 
@@ -285,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _FIELDS:
         flag = "--" + name.replace("_", "-")
         doc = docs.get(name)
+        if name == "preset":
+            doc = f"Model preset: {', '.join(PRESETS)}."
         if name in _BOOLS:
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, help=doc)
         else:

@@ -422,5 +422,4 @@ def run(cfg) -> int:
                              "intact; re-run with the same --checkpoint-dir to resume")
         err.exit_code = outcome.exit_code
         raise err
-    log.info("elastix: run completed at step %d", outcome.step)
-    return 0
+    return 0  # the run_end line said it: "run end: completed at step N"

@@ -1,0 +1,41 @@
+"""The trainer's own command line: devices made for --num-slices, readable --help, one end line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from trainer_helpers import REPO
+
+from elastix_trainer.model import PRESETS
+
+
+def _run(args: list[str], **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "ELASTIX_NUM_SLICES",
+                                                              "ELASTIX_DEVICES_PER_SLICE")}
+    return subprocess.run([sys.executable, "-m", "elastix_trainer", *args], capture_output=True,
+                          text=True, timeout=240, cwd=REPO,
+                          env={**base, "JAX_PLATFORMS": "cpu", **env})
+
+
+def test_num_slices_makes_its_cpu_devices_without_xla_flags(tmp_path):
+    events = tmp_path / "ev.jsonl"
+    p = _run(["--preset", "tiny", "--steps", "2", "--batch-per-device", "1", "--seq-len", "16",
+              "--num-slices", "3", "--events-file", str(events)],
+             ELASTIX_DEVICES_PER_SLICE="2")
+    assert p.returncode == 0, p.stderr
+    start = next(json.loads(line) for line in events.read_text().splitlines()
+                 if json.loads(line)["event"] == "run_start")
+    assert (start["num_slices"], start["devices"]) == (3, 6)
+    out = p.stdout + p.stderr
+    assert out.count("run end: completed at step 2") == 1
+    assert "run completed" not in out  # the run_end line says it once
+
+
+def test_help_lists_the_presets_without_markup():
+    p = _run(["--help"])
+    assert p.returncode == 0
+    assert f"Model preset: {', '.join(PRESETS)}." in p.stdout
+    assert "``" not in p.stdout and "model.PRESETS" not in p.stdout
