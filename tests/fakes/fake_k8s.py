@@ -8,7 +8,8 @@ It serves discovery (so ``kubectl`` and the official client both work), generic 
 kinds and for any CRD created through the API (``kubectl apply`` of the JobSet release manifest
 works), list/watch with label and field selectors, pod logs (``follow`` streams), and the JobSet
 controller of ``k8s_jobset``. ``POST /_fake/config`` (JSON body, fields of ``Config``) changes
-timings and scripted faults; ``POST /_fake/log`` appends log lines;
+timings and scripted faults; ``POST /_fake/log`` appends log lines (``"timestamps": true``: each
+line led by its RFC3339 time, a recorded log);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod. Dry-run, strict
 field validation for CRDs, 409 on existing names and
@@ -25,6 +26,7 @@ import datetime as dt
 import functools
 import json
 import os
+import re
 import sys
 
 import yaml
@@ -558,8 +560,18 @@ class Api:
                 setattr(self.cluster.config, k, v)
             return web.json_response(dataclasses.asdict(self.cluster.config))
         if parts == ["log"]:
+            ns = body.get("namespace", "default")
+            if body.get("timestamps"):  # a recorded log: each line led by the time it was logged
+                buf = self.cluster.buffer(ns, body["pod"], body["container"])
+                for line in body["lines"]:
+                    stamp, _, text = line.partition(" ")
+                    t = dt.datetime.fromisoformat(  # RFC3339Nano: keep the microseconds
+                        re.sub(r"(\.\d{6})\d+", r"\1", stamp).replace("Z", "+00:00"))
+                    buf.lines.append((t, text))
+                self.cluster._wake(buf)
+                return web.json_response({"ok": True})
             for line in body["lines"]:
-                self.cluster.log(body.get("namespace", "default"), body["pod"], body["container"], line)
+                self.cluster.log(ns, body["pod"], body["container"], line)
             return web.json_response({"ok": True})
         if parts == ["restart_container"]:  # the kubelet restarting a container in place
             ok = self.cluster.restart_container(body.get("namespace", "default"), body["pod"],

@@ -154,6 +154,7 @@ class LogOptions:
     since_seconds: int | None = None
     tail_lines: int | None = None
     previous: bool = False  # the container's previous instance (locally: the previous head attempt)
+    timestamps: bool = False  # each line led by the time the log API recorded (GKE), as kubectl
 
 
 @dataclasses.dataclass

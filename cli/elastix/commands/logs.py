@@ -31,6 +31,9 @@ def logs(
     previous: Annotated[bool, typer.Option(
         "--previous", "-p", help="The previous instance of the container (as kubectl): after a "
                                  "restart, the attempt before the current one.")] = False,
+    timestamps: Annotated[bool, typer.Option(
+        "--timestamps", help="Start each line with the time the log API recorded it (RFC3339, "
+                             "as kubectl logs --timestamps; GKE only).")] = False,
 ) -> None:
     """Stream a workload's log; with -f, follow the head across restarts (says so when it does)."""
     import math
@@ -45,7 +48,8 @@ def logs(
                          hint="a previous instance has ended: drop -f")
     since_seconds = math.ceil(parse_duration_in(since, "--since")) if since else None
     opts = LogOptions(container=container, slice=slice_, host=host, follow=follow,
-                      since_seconds=since_seconds, tail_lines=tail, previous=previous)
+                      since_seconds=since_seconds, tail_lines=tail, previous=previous,
+                      timestamps=timestamps)
     out, err = sys.stdout, sys.stderr
     for event in get_backend(target).logs(name, opts):
         if event.notice:

@@ -322,7 +322,7 @@ def goodput(
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,
           target: Target) -> tuple[list[Any], str]:
-    from elastix.measure.events import events_from_jsonl, events_from_log
+    from elastix.measure.events import events_from_jsonl, events_from_log, log_note
 
     if events_file and log_file:
         raise UsageError("give --events or --log, not both", hint="pass one of them")
@@ -336,7 +336,8 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
         except OSError as err:
             raise UsageError(f"cannot read log file {str(log_file)!r}: {err.strerror}",
                              hint="check the path given to --log") from None
-        return events_from_log(text.splitlines()), f"log {log_file}"
+        events = events_from_log(text.splitlines())
+        return events, f"log {log_file}{log_note(events)}"
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
                          "(or --events FILE / --log FILE)")

@@ -17,7 +17,15 @@ from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogOptions, WorkloadStatus
 from elastix.errors import BackendError, ElastixError, NotFoundError, UsageError
-from elastix.measure.events import Event, Recovery, events_from_log, events_from_records, ms_of, recoveries
+from elastix.measure.events import (
+    Event,
+    Recovery,
+    events_from_log,
+    events_from_records,
+    log_note,
+    ms_of,
+    recoveries,
+)
 from elastix.measure.goodput import GoodputReport, goodput
 from elastix.protocol.timefmt import iso_ms
 
@@ -44,8 +52,11 @@ def read_stream(backend: Backend, name: str) -> tuple[list[Event], str]:
     recs = backend.read_events(name)
     if recs is not None:
         return events_from_records(recs), "events"
-    lines = [e.text for e in backend.logs(name, LogOptions(follow=False)) if not e.notice]
-    return events_from_log(lines), "log"
+    # The API's time on every line: MaxText's lines have no time of their own.
+    lines = [e.text for e in backend.logs(name, LogOptions(follow=False, timestamps=True))
+             if not e.notice]
+    events = events_from_log(lines)
+    return events, "log" + log_note(events)
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from elastix.errors import UsageError
+from elastix.measure import maxtext
 from elastix.protocol import eventspec, timefmt
 
 # The keys of each event that the log lines also carry; nothing else survives normalisation.
@@ -133,7 +134,10 @@ def time_goes_back(events: list[Event]) -> str | None:
     return None
 
 
-_LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(.*)$")
+# A time at the start of a line: elastix's own (``2026-11-29T09:50:01.123Z``) or the one the
+# Kubernetes log API puts before every line with ``timestamps=true`` (RFC3339, up to 9 digits).
+_LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s+(.*)$")
+_FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
 def _line_patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...]]]:
@@ -165,25 +169,83 @@ def _convert(key: str, text: str | None) -> Any:
     return int(text)
 
 
-def events_from_log(lines: Iterable[str]) -> list[Event]:
-    """Normalise the head's log lines (docs/events.md, "Log lines"). Other lines are skipped."""
-    out = []
-    for line in lines:
-        m = _LINE_RE.match(line)
+class LogEvents(list):
+    """The events of a log (a list of :class:`Event`) and the lines that could not be read.
+
+    ``skipped`` counts the lines that name something measurement reads (a step, a MaxText or
+    pathwaysutils recovery line) but did not parse or carry no time; ``first_skipped`` says
+    which line came first and why. Other loggers' lines are not counted: they are not skipped,
+    just not ours.
+    """
+
+    skipped: int = 0
+    first_skipped: str | None = None
+
+
+def _split_time(line: str) -> tuple[int | None, str]:
+    """(ms, the rest) of a line: its own leading time wins over the log API's before it."""
+    t: int | None = None
+    body = line
+    for _ in range(2):  # the API's time, then maybe the line's own
+        m = _LINE_RE.match(body)
         if not m:
-            continue
+            break
         try:
-            t = parse_ts(m.group(1))
+            t = parse_ts(_FRACTION.sub(r"\1", m.group(1)))  # Python 3.10 takes 6 digits at most
         except ValueError:
-            continue
+            break
         body = m.group(2)
-        for name, pat, keys in _PATTERNS:
-            pm = pat.search(body)
-            if pm:
-                raw = {k: _convert(k, v) for k, v in zip(keys, pm.groups(), strict=True)}
-                out.append(_norm(name, t, raw))
-                break
-    return _fix_recovery_restores(out)
+    return t, body
+
+
+def events_from_log(lines: Iterable[str]) -> LogEvents:
+    """Normalise the head's log lines (docs/events.md, "Log lines"); other lines are skipped.
+
+    Reads elastix's own lines and MaxText's (:mod:`elastix.measure.maxtext`). A line's time is
+    its own leading time or, for lines without one (MaxText's), the Kubernetes log API's
+    (``timestamps=true``) before it. Never raises on a line's content: what could not be read
+    is counted in the result's ``skipped``.
+    """
+    out: list[Event] = []
+    mt = maxtext.Reader()
+    skipped, first = 0, None
+    for n, line in enumerate(lines, 1):
+        t, body = _split_time(line)
+        try:
+            got = _read_line(body, mt) if t is not None else None
+        except (ValueError, TypeError, KeyError):  # a number that is no number, and the like
+            got = None
+        if got is None:
+            if any(k in body for k in maxtext.MARKERS):
+                skipped += 1
+                if first is None:
+                    why = "no time: read it with timestamps" if t is None else "unreadable"
+                    first = f"line {n} ({why}): {body.strip()[:80]}"
+            continue
+        out += [_norm(name, t, raw) for name, raw in got]
+    res = LogEvents(_fix_recovery_restores(out))
+    res.skipped, res.first_skipped = skipped, first
+    return res
+
+
+def _read_line(body: str, mt: maxtext.Reader) -> list[tuple[str, dict[str, Any]]] | None:
+    """The events of one line's text, or None when it is none of the lines measurement reads."""
+    for name, pat, keys in _PATTERNS:
+        pm = pat.search(body)
+        if pm:
+            raw = {k: _convert(k, v) for k, v in zip(keys, pm.groups(), strict=True)}
+            extra = mt.step(raw["step"], raw["seconds"]) if name == "step" else []
+            return [(name, raw)] + extra
+    return mt.line(body)
+
+
+def log_note(events: list[Event]) -> str:
+    """``"; skipped N lines (first: ...)"`` for a source's name, or "" when none was skipped."""
+    n = getattr(events, "skipped", 0)
+    if not n:
+        return ""
+    return (f"; skipped {n} line{'s' if n != 1 else ''} elastix could not read "
+            f"(first: {events.first_skipped})")  # type: ignore[attr-defined]
 
 
 def _fix_recovery_restores(events: list[Event]) -> list[Event]:
@@ -280,13 +342,12 @@ class Recovery:
                       ("waiting for slices", self.cleanup_done), ("restore", self.slices_ready),
                       ("first step", self.restored), (None, self.first_step_at)]
         out = []
-        prev_name, prev_t = None, None
-        for name, t in points:
-            if t is None:
-                continue
-            if prev_name is not None and prev_t is not None:
-                out.append((prev_name, prev_t, t))
-            prev_name, prev_t = name, t
+        reached = [i for i, (_, t) in enumerate(points) if t is not None]
+        for i, j in zip(reached, reached[1:], strict=False):
+            # A phase whose end the source did not log is not stretched over the next one:
+            # in a recovery that went on, it is unknown ("not in the log"), not longer.
+            if j == i + 1 or self.kind == "restart":
+                out.append((points[i][0], points[i][1], points[j][1]))
         return out
 
     def phase_seconds(self) -> dict[str, float | None]:
@@ -311,6 +372,18 @@ class Recovery:
         return self.last_step - self.restored_step
 
     @property
+    def not_in_log(self) -> list[str]:
+        """What a recovery that went on passed through but its source did not say: phases
+        whose bounds were not logged and, in-process, the restore's size and the lost slices
+        (MaxText logs neither). Reported as unknown, never estimated."""
+        if not self.complete:
+            return []
+        out = [p for p, secs in self.phase_seconds().items() if secs is None]
+        if self.kind == "in-process":
+            out += [k for k in ("restore_bytes", "lost_slices") if getattr(self, k) is None]
+        return out
+
+    @property
     def pid_same(self) -> bool | None:
         if self.pid_before is None or self.pid_after is None:
             return None
@@ -325,7 +398,7 @@ class Recovery:
         d.update(complete=self.complete, detection_from=self.detection_from,
                  downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
-                 phases=self.phase_seconds())
+                 phases=self.phase_seconds(), not_in_log=self.not_in_log)
         return d
 
 

@@ -21,6 +21,17 @@ def _yn(x: bool | None) -> str:
     return "?" if x is None else ("yes" if x else "no")
 
 
+NOT_IN_LOG = "not in the log"
+
+
+def _phase(r: Recovery | None, phase: str, secs: float | None) -> str:
+    """A phase's seconds; one the recovery went through but its source did not log says so
+    (MaxText logs no restore end when Orbax's line is missing), instead of a number or "-"."""
+    if secs is None and r is not None and phase in r.not_in_log:
+        return NOT_IN_LOG
+    return _s(secs)
+
+
 def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     """(what, value) rows of one kill's recovery timeline, in time order."""
     r: Recovery | None = m.recovery
@@ -31,11 +42,14 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         rows.append(("recovery", "none observed" + (" (timed out)" if m.timed_out else "")))
     else:
         for phase, secs in r.phase_seconds().items():
-            rows.append((phase, _s(secs)))
+            rows.append((phase, _phase(r, phase, secs)))
         rows.append(("detection counted from", r.detection_from or "-"))
         if r.restored_step is not None:
+            size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
-                                     f"{r.restore_bytes or 0:,} bytes in {_s(r.restore_seconds)}"))
+                                     f"{size} bytes in {_s(r.restore_seconds)}"))
+        if "lost_slices" in r.not_in_log:
+            rows.append(("slices lost", NOT_IN_LOG))
         if r.first_step is not None:
             rows.append(("first step after", f"step {r.first_step} at {fmt_ms(r.first_step_at)}"
                                              f" ({_s(r.first_step_seconds)})"))
@@ -71,10 +85,12 @@ def print_soak(console: Any, res: SoakResult) -> None:
     for i, m in enumerate(res.measurements, 1):
         r = m.recovery
         ph = r.phase_seconds() if r else {}
-        t.add_row(str(i), ", ".join(k.pod for k in m.kills), _s(ph.get("detection")),
-                  (r.detection_from if r else None) or "-", _s(ph.get("waiting for slices")),
-                  _s(ph.get("restore")),
-                  _s(ph.get("first step")), _s(r.downtime if r else None),
+        t.add_row(str(i), ", ".join(k.pod for k in m.kills),
+                  _phase(r, "detection", ph.get("detection")),
+                  (r.detection_from if r else None) or "-",
+                  _phase(r, "waiting for slices", ph.get("waiting for slices")),
+                  _phase(r, "restore", ph.get("restore")),
+                  _phase(r, "first step", ph.get("first step")), _s(r.downtime if r else None),
                   "-" if not r or r.steps_lost is None else str(r.steps_lost),
                   _yn(m.in_process))
     console.print(t)
@@ -105,6 +121,10 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
         t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
                   f"{secs / wall:.1%}" if wall else "-")
     console.print(t)
+    unknown = [f"recovery {r.index}: {', '.join(r.not_in_log)}" for r in rep.recoveries
+               if r.not_in_log]
+    if unknown:  # its time is counted as "other", never guessed into a phase
+        console.print(f"{NOT_IN_LOG}: {'; '.join(unknown)}", markup=False)
     origins = sorted({r.detection_from for r in rep.recoveries if r.detection_from})
     if origins:
         console.print(f"detection counted from: {' and '.join(origins)} (docs/events.md)",

@@ -1,7 +1,9 @@
 """Log streaming for the GKE backend, following the head (or a worker) across pod restarts.
 
 With ``follow``, log lines are requested with timestamps so that a reconnection to the *same*
-pod (a cut stream) resumes after the last line seen; when the pod is replaced (a new UID: the
+pod (a cut stream) resumes after the last line seen (shown only with ``--timestamps``: the API's
+RFC3339 time before each line, as ``kubectl logs --timestamps``; measurement asks for it, since
+MaxText's lines carry no time of their own); when the pod is replaced (a new UID: the
 JobSet restarted or the worker was recreated) a notice is emitted and the new pod is streamed
 from its start. Pods are chosen by JobSet labels, never by name.
 """
@@ -135,7 +137,7 @@ def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
                    f"{restarts} time{'s' if restarts != 1 else ''})"
                    + (f"; {deleted}: see Cloud Logging" if deleted else ""), notice=True)
     resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
-                    tail=opts.tail_lines, timestamps=False, previous=True)
+                    tail=opts.tail_lines, timestamps=opts.timestamps, previous=True)
     with backend.tr(f"reading the log of pod {pname}"):
         for line in _read_lines(resp):
             yield LogEvent(line)
@@ -165,7 +167,7 @@ def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
 def _once(backend: GKEBackend, pod: dict, container: str,
           opts: LogOptions) -> Iterator[LogEvent]:
     resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
-                    tail=opts.tail_lines, timestamps=False)
+                    tail=opts.tail_lines, timestamps=opts.timestamps)
     with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
         for line in _read_lines(resp):
             yield LogEvent(line)
@@ -217,7 +219,7 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
                             continue  # already shown before the reconnection
                         last = t or last
                         cuts = 0
-                        yield LogEvent(text)
+                        yield LogEvent(line if opts.timestamps else text)
             except ApiTimeout:
                 continue  # a quiet log: ask again from the last line seen
         except ContainerWaiting:  # e.g. CrashLoopBackOff: wait for a change

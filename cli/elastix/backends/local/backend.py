@@ -12,6 +12,7 @@ recorded process, so nothing is orphaned even when the supervisor itself was SIG
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import random
@@ -301,6 +302,8 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         d = self._dir(name)
+        if opts.timestamps:
+            return self._stamped(name, opts)
         container = opts.container
         if opts.slice is not None or opts.host is not None:
             if container not in (None, labels.WORKER_CONTAINER):
@@ -331,6 +334,15 @@ class LocalBackend(Backend):
             prev, cur = attempts[-2:]
             return _previous(d, prev, cur, opts)
         return _follow_files(d, heads, opts)
+
+    def _stamped(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+        """``--timestamps`` locally: a process writes straight to its log file, so no time per
+        line is recorded to add; say so once, then the lines as written (elastix's own lines
+        start with their time; measurement reads the events file here, not the log)."""
+        lines = self.logs(name, dataclasses.replace(opts, timestamps=False))
+        yield LogEvent("the local backend records no time per line: lines are shown as "
+                       "written", notice=True)
+        yield from lines
 
     # ------------------------------------------------------------------ policy
     @classmethod
