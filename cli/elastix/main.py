@@ -49,7 +49,7 @@ app = typer.Typer(
     name="elastix",
     help="Launch and measure elastic JAX training with Pathways on GKE, or locally.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
     # Click's layout, not Rich's: Rich's option table cuts long option names at 80 columns.
     rich_markup_mode=None,
@@ -79,9 +79,17 @@ app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                  help="Print the elastix version and exit."),
 ) -> None:
     if debug:
         os.environ[envvars.DEBUG] = "1"

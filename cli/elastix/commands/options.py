@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from elastix.backends import Target
+from elastix.backends import Target, get_backend
 from elastix.errors import UsageError
 
 BackendOpt = Annotated[str | None, typer.Option(
@@ -36,7 +36,37 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
-WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
+COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for workload names before it gets none
+
+
+def complete_workload_name(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Workload names for shell completion, from the backend the command line names so far.
+
+    Completion must never get in the way of typing: on any error, or without an answer within
+    ``COMPLETION_TIMEOUT`` seconds (a cluster out of reach), it offers nothing.
+    """
+    import threading
+
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            target = Target(**{name: ctx.params.get(name, default)
+                               for name, _, default in TARGET_OPTIONS})
+            found.extend(w.name for w in get_backend(target).list())
+        except Exception:  # completion offers nothing rather than fail
+            found.clear()
+
+    thread = threading.Thread(target=ask, name="complete-workload", daemon=True)
+    thread.start()
+    thread.join(COMPLETION_TIMEOUT)
+    if thread.is_alive():
+        return []
+    return sorted(n for n in found if n.startswith(incomplete))
+
+
+WorkloadName = Annotated[str, typer.Argument(help="Workload name.",
+                                             autocompletion=complete_workload_name)]
 
 
 def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any:
