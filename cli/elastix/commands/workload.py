@@ -20,6 +20,7 @@ from elastix.commands.options import (
     duration_option,
     replace_params,
     with_target,
+    with_workload_option,
 )
 from elastix.errors import UsageError
 from elastix.workload.spec import (
@@ -86,11 +87,12 @@ def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @with_target(namespace=None)
+@with_workload_option(required=False)
 @with_spec_options
 def create(
     target: Target,
     name: Annotated[str | None, typer.Argument(
-        help="Workload name (a DNS label, at most 40 characters).")] = None,
+        help="Workload name (a DNS label, at most 40 characters; or --workload NAME).")] = None,
     spec_file: Annotated[Path | None, typer.Option(
         "--spec", help="YAML spec file; flags override it.")] = None,
     flags: dict[str, Any] | None = None,
@@ -232,6 +234,7 @@ def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
 
 
 @with_target
+@with_workload_option
 def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
@@ -249,6 +252,7 @@ def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
 
 
 @with_target
+@with_workload_option
 def delete(
     target: Target,
     name: WorkloadName,
@@ -271,10 +275,11 @@ def delete(
 
 
 @with_target
+@with_workload_option(required=False)
 def goodput(
     target: Target,
     name: Annotated[str | None, typer.Argument(
-        help="Workload name (not needed with --events/--log).")] = None,
+        help="Workload name, or --workload NAME (not needed with --events/--log).")] = None,
     events_file: Annotated[Path | None, typer.Option(
         "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
     log_file: Annotated[Path | None, typer.Option(
