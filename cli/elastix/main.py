@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, click_errors.NoArgsIsHelpError):
             err.show()
             return 0
+        if isinstance(err, click_errors.NoSuchOption) and err.ctx:
+            from elastix.commands import xpk
+
+            xpk_flag = xpk.did_you_mean(err.ctx.command_path.partition(" ")[2], err.option_name)
+            if xpk_flag:
+                _print_error(UsageError(*xpk_flag))
+                return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
             _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))

@@ -148,6 +148,7 @@ CREATE_FLAGS = {
     "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
     "--skip-preflight", "--spec",
     "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--workload", "--zone",
+    "--termination-grace-period-seconds", "-tgps", "--output-manifest-file",
     "-n", "-o",
 }
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import typer
 
+from elastix.commands import xpk
 from elastix.commands.options import one_name
 from elastix.workload import platform  # pure data: the defaults cluster create shows in --help
 
@@ -58,6 +59,7 @@ def create(
     tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
     num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
     cpu_machine_type: str = typer.Option(platform.HEAD_MACHINE, "--cpu-machine-type",
+                                         *xpk.aliases("cluster create", "--cpu-machine-type"),
                                          help="Machine type of the Pathways head pool "
                                          "(checked against the head pod's requests)."),
     cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool (autoscaling "
@@ -152,7 +154,8 @@ def delete(
     cluster_name: str | None = ClusterOpt,
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    yes: bool = typer.Option(False, "--yes", "-y", *xpk.aliases("cluster delete", "--yes"),
+                             help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
 ) -> None:
     from elastix.clients import gke

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
+from elastix.commands import xpk
 from elastix.commands.options import (
     GoodputWindow,
     WorkloadName,
@@ -56,7 +57,8 @@ def _spec_parameters() -> list[inspect.Parameter]:
         meta = field.metadata
         if not meta.get("flags"):
             continue
-        opt = typer.Option(*meta["flags"], help=meta["help"])
+        opt = typer.Option(*meta["flags"], *xpk.aliases("workload create", meta["flags"][0]),
+                           help=meta["help"])
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                      annotation=Annotated[_CLI_TYPES[KINDS[name]], opt]))
     return out
@@ -107,7 +109,8 @@ def create(
     output: Annotated[str, typer.Option(
         "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
     output_file: Annotated[Path | None, typer.Option(
-        "--output-file", help="Write the manifest here.")] = None,
+        "--output-file", *xpk.aliases("workload create", "--output-file"),
+        help="Write the manifest here.")] = None,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a workload of the same name.")] = False,
     skip_preflight: Annotated[bool, typer.Option(
