@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+import click
 import typer
 
 from elastix import __version__
@@ -16,13 +17,43 @@ from elastix.commands import chaos, cluster, image, logs, workload
 from elastix.errors import ElastixError, ProblemsError, UsageError
 from elastix.protocol import envvars
 
+HELP_MAX_WIDTH = 120  # --help uses the terminal's width, up to this
+_NB_HYPHEN = "\u2011"
+
+
+class _HelpFormatter(click.HelpFormatter):
+    """Click's help layout, wrapped at spaces only, so a flag named in a help text stays whole.
+
+    Click writes every option name whole (a long one puts its help on the next line); its text
+    wrapper would still break ``--dry-run`` after ``--dry-``. Hyphens are swapped for
+    non-breaking ones while wrapping and restored in :meth:`getvalue`. Typer escapes ``[`` for
+    Rich even when Rich does not render the help; the escape is dropped here.
+    """
+
+    def write_text(self, text: str) -> None:
+        super().write_text(text.replace("-", _NB_HYPHEN))
+
+    def write_dl(self, rows, col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = [(first, second.replace("\\[", "[").replace("-", _NB_HYPHEN))
+                for first, second in rows]
+        super().write_dl(rows, col_max, col_spacing)
+
+    def getvalue(self) -> str:
+        return super().getvalue().replace(_NB_HYPHEN, "-")
+
+
+class _Context(click.Context):
+    formatter_class = _HelpFormatter
+
 app = typer.Typer(
     name="elastix",
     help="Launch and measure elastic JAX training with Pathways on GKE, or locally.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Click's layout, not Rich's: Rich's option table cuts long option names at 80 columns.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": HELP_MAX_WIDTH},
 )
 
 
@@ -48,9 +79,17 @@ app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        version()
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug logs."),
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                  help="Print the elastix version and exit."),
 ) -> None:
     if debug:
         os.environ[envvars.DEBUG] = "1"
@@ -87,12 +126,24 @@ def _normalize(argv: list[str]) -> list[str]:
     return out
 
 
+def command() -> click.Command:
+    """The click command tree of ``app``, every command formatting its help with ours."""
+    root = typer.main.get_command(app)
+    todo = [root]
+    while todo:
+        cmd = todo.pop()
+        cmd.context_class = _Context
+        todo.extend(getattr(cmd, "commands", {}).values())
+    return root
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map errors to one red line plus a hint and an exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        result = app(args=_normalize(argv), prog_name="elastix", standalone_mode=False)
+        result = command().main(args=_normalize(argv), prog_name="elastix",
+                                standalone_mode=False)
         if result == 130:  # typer turns Ctrl-C into Exit(130) and returns it when not standalone
             sys.stderr.write("interrupted\n")
             return 130
@@ -117,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, click_errors.NoArgsIsHelpError):
             err.show()
             return 0
+        if isinstance(err, click_errors.NoSuchOption) and err.ctx:
+            from elastix.commands import xpk
+
+            xpk_flag = xpk.did_you_mean(err.ctx.command_path.partition(" ")[2], err.option_name)
+            if xpk_flag:
+                _print_error(UsageError(*xpk_flag))
+                return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
             _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))

@@ -147,7 +147,9 @@ CREATE_FLAGS = {
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
     "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
     "--skip-preflight", "--spec",
-    "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--zone", "-n", "-o",
+    "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--workload", "--zone",
+    "--termination-grace-period-seconds", "-tgps", "--output-manifest-file",
+    "-n", "-o",
 }
 
 

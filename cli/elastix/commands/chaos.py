@@ -14,11 +14,13 @@ from elastix.commands.options import (
     check_window,
     parse_duration_in,
     with_target,
+    with_workload_option,
 )
 from elastix.errors import BackendError, UsageError
 
 
 @with_target
+@with_workload_option
 def kill_worker(
     target: Target,
     name: WorkloadName,
@@ -112,6 +114,7 @@ EXIT_CODES = (
 
 
 @with_target
+@with_workload_option
 def run(
     target: Target,
     name: WorkloadName,

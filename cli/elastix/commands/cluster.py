@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 
 import typer
 
+from elastix.commands import xpk
+from elastix.commands.options import one_name
 from elastix.workload import platform  # pure data: the defaults cluster create shows in --help
 
 app = typer.Typer(no_args_is_help=True)
@@ -16,6 +18,10 @@ ProjectOpt = typer.Option(None, "--project", envvar="GOOGLE_CLOUD_PROJECT",
                           help="Google Cloud project id.")
 ZoneOpt = typer.Option(None, "--zone", "--location", help="Zone, e.g. us-central1-a.")
 DryRunOpt = typer.Option(False, "--dry-run", help="Print every request; send none.")
+# xpk names the cluster with --cluster NAME: either spelling is taken (one_name checks).
+NameArg = typer.Argument(None, help="Cluster name (or --cluster NAME).", show_default=False)
+ClusterOpt = typer.Option(None, "--cluster", help="The cluster NAME, as xpk spells it.",
+                          show_default=False)
 
 
 def _console():
@@ -46,12 +52,14 @@ def _print_steps(out, cfg, steps) -> None:
 @app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
              "node pool per slice; install JobSet if missing.")
 def create(
-    name: str = typer.Argument(..., help="Cluster name."),
+    name: str | None = NameArg,
+    cluster_name: str | None = ClusterOpt,
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
     tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
     num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
     cpu_machine_type: str = typer.Option(platform.HEAD_MACHINE, "--cpu-machine-type",
+                                         *xpk.aliases("cluster create", "--cpu-machine-type"),
                                          help="Machine type of the Pathways head pool "
                                          "(checked against the head pod's requests)."),
     cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool (autoscaling "
@@ -72,6 +80,7 @@ def create(
     dry_run: bool = DryRunOpt,
 ) -> None:
     from elastix.provision import cluster, jobset_install
+    name = one_name(name, cluster_name, flag="--cluster")
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
@@ -98,7 +107,8 @@ def create(
 
 @app.command("describe", help="Node pools, TPU capacity and the installed JobSet version.")
 def describe(
-    name: str = typer.Argument(..., help="Cluster name."),
+    name: str | None = NameArg,
+    cluster_name: str | None = ClusterOpt,
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
     skip_jobset: bool = typer.Option(False, "--skip-jobset",
@@ -110,6 +120,7 @@ def describe(
     from elastix.errors import NotFoundError
     from elastix.provision import cluster
 
+    name = one_name(name, cluster_name, flag="--cluster")
     cfg = cluster.validate(project, zone, name)
     client = gke.cluster_manager()
     found = cluster.get_cluster(client, cfg)
@@ -139,15 +150,18 @@ def describe(
 
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")
 def delete(
-    name: str = typer.Argument(..., help="Cluster name."),
+    name: str | None = NameArg,
+    cluster_name: str | None = ClusterOpt,
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    yes: bool = typer.Option(False, "--yes", "-y", *xpk.aliases("cluster delete", "--yes"),
+                             help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
 ) -> None:
     from elastix.clients import gke
     from elastix.errors import ElastixError
     from elastix.provision import cluster
+    name = one_name(name, cluster_name, flag="--cluster")
     cfg = cluster.validate(project, zone, name)
     out = _console()
     steps = cluster.plan_delete(cfg)

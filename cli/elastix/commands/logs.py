@@ -7,11 +7,17 @@ from typing import Annotated
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.commands.options import WorkloadName, parse_duration_in, with_target
+from elastix.commands.options import (
+    WorkloadName,
+    parse_duration_in,
+    with_target,
+    with_workload_option,
+)
 from elastix.errors import UsageError
 
 
 @with_target
+@with_workload_option
 def logs(
     target: Target,
     name: WorkloadName,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from elastix.backends import Target
+from elastix.backends import Target, get_backend
 from elastix.errors import UsageError
 
 BackendOpt = Annotated[str | None, typer.Option(
@@ -36,7 +36,92 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
-WorkloadName = Annotated[str, typer.Argument(help="Workload name.")]
+COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for workload names before it gets none
+
+
+def complete_workload_name(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Workload names for shell completion, from the backend the command line names so far.
+
+    Completion must never get in the way of typing: on any error, or without an answer within
+    ``COMPLETION_TIMEOUT`` seconds (a cluster out of reach), it offers nothing.
+    """
+    import threading
+
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            target = Target(**{name: ctx.params.get(name, default)
+                               for name, _, default in TARGET_OPTIONS})
+            found.extend(w.name for w in get_backend(target).list())
+        except Exception:  # completion offers nothing rather than fail
+            found.clear()
+
+    thread = threading.Thread(target=ask, name="complete-workload", daemon=True)
+    thread.start()
+    thread.join(COMPLETION_TIMEOUT)
+    if thread.is_alive():
+        return []
+    return sorted(n for n in found if n.startswith(incomplete))
+
+
+WorkloadName = Annotated[str, typer.Argument(help="Workload name (or --workload NAME).",
+                                             autocompletion=complete_workload_name)]
+_OptionalWorkloadName = Annotated[str | None, typer.Argument(
+    help="Workload name (or --workload NAME).", show_default=False,
+    autocompletion=complete_workload_name)]
+WorkloadOpt = Annotated[str | None, typer.Option(
+    "--workload", help="The workload NAME, as xpk spells it.", show_default=False,
+    autocompletion=complete_workload_name)]
+
+
+def one_name(positional: str | None, option: str | None, *, flag: str,
+             required: bool = True) -> str | None:
+    """The NAME given either as the positional or as ``flag`` (its xpk spelling).
+
+    Raises:
+        UsageError: both are given, or neither when ``required``.
+    """
+    import click
+
+    cmd = click.get_current_context(silent=True)
+    path = cmd.command_path if cmd else "elastix"
+    if positional is not None and option is not None:
+        raise UsageError(f"NAME {positional!r} and {flag} {option!r} both given",
+                         hint=f"give the name once: {path} NAME, or {path} {flag} NAME")
+    if required and positional is None and option is None:
+        raise UsageError(f"missing {flag.lstrip('-')} NAME",
+                         hint=f"{path} NAME, or {path} {flag} NAME")
+    return positional if positional is not None else option
+
+
+def with_workload_option(fn: Callable[..., Any] | None = None, *, required: bool = True) -> Any:
+    """Decorate a handler with a positional ``name``: ``--workload NAME`` may stand for it.
+
+    xpk users type ``--workload NAME``; click cannot make one value both positional and an
+    option, so NAME becomes optional, ``--workload`` follows it, and :func:`one_name` checks
+    that exactly one is given (at most one when ``required`` is False).
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = []
+        for p in inspect.signature(fn, eval_str=True).parameters.values():
+            if p.name == "name":
+                if required:
+                    p = p.replace(annotation=_OptionalWorkloadName)
+                params += [p.replace(default=None),
+                           inspect.Parameter("workload", inspect.Parameter.KEYWORD_ONLY,
+                                             annotation=WorkloadOpt, default=None)]
+            else:
+                params.append(p)
+
+        def call(kwargs: dict[str, Any]) -> Any:
+            kwargs["name"] = one_name(kwargs["name"], kwargs.pop("workload"), flag="--workload",
+                                      required=required)
+            return fn(**kwargs)
+
+        return replace_params(fn, params, call)
+
+    return decorate(fn) if fn is not None else decorate
 
 
 def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
+from elastix.commands import xpk
 from elastix.commands.options import (
     GoodputWindow,
     WorkloadName,
@@ -20,6 +21,7 @@ from elastix.commands.options import (
     duration_option,
     replace_params,
     with_target,
+    with_workload_option,
 )
 from elastix.errors import UsageError
 from elastix.workload.spec import (
@@ -55,7 +57,8 @@ def _spec_parameters() -> list[inspect.Parameter]:
         meta = field.metadata
         if not meta.get("flags"):
             continue
-        opt = typer.Option(*meta["flags"], help=meta["help"])
+        opt = typer.Option(*meta["flags"], *xpk.aliases("workload create", meta["flags"][0]),
+                           help=meta["help"])
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                      annotation=Annotated[_CLI_TYPES[KINDS[name]], opt]))
     return out
@@ -86,11 +89,12 @@ def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @with_target(namespace=None)
+@with_workload_option(required=False)
 @with_spec_options
 def create(
     target: Target,
     name: Annotated[str | None, typer.Argument(
-        help="Workload name (a DNS label, at most 40 characters).")] = None,
+        help="Workload name (a DNS label, at most 40 characters; or --workload NAME).")] = None,
     spec_file: Annotated[Path | None, typer.Option(
         "--spec", help="YAML spec file; flags override it.")] = None,
     flags: dict[str, Any] | None = None,
@@ -105,7 +109,8 @@ def create(
     output: Annotated[str, typer.Option(
         "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
     output_file: Annotated[Path | None, typer.Option(
-        "--output-file", help="Write the manifest here.")] = None,
+        "--output-file", *xpk.aliases("workload create", "--output-file"),
+        help="Write the manifest here.")] = None,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a workload of the same name.")] = False,
     skip_preflight: Annotated[bool, typer.Option(
@@ -232,6 +237,7 @@ def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
 
 
 @with_target
+@with_workload_option
 def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
     """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
@@ -249,6 +255,7 @@ def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
 
 
 @with_target
+@with_workload_option
 def delete(
     target: Target,
     name: WorkloadName,
@@ -271,10 +278,11 @@ def delete(
 
 
 @with_target
+@with_workload_option(required=False)
 def goodput(
     target: Target,
     name: Annotated[str | None, typer.Argument(
-        help="Workload name (not needed with --events/--log).")] = None,
+        help="Workload name, or --workload NAME (not needed with --events/--log).")] = None,
     events_file: Annotated[Path | None, typer.Option(
         "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
     log_file: Annotated[Path | None, typer.Option(

@@ -1,0 +1,138 @@
+"""xpk's flag spellings that elastix does not take, and what to type instead.
+
+xpk users bring their habits. A flag spelled and meaning the same in both is simply accepted
+(``--tpu-type``, ``--num-slices``, ``--workload``, ``--cluster``...), and a few same-meaning
+spellings are aliases (:data:`ALIASES`). Every other xpk flag of the Pathways commands is
+listed here, per elastix command, so that ``main`` turns click's "No such option" into a
+did-you-mean naming the elastix flag, or saying why elastix has none. The flag list is
+``tests/fixtures/xpk_pathways_flags.json`` (read from xpk's parsers); ``docs/from-xpk.md``
+is the prose.
+"""
+
+from __future__ import annotations
+
+# Same meaning, another spelling: accepted as aliases. Keyed by (command, elastix flag).
+ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("workload create", "--termination-grace-period"): (
+        "--termination-grace-period-seconds", "-tgps"),
+    ("workload create", "--output-file"): ("--output-manifest-file",),
+    ("cluster create", "--cpu-machine-type"): ("--pathways-gce-machine-type",),
+    ("cluster delete", "--yes"): ("--force",),
+}
+
+# xpk flag -> (the elastix flag to type, or None), and a note: how to use it, or why none.
+Entry = tuple[str | None, str]
+
+_EVERYWHERE: dict[str, Entry] = {
+    "--project-number": ("--project", "elastix takes the project id"),
+    "--skip-validation": (None, "elastix validates locally, before any request; "
+                                "workload create --skip-preflight skips the cluster checks"),
+    "--quiet": (None, "elastix asks only before deleting a cluster (--yes there)"),
+    "--no-quiet": (None, "elastix asks only before deleting a cluster"),
+    "--sandbox-kubeconfig": ("--kubeconfig", "elastix uses your kubeconfig, or the one given"),
+    "--no-sandbox-kubeconfig": ("--kubeconfig", "elastix uses your kubeconfig, or the one given"),
+    "--dependency-auto-download": (None, "elastix downloads no tools: it calls the APIs"),
+    "--no-dependency-auto-download": (None, "elastix downloads no tools: it calls the APIs"),
+    "--no-dry-run": (None, "leave out --dry-run"),
+    "--enable-debug-logs": ("--debug", "a flag of elastix itself: elastix --debug ..."),
+}
+
+_READS = "this command only reads: it has no dry run"
+_NO_CAPACITY = ("elastix asks for no capacity per workload: the cluster's node pools are the "
+                "capacity (elastix cluster create --spot)")
+_NO_KUBECONFIG = "elastix cluster commands get the cluster's credentials from the GKE API"
+_CUSTOM_ARGS = "one argument a flag, repeated, not one string split at spaces"
+
+SPELLINGS: dict[str, dict[str, Entry]] = {
+    "workload create": {
+        "--custom-pathways-server-args": ("--custom-rm-arg", _CUSTOM_ARGS),
+        "--custom-pathways-proxy-server-args": ("--custom-proxy-arg", _CUSTOM_ARGS),
+        "--custom-pathways-worker-args": ("--custom-worker-arg", _CUSTOM_ARGS),
+        "--base-docker-image": ("--docker-image", "build the image first: elastix image build "
+                                                  "--base-image IMAGE --tag TAG"),
+        "--script-dir": ("--docker-image", "build your code into the image: elastix image build"),
+        "--docker-name": (None, "the main container's name is fixed"),
+        "--docker-image-pull-secret": (None, "use Artifact Registry with the nodes' identity"),
+        "--storage": (None, "mount storage with your own --template"),
+        "--use-parallel-containers": (None, "elastix renders one main container"),
+        "--no-use-parallel-containers": (None, "elastix renders one main container"),
+        "--ttl-seconds-after-finished": (None, "delete with elastix workload delete; the "
+                                               "local backend keeps state until deleted"),
+        "--use-vertex-tensorboard": (None, "not integrated; the trainer writes events "
+                                           "(--events-path)"),
+        "--experiment-name": (None, "not integrated; the trainer writes events (--events-path)"),
+        "--on-demand": (None, _NO_CAPACITY), "--reservation": (None, _NO_CAPACITY),
+        "--spot": (None, _NO_CAPACITY), "--flex": (None, _NO_CAPACITY),
+    },
+    "workload list": {
+        "--filter-by-status": (None, "the table shows every workload's state; "
+                                     "-o json to filter it"),
+        "--filter-by-job": (None, "-o json to filter by name"),
+        "--wait-for-job-completion": (None, "elastix workload status NAME --watch follows one "
+                                            "workload"),
+        "--timeout": (None, "elastix workload status NAME --watch follows one workload"),
+        "--dry-run": (None, _READS),
+    },
+    "workload delete": {
+        "--filter-by-job": (None, "delete one workload by NAME"),
+        "--filter-by-status": (None, "delete one workload by NAME"),
+        "--force": (None, "elastix workload delete does not ask for confirmation"),
+        "--dry-run": (None, "elastix workload status NAME shows what would be deleted"),
+    },
+    "workload status": {  # xpk inspector
+        "--print-to-terminal": (None, "status prints to the terminal (-o json for a file)"),
+        "--dry-run": (None, _READS),
+    },
+    "cluster create": {
+        "--default-pool-cpu-machine-type": (
+            "--cpu-machine-type", "elastix makes one CPU pool, the Pathways head's"),
+        "--default-pool-cpu-num-nodes": ("--cpu-nodes", "elastix makes one CPU pool, the "
+                                                        "Pathways head's"),
+        "--cluster-cpu-machine-type": ("--cpu-machine-type", "elastix makes one CPU pool, the "
+                                                             "Pathways head's"),
+        "--gke-version": ("--release-channel", "elastix picks a channel, not a version"),
+        "--on-demand": (None, "on-demand is the default; --spot for Spot VMs"),
+        "--reservation": (None, "reservations are not supported yet"),
+        "--flex": (None, "flex-start is not supported yet"),
+        "--enable-workload-identity": (None, "always enabled"),
+        "--host-maintenance-interval": (None, "elastix adds a maintenance exclusion to TPU "
+                                              "pools instead"),
+        "--custom-cluster-arguments": (None, "elastix calls the GKE API, not gcloud"),
+        "--custom-nodepool-arguments": (None, "elastix calls the GKE API, not gcloud"),
+        "--custom-tpu-nodepool-arguments": (None, "elastix calls the GKE API, not gcloud"),
+        "--enable-autoprovisioning": (None, "elastix makes one node pool per slice"),
+        "--private": (None, "private clusters are not supported yet"),
+        "--create-vertex-tensorboard": (None, "not integrated"),
+        "--enable-mtc": (None, "elastix checkpoints through the trainer (Orbax on GCS)"),
+        "--force": (None, "elastix cluster create asks for no approval"),
+        "--sandbox-kubeconfig": (None, _NO_KUBECONFIG),
+    },
+    "cluster delete": {
+        "--cluster-state-gcs-bucket": (None, "elastix keeps no cluster state outside GKE"),
+        "--sandbox-kubeconfig": (None, _NO_KUBECONFIG),
+    },
+    "cluster describe": {
+        "--dry-run": (None, _READS),
+        "--sandbox-kubeconfig": (None, _NO_KUBECONFIG),
+    },
+}
+
+
+def aliases(command: str, flag: str) -> tuple[str, ...]:
+    """xpk's other spellings of ``flag`` of ``command``, to declare beside it."""
+    return ALIASES.get((command, flag), ())
+
+
+def did_you_mean(command: str, option: str) -> tuple[str, str] | None:
+    """The message and hint for an xpk flag ``option`` given to ``command``, or None.
+
+    ``command`` is the path below ``elastix`` (``"workload create"``).
+    """
+    entry = SPELLINGS.get(command, {}).get(option) or _EVERYWHERE.get(option)
+    if entry is None:
+        return None
+    flag, note = entry
+    if flag is None:
+        return (f"{option} is an xpk flag; elastix {command} has no equivalent",
+                f"{note} (docs/from-xpk.md)")
+    return f"{option} is xpk's spelling; elastix says {flag}", f"{flag}: {note}"

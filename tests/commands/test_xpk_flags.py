@@ -1,0 +1,75 @@
+"""Issue #16, xpk habits: every xpk flag of the Pathways commands (the vendored extract of
+xpk's parsers) is accepted by the elastix command that does the same job, or gets a one-line
+exit-2 did-you-mean naming the elastix flag, or saying why there is none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+
+from elastix.commands import xpk
+from elastix.main import command, main
+
+EXTRACT = json.loads((Path(__file__).parents[1] / "fixtures" / "xpk_pathways_flags.json")
+                     .read_text())
+ROWS = [(xpk_cmd, spec["elastix"], flag) for xpk_cmd, spec in EXTRACT["commands"].items()
+        for flag in spec["flags"]]
+
+
+def _flags(cmd: click.Command) -> set[str]:
+    return {o for p in cmd.params if isinstance(p, click.Option) for o in (*p.opts,
+                                                                           *p.secondary_opts)}
+
+
+def _command(path: str) -> click.Command:
+    cmd = command()
+    for name in path.split():
+        cmd = cmd.commands[name]
+    return cmd
+
+
+@pytest.mark.parametrize(("xpk_cmd", "elastix_cmd", "flag"), ROWS,
+                         ids=[f"{c}:{f}" for c, _, f in ROWS])
+def test_xpk_flag_is_accepted_or_gets_a_did_you_mean(xpk_cmd, elastix_cmd, flag, capsys):
+    accepted = _flags(_command(elastix_cmd))
+    if flag in accepted:
+        assert xpk.did_you_mean(elastix_cmd, flag) is None  # no advice against a real flag
+        return
+    assert main([*elastix_cmd.split(), flag]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("hint: "), err
+    assert lines[0].startswith(f"error: {flag} is "), err
+    advice = xpk.did_you_mean(elastix_cmd, flag)
+    assert advice is not None and lines[0] == f"error: {advice[0]}"
+    if "elastix says" in lines[0]:  # the flag it names exists (on this command, or elastix's)
+        named = lines[0].rsplit(" ", 1)[1]
+        assert named in accepted | _flags(command()), named
+
+
+def test_aliases_are_declared():
+    """Each xpk alias is a spelling of its elastix flag on that command."""
+    for (path, flag), spellings in xpk.ALIASES.items():
+        for p in _command(path).params:
+            if flag in getattr(p, "opts", ()):
+                assert set(spellings) <= set(p.opts)
+                break
+        else:
+            pytest.fail(f"{path} has no {flag}")
+
+
+def test_every_mapped_flag_is_in_the_extract():
+    """The mapping names no flag xpk does not have (shared flags count for every command)."""
+    known = {f for spec in EXTRACT["commands"].values() for f in spec["flags"]}
+    mapped = {f for flags in xpk.SPELLINGS.values() for f in flags if not f.startswith("--no-")}
+    mapped |= {f for f in xpk._EVERYWHERE if not f.startswith("--no-")}
+    assert mapped - known == set()
+
+
+def test_unknown_flags_keep_click_s_message(capsys):
+    assert main(["workload", "list", "--no-such-flag"]) == 2
+    assert "No such option" in capsys.readouterr().err
