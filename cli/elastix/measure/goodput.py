@@ -112,7 +112,16 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
     run_start = None
     last_step_t: dict[int, int] = {}
     stall_cursor: dict[int, int] = {}
+    recovering = False
     for ev in events:
+        if ev.name == "elastic_detected":
+            recovering = True
+        elif ev.name == "step" and recovering:
+            # The first step after a recovery compiles or warms up, whether or not the log said
+            # when the restore ended (MaxText's may not): never productive time.
+            recovering = False
+            secs = ev.data["seconds"] or 0.0
+            out.append(("recompile", ev.t - round(secs * 1000), ev.t))
         if ev.name == "run_start":
             run_start = ev.t
         elif ev.name == "step":
