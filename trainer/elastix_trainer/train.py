@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -29,7 +30,7 @@ from elastix_trainer.health import HealthSource, StaticHealth, lost, on_pathways
 from elastix_trainer.mesh import build_mesh, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.snapshot import SnapshotStore
-from elastix_trainer.step import OptConfig, StepFns, init_state, step_fns
+from elastix_trainer.step import OptConfig, StepFns, init_state, precompile, step_fns
 
 
 @dataclasses.dataclass
@@ -119,12 +120,21 @@ class Trainer:
             best = ("snapshot", snap.step)
         return best
 
+    def step_fns_for(self, mesh) -> StepFns:
+        """The compiled step for ``mesh`` (built once per mesh, by whichever thread asks first)."""
+        return step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
+                        self.cfg.seed, self.seam)
+
+    def precompile(self, candidates, stop: threading.Event) -> threading.Thread:
+        """Compile the step for each slice set in ``candidates`` in the background."""
+        return precompile(self.step_fns_for, (build_mesh(self.slices, ids) for ids in candidates),
+                          stop)
+
     def start(self, slice_ids) -> Session:
         """Build the mesh on ``slice_ids`` and restore the newest state onto it (or init)."""
         ids = frozenset(slice_ids)
         mesh = build_mesh(self.slices, ids)
-        fns = step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seed,
-                       self.seam)
+        fns = self.step_fns_for(mesh)
         gb = self.cfg.batch_per_device * fns.num_devices
         while True:
             cand = self.restore_candidate()
