@@ -27,7 +27,7 @@ import jax
 
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec, timefmt
-from elastix_trainer import fault
+from elastix_trainer import compilecache, fault
 from elastix_trainer.checkpoint import CheckpointsUnreadable, SaveTimeout
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import (
@@ -406,6 +406,7 @@ def run(cfg) -> int:
 
     setup_logging()
     quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
+    compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
