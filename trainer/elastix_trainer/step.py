@@ -135,11 +135,20 @@ def precompile(build: Callable[[object], object], meshes: Iterable[object],
     return t
 
 
+def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
+    """The state's ShapeDtypeStructs with their shardings on ``mesh`` (a restore target), with
+    no compile: a restore can start while the step is still being built."""
+    shapes = jax.eval_shape(lambda: init_state(model, opt, seed))
+    shardings = state_shardings(mesh, shapes)
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                        shapes, shardings)
+
+
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
            seed: int, with_seam: bool) -> StepFns:
     tx = make_optimizer(opt)
-    shapes = jax.eval_shape(lambda: init_state(model, opt, seed))
-    shardings = state_shardings(mesh, shapes)
+    abstract = abstract_state(model, opt, mesh, seed)
+    shardings = jax.tree.map(lambda a: a.sharding, abstract)
     bsh = batch_sharding(mesh)
     rows = batch_per_device * num_devices(mesh)
 
@@ -153,8 +162,6 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
         params = optax.apply_updates(state["params"], updates)
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
 
-    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-                            shapes, shardings)
     batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
     init = jax.jit(lambda: init_state(model, opt, seed), out_shardings=shardings)
     if with_seam:
