@@ -62,3 +62,41 @@ def test_a_gcs_checkpoint_dir_keeps_the_cache_beside_its_steps(gcs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "compilation cache gs://ckpts/cc/jax-cache" in proc.stdout, proc.stdout
     assert "not writable" not in proc.stdout
+
+
+_BUILD = """
+import sys
+import jax
+hits = []
+jax.monitoring.register_event_listener(
+    lambda e, **kw: hits.append(e) if e == "/jax/compilation_cache/cache_hits" else None)
+from elastix_trainer import compilecache
+from elastix_trainer.config import parse_args
+from elastix_trainer.events import EventLog
+from elastix_trainer.mesh import build_mesh
+from elastix_trainer.train import Trainer
+compilecache.enable(sys.argv[1])
+tr = Trainer(parse_args(["--num-slices", "4", "--steps", "3"]), EventLog(None))
+tr.step_fns_for(build_mesh(tr.slices, [int(c) for c in sys.argv[2]]))
+print(len(hits))
+"""
+
+
+def test_a_cached_step_serves_the_same_slices_only(tmp_path):
+    """Why replica-resize compiles ahead in-process rather than relying on the cache: JAX's key
+    holds the concrete device assignment on CPU (and TPU), so slices {1,2,3} cannot reuse the
+    step compiled for {0,1,2}. If JAX ever drops it, the cache alone would serve a resize."""
+    import subprocess
+    import sys
+
+    from trainer_helpers import REPO, cli_env
+
+    def hits(slices: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _BUILD, str(tmp_path / "c"), slices],
+                             capture_output=True, text=True, env=cli_env(), cwd=REPO, timeout=240)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert hits("012") == 0
+    assert hits("123") == 0
+    assert hits("012") >= 1
