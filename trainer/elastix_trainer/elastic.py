@@ -175,10 +175,8 @@ class ElasticRuntime:
         """Train to ``cfg.steps``; returns the outcome (never raises for training errors)."""
         try:
             return self._run()
-        finally:  # a compile still running when the interpreter exits aborts the process
+        finally:  # the compile in flight finishes; step.py waits for it at exit
             self._stop_precompile.set()
-            if self.precompiling is not None:
-                self.precompiling.join()
 
     def _run(self) -> Outcome:
         tr = self.trainer

@@ -14,6 +14,7 @@ callback never enters JAX's persistent compilation cache, and the step is the on
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable
@@ -115,9 +116,8 @@ def precompile(build: Callable[[object], object], meshes: Iterable[object],
 
     XLA compiles with the GIL released, so the training loop goes on meanwhile (slower while
     the thread holds a core: precompile after start-up, not during it). ``stop`` ends it
-    between meshes; join it before the process exits (XLA aborts the process when the
-    interpreter shuts down under a compile). A failure is logged, never raised: the resize
-    then compiles as it would have anyway.
+    between meshes; the process joins it at exit. A failure is logged, never raised: the
+    resize then compiles as it would have anyway.
     """
     def work():
         for mesh in meshes:
@@ -131,8 +131,27 @@ def precompile(build: Callable[[object], object], meshes: Iterable[object],
                 return
 
     t = threading.Thread(target=work, name="elastix-precompile", daemon=True)
+    with _lock:
+        _running[:] = [(th, ev) for th, ev in _running if th.is_alive()] + [(t, stop)]
     t.start()
     return t
+
+
+_running: list[tuple[threading.Thread, threading.Event]] = []
+
+
+@atexit.register
+def _finish_precompiles() -> None:
+    """At exit, after the run has written its last event: stop every precompile thread between
+    meshes and wait for the compile in flight (XLA aborts a process whose interpreter shuts
+    down under a compile). Here rather than when the run ends, so that a SIGTERM's last events
+    and exit code never wait behind a compile."""
+    with _lock:
+        running = list(_running)
+    for _, stop in running:
+        stop.set()
+    for thread, _ in running:
+        thread.join()
 
 
 def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
