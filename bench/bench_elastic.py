@@ -119,14 +119,29 @@ def _ts(rec) -> float:
         tzinfo=dt.timezone.utc).timestamp()
 
 
-def recovery(tmp: str, mode: str) -> dict:
+def recovery(tmp: str, mode: str, precompile: bool = True) -> dict:
     extra = {"elastic_mode": mode, "min_slices": 3} if mode == "replica-resize" else {}
-    cfg = cfg_for(tmp, steps=30, checkpoint_period=10, **extra)
+    # A distinct seed per variant: compiled steps are kept per process and config, and the
+    # on-demand variant must not find the precompiled variant's.
+    cfg = cfg_for(tmp, steps=30, checkpoint_period=10, seed=0 if precompile else 1, **extra)
     fault_at = {}
 
+    during: dict[int, float] = {}  # step -> seconds, while the background compile runs
+
     def setup(tr, rt, health):
+        rt.precompile = precompile
+
+        def after(trainer, n, seconds):
+            if rt.precompiling is not None and rt.precompiling.is_alive():
+                during[n] = seconds
+        tr.after_step.append(after)
+
         def hook(trainer, n):
             if n == 16 and not fault_at:
+                if rt.precompiling is not None:  # the background compile has had its time
+                    t0 = time.monotonic()
+                    rt.precompiling.join()
+                    fault_at["waited"] = time.monotonic() - t0
                 fault_at["t"] = time.time()
                 health.set_down(3)
         tr.before_step.append(hook)
@@ -136,6 +151,10 @@ def recovery(tmp: str, mode: str) -> dict:
     tr, _ = runtime_run(cfg, ManualHealth(4), setup=setup)
     ev = tr.events
     first = ev.of("elastic_first_step")[0]
+    restored = ev.of("elastic_restored")[0]
+    to_first = _ts(first) - _ts(restored)  # the step's compile (or not), then the step
+    # A normal step on the same (new) mesh: the steps after the first one (median).
+    normal = statistics.median(r["seconds"] for r in ev.of("step")[-(30 - first["step"]):])
     det = ev.of("elastic_detected")[0]
     return {"detection": _ts(det) - fault_at["t"],
             "cleanup": ev.of("elastic_cleanup_done")[0]["seconds"],
@@ -143,7 +162,11 @@ def recovery(tmp: str, mode: str) -> dict:
             "restore": ev.of("elastic_restored")[0]["seconds"],
             "first step": first["seconds"],
             "total": _ts(first) - fault_at["t"],
-            "steps lost": det["last_step"] - ev.of("elastic_restored")[0]["step"]}
+            "steps lost": det["last_step"] - ev.of("elastic_restored")[0]["step"],
+            "restored → first step": to_first,
+            "÷ normal step": to_first / normal,
+            "waited for precompile": fault_at.get("waited", 0.0),
+            "step while precompiling": statistics.median(during.values()) if during else 0.0}
 
 
 def steps_lost(tmp: str, snapshot_period: int) -> list[int]:
@@ -176,6 +199,7 @@ def main() -> None:
         if ns.only_overhead:
             return
         rows = {m: recovery(tmp, m) for m in ("pause-resume", "replica-resize")}
+        rows["replica-resize, compiled on demand"] = recovery(tmp, "replica-resize", False)
         keys = list(rows["pause-resume"])
         print("\n| seconds | " + " | ".join(keys) + " |")
         print("|---" * (len(keys) + 1) + "|")

@@ -11,6 +11,11 @@ Alternating, ``--runs`` times each, in the same run on the same machine:
 Each recovery is measured from the kill to the first completed step after it, from the trainer's
 events, with ``elastix.measure.chaos.measure_kill`` (the same code as ``chaos kill-worker --measure``).
 
+The trainer keeps its persistent compilation cache in the workload's kept data directory (the
+local backend's default), so a restarted controller reads its compiled step instead of compiling
+it, as a restarted head pod would from the bucket: the restart side is not handicapped by a
+recompile the real system avoids. ``--no-cache`` turns the cache off, for the old comparison.
+
     .venv/bin/python bench/bench_local_recovery.py --runs 3
 
 Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing.
@@ -79,6 +84,8 @@ def main() -> int:
     ap.add_argument("--scheduling-delay", default="0",
                     help="ELASTIX_LOCAL_SCHEDULING_DELAY, seconds (0: the issue's setting)")
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="run the trainer without its persistent compilation cache")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
@@ -87,6 +94,8 @@ def main() -> int:
            "ELASTIX_HEALTH_TIMEOUT": a.health_timeout}
     name = "bench-recovery"
     cmd = f"elastix-train --checkpoint-dir {root}/ckpt {a.trainer_args}"
+    if a.no_cache:
+        cmd += " --compilation-cache-dir off"
     elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
             str(a.slices), "--elastic-slices", str(a.slices), "--max-slice-restarts",
             str(a.runs + 2), "--max-restarts", str(a.runs + 1), "--command", cmd)
@@ -131,7 +140,8 @@ def report(results: dict[str, list], a: argparse.Namespace) -> None:
     el = [m.recovery for m in results["elastic"]]
     rs = [m.recovery for m in results["restart"]]
     print(f"\n{a.runs} runs each, {a.slices} x {a.tpu_type} (local), health timeout "
-          f"{a.health_timeout} s, scheduling delay {a.scheduling_delay} s\n")
+          f"{a.health_timeout} s, scheduling delay {a.scheduling_delay} s, compilation cache "
+          f"{'off' if a.no_cache else 'on'}\n")
     print("| recovery | kill → next step, median (min–max) s | parts (median s) | same PID | "
           "JobSet restarts |")
     print("|---|---|---|---|---|")

@@ -102,6 +102,10 @@ class TrainConfig:
     """Seconds to wait for enough slices after a loss before failing."""
     step_delay: float = 0.0
     """Extra sleep per step in seconds (slow local demos down so a worker can be killed)."""
+    compilation_cache_dir: str | None = None
+    """JAX's persistent compilation cache (local path or gs://; ``off``: none), so a restarted
+    run loads its compiled step instead of compiling it; default ``$ELASTIX_LOCAL_DATA_DIR/jax-cache``
+    on the local backend, ``<checkpoint-dir>/jax-cache`` for a gs:// checkpoint dir, else off."""
 
     def resolved_events_file(self) -> str | None:
         """Where events go: env ELASTIX_EVENTS_FILE, else --events-file, else under checkpoints."""

@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import threading
 import time
 
 import jax
 
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec, timefmt
-from elastix_trainer import fault
+from elastix_trainer import compilecache, fault
 from elastix_trainer.checkpoint import CheckpointsUnreadable, SaveTimeout
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import (
@@ -139,12 +140,24 @@ class ElasticRuntime:
         # A plain object made before any event; recovery logs prove it is still the same one.
         self.step_times: list[float] = []
         self._first_step_of: int | None = None
+        self._precompile_for: frozenset[int] | None = None  # a session's slices, until step 1
+        self.precompiling = None  # the background compile's thread, once started
+        self._stop_precompile = threading.Event()
         trainer.after_step.append(self._after_step)
         if self.resize:
             trainer.scale_up_check = self._scale_up_wanted
 
+    precompile = True
+    """replica-resize: compile the step for the meshes one slice smaller in the background once
+    a session has completed its first step (off: a resize compiles on its critical path)."""
+
     def _after_step(self, trainer: Trainer, step: int, seconds: float) -> None:
         self.step_times.append(seconds)
+        if self._precompile_for is not None:
+            ids, self._precompile_for = self._precompile_for, None
+            smaller = [ids - {i} for i in sorted(ids)] if len(ids) > self.min_slices else []
+            if smaller:
+                self.precompiling = trainer.precompile(smaller, self._stop_precompile)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
             self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
@@ -160,6 +173,12 @@ class ElasticRuntime:
 
     def run(self) -> Outcome:
         """Train to ``cfg.steps``; returns the outcome (never raises for training errors)."""
+        try:
+            return self._run()
+        finally:  # the compile in flight finishes; step.py waits for it at exit
+            self._stop_precompile.set()
+
+    def _run(self) -> Outcome:
         tr = self.trainer
         if tr.ckpt is not None:
             tr.ckpt.cleanup_uncommitted()
@@ -172,6 +191,8 @@ class ElasticRuntime:
             try:
                 session = tr.start(use)
                 self._verify(session)
+                if self.resize and self.precompile:
+                    self._precompile_for = session.slice_ids
                 if tr.train(session) == "completed":
                     try:
                         tr.finish(session)
@@ -383,6 +404,7 @@ def run(cfg) -> int:
 
     setup_logging()
     quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
+    compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
     board = None
     if cfg.tensorboard_dir:

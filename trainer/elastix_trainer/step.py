@@ -3,19 +3,29 @@
 State is ``{"params", "opt_state", "step"}``. The step is a pure function of (state, batch):
 no dropout and no sampling, so a run resumed from a checkpoint recomputes exactly what an
 uninterrupted run computes. Compiled functions are cached per (model, optimizer, mesh, seam), so
-re-entering on a mesh seen before (scale back up, a second recovery) costs no recompile.
+re-entering on a mesh seen before (scale back up, a second recovery) costs no recompile, and
+``precompile`` builds them for meshes the run may shrink to, off the critical path.
+
+The step is compiled ahead of time (``lower().compile()``) and called as that executable: what
+was built in the background is exactly what runs, with no retrace and no second compile. The
+local fault seam is a program of its own whose output feeds the step: a program with a host
+callback never enters JAX's persistent compilation cache, and the step is the one worth caching.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
-import functools
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from elastix_trainer import fault
+from elastix_trainer.events import log
 from elastix_trainer.mesh import batch_sharding, num_devices, state_shardings
 from elastix_trainer.model import ModelConfig, init_params, loss_fn
 
@@ -64,35 +74,127 @@ class StepFns:
     """Compiled functions and shardings for one mesh."""
 
     init: object
-    step: object
+    step: Callable  # (state, batch) -> (state, loss); the state is donated
     abstract: object  # ShapeDtypeStructs with shardings (Orbax restore target)
     shardings: object
     batch_sharding: object
     num_devices: int
 
 
-@functools.lru_cache(maxsize=16)
-def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seed: int,
-             with_seam: bool) -> StepFns:
-    """Jitted init and train step for ``mesh``, with NamedShardings for every leaf."""
-    tx = make_optimizer(opt)
+_lock = threading.Lock()
+_built: dict[tuple, Future] = {}  # one entry per mesh a run has used or prepared: a handful
+
+
+def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
+             seed: int, with_seam: bool) -> StepFns:
+    """Compiled step (and jitted init) for ``mesh``, with NamedShardings for every leaf.
+
+    Built once per arguments; a caller that asks while another thread (``precompile``) is
+    building the same one waits for it instead of compiling it a second time.
+    """
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, with_seam)
+    with _lock:
+        fut = _built.get(key)
+        mine = fut is None
+        if mine:
+            fut = _built[key] = Future()
+    if mine:
+        try:
+            fut.set_result(_build(*key))
+        except BaseException as e:
+            with _lock:
+                _built.pop(key, None)  # the next caller tries again
+            fut.set_exception(e)
+            raise
+    return fut.result()
+
+
+def precompile(build: Callable[[object], object], meshes: Iterable[object],
+               stop: threading.Event) -> threading.Thread:
+    """Build the step for each of ``meshes`` in a thread (``build(mesh)`` calls ``step_fns``),
+    so a resize onto one of them does not compile on the critical path.
+
+    XLA compiles with the GIL released, so the training loop goes on meanwhile (slower while
+    the thread holds a core: precompile after start-up, not during it). ``stop`` ends it
+    between meshes; the process joins it at exit. A failure is logged, never raised: the
+    resize then compiles as it would have anyway.
+    """
+    def work():
+        for mesh in meshes:
+            if stop.is_set():
+                return
+            try:
+                build(mesh)
+            except Exception as e:  # noqa: BLE001 - an optimisation; the resize will compile
+                log.info("elastix: precompiling the step for a smaller mesh failed: %s: %s",
+                         type(e).__name__, (str(e).splitlines() or [""])[0][:200])
+                return
+
+    t = threading.Thread(target=work, name="elastix-precompile", daemon=True)
+    with _lock:
+        _running[:] = [(th, ev) for th, ev in _running if th.is_alive()] + [(t, stop)]
+    t.start()
+    return t
+
+
+_running: list[tuple[threading.Thread, threading.Event]] = []
+
+
+@atexit.register
+def _finish_precompiles() -> None:
+    """At exit, after the run has written its last event: stop every precompile thread between
+    meshes and wait for the compile in flight (XLA aborts a process whose interpreter shuts
+    down under a compile). Here rather than when the run ends, so that a SIGTERM's last events
+    and exit code never wait behind a compile."""
+    with _lock:
+        running = list(_running)
+    for _, stop in running:
+        stop.set()
+    for thread, _ in running:
+        thread.join()
+
+
+def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
+    """The state's ShapeDtypeStructs with their shardings on ``mesh`` (a restore target), with
+    no compile: a restore can start while the step is still being built."""
     shapes = jax.eval_shape(lambda: init_state(model, opt, seed))
     shardings = state_shardings(mesh, shapes)
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                        shapes, shardings)
+
+
+def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
+           seed: int, with_seam: bool) -> StepFns:
+    tx = make_optimizer(opt)
+    abstract = abstract_state(model, opt, mesh, seed)
+    shardings = jax.tree.map(lambda a: a.sharding, abstract)
     bsh = batch_sharding(mesh)
     rows = batch_per_device * num_devices(mesh)
 
-    def train_step(state, batch):
-        if with_seam:
-            # Runs on every device before any collective; see fault.py.
-            batch = batch + fault.seam(mesh, state["step"] + 1, rows)[:, None]
+    def train_step(state, batch, offset=None):
+        if offset is not None:
+            # Zeros from the fault seam (see fault.py): a failed seam poisons them, and with
+            # them the whole step, on every device before any collective.
+            batch = batch + offset[:, None]
         loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch))(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
 
+    batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
     init = jax.jit(lambda: init_state(model, opt, seed), out_shardings=shardings)
-    step = jax.jit(train_step, in_shardings=(shardings, bsh), out_shardings=(shardings, None),
-                   donate_argnums=0)
-    abstract = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-                            shapes, shardings)
+    if with_seam:
+        seam = jax.jit(lambda step: fault.seam(mesh, step + 1, rows), out_shardings=bsh)
+        seam_c = seam.lower(abstract["step"]).compile()
+        offset = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=bsh)
+        core = jax.jit(train_step, in_shardings=(shardings, bsh, bsh),
+                       out_shardings=(shardings, None), donate_argnums=0)
+        core_c = core.lower(abstract, batch, offset).compile()
+
+        def step(state, batch):
+            return core_c(state, batch, seam_c(state["step"]))
+    else:
+        core = jax.jit(train_step, in_shardings=(shardings, bsh), out_shardings=(shardings, None),
+                       donate_argnums=0)
+        step = core.lower(abstract, batch).compile()
     return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh))

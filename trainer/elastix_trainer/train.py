@@ -13,6 +13,7 @@ import collections
 import dataclasses
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -26,10 +27,17 @@ from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.health import HealthSource, StaticHealth, lost, on_pathways
-from elastix_trainer.mesh import build_mesh, slice_devices
+from elastix_trainer.mesh import build_mesh, num_devices, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.snapshot import SnapshotStore
-from elastix_trainer.step import OptConfig, StepFns, init_state, step_fns
+from elastix_trainer.step import (
+    OptConfig,
+    StepFns,
+    abstract_state,
+    init_state,
+    precompile,
+    step_fns,
+)
 
 
 @dataclasses.dataclass
@@ -119,13 +127,41 @@ class Trainer:
             best = ("snapshot", snap.step)
         return best
 
+    def step_fns_for(self, mesh) -> StepFns:
+        """The compiled step for ``mesh`` (built once per mesh, by whichever thread asks first)."""
+        return step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
+                        self.cfg.seed, self.seam)
+
+    def precompile(self, candidates, stop: threading.Event) -> threading.Thread:
+        """Compile the step for each slice set in ``candidates`` in the background."""
+        return precompile(self.step_fns_for, (build_mesh(self.slices, ids) for ids in candidates),
+                          stop)
+
     def start(self, slice_ids) -> Session:
-        """Build the mesh on ``slice_ids`` and restore the newest state onto it (or init)."""
+        """Build the mesh on ``slice_ids`` and restore the newest state onto it (or init).
+
+        The step compiles (or loads from the compilation cache) in a thread while the state is
+        read: on a restart both take seconds, and neither needs the other.
+        """
         ids = frozenset(slice_ids)
         mesh = build_mesh(self.slices, ids)
-        fns = step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seed,
-                       self.seam)
-        gb = self.cfg.batch_per_device * fns.num_devices
+        building = threading.Thread(target=self._build_quietly, args=(mesh,),
+                                    name="elastix-build-step", daemon=True)
+        building.start()
+        try:
+            return self._restore_onto(ids, mesh)
+        finally:  # whatever happened, no compile may outlive this call (see precompile)
+            building.join()
+
+    def _build_quietly(self, mesh) -> None:
+        try:
+            self.step_fns_for(mesh)
+        except Exception:  # noqa: BLE001 - start() builds again and raises it where it counts
+            pass
+
+    def _restore_onto(self, ids: frozenset[int], mesh) -> Session:
+        abstract = abstract_state(self.model, self.opt, mesh, self.cfg.seed)
+        gb = self.cfg.batch_per_device * num_devices(mesh)
         while True:
             cand = self.restore_candidate()
             if cand is None:
@@ -134,15 +170,16 @@ class Trainer:
                 self.data.restore({"next_index": 0})
                 self.last_completed = 0
                 self.timeline.append((time.monotonic(), 0))
+                fns = self.step_fns_for(mesh)
                 return Session(ids, mesh, fns, fns.init(), 0, gb)
             source, step = cand
             t0 = time.monotonic()
             if source == "snapshot":
-                state, snap = self.snapshots.restore(fns.abstract)
+                state, snap = self.snapshots.restore(abstract)
                 data_state, nbytes, path = snap.data_state, snap.nbytes, "host-memory"
                 break
             try:
-                state, data_state, nbytes = self.ckpt.restore(step, fns.abstract)
+                state, data_state, nbytes = self.ckpt.restore(step, abstract)
             except jax.errors.JaxRuntimeError:
                 raise  # a device failed (a slice lost mid-restore): not the checkpoint's fault
             except Exception as e:  # noqa: BLE001 - a truncated or missing file: skip the step
@@ -162,7 +199,7 @@ class Trainer:
         rec = self.events.emit(eventspec.RESTORE, **info, line=eventspec.line(
             eventspec.RESTORE, step=step, source=source, bytes=nbytes, seconds=seconds))
         info["ts"] = rec["ts"]  # a recovery's elastic_restored dates from this instant
-        return Session(ids, mesh, fns, state, step, gb, info)
+        return Session(ids, mesh, self.step_fns_for(mesh), state, step, gb, info)
 
     # -- the loop ------------------------------------------------------------------------------
     def train(self, s: Session, until: int | None = None) -> str:

@@ -1,0 +1,78 @@
+"""JAX's persistent compilation cache: where it lives and switching it on before any compile.
+
+A restarted trainer (a JobSet restart, a re-run, a new head pod) otherwise recompiles its step,
+which is most of its start-up. The cache has to live somewhere the workload keeps: the local
+backend's kept data directory, or beside the checkpoints on GCS (MaxText's ``jax_cache_dir``
+plays the same part; JAX reads and writes ``gs://`` caches through etils.epath). It sits beside
+the step directories, never inside one, so Orbax never lists it as a step.
+
+The cache is an optimisation: a directory that cannot be written is reported once and the run
+goes on without it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from elastix.protocol import envvars
+from elastix_trainer import storage
+from elastix_trainer.events import log
+
+CACHE_NAME = "jax-cache"
+OFF = ("off", "none", "")
+
+
+def resolve(flag: str | None, checkpoint_dir: str | None) -> str | None:
+    """The cache directory: the flag (``off``: none), else the local backend's kept data dir,
+    else beside a gs:// checkpoint dir, else None. A local checkpoint dir gets no default: the
+    next run on the same machine mostly has the local backend's directory, and tools that list
+    a checkpoint dir should not meet a stranger there."""
+    if flag is not None:
+        return None if flag.strip().lower() in OFF else flag
+    data = os.environ.get(envvars.LOCAL_DATA_DIR)
+    if data:
+        return os.path.join(data, CACHE_NAME)
+    if checkpoint_dir and storage.is_gcs(checkpoint_dir):
+        return checkpoint_dir.rstrip("/") + "/" + CACHE_NAME
+    return None
+
+
+def _writable(path: str) -> str | None:
+    """None when a file can be created (and removed) in ``path``, else why not."""
+    probe = f".probe-{uuid.uuid4().hex}"
+    try:
+        root = storage.epath(path)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / probe).write_bytes(b"")
+        (root / probe).unlink()
+    except Exception as e:  # noqa: BLE001 - any reason means "go on without the cache"
+        return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+    return None
+
+
+def enable(path: str | None) -> bool:
+    """Point JAX's persistent cache at ``path`` (call before the first compile).
+
+    On a local filesystem every program is cached, however small or quick to compile (JAX's
+    defaults skip programs that compile in under a second, which on CPU is most of a small
+    model's start-up). On GCS JAX's thresholds stay: each entry is an object round trip.
+
+    Returns:
+        True when the cache is on; False (after one warning) when ``path`` is unusable.
+    """
+    if path is None:
+        return False
+    why = _writable(path)
+    if why is not None:
+        log.warning("elastix: compilation cache %s is not writable (%s): going on without it; "
+                    "every start compiles from scratch", path, why)
+        return False
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    if not storage.is_gcs(path):
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    log.info("elastix: compilation cache %s", path)
+    return True
