@@ -125,16 +125,19 @@ class Checkpointer:
     def _new_manager(self):
         import orbax.checkpoint as ocp
 
-        handlers = None
         if pathways_persistence():
             # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
             # ("OCDBT not supported for Pathways"), and MaxText documents
             # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
-            handlers = {"state": ocp.StandardCheckpointHandler(use_ocdbt=False),
-                        "data": ocp.JsonCheckpointHandler()}
+            state = ocp.StandardCheckpointHandler(use_ocdbt=False)
+        else:
+            # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
+            # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
+            # Checkpoints written compressed still restore: the codec is in their metadata.
+            state = ocp.PyTreeCheckpointHandler(use_compression=False)
         return ocp.CheckpointManager(
             storage.epath(self.directory),
-            item_handlers=handlers,
+            item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=self.max_to_keep, create=True,
                 # A host copy is written on our own thread, synchronously there; only
@@ -390,7 +393,12 @@ class Checkpointer:
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
         one, full = _one_replica(abstract_state)
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(one), data=ocp.args.JsonRestore())
+        if pathways_persistence():
+            read = ocp.args.StandardRestore(one)
+        else:
+            read = ocp.args.PyTreeRestore(
+                one, restore_args=ocp.checkpoint_utils.construct_restore_args(one))
+        args = ocp.args.Composite(state=read, data=ocp.args.JsonRestore())
         restored = self._manager().restore(step, args=args)
         state = restored["state"]
         if full is not None:
@@ -401,11 +409,21 @@ class Checkpointer:
         return state, dict(restored["data"]), nbytes
 
 
+CHUNK_BYTES = 16 << 20
+"""Largest stored chunk of a host copy. Orbax writes a numpy array as one chunk, so a device
+restoring half of it read and decoded all of it; chunks this size are read only where
+needed, by several threads at once."""
+
+
 def _save_args(state: Any, data_state: dict):
     import orbax.checkpoint as ocp
 
-    return ocp.args.Composite(state=ocp.args.StandardSave(state),
-                              data=ocp.args.JsonSave(data_state))
+    if pathways_persistence():
+        item = ocp.args.StandardSave(state)
+    else:
+        item = ocp.args.PyTreeSave(state, save_args=jax.tree.map(
+            lambda _: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES), state))
+    return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
 
 
 def check_matches(directory: str, step: int, shapes: Any) -> None:
