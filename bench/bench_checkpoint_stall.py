@@ -45,7 +45,7 @@ class PlainOrbax:
     def due(self, step: int) -> bool:
         return step % self.period == 0
 
-    def save(self, step: int, state, data_state: dict) -> None:
+    def save(self, step: int, state, data_state: dict, **_) -> None:
         import orbax.checkpoint as ocp
 
         t0 = time.perf_counter()
@@ -90,9 +90,9 @@ def one_run(kind: str, preset: str, slices: int, steps: int, period: int, tmp: s
     else:
         save = tr.ckpt.save
 
-        def timed(step, state, data_state):
+        def timed(step, state, data_state, **kw):
             t0 = time.perf_counter()
-            save(step, state, data_state)
+            save(step, state, data_state, **kw)
             blocked.append(time.perf_counter() - t0)
 
         tr.ckpt.save = timed
@@ -142,10 +142,10 @@ def _q(xs: list[float], p: float) -> float:
 
 def report(layout: str, data: dict) -> None:
     print(f"\n### {layout} (slices x CPU devices per slice)\n")
-    print("| preset | saver | median step (ms) | first save blocks (ms, median of runs) | "
-          "later saves block, median / p90 (ms) | median / step | target | "
-          "event blocking_seconds, median (ms) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| preset | saver | median step (ms) | first save blocks, median of runs (ms) | "
+          "first save of the first run (ms) | later saves block, median / p90 (ms) | "
+          "median / step | target | event blocking_seconds, median (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for preset, runs in data.items():
         for kind, rs in runs.items():
             step = statistics.median(r["step"] for r in rs)
@@ -157,7 +157,8 @@ def report(layout: str, data: dict) -> None:
             ratio = med / step
             goal = TARGET[preset]
             print(f"| {preset} | {kind} | {step * 1e3:.1f} | {first * 1e3:.1f} "
-                  f"({first / step:.2f} steps) | {med * 1e3:.1f} / {_q(later, 0.9) * 1e3:.1f} | "
+                  f"({first / step:.2f} steps) | {rs[0]['first'] * 1e3:.1f} | "
+                  f"{med * 1e3:.1f} / {_q(later, 0.9) * 1e3:.1f} | "
                   f"{ratio:.3f} | {'met' if ratio <= goal else 'missed'} (<= {goal}) | {rep} |")
 
 
