@@ -7,6 +7,14 @@ later failed (the failure behind maxtext#5260). Here the restore step is the new
 ``<step>.orbax-checkpoint-tmp`` when it commits), or a ``<step>`` directory holding
 ``commit_success.txt`` on GCS. Uncommitted directories are never read and are deleted only when
 no save is in flight. After an elastic event the manager is thrown away and a new one is made.
+
+What a save costs the loop (issue 15): only a copy of the state to host memory (a memcpy on
+CPU), or nothing when a host snapshot of the same step was just taken. Orbax then writes that
+host copy on a thread of ours, with a manager made at start-up. Handing Orbax the device arrays
+instead cost the loop its per-save async machinery (≈ 40 ms, more than a whole ``tiny`` step)
+and, on the first save, compiling a slice per shard (≈ 2 s). The exception is
+``--pathways-persistence``: there the TPU hosts write their own shards, so Orbax gets the device
+arrays as before.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec
 from elastix_trainer import storage
 from elastix_trainer.events import EventLog, log
+from elastix_trainer.snapshot import host_copy
 
 COMMIT_MARKER = "commit_success.txt"
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
@@ -38,7 +47,9 @@ class PendingSave:
     start: float
     """``time.monotonic()`` when the save began."""
     blocking: float
-    """Seconds the training loop was blocked by it (the device-to-host copy)."""
+    """Seconds ``save()`` held the training loop (waiting for the previous save included)."""
+    entered: float = 0.0
+    """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     """Set once the save has settled, committed or not."""
     ok: bool | None = None
@@ -85,6 +96,7 @@ class Checkpointer:
         self.settle_timeout = settle_timeout
         self.events = events
         self._mgr = None
+        self._mgr_lock = threading.Lock()  # the set-up thread, the writer and restore share it
         self._pending: PendingSave | None = None
         self._lock = threading.Lock()
         self.damaged: dict[int, str] = {}
@@ -93,30 +105,48 @@ class Checkpointer:
         self.void: set[int] = set()
         """Steps saved after a slice was gone (local backend): never restored, deleted once
         nothing is in flight (``cleanup_uncommitted``)."""
+        # One-time set-up (importing Orbax, making the manager and the directory) runs now,
+        # beside compilation, instead of inside the first save.
+        threading.Thread(target=self._set_up, daemon=True, name="elastix-ckpt-setup").start()
 
     # -- saving --------------------------------------------------------------------------------
-    def _manager(self):
-        if self._mgr is None:
-            import orbax.checkpoint as ocp
+    def _set_up(self) -> None:
+        try:
+            self._manager()
+        except Exception as e:  # noqa: BLE001 - the first save makes it again and reports it
+            log.debug("elastix: preparing the checkpoint manager failed: %s", _first_line(e))
 
-            handlers = None
-            if pathways_persistence():
-                # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
-                # ("OCDBT not supported for Pathways"), and MaxText documents
-                # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
-                handlers = {"state": ocp.StandardCheckpointHandler(use_ocdbt=False),
-                            "data": ocp.JsonCheckpointHandler()}
-            self._mgr = ocp.CheckpointManager(
-                storage.epath(self.directory),
-                item_handlers=handlers,
-                options=ocp.CheckpointManagerOptions(
-                    max_to_keep=self.max_to_keep, create=True,
-                    enable_async_checkpointing=self.async_save,
-                    # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
-                    cleanup_tmp_directories=False,
-                ),
-            )
-        return self._mgr
+    def _manager(self):
+        with self._mgr_lock:
+            if self._mgr is None:
+                self._mgr = self._new_manager()
+            return self._mgr
+
+    def _new_manager(self):
+        import orbax.checkpoint as ocp
+
+        if pathways_persistence():
+            # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
+            # ("OCDBT not supported for Pathways"), and MaxText documents
+            # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
+            state = ocp.StandardCheckpointHandler(use_ocdbt=False)
+        else:
+            # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
+            # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
+            # Checkpoints written compressed still restore: the codec is in their metadata.
+            state = ocp.PyTreeCheckpointHandler(use_compression=False)
+        return ocp.CheckpointManager(
+            storage.epath(self.directory),
+            item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=self.max_to_keep, create=True,
+                # A host copy is written on our own thread, synchronously there; only
+                # device arrays (persistence) need Orbax's async copy-then-write.
+                enable_async_checkpointing=self.async_save and pathways_persistence(),
+                # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
+                cleanup_tmp_directories=False,
+            ),
+        )
 
     def due(self, step: int) -> bool:
         """Whether ``step`` should be saved under the policy."""
@@ -129,10 +159,17 @@ class Checkpointer:
         with self._lock:
             return self._pending is not None and not self._pending.done.is_set()
 
-    def save(self, step: int, state: Any, data_state: dict) -> None:
-        """Start saving ``state`` (device arrays, already known good) at ``step``."""
-        import orbax.checkpoint as ocp
+    def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None) -> None:
+        """Start saving ``state`` (device arrays, already known good) at ``step``.
 
+        Returns once the state is copied to host memory (the next step may donate the device
+        buffers); the write goes on in the background when ``async_save``.
+
+        Args:
+            host_state: a host copy of ``state`` already taken at this step (a snapshot's):
+                written as it is, so the state is not copied a second time.
+        """
+        entered = time.monotonic()
         if self.settle() is False:  # one save at a time: Orbax would block on it anyway
             # A manager whose background write failed re-raises that old error from the next
             # save(): start over with a fresh one, and free the half-written directory.
@@ -143,30 +180,37 @@ class Checkpointer:
             (root / str(step)).rename(root / f"{step}.damaged-{int(time.time())}")
             del self.damaged[step]
             self.reset()  # the manager listed the old directory as this step
-        mgr = self._manager()
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step,
                          line=eventspec.line(eventspec.CHECKPOINT_SAVE_STARTED, step=step))
         start = time.monotonic()
-        args = ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                  data=ocp.args.JsonSave(data_state))
-        try:
-            mgr.save(step, args=args, force=True)
-        except Exception as e:
-            self._failed(step, _first_line(e))
-            raise
+        data_state = dict(data_state)
+        if pathways_persistence():  # the hosts write their shards: Orbax copies device arrays
+            mgr = self._manager()
+            try:
+                mgr.save(step, args=_save_args(state, data_state), force=True)
+            except Exception as e:
+                self._failed(step, _first_line(e))
+                raise
+            write = None
+        else:
+            mgr, write = None, host_state if host_state is not None else host_copy(state)
         self._copied_at[step] = time.monotonic()
-        blocking = self._copied_at[step] - start
-        pending = PendingSave(step, start, blocking)
-        with self._lock:
-            self._pending = pending
+        pending = PendingSave(step, start, 0.0, entered)
         if not self.async_save:
-            self._finish(mgr, pending)
+            with self._lock:
+                self._pending = pending
+            self._finish(mgr, pending, write, data_state)
             return
-        threading.Thread(target=self._finish, args=(mgr, pending), daemon=True,
-                         name=f"elastix-ckpt-{step}").start()
+        with self._lock:  # _finish reads ``blocking`` under the lock: it is set first
+            self._pending = pending
+            threading.Thread(target=self._finish, args=(mgr, pending, write, data_state),
+                             daemon=True, name=f"elastix-ckpt-{step}").start()
+            pending.blocking = time.monotonic() - entered  # starting the thread included
 
-    def _finish(self, mgr, pending: PendingSave) -> None:
-        """Wait for the background write, then check storage (the only source of truth).
+    def _finish(self, mgr, pending: PendingSave, host: Any = None,
+                data_state: dict | None = None) -> None:
+        """Write ``host`` (a host copy; None: ``mgr`` already has the device arrays) or wait
+        for Orbax's background write, then check storage (the only source of truth).
 
         Whatever fails here (the write, listing storage, counting bytes, writing the event), the
         save is settled in ``finally``: a waiter in ``settle()`` must never wait for a thread
@@ -175,18 +219,25 @@ class Checkpointer:
         step = pending.step
         try:
             try:
+                if mgr is None:
+                    mgr = self._manager()
+                    mgr.save(step, args=_save_args(host, data_state), force=True)
                 mgr.wait_until_finished()
             except Exception as e:  # a failed write is "not committed", whatever it was
                 pending.error = _first_line(e)
             seconds = time.monotonic() - pending.start
+            with self._lock:
+                if not self.async_save:  # the loop waited for the write too
+                    pending.blocking = time.monotonic() - pending.entered
+                blocking = pending.blocking
             if pending.error is None and step in self.committed_steps():
                 pending.ok = True  # on storage: true even if reporting it fails below
                 nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
                 self.events.emit(
                     eventspec.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
-                    bytes=nbytes, blocking_seconds=round(pending.blocking, 6),
+                    bytes=nbytes, blocking_seconds=round(blocking, 6),
                     line=eventspec.line(eventspec.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
-                                        seconds=seconds, blocking_seconds=pending.blocking))
+                                        seconds=seconds, blocking_seconds=blocking))
             else:
                 pending.error = pending.error or "not committed on storage"
                 self._failed(step, pending.error)
@@ -236,7 +287,8 @@ class Checkpointer:
         except SaveTimeout as e:
             log.warning("elastix: %s; abandoning it (it is not committed)", e)
         finally:
-            mgr, self._mgr = self._mgr, None
+            with self._mgr_lock:
+                mgr, self._mgr = self._mgr, None
             with self._lock:
                 self._pending = None
             if mgr is not None:
@@ -341,7 +393,12 @@ class Checkpointer:
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
         one, full = _one_replica(abstract_state)
-        args = ocp.args.Composite(state=ocp.args.StandardRestore(one), data=ocp.args.JsonRestore())
+        if pathways_persistence():
+            read = ocp.args.StandardRestore(one)
+        else:
+            read = ocp.args.PyTreeRestore(
+                one, restore_args=ocp.checkpoint_utils.construct_restore_args(one))
+        args = ocp.args.Composite(state=read, data=ocp.args.JsonRestore())
         restored = self._manager().restore(step, args=args)
         state = restored["state"]
         if full is not None:
@@ -350,6 +407,23 @@ class Checkpointer:
             state = jax.device_put(state, full)
         nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
         return state, dict(restored["data"]), nbytes
+
+
+CHUNK_BYTES = 16 << 20
+"""Largest stored chunk of a host copy. Orbax writes a numpy array as one chunk, so a device
+restoring half of it read and decoded all of it; chunks this size are read only where
+needed, by several threads at once."""
+
+
+def _save_args(state: Any, data_state: dict):
+    import orbax.checkpoint as ocp
+
+    if pathways_persistence():
+        item = ocp.args.StandardSave(state)
+    else:
+        item = ocp.args.PyTreeSave(state, save_args=jax.tree.map(
+            lambda _: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES), state))
+    return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
 
 
 def check_matches(directory: str, step: int, shapes: Any) -> None:

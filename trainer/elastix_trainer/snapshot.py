@@ -36,6 +36,12 @@ class Snapshot:
     taken_at: float = 0.0  # monotonic time the copy ended (work after a slice's loss is void)
 
 
+def host_copy(state: Any) -> Any:
+    """``state`` (device arrays) copied to host memory as numpy arrays; a checkpoint writes the
+    same copy when a snapshot of its step was just taken."""
+    return jax.tree.map(np.asarray, jax.device_get(state))
+
+
 class SnapshotStore:
     """Keeps the newest snapshot only (one state's worth of host RAM)."""
 
@@ -46,8 +52,7 @@ class SnapshotStore:
     def take(self, step: int, state: Any, data_state: dict, *, emit: bool = True) -> Snapshot:
         """Copy ``state`` (device arrays) to host memory now."""
         start = time.monotonic()
-        host = jax.device_get(state)
-        host = jax.tree.map(np.asarray, host)
+        host = host_copy(state)
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host)))
         self.latest = Snapshot(step, host, dict(data_state), nbytes, time.monotonic())
         if emit:

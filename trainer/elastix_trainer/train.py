@@ -242,10 +242,12 @@ class Trainer:
                 raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
                                "still finite): training diverged; nothing from it is saved")
             data_state = self.data.state()
+            snap = None
             if snap_due or scale_up:
-                self.snapshots.take(n, s.state, data_state)
-            if ckpt_due:
-                self.ckpt.save(n, s.state, data_state)
+                snap = self.snapshots.take(n, s.state, data_state)
+            if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
+                self.ckpt.save(n, s.state, data_state,
+                               host_state=snap.host_state if snap is not None else None)
                 for hook in self.after_save:
                     hook(self, n)
             if scale_up and n < target:

@@ -1,0 +1,158 @@
+"""Restore throughput (issue 15): ``Checkpointer.restore`` against reading the same files raw.
+
+One process, one slice of CPU devices (the local backend's layout for a one-slice workload:
+``default_devices_per_slice(1, ...)`` = 2 devices). The ``bench-1g`` state (params + AdamW
+moments, ≈ 1.3 GB) is saved once with the ``Checkpointer``; then, interleaved, for each page
+cache state (cold first, then warm) and each round:
+
+- **raw**: every file under the step directory read sequentially into one reused 16 MiB buffer
+  (what ``cat`` does), and
+- **restore**: ``Checkpointer.restore`` onto the mesh's target shardings, until the arrays are
+  ready (``jax.block_until_ready``),
+
+alternating which goes first. GB/s is the checkpoint's bytes on disk over the wall time.
+"Cold" drops the page cache before each timed read: ``/proc/sys/vm/drop_caches`` when the
+process may write it (root), else ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file (which
+works unprivileged); the report says which. Nothing asserts a timing. From the repo root::
+
+    .venv/bin/python bench/bench_restore.py [--dir /var/tmp] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+
+def files_under(path: str) -> list[str]:
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs)
+
+
+def drop_cache(files: list[str]) -> str:
+    """Evict ``files`` from the page cache; returns how."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return "drop_caches"
+    except OSError:
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        return "fadvise"
+
+
+def raw_read(files: list[str]) -> int:
+    buf = bytearray(16 << 20)
+    view, total = memoryview(buf), 0
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(view):
+                total += n
+    return total
+
+
+def _incompressible(state):
+    """A trained state's moments are not zeros: fresh AdamW moments would be stored as almost
+    nothing (chunks equal to the fill value are skipped) and flatter the restore."""
+    import jax
+    import jax.numpy as jnp
+
+    def noisy(s):
+        leaves, tree = jax.tree.flatten(s)
+        keys = jax.random.split(jax.random.key(0), len(leaves))
+        return jax.tree.unflatten(tree, [
+            x + 1e-3 * jax.random.normal(k, x.shape, x.dtype)
+            if jnp.issubdtype(x.dtype, jnp.floating) else x for x, k in zip(leaves, keys, strict=True)])
+
+    shardings = jax.tree.map(lambda x: x.sharding, state)
+    return jax.jit(noisy, out_shardings=shardings)(state)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=None, help="where the checkpoint goes (default: temp dir)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--preset", default="bench-1g")
+    args = ap.parse_args()
+
+    import jax
+
+    from elastix_trainer.checkpoint import Checkpointer
+    from elastix_trainer.config import from_mapping
+    from elastix_trainer.events import EventLog, quiet_libraries
+    from elastix_trainer.storage import tree_bytes
+    from elastix_trainer.train import Trainer
+
+    quiet_libraries()
+    tmp = tempfile.mkdtemp(dir=args.dir, prefix="bench-restore-")
+    try:
+        cfg = from_mapping(dict(preset=args.preset, steps=1, batch_per_device=1, seq_len=16,
+                                num_slices=1))
+        tr = Trainer(cfg, EventLog(None))
+        session = tr.start(range(1))
+        abstract = session.fns.abstract
+        state = _incompressible(session.state)
+        del session, tr
+        ck = Checkpointer(os.path.join(tmp, "ck"), 1, EventLog(None), async_save=False)
+        ck.save(1, state, {"next_index": 0})
+        del state
+        step_dir = os.path.join(tmp, "ck", "1")
+        files = files_under(step_dir)
+        nbytes = tree_bytes(step_dir)
+        jax.block_until_ready(ck.restore(1, abstract)[0])  # warm-up: code paged in, compiled
+
+        def restore() -> None:
+            state, _, _ = ck.restore(1, abstract)
+            jax.block_until_ready(state)
+
+        times: dict[tuple[str, str], list[float]] = {}
+        how = "warm"
+        for cache in ("cold", "warm"):
+            if cache == "warm":
+                raw_read(files)  # fill the page cache
+            for i in range(args.rounds):
+                order = (("raw", lambda: raw_read(files)), ("restore", restore))
+                for name, fn in order if i % 2 == 0 else order[::-1]:
+                    if cache == "cold":
+                        how = drop_cache(files)
+                    t0 = time.perf_counter()
+                    fn()
+                    times.setdefault((cache, name), []).append(time.perf_counter() - t0)
+        ck.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"{time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()[0]:.2f}, "
+          f"{os.cpu_count()} CPUs, {len(jax.devices())} CPU devices (one slice), preset "
+          f"{args.preset}: {nbytes / 1e9:.2f} GB in {len(files)} files; cold = {how}; "
+          f"{args.rounds} rounds, interleaved\n")
+    print("| page cache | raw read GB/s (median, min-max) | restore GB/s (median, min-max) | "
+          "restore / raw (median of rounds) | target >= 0.70 |")
+    print("|---|---|---|---|---|")
+    for cache in ("cold", "warm"):
+        raw, rest = times[(cache, "raw")], times[(cache, "restore")]
+        ratio = statistics.median(r / s for r, s in zip(raw, rest, strict=True))
+
+        def gbs(xs: list[float]) -> str:
+            rates = sorted(nbytes / x / 1e9 for x in xs)
+            return f"{statistics.median(rates):.2f} ({rates[0]:.2f}-{rates[-1]:.2f})"
+
+        print(f"| {cache} | {gbs(raw)} | {gbs(rest)} | {ratio:.2f} | "
+              f"{'met' if ratio >= 0.7 else 'missed'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""What a save holds the loop for (issue 15): a host copy, then the write goes on elsewhere.
+
+``blocking_seconds`` feeds goodput's "checkpoint stall", so it must be the time ``save()`` held
+the caller, waiting for the previous save included; the device arrays may be donated to the
+next step as soon as ``save()`` returns; a snapshot's host copy of the same step is written as
+it is, not copied again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from trainer_helpers import make_cfg
+
+from elastix_trainer.checkpoint import Checkpointer
+from elastix_trainer.events import EventLog
+from elastix_trainer.snapshot import SnapshotStore
+from elastix_trainer.train import Trainer
+
+
+class _HeldEvents(EventLog):
+    """Holds the first commit in flight (its report waits) until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.gate = threading.Event()
+
+    def emit(self, event, **kw):
+        if event == "checkpoint_committed" and kw.get("step") == 1:
+            self.gate.wait(60)
+        return super().emit(event, **kw)
+
+
+class _Timed(Checkpointer):
+    """Records when ``settle`` is called (``save`` calls it first thing)."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.settle_calls: list[float] = []
+
+    def settle(self, timeout=None):
+        self.settle_calls.append(time.monotonic())
+        return super().settle(timeout)
+
+
+def _committed(events: EventLog, step: int) -> dict:
+    return next(r for r in events.of("checkpoint_committed") if r["step"] == step)
+
+
+def test_blocking_seconds_include_waiting_for_the_previous_save(tmp_path):
+    events = _HeldEvents()
+    ck = _Timed(str(tmp_path / "ck"), 1, events)
+    opened = []
+
+    def release():
+        opened.append(time.monotonic())
+        events.gate.set()
+
+    try:
+        ck.save(1, {"w": jnp.arange(8.0)}, {"i": 1})
+        threading.Timer(0.3, release).start()
+        ck.save(2, {"w": jnp.arange(8.0) + 1}, {"i": 2})  # waits for save 1 to settle
+        assert ck.settle(timeout=60) is True
+    finally:
+        events.gate.set()
+        ck.close()
+    # save(2) was entered before it called settle() and could not return before the gate
+    # opened: the loop was held at least that long (it used to report only its own copy).
+    entered_by = ck.settle_calls[1]
+    assert _committed(events, 2)["blocking_seconds"] >= opened[0] - entered_by
+
+
+def test_a_blocking_save_reports_the_whole_write_as_blocking(tmp_path):
+    events = EventLog(None)
+    ck = Checkpointer(str(tmp_path / "ck"), 1, events, async_save=False)
+    ck.save(1, {"w": jnp.arange(8.0)}, {"i": 1})
+    ck.close()
+    rec = _committed(events, 1)
+    assert rec["blocking_seconds"] >= rec["seconds"]  # held from the call to the commit
+
+
+def test_the_device_arrays_may_be_donated_once_save_returns(tmp_path):
+    state = {"w": jnp.arange(16.0), "b": jnp.ones((4, 4))}
+    want = jax.tree.map(np.asarray, state)
+    ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
+    ck.save(1, state, {"i": 1})
+    for x in jax.tree.leaves(state):
+        x.delete()  # what donating them to the next step does
+    assert ck.settle(timeout=60) is True
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), want)
+    got, data, _ = ck.restore(1, abstract)
+    ck.close()
+    assert data == {"i": 1}
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+
+
+def test_a_save_writes_the_snapshot_it_was_given_without_reading_the_devices(tmp_path):
+    state = {"w": jnp.arange(16.0)}
+    snap = SnapshotStore(EventLog(None)).take(1, state, {"i": 1})
+    state["w"].delete()  # nothing left on the devices to copy
+    ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
+    ck.save(1, state, {"i": 1}, host_state=snap.host_state)
+    assert ck.settle(timeout=60) is True
+    got, _, _ = ck.restore(1, {"w": jax.ShapeDtypeStruct((16,), jnp.float32)})
+    ck.close()
+    np.testing.assert_array_equal(np.asarray(got["w"]), np.arange(16.0))
+
+
+class _Recording(Checkpointer):
+    """Records, per save, whether it was handed the host snapshot of its step."""
+
+    def __init__(self, trainer: Trainer, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.trainer, self.handed = trainer, {}
+
+    def save(self, step, state, data_state, *, host_state=None):
+        snap = self.trainer.snapshots.latest
+        self.handed[step] = host_state is not None and snap is not None and \
+            snap.step == step and host_state is snap.host_state
+        super().save(step, state, data_state, host_state=host_state)
+
+
+def test_the_loop_hands_a_same_step_snapshot_to_the_checkpoint(tmp_path):
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), snapshot_period=4, steps=6)
+    trainer = Trainer(cfg, EventLog(None))
+    trainer.ckpt = _Recording(trainer, cfg.checkpoint_dir, cfg.checkpoint_period, trainer.events,
+                              max_to_keep=cfg.max_to_keep)
+    trainer.train(trainer.start(frozenset(trainer.slices)))
+    trainer.finish()
+    # step 4: snapshot and checkpoint, one copy; step 6 (the final save): no snapshot
+    assert trainer.ckpt.handed == {4: True, 6: False}
+    assert trainer.ckpt.committed_steps() == [4, 6]
