@@ -140,3 +140,26 @@ def test_chaos_run_slice_mode_kills_every_host_of_one_slice(live_env):
         assert r["steps_lost"] == r["last_step"] - r["restored_step"]
     finally:
         _cli(live_env, "workload", "delete", "whole", "--wait", check=False)
+
+
+def test_a_kill_waits_until_training_steps(live_env):
+    """Measuring right after create: the kill waits for the first completed step (a kill
+    before training starts has no recovery to measure; the soak once waited 10 minutes for
+    one), and the recovery after it is measured."""
+    backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
+    _cli(live_env, "workload", "create", "early", "--tpu-type", "v5litepod-8", "--num-slices",
+         "2", "--elastic-slices", "2", "--max-slice-restarts", "5",
+         "--command", f"sleep 2 && {sys.executable} {CONTROLLER} --step-delay 0.05")
+    try:
+        seen_at_kill = []
+
+        def kill():
+            events, _ = read_stream(backend, "early")
+            seen_at_kill.append(sum(e.name == "step" for e in events))
+            return [backend.kill_worker("early", seed=1)]
+
+        m = measure_kill(backend, "early", kill, timeout=60, poll=0.1)
+        assert seen_at_kill[0] >= 1
+        assert m.recovery is not None and m.recovery.complete and m.in_process
+    finally:
+        _cli(live_env, "workload", "delete", "early", "--wait", check=False)

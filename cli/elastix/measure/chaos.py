@@ -124,8 +124,17 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     The baseline (recoveries so far, restart counters, head PID) is read before the kill, so the
     first recovery that appears afterwards is this kill's.
     """
-    before = backend.status(name)
-    events, _ = read_stream(backend, name)
+    deadline = clock() + timeout
+    while True:  # a kill before training steps (or mid-recovery) has no recovery to measure
+        events, _ = read_stream(backend, name)
+        before = backend.status(name)
+        if _stepping(events) or before.state in DEAD_STATES:
+            break
+        if clock() >= deadline:
+            raise BackendError(f"{name} has not completed a training step in {timeout:g} s; "
+                               "nothing was killed",
+                               hint=f"see elastix logs {name}, or raise --timeout")
+        sleep(poll)
     n_before = len(recoveries(events))
     kills = do_kill()
     deadline = clock() + timeout
@@ -148,6 +157,14 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     return KillMeasurement(kills, rec, source, st.state,
                            st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
                            h0[1], h1[1], timed_out)
+
+
+def _stepping(events: list[Event]) -> bool:
+    """The trainer has completed a step since it last started, and is not mid-recovery."""
+    last_start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=-1)
+    if not any(e.name == "step" for e in events[last_start + 1:]):
+        return False
+    return all(r.complete for r in recoveries(events))
 
 
 @dataclasses.dataclass
