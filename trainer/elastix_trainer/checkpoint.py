@@ -308,9 +308,15 @@ class Checkpointer:
             import fsspec
 
             fsspec.filesystem("gs").invalidate_cache()
-        if not root.exists():
-            return []
-        return list(root.iterdir())
+        try:
+            if not root.exists():
+                return []
+            return list(root.iterdir())
+        except OSError as e:  # a refusal is one clear line; anything else stays as it was
+            err = storage.denied(self.directory, e)
+            if err is None:
+                raise
+            raise err from None
 
     def committed_steps(self) -> list[int]:
         """Steps whose directory is committed on storage, ascending."""

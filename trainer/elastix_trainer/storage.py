@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from elastix.errors import ElastixError
+
 
 def is_gcs(path: str) -> bool:
     """True for ``gs://`` paths."""
@@ -42,3 +44,26 @@ def tree_bytes(path) -> int:
             except OSError:
                 pass
     return total
+
+
+class StorageDenied(ElastixError):
+    """The checkpoint storage refused access (403, EACCES): no retry helps, a grant does."""
+
+
+def denied(path: str, error: BaseException) -> StorageDenied | None:
+    """A :class:`StorageDenied` for ``error`` when it is a refusal, else None.
+
+    gcsfs raises a plain ``OSError("Forbidden: ...")`` for HTTP 403 (and 401 as "Unauthorized");
+    a local directory raises ``PermissionError``.
+    """
+    text = str(error)
+    if isinstance(error, PermissionError) or (
+            isinstance(error, OSError) and text.startswith(("Forbidden", "Unauthorized"))):
+        code = "403" if text.startswith("Forbidden") else "401" if text.startswith(
+            "Unauthorized") else "EACCES"
+        hint = ("grant the head pod's service account (Workload Identity) read and write on the "
+                "bucket, e.g. roles/storage.objectUser, or point --checkpoint-dir elsewhere"
+                if is_gcs(path) else "make the directory readable and writable by this user, "
+                "or point --checkpoint-dir elsewhere")
+        return StorageDenied(f"cannot read {path}: permission denied ({code})", hint=hint)
+    return None
