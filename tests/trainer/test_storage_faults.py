@@ -147,3 +147,26 @@ def test_data_reads_through_transient_faults(proxied, tmp_path, monkeypatch):
     b = make_iterator("gs://ckpts/dfault", 16, 256, seed=1)
     np.testing.assert_array_equal(a.next_batch(8), b.next_batch(8))
     assert [s.fate for s in proxied.matching("GET", r"dfault")][:2] == ["status 503"] * 2
+
+
+def test_a_write_that_hangs_past_the_timeout_fails_the_run_in_time(proxied):
+    """Step 4's checkpoint writes hang (the server accepts and answers a minute later; the
+    storage client would wait longer): the run does not wait with them. The next save gives
+    the write --checkpoint-timeout (2 s) to settle, then the run fails with a line that says
+    which write hung and for how long (the documented --checkpoint-timeout behaviour: a hung
+    write fails the run instead of stalling it silently). Nothing of step 4 was committed."""
+    import time
+
+    from elastix_trainer.checkpoint import Checkpointer
+    from elastix_trainer.events import EventLog
+
+    path = "gs://ckpts/ckstall"
+    proxied.add(Rule("POST", r"ckstall(/|%2F)4(/|%2F)", "stall", seconds=60.0, count=10_000))
+    t0 = time.monotonic()
+    outcome, trainer, _ = run_elastic(make_cfg(checkpoint_dir=path, checkpoint_timeout=2.0))
+    assert time.monotonic() - t0 < 50  # bounded by the timeout, not by the hung request
+    assert outcome.status == "failed"
+    assert "the checkpoint write of step 4 did not finish in 2 s" in outcome.reason
+    assert trainer.events.of("checkpoint_committed") == []
+    assert any(s.fate == "stalled" for s in proxied.matching("POST", r"ckstall"))
+    assert Checkpointer(path, 4, EventLog(None)).committed_steps() == []
