@@ -73,3 +73,9 @@ class NotFoundError(BackendError):
 
 class ConflictError(BackendError):
     """The workload already exists (HTTP 409 or a local state directory in use)."""
+
+
+def yaml_where(err: BaseException) -> str:
+    """``" at line N"`` for a YAML parser error that knows where it is, else ``""``."""
+    mark = getattr(err, "problem_mark", None)
+    return f" at line {mark.line + 1}" if mark else ""

@@ -20,6 +20,7 @@ from elastix.errors import (
     ManifestError,
     NotFoundError,
     UsageError,
+    yaml_where,
 )
 
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -125,8 +126,7 @@ def check_kubeconfig(path: str) -> None:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
+        where = yaml_where(err)
         raise UsageError(f"kubeconfig {path!r} is not valid YAML{where}: "
                          f"{getattr(err, 'problem', None) or 'parse error'}",
                          hint=_KUBECONFIG_HINT) from None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.clients.kube import Http, Translator, api_path
-from elastix.errors import BackendError, NotFoundError, UsageError
+from elastix.errors import BackendError, NotFoundError, UsageError, yaml_where
 
 JOBSET_VERSION = "v0.12.0"
 RELEASE_URL = (f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/"
@@ -118,8 +118,7 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
     try:
         docs = [d for d in yaml.load_all(text, Loader=loader) if d]
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
+        where = yaml_where(err)
         raise UsageError(f"--jobset-manifest {source} is not valid YAML{where}: "
                          f"{getattr(err, 'problem', None) or 'parse error'}",
                          hint=_MANIFEST_HINT) from None

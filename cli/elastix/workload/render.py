@@ -23,7 +23,7 @@ from typing import Any
 
 import jinja2
 
-from elastix.errors import ManifestError
+from elastix.errors import ManifestError, yaml_where
 from elastix.protocol import envvars
 from elastix.workload import crd, labels, platform, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
@@ -200,8 +200,7 @@ def parse(text: str) -> dict[str, Any]:
     try:
         docs = [d for d in yaml.load_all(text, Loader=Strict) if d is not None]  # noqa: S506
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
+        where = yaml_where(e)
         raise ManifestError(f"rendered manifest is not valid YAML{where}: "
                             f"{getattr(e, 'problem', None) or e}",
                             hint="check the template's indentation around that line") from None

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix.errors import SpecError, UsageError
+from elastix.errors import SpecError, UsageError, yaml_where
 from elastix.workload import platform
 
 if TYPE_CHECKING:
@@ -209,8 +209,7 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
+        where = yaml_where(e)
         raise UsageError(f"spec file {str(p)!r} is not valid YAML{where}",
                          hint="fix the YAML syntax (indentation, quotes, ': ')") from None
     except RecursionError:  # the parser and constructor recurse once per nesting level
