@@ -147,6 +147,21 @@ def precompile(build: Callable[[object], StepFns], meshes: Iterable[object],
 
 _running: list[tuple[threading.Thread, threading.Event]] = []
 
+
+@atexit.register
+def _finish_precompiles() -> None:
+    """At exit, after the run has written its last event: stop every precompile thread between
+    meshes and wait for the compile in flight (XLA aborts a process whose interpreter shuts
+    down under a compile). Here rather than when the run ends, so that a SIGTERM's last events
+    and exit code never wait behind a compile."""
+    with _lock:
+        running = list(_running)
+    for _, stop in running:
+        stop.set()
+    for thread, _ in running:
+        thread.join()
+
+
 WARM_STEP = -2
 """The step counter of ``warm_up``'s throw-away state: the fault seam then checks step -1,
 which ``fault.arm`` never arms (steps count from 1)."""
@@ -174,20 +189,6 @@ def warm_up(fns: StepFns) -> bool:
     batch = jax.device_put(np.zeros(fns.batch.shape, fns.batch.dtype), fns.batch_sharding)
     jax.block_until_ready(fns.step(state, batch))
     return True
-
-
-@atexit.register
-def _finish_precompiles() -> None:
-    """At exit, after the run has written its last event: stop every precompile thread between
-    meshes and wait for the compile in flight (XLA aborts a process whose interpreter shuts
-    down under a compile). Here rather than when the run ends, so that a SIGTERM's last events
-    and exit code never wait behind a compile."""
-    with _lock:
-        running = list(_running)
-    for _, stop in running:
-        stop.set()
-    for thread, _ in running:
-        thread.join()
 
 
 def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
