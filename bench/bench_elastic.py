@@ -5,14 +5,17 @@
    health checks, hooks; no checkpoints) against a bare loop of the same compiled step (fault
    seam included) on the same data (device_put, step, float(loss)), alternating in blocks of
    10 steps on one session;
-2. recovery from a real fault (a slice set down; the next step fails inside XLA) to the next
-   completed step, split into detection, cleanup, wait, restore and first step (compile
-   included when the mesh is new), for pause-resume (same mesh: compiled step reused) and
-   replica-resize (new 3-slice mesh: recompile);
+2. recovery from real faults (a slice set down; the next step fails inside XLA) to the next
+   completed step, ``--resizes`` faults per run (``--runs`` runs), medians: for pause-resume
+   (same mesh: compiled step reused) and replica-resize (4 -> 3 slices, each fault onto a
+   3-slice mesh that never ran) with the step precompiled and warmed in the background, only
+   precompiled, and compiled on demand. "÷ normal step" divides "restored -> first step" by
+   the median of the later steps on the same mesh;
 3. steps lost per fault with host snapshots every 2 steps against checkpoints only (every 20),
    faults at steps 16, 34 and 47.
 
-    .venv/bin/python bench/bench_elastic.py [--blocks 30] [--only-overhead]
+    .venv/bin/python bench/bench_elastic.py [--blocks 30] [--only-overhead | --only-recovery]
+        [--runs 1] [--resizes 4]
 
 Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
 """
@@ -119,54 +122,77 @@ def _ts(rec) -> float:
         tzinfo=dt.timezone.utc).timestamp()
 
 
-def recovery(tmp: str, mode: str, precompile: bool = True) -> dict:
+def recovery(tmp: str, mode: str, precompile: bool = True, warm: bool | None = None,
+             seed: int = 0, resizes: int = 4) -> list[dict]:
+    """``resizes`` real faults in one run, one row each. replica-resize loses slice 3, then 2,
+    1, 0 (each comes back after 12 steps on the survivors, and the run scales up again), so
+    every resize lands on a 3-slice mesh that has never run a step; pause-resume loses the
+    same slices and waits for them (same mesh every time)."""
     extra = {"elastic_mode": mode, "min_slices": 3} if mode == "replica-resize" else {}
-    # A distinct seed per variant: compiled steps are kept per process and config, and the
-    # on-demand variant must not find the precompiled variant's.
-    cfg = cfg_for(tmp, steps=30, checkpoint_period=10, seed=0 if precompile else 1, **extra)
-    fault_at = {}
-
-    during: dict[int, float] = {}  # step -> seconds, while the background compile runs
+    # A distinct seed per variant: compiled steps are kept per process and config, and a
+    # variant must not find (or run) another's executables.
+    cfg = cfg_for(tmp, steps=40 * resizes, checkpoint_period=10, seed=seed, **extra)
+    plan = {"k": 0, "next_fault": 16, "since": None, "down": False, "faults": [],
+            "compile": []}
+    during: list[float] = []  # step seconds while a background compile runs
 
     def setup(tr, rt, health):
-        rt.precompile = precompile
+        rt.precompile, rt.warm_up = precompile, warm
+        seen = {"thread": None}
+
+        def before(trainer, n):
+            k = plan["k"]
+            if k < resizes and not plan["down"] and n >= plan["next_fault"]:
+                if rt.precompiling is not None:  # the background compile has had its time
+                    rt.precompiling.join()
+                    if seen.get("started") is not None:
+                        plan["compile"].append(time.monotonic() - seen.pop("started"))
+                plan["faults"].append(time.time())
+                plan["down"] = True  # until the slice is back (a step in flight still runs)
+                health.set_down(3 - k)
 
         def after(trainer, n, seconds):
+            if rt.precompiling is not None and rt.precompiling is not seen["thread"]:
+                seen["thread"], seen["started"] = rt.precompiling, time.monotonic()
             if rt.precompiling is not None and rt.precompiling.is_alive():
-                during[n] = seconds
+                during.append(seconds)
+            k = plan["k"]
+            if rt.recoveries == k + 1:  # on the survivors (or the same mesh, pause-resume)
+                plan["since"] = (plan["since"] or 0) + 1
+                if plan["since"] >= 12:
+                    health.set_up(3 - k)
+                    plan.update(k=k + 1, next_fault=n + 8, since=None, down=False)
+        tr.before_step.append(before)
         tr.after_step.append(after)
-
-        def hook(trainer, n):
-            if n == 16 and not fault_at:
-                if rt.precompiling is not None:  # the background compile has had its time
-                    t0 = time.monotonic()
-                    rt.precompiling.join()
-                    fault_at["waited"] = time.monotonic() - t0
-                fault_at["t"] = time.time()
-                health.set_down(3)
-        tr.before_step.append(hook)
         if mode == "pause-resume":
-            health.on_wait = lambda h, r: h.set_up(3)
+            health.on_wait = lambda h, r: h.set_up(*range(4))
 
     tr, _ = runtime_run(cfg, ManualHealth(4), setup=setup)
-    ev = tr.events
-    first = ev.of("elastic_first_step")[0]
-    restored = ev.of("elastic_restored")[0]
-    to_first = _ts(first) - _ts(restored)  # the step's compile (or not), then the step
-    # A normal step on the same (new) mesh: the steps after the first one (median).
-    normal = statistics.median(r["seconds"] for r in ev.of("step")[-(30 - first["step"]):])
-    det = ev.of("elastic_detected")[0]
-    return {"detection": _ts(det) - fault_at["t"],
-            "cleanup": ev.of("elastic_cleanup_done")[0]["seconds"],
-            "wait": ev.of("elastic_slices_ready")[0]["seconds"],
-            "restore": ev.of("elastic_restored")[0]["seconds"],
-            "first step": first["seconds"],
-            "total": _ts(first) - fault_at["t"],
-            "steps lost": det["last_step"] - ev.of("elastic_restored")[0]["step"],
-            "restored → first step": to_first,
-            "÷ normal step": to_first / normal,
-            "waited for precompile": fault_at.get("waited", 0.0),
-            "step while precompiling": statistics.median(during.values()) if during else 0.0}
+    rows, recs = [], tr.events.records
+    for r, fault_t in enumerate(plan["faults"], start=1):
+        det = next(x for x in recs if x["event"] == "elastic_detected" and x["recovery"] == r)
+        rest = next(x for x in recs if x["event"] == "elastic_restored" and x["recovery"] == r)
+        i = next(i for i, x in enumerate(recs)
+                 if x["event"] == "elastic_first_step" and x["recovery"] == r)
+        first = recs[i]
+        later = []  # the steps after the first on the same mesh, until it changes again
+        for x in recs[i + 1:]:
+            if x["event"] in ("elastic_resize", "elastic_detected"):
+                break
+            if x["event"] == "step":
+                later.append(x["seconds"])
+        normal = statistics.median(later)
+        to_first = _ts(first) - _ts(rest)  # the step's compile (or not), then the step
+        one = {x["event"]: x for x in recs if x.get("recovery") == r}
+        rows.append({"detection": _ts(det) - fault_t,
+                     "cleanup": one["elastic_cleanup_done"]["seconds"],
+                     "wait": one["elastic_slices_ready"]["seconds"], "restore": rest["seconds"],
+                     "first step": first["seconds"], "restored → first step": to_first,
+                     "normal step": normal, "÷ normal step": to_first / normal,
+                     "total": _ts(first) - fault_t, "steps lost": det["last_step"] - rest["step"]})
+    extra = {"background compile": plan["compile"][0] if plan["compile"] else 0.0,
+             "step while compiling": statistics.median(during) if during else 0.0}
+    return [dict(row, **extra) for row in rows]
 
 
 def steps_lost(tmp: str, snapshot_period: int) -> list[int]:
@@ -191,21 +217,42 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--blocks", type=int, default=30)
     ap.add_argument("--only-overhead", action="store_true")
+    ap.add_argument("--only-recovery", action="store_true")
+    ap.add_argument("--runs", type=int, default=1, help="recovery runs per variant")
+    ap.add_argument("--resizes", type=int, default=4, help="faults per recovery run (1-4)")
     ns = ap.parse_args()
     setup_logging(io.StringIO(), logging.INFO)  # log lines are formatted but not printed
     tmp = tempfile.mkdtemp(prefix="bench-elastic-")
     try:
-        overhead(tmp, ns.blocks)
+        if not ns.only_recovery:
+            overhead(tmp, ns.blocks)
         if ns.only_overhead:
             return
-        rows = {m: recovery(tmp, m) for m in ("pause-resume", "replica-resize")}
-        rows["replica-resize, compiled on demand"] = recovery(tmp, "replica-resize", False)
-        keys = list(rows["pause-resume"])
-        print("\n| seconds | " + " | ".join(keys) + " |")
-        print("|---" * (len(keys) + 1) + "|")
-        for mode, r in rows.items():
-            print(f"| {mode} | " + " | ".join(
-                str(r[k]) if k == "steps lost" else f"{r[k]:.3f}" for k in keys) + " |")
+        variants = {  # name -> recovery() arguments; a seed of its own each (see recovery)
+            "pause-resume (same mesh)": dict(mode="pause-resume", seed=0),
+            "replica-resize, precompiled + warmed": dict(mode="replica-resize", seed=0),
+            "replica-resize, precompiled, not warmed": dict(mode="replica-resize", warm=False,
+                                                            seed=2),
+            "replica-resize, compiled on demand": dict(mode="replica-resize", precompile=False,
+                                                       seed=1),
+        }
+        rows: dict[str, list[dict]] = {name: [] for name in variants}
+        for run in range(ns.runs):  # variants alternate, so load drift hits each alike
+            for name, kw in variants.items():
+                kw = dict(kw, seed=kw["seed"] + 10 * run)
+                rows[name] += recovery(tmp, resizes=ns.resizes, **kw)
+        keys = list(rows["pause-resume (same mesh)"][0])
+        print(f"\nmedians over {ns.runs} run(s) x {ns.resizes} faults per variant; load average "
+              f"{os.getloadavg()[0]:.1f} at the end\n")
+        print("| seconds (median) | n | " + " | ".join(keys) + " |")
+        print("|---" * (len(keys) + 2) + "|")
+        for name, rs in rows.items():
+            med = {k: statistics.median(r[k] for r in rs) for k in keys}
+            print(f"| {name} | {len(rs)} | " + " | ".join(
+                f"{med[k]:g}" if k == "steps lost" else f"{med[k]:.3f}" for k in keys) + " |")
+        ratios = {name: [round(r["÷ normal step"], 2) for r in rs] for name, rs in rows.items()}
+        print("\n" + "\n".join(f"- {name}: ÷ normal step per fault {v}"
+                                for name, v in ratios.items()))
         ck, snap = steps_lost(tmp, 0), steps_lost(tmp, 2)
         print("\n| recovery source | steps lost per fault (faults at 16, 34, 47) | mean |\n"
               "|---|---|---|")

@@ -151,13 +151,20 @@ class ElasticRuntime:
     """replica-resize: compile the step for the meshes one slice smaller in the background once
     a session has completed its first step (off: a resize compiles on its critical path)."""
 
+    warm_up: bool | None = None
+    """With ``precompile``: also run each precompiled step once on throw-away zeros, so the
+    first step after a resize is not the executable's first run (``step.warm_up``). None: on
+    the CPU backend only (the local backend, where it was measured to matter); on TPU and
+    Pathways it would need a second copy of the state in the surviving slices' memory."""
+
     def _after_step(self, trainer: Trainer, step: int, seconds: float) -> None:
         self.step_times.append(seconds)
         if self._precompile_for is not None:
             ids, self._precompile_for = self._precompile_for, None
             smaller = [ids - {i} for i in sorted(ids)] if len(ids) > self.min_slices else []
             if smaller:
-                self.precompiling = trainer.precompile(smaller, self._stop_precompile)
+                warm = warm_by_default() if self.warm_up is None else self.warm_up
+                self.precompiling = trainer.precompile(smaller, self._stop_precompile, warm)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
             self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
@@ -363,6 +370,13 @@ class ElasticRuntime:
             except Exception as e:  # the run already failed; keep the first reason
                 log.info("elastix: checkpoint cleanup failed: %s", error_line(e))
         return Outcome("failed", reason, self.trainer.last_completed, hint)
+
+
+def warm_by_default() -> bool:
+    """Run precompiled steps once in the background (``ElasticRuntime.warm_up``) only on the
+    CPU backend: there an executable's first run costs about two steps and the state is small;
+    on TPU and Pathways the throw-away state would double the state's footprint in HBM."""
+    return jax.default_backend() == "cpu" and not on_pathways()
 
 
 def health_from_env(num_slices: int) -> HealthSource:

@@ -4,7 +4,8 @@ State is ``{"params", "opt_state", "step"}``. The step is a pure function of (st
 no dropout and no sampling, so a run resumed from a checkpoint recomputes exactly what an
 uninterrupted run computes. Compiled functions are cached per (model, optimizer, mesh, seam), so
 re-entering on a mesh seen before (scale back up, a second recovery) costs no recompile, and
-``precompile`` builds them for meshes the run may shrink to, off the critical path.
+``precompile`` builds them for meshes the run may shrink to, off the critical path (and, where
+it is cheap and safe, runs each once on throw-away zeros: ``warm_up``).
 
 The step is compiled ahead of time (``lower().compile()``) and called as that executable: what
 was built in the background is exactly what runs, with no retrace and no second compile. The
@@ -22,6 +23,7 @@ from concurrent.futures import Future
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from elastix_trainer import fault
@@ -79,6 +81,9 @@ class StepFns:
     shardings: object
     batch_sharding: object
     num_devices: int
+    batch: object = None  # the batch's ShapeDtypeStruct (what ``warm_up`` feeds the step)
+    warmed: threading.Event = dataclasses.field(default_factory=threading.Event, compare=False)
+    """Set once ``warm_up`` has run (or is running) the step."""
 
 
 _lock = threading.Lock()
@@ -109,10 +114,11 @@ def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, se
     return fut.result()
 
 
-def precompile(build: Callable[[object], object], meshes: Iterable[object],
-               stop: threading.Event) -> threading.Thread:
+def precompile(build: Callable[[object], StepFns], meshes: Iterable[object],
+               stop: threading.Event, warm: bool = False) -> threading.Thread:
     """Build the step for each of ``meshes`` in a thread (``build(mesh)`` calls ``step_fns``),
-    so a resize onto one of them does not compile on the critical path.
+    so a resize onto one of them does not compile on the critical path; with ``warm``, also
+    run each once (``warm_up``), so the resize does not pay the executable's first run either.
 
     XLA compiles with the GIL released, so the training loop goes on meanwhile (slower while
     the thread holds a core: precompile after start-up, not during it). ``stop`` ends it
@@ -124,7 +130,9 @@ def precompile(build: Callable[[object], object], meshes: Iterable[object],
             if stop.is_set():
                 return
             try:
-                build(mesh)
+                fns = build(mesh)
+                if warm and not stop.is_set():
+                    warm_up(fns)
             except Exception as e:  # noqa: BLE001 - an optimisation; the resize will compile
                 log.info("elastix: precompiling the step for a smaller mesh failed: %s: %s",
                          type(e).__name__, (str(e).splitlines() or [""])[0][:200])
@@ -152,6 +160,35 @@ def _finish_precompiles() -> None:
         stop.set()
     for thread, _ in running:
         thread.join()
+
+
+WARM_STEP = -2
+"""The step counter of ``warm_up``'s throw-away state: the fault seam then checks step -1,
+which ``fault.arm`` never arms (steps count from 1)."""
+
+
+def warm_up(fns: StepFns) -> bool:
+    """Run the compiled step once on throw-away zeros; False if it already ran here.
+
+    On XLA:CPU an executable's first run costs about two more steps' time than later ones
+    (per executable: measured in docs/benchmarks.md), and the first step after a resize is
+    exactly such a first run. Running it here, off the critical path, moves that cost off it.
+    It changes nothing the run owns: a fresh zero state (donated, then dropped) and a zero
+    batch, no RNG, no data read, and a step counter no fault verdict names. Run by a
+    background thread while the loop steps: the CPU client launches programs with
+    collectives one at a time, so the two cannot deadlock; the cost is one step's compute.
+    Not for TPU/Pathways: it needs a second copy of the state in the slices' memory.
+    """
+    with _lock:
+        if fns.warmed.is_set():
+            return False
+        fns.warmed.set()
+    state = jax.tree.map(lambda a: jax.device_put(np.zeros(a.shape, a.dtype), a.sharding),
+                         fns.abstract)
+    state["step"] = jax.device_put(np.array(WARM_STEP, np.int32), fns.abstract["step"].sharding)
+    batch = jax.device_put(np.zeros(fns.batch.shape, fns.batch.dtype), fns.batch_sharding)
+    jax.block_until_ready(fns.step(state, batch))
+    return True
 
 
 def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
@@ -197,4 +234,4 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
         core = jax.jit(train_step, in_shardings=(shardings, bsh), out_shardings=(shardings, None),
                        donate_argnums=0)
         step = core.lower(abstract, batch).compile()
-    return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh))
+    return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh), batch)

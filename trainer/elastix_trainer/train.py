@@ -132,10 +132,12 @@ class Trainer:
         return step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
                         self.cfg.seed, self.seam)
 
-    def precompile(self, candidates, stop: threading.Event) -> threading.Thread:
-        """Compile the step for each slice set in ``candidates`` in the background."""
+    def precompile(self, candidates, stop: threading.Event, warm: bool = False
+                   ) -> threading.Thread:
+        """Compile the step for each slice set in ``candidates`` in the background (and, with
+        ``warm``, run it once on throw-away zeros: ``step.warm_up``)."""
         return precompile(self.step_fns_for, (build_mesh(self.slices, ids) for ids in candidates),
-                          stop)
+                          stop, warm)
 
     def start(self, slice_ids) -> Session:
         """Build the mesh on ``slice_ids`` and restore the newest state onto it (or init).
