@@ -16,9 +16,10 @@ cache state (cold first, then warm) and each round:
 rotating which goes first. GB/s is the checkpoint's bytes on disk over the wall time; what a
 read produced is freed after the clock stops (the raw read frees nothing inside its time). The
 CPU seconds (user, system) and minor page faults of each timed read are reported beside it.
-"Cold" drops the page cache before each timed read: ``/proc/sys/vm/drop_caches`` when the
-process may write it (root), else ``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file (which
-works unprivileged); the report says which. Nothing asserts a timing. From the repo root::
+"Cold" evicts the checkpoint's files from the page cache before each timed read (``sync``, then
+``posix_fadvise(POSIX_FADV_DONTNEED)`` on every file): only these files, so that engineers
+sharing the machine keep their caches (``/proc/sys/vm/drop_caches`` would drop theirs, and
+their benchmarks' warm numbers with them). Nothing asserts a timing. From the repo root::
 
     .venv/bin/python bench/bench_restore.py [--dir /var/tmp] [--rounds 3]
 """
@@ -44,20 +45,15 @@ def files_under(path: str) -> list[str]:
 
 
 def drop_cache(files: list[str]) -> str:
-    """Evict ``files`` from the page cache; returns how."""
+    """Evict ``files`` (and only them) from the page cache; returns how."""
     os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return "drop_caches"
-    except OSError:
-        for path in files:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
-        return "fadvise"
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return "fadvise"
 
 
 def raw_read(files: list[str]) -> int:
