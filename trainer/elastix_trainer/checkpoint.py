@@ -457,6 +457,11 @@ class Checkpointer:
         if pathways_persistence():
             read = ocp.args.StandardRestore(one)
         else:
+            # Each device shard is read straight into its own host buffer and placed (Orbax's
+            # ArrayHandler). On CPU the cost is the kernel faulting in the state's fresh pages,
+            # not the copies; restoring as numpy and placing it ourselves faulted in the state
+            # twice, and Orbax's handler gives us no say over TensorStore's context
+            # (docs/benchmarks.md, "Restore throughput").
             read = ocp.args.PyTreeRestore(
                 one, restore_args=ocp.checkpoint_utils.construct_restore_args(one))
         args = ocp.args.Composite(state=read, data=ocp.args.JsonRestore())
