@@ -68,7 +68,16 @@ def test_a_deleted_pod_and_its_ready_replacement_each_probe_at_once(cluster):
 def test_a_pod_event_alone_never_marks_a_slice_lost(cluster):
     """Pathways still answers for slice 1 (a benign reschedule): the event only made it ask."""
     _, api, backend, probe = cluster
-    h = health(probe)
+    views: list[frozenset[int]] = []  # the view each time the probe is asked
+
+    def active(slices: dict) -> set[int]:
+        if hs:  # not while PathwaysHealth is being built
+            views.append(hs[0].live_slices())
+        return probe(slices)
+
+    hs: list[PathwaysHealth] = []
+    h = health(active)
+    hs.append(h)
     w = watch(api, h)
     try:
         wait_for(lambda: w.state == "watching", what="the watch")
@@ -77,6 +86,7 @@ def test_a_pod_event_alone_never_marks_a_slice_lost(cluster):
         backend.kill_worker(NAME, slice=1, host=0)
         wait_for(lambda: len(probe.calls) > asked, what="a probe after the pod event")
         assert h.live_slices() == frozenset(range(SLICES))
+        assert views and all(v == frozenset(range(SLICES)) for v in views), views
     finally:
         w.close()
         h.close()
