@@ -1,7 +1,8 @@
 """Which slices are alive: pluggable health sources.
 
 - ``PathwaysHealth``: pathwaysutils' own probe (a tiny pmap per slice, failures classified by
-  ``is_error_due_to_slice_down``) and its ``wait_for_slices``; reused, not rewritten.
+  ``is_error_due_to_slice_down``); reused, not rewritten. On GKE a watch on the worker pods
+  (``elastix_trainer.podwatch``) says when to probe, never what the answer is.
 - ``LocalHeartbeatHealth`` (``elastix_trainer.local_health``, the local backend's): heartbeats
   from local slice-host processes; imported only when ``ELASTIX_LOCAL_HEALTH`` is set.
 - ``StaticHealth``: every slice always up (plain CPU runs).
@@ -107,64 +108,132 @@ def probe(health: HealthSource) -> frozenset[int]:
 
 
 class PathwaysHealth:
-    """pathwaysutils' slice probe.
+    """pathwaysutils' slice probe, told when to look by a watch on the worker pods.
 
     ``live_slices()`` returns the last view (never blocks the training loop). ``probe()``
     checks every slice now (the classifier calls it when an error arrives: a cached view can
     be up to ``poll`` seconds old, exactly the window in which Pathways reports a lost slice).
     A background thread re-checks only the slices last seen down, every ``poll`` seconds, as
     pathwaysutils' own ``Manager`` does (``_check_inactive_slices``): live slices need no probe,
-    their failures arrive as errors. ``wait_for`` is pathwaysutils' ``wait_for_slices`` with a
-    timeout (raised as SliceWaitTimeout).
+    their failures arrive as errors.
+
+    On GKE the head also watches its worker pods (``elastix_trainer.podwatch``): a pod that
+    turns Ready or changes wakes the thread to re-check the down slices now, and one that
+    terminates or is deleted makes it check every slice now, so ``live_slices()`` drops a lost
+    slice before the next error says so. The watch only says *when* to probe; the probe alone
+    says which slices are up, because a pod event is not a slice's fate (a pod may be
+    rescheduled or deleted for reasons that cost the slice nothing). Without the watch (no
+    permission, not in a pod) everything works as before, on the poll.
+
+    ``wait_for`` probes every ``min(poll, 5)`` seconds like pathwaysutils' ``wait_for_slices``,
+    whose loop it repeats because that one sleeps in ``time.sleep``, which a pod event cannot
+    cut short.
+
+    Args:
+        slice_to_devices: slice index -> its devices (default: from ``jax.devices()``).
+        poll: seconds between re-checks of the slices last seen down.
+        active: the probe, ``slice_to_devices -> live slice indices`` (default: pathwaysutils'
+            ``get_active_slice_indices``). The seam for tests and benchmarks, which have no
+            Pathways to probe.
+        pod_watch: start the worker-pod watch from the environment (in a pod).
     """
 
-    def __init__(self, slice_to_devices: dict | None = None, poll: float = 10.0) -> None:
-        from pathwaysutils.elastic import elastic
+    def __init__(self, slice_to_devices: dict | None = None, poll: float = 10.0,
+                 active: Callable[[dict], Iterable[int]] | None = None,
+                 pod_watch: bool = True) -> None:
+        if active is None:
+            from pathwaysutils.elastic import elastic
 
-        self._elastic = elastic
-        if slice_to_devices is None:
-            import jax
+            active = elastic.get_active_slice_indices
+            if slice_to_devices is None:
+                import jax
 
-            slice_to_devices = elastic.get_slice_to_devices(jax.devices())
-        self.slice_to_devices = dict(slice_to_devices)
+                slice_to_devices = elastic.get_slice_to_devices(jax.devices())
+        self._active = active
+        self.slice_to_devices = dict(slice_to_devices or {})
         self.poll = poll
-        self._live = frozenset(elastic.get_active_slice_indices(self.slice_to_devices))
-        self._stop = threading.Event()
+        self._probing = threading.Lock()  # one probe at a time: a view never goes back in time
+        self._cond = threading.Condition()
+        self._nudges = 0  # pod events so far; waiters wake when it changes
+        self._check_all = False  # a pod went away since the last check: probe every slice
+        self._stopped = False
+        self._live = frozenset(active(self.slice_to_devices))
         self._thread = threading.Thread(target=self._monitor, daemon=True,
                                         name="elastix-pathways-health")
         self._thread.start()
+        self.watch = None
+        if pod_watch:
+            from elastix_trainer.podwatch import start_from_env
+
+            self.watch = start_from_env(self.nudge)
+
+    def nudge(self, slice: int | None = None, gone: bool = False) -> None:
+        """A worker pod (of ``slice``) changed: probe now. ``gone``: probe live slices too."""
+        with self._cond:
+            self._nudges += 1
+            self._check_all = self._check_all or gone
+            self._cond.notify_all()
+
+    def _await_nudge(self, seen: int, timeout: float) -> int:
+        with self._cond:
+            self._cond.wait_for(lambda: self._nudges != seen or self._stopped, timeout)
+            return self._nudges
+
+    def _check(self, slices: dict) -> frozenset[int] | None:
+        """Probe ``slices``; None if the probe failed (a failed probe is not a verdict)."""
+        try:
+            return frozenset(self._active(slices))
+        except Exception:  # noqa: BLE001 - keep the last view
+            return None
 
     def _monitor(self) -> None:
-        while not self._stop.wait(self.poll):
-            down = {i: d for i, d in self.slice_to_devices.items() if i not in self._live}
-            if not down:
-                continue
-            try:
-                back = frozenset(self._elastic.get_active_slice_indices(down))
-            except Exception:  # a failed probe is not a verdict; keep the last view
-                continue
-            self._live = self._live | back
+        seen = 0
+        while True:
+            seen = self._await_nudge(seen, self.poll)
+            with self._cond:
+                if self._stopped:
+                    return
+                check_all, self._check_all = self._check_all, False
+            with self._probing:
+                if check_all:
+                    live = self._check(self.slice_to_devices)
+                    if live is not None:
+                        self._live = live
+                    continue
+                down = {i: d for i, d in self.slice_to_devices.items() if i not in self._live}
+                back = self._check(down) if down else None
+                if back:
+                    self._live = self._live | back
 
     def live_slices(self) -> frozenset[int]:
         return self._live
 
     def probe(self) -> frozenset[int]:
         """Check every slice now (blocking) and remember the answer."""
-        self._live = frozenset(self._elastic.get_active_slice_indices(self.slice_to_devices))
-        return self._live
+        with self._probing:
+            self._live = frozenset(self._active(self.slice_to_devices))
+            return self._live
 
     def wait_for(self, required: int, timeout: float) -> frozenset[int]:
-        try:
-            live = self._elastic.wait_for_slices(
-                slice_count=required, poll_interval=min(self.poll, 5.0), timeout=timeout,
-                slice_to_devices=self.slice_to_devices)
-        except TimeoutError as e:  # pathwaysutils lets this escape un-retried; make it ours
-            raise SliceWaitTimeout(str(e)) from None
-        self._live = frozenset(live)
-        return self._live
+        start = time.monotonic()
+        interval = min(self.poll, 5.0)
+        seen = self._nudges
+        while True:
+            live = self.probe()
+            if len(live) >= required:
+                return live
+            left = timeout - (time.monotonic() - start)
+            if left <= 0:
+                raise SliceWaitTimeout(f"{len(live)} of {required} required slices live after "
+                                       f"{timeout:g} s")
+            seen = self._await_nudge(seen, min(interval, left))
 
     def close(self) -> None:
-        self._stop.set()
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self.watch is not None:
+            self.watch.close()
 
 
 def on_pathways() -> bool:

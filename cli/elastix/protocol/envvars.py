@@ -65,3 +65,7 @@ PATHWAYS_PERSISTENCE = "ENABLE_PATHWAYS_PERSISTENCE"
 read and write checkpoint data themselves. The trainer then saves without OCDBT (MaxText's
 ``checkpoint_storage_use_ocdbt``: "Set to 0 for Pathways") and lets every host read its own
 shards."""
+
+POD_WATCH = "ELASTIX_POD_WATCH"
+"""``0``: the GKE head does not watch its worker pods (``elastix_trainer.podwatch``); a slice
+last seen down is then re-probed on Pathways' poll only. For comparisons; default on."""

@@ -25,7 +25,7 @@ import jinja2
 
 from elastix.errors import ManifestError, yaml_where
 from elastix.protocol import envvars
-from elastix.workload import crd, labels, platform, sandbox
+from elastix.workload import crd, labels, platform, rbac, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -141,6 +141,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "jobset_labels": jobset_labels,
         "jobset_annotations": annotations,
         "pod_labels": {**spec.labels, labels.WORKLOAD: spec.name},
+        "head_service_account": rbac.service_account(spec.name),
         "proxy_container": proxy,
         "rm_container": rm,
         "main_env": [{"name": k, **v} for k, v in main_env.items()],
@@ -153,8 +154,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
 
 
 _VARIABLES_HINT = ("variables: spec, tpu, labels, jobset_labels, jobset_annotations, "
-                   "pod_labels, main_env, worker_env, proxy_container, rm_container, "
-                   "worker_args, worker_backoff_limit")
+                   "pod_labels, head_service_account, main_env, worker_env, proxy_container, "
+                   "rm_container, worker_args, worker_backoff_limit")
 
 
 def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:

@@ -4,6 +4,7 @@ HTTP server (pytest-httpserver), the real CLI entry point in-process."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -87,7 +88,18 @@ def test_404_jobset_crd_missing(httpserver, run):
     assert "JobSet CRD is not installed" in err and "jobset/releases" in err
 
 
+def _head_access(httpserver) -> None:
+    """Answer the server-side applies of the head's ServiceAccount, Role and RoleBinding."""
+    httpserver.expect_request(re.compile(r".*/(serviceaccounts|roles|rolebindings)/demo-head"),
+                              method="PATCH").respond_with_json({}, status=200)
+
+
+def _posts(httpserver) -> list:
+    return [req for req, _ in httpserver.log if req.method == "POST"]
+
+
 def test_409_on_create_offers_replace(httpserver, run):
+    _head_access(httpserver)
     httpserver.expect_request(JOBSETS, method="POST").respond_with_response(status(
         409, "AlreadyExists", 'jobsets.jobset.x-k8s.io "demo" already exists',
         {"name": "demo", "group": "jobset.x-k8s.io", "kind": "jobsets"}))
@@ -97,11 +109,12 @@ def test_409_on_create_offers_replace(httpserver, run):
                   "--skip-preflight")
     assert rc == 1
     assert "workload 'demo' already exists in namespace default" in err and "--replace" in err
-    req, _ = httpserver.log[0]
+    [req] = _posts(httpserver)
     assert req.args.get("fieldValidation") == "Strict" and "dryRun" not in req.args
 
 
 def test_server_dry_run_sends_dry_run_all(httpserver, run):
+    _head_access(httpserver)
     httpserver.expect_request(JOBSETS, method="POST",
                               query_string={"dryRun": "All", "fieldValidation": "Strict"}
                               ).respond_with_json({"kind": "JobSet"}, status=201)
@@ -109,8 +122,10 @@ def test_server_dry_run_sends_dry_run_all(httpserver, run):
                   "--docker-image", "img:1", "--command", "true", "--backend", "gke",
                   "--dry-run=server", "--skip-preflight")
     assert rc == 0, err
-    sent = json.loads(httpserver.log[0][0].get_data())
+    sent = json.loads(_posts(httpserver)[0].get_data())
     assert sent["kind"] == "JobSet" and sent["metadata"]["name"] == "demo"
+    patches = [req for req, _ in httpserver.log if req.method == "PATCH"]
+    assert len(patches) == 3 and all(r.args.get("dryRun") == "All" for r in patches)
 
 
 def test_5xx(httpserver, run):

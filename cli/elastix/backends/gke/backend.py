@@ -28,7 +28,7 @@ from elastix.clients.kube import (
 )
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
-from elastix.workload import labels
+from elastix.workload import labels, rbac
 
 TIMEOUT = (10.0, 20.0)  # (connect, read) seconds for ordinary requests: an API server
 # answers a GET, a create or a delete in well under a second; 20 s of silence is already a fault.
@@ -166,18 +166,66 @@ class GKEBackend(Backend):
             raise UsageError("the manifest has no metadata.name")
         if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
+        made = self._apply_head_access(body, bool(dry_run))
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
                 self.http.request("POST", self.path("jobsets"),
                                   {"dryRun": "All" if dry_run == "server" else None,
                                    "fieldValidation": "Strict"}, body=body, timeout=TIMEOUT)
-        except ConflictError:
+        except ConflictError:  # the head's account is the running workload's: keep it
             if dry_run and replace:
                 return name  # the server decoded and validated it before finding the old one
             raise ConflictError(f"workload {name!r} already exists in namespace {self.namespace}",
                                 hint="pass --replace to delete it and submit again, or choose "
                                      "another name") from None
+        except BaseException:
+            if made and not self._still_there(name):
+                self._delete_head_access(made)  # a failed submit leaves nothing behind
+            raise
         return name
+
+    def _still_there(self, name: str) -> bool:
+        """Whether a JobSet of this name runs (its head uses the account a failed submit of the
+        same name re-applied); True when that cannot be told, to delete nothing it may use."""
+        try:
+            return self.exists(name)
+        except Exception:  # noqa: BLE001 - the submit's own error is the one to report
+            return True
+
+    def _apply_head_access(self, manifest: dict[str, Any], dry_run: bool) -> list[tuple]:
+        """Create the head pod's ServiceAccount, Role and RoleBinding (``elastix.workload.rbac``)
+        when the manifest asks for them; what was made, to undo. Server-side apply, so objects
+        left by a JobSet deleted with kubectl are taken over, not a conflict."""
+        name = rbac.wanted(manifest)
+        if name is None:
+            return []
+        made = []
+        try:
+            for api_version, plural, obj in rbac.objects(name, self.namespace):
+                path = api_path(api_version, plural, obj["metadata"]["name"], self.namespace)
+                with self.tr(f"granting workload {name}'s head read access to its pods "
+                             f"({obj['kind']})", namespace=self.namespace):
+                    self.http.request("PATCH", path,
+                                      {"fieldManager": "elastix", "force": "true",
+                                       "dryRun": "All" if dry_run else None}, body=obj,
+                                      timeout=TIMEOUT,
+                                      content_type="application/apply-patch+yaml")
+                if not dry_run:
+                    made.append((api_version, plural, obj["metadata"]["name"]))
+        except BaseException:
+            self._delete_head_access(made)
+            raise
+        return made
+
+    def _delete_head_access(self, made: list[tuple]) -> None:
+        """Delete what ``_apply_head_access`` made (reverse order; already gone is fine)."""
+        for api_version, plural, obj_name in reversed(made):
+            try:
+                with self.tr(f"deleting {plural} {obj_name}", namespace=self.namespace):
+                    self.http.request("DELETE", api_path(api_version, plural, obj_name,
+                                                         self.namespace), timeout=TIMEOUT)
+            except NotFoundError:
+                pass
 
     def exists(self, name: str) -> bool:
         """Whether the workload's JobSet is still there (the log follower asks while waiting).
@@ -293,6 +341,9 @@ class GKEBackend(Backend):
             self.http.request("DELETE", self.path("jobsets", name),
                               body={"apiVersion": "v1", "kind": "DeleteOptions",
                                     "propagationPolicy": "Background"}, timeout=TIMEOUT)
+        # The head's account, if submit made one (deleting what is not there is no error).
+        self._delete_head_access([(v, p, body["metadata"]["name"])
+                                  for v, p, body in rbac.objects(name, self.namespace)])
         if wait:
             self.wait_gone(name, timeout)
         return None

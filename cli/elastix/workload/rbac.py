@@ -1,0 +1,66 @@
+"""The head pod's Kubernetes identity: a ServiceAccount allowed to watch its namespace's pods.
+
+The trainer in the head pod watches the workload's worker pods (``elastix_trainer.podwatch``),
+so that Pathways re-probes a slice the moment its pods change. That needs ``get``, ``list`` and
+``watch`` on ``pods`` (core API group) in the workload's namespace, and nothing else: a
+namespaced Role bound to a ServiceAccount of the workload's own, named in the head pod's
+``serviceAccountName`` (Kubernetes RBAC, its Role and RoleBinding examples,
+https://kubernetes.io/docs/reference/access-authn-authz/rbac/). Not the namespace's ``default``
+account: the same page warns that what is granted to ``default`` goes to every pod of the
+namespace that names no account ("Service account permissions"). Only the head pod names it;
+the worker pods keep ``default``.
+
+The GKE backend creates these objects before the JobSet (a pod naming a ServiceAccount that does
+not exist yet is rejected: "Configure Service Accounts for Pods",
+https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/) and
+deletes them with it. It creates them only for a manifest
+whose head pod asks for :func:`service_account` of its name, so a user's ``--template`` that
+does not is left as written (the watch then logs one line and the trainer polls).
+
+Pure: object bodies only, no API calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastix.workload import labels
+
+RBAC_VERSION = "rbac.authorization.k8s.io/v1"
+POD_READER_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+"""What the head's pod watch needs: get, list and watch on pods of its own namespace."""
+
+
+def service_account(workload: str) -> str:
+    """The head pod's ServiceAccount (also the Role's and the RoleBinding's name)."""
+    return f"{workload}-head"
+
+
+def objects(workload: str, namespace: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(apiVersion, plural, body) of the ServiceAccount, Role and RoleBinding, in creation
+    order (delete in reverse)."""
+    name = service_account(workload)
+    md = {"name": name, "namespace": namespace,
+          "labels": {labels.WORKLOAD: workload, labels.MANAGED_BY: labels.MANAGED_BY_VALUE}}
+    return [
+        ("v1", "serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": md}),
+        (RBAC_VERSION, "roles", {"apiVersion": RBAC_VERSION, "kind": "Role", "metadata": md,
+                                 "rules": POD_READER_RULES}),
+        (RBAC_VERSION, "rolebindings", {
+            "apiVersion": RBAC_VERSION, "kind": "RoleBinding", "metadata": md,
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}}),
+    ]
+
+
+def wanted(manifest: dict[str, Any]) -> str | None:
+    """The workload whose head pod asks for :func:`service_account`, or None."""
+    name = (manifest.get("metadata") or {}).get("name")
+    for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
+        if rj.get("name") != labels.HEAD_JOB:
+            continue
+        pod = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {})
+               .get("spec") or {})
+        if name and pod.get("serviceAccountName") == service_account(name):
+            return name
+    return None

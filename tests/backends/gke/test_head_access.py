@@ -1,0 +1,119 @@
+"""The head pod's ServiceAccount, Role and RoleBinding (its pod watch, issue 15): made by
+`workload create`, removed by `workload delete`, never left behind by a failed submit, and
+never taken from a running workload of the same name. Against the fake API server, with the
+real CLI and the official client."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from fake_cluster import CREATE, elastix
+from fault_proxy import Rule, fault_proxy
+
+from elastix.backends.gke.backend import GKEBackend
+from elastix.clients.kube import api_client_from_kubeconfig
+from elastix.errors import ConflictError, ElastixError, ManifestError
+from elastix.workload import rbac, render
+from elastix.workload.spec import build_spec
+
+KINDS = {"serviceaccounts": "/api/v1", "roles": "/apis/rbac.authorization.k8s.io/v1",
+         "rolebindings": "/apis/rbac.authorization.k8s.io/v1"}
+
+
+def access(fake, namespace: str = "default") -> dict[str, list[str]]:
+    """Names of the ServiceAccounts, Roles and RoleBindings elastix made, by kind."""
+    return {k: sorted(o["metadata"]["name"] for o in fake.get(
+        f"{prefix}/namespaces/{namespace}/{k}?labelSelector=app.kubernetes.io/managed-by%3D"
+        "elastix")["items"]) for k, prefix in KINDS.items()}
+
+
+NONE = {k: [] for k in KINDS}
+DEMO = {k: ["demo-head"] for k in KINDS}
+
+
+def manifest(name: str = "demo") -> dict:
+    return render.render(build_spec(None, {
+        "name": name, "tpu_type": "v5litepod-16", "num_slices": 2, "docker_image": "img:1",
+        "command": "python train.py", "project": "p", "cluster": "c", "location": "l"}))
+
+
+def backend(url_or_fake) -> GKEBackend:
+    if isinstance(url_or_fake, str):
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = url_or_fake
+        return GKEBackend(client.ApiClient(cfg), "default", url_or_fake)
+    api, where = api_client_from_kubeconfig(str(url_or_fake.kubeconfig), None)
+    return GKEBackend(api, "default", where)
+
+
+def test_create_grants_the_head_pod_read_on_pods_and_delete_removes_it(fake_cluster):
+    fake = fake_cluster
+    elastix(fake, *CREATE)
+    assert access(fake) == DEMO
+    ns = "/namespaces/default"
+    role = fake.get(f"{KINDS['roles']}{ns}/roles/demo-head")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"],
+                              "verbs": ["get", "list", "watch"]}]
+    binding = fake.get(f"{KINDS['rolebindings']}{ns}/rolebindings/demo-head")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "demo-head",
+                                    "namespace": "default"}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "demo-head"}
+    [head] = fake.pods("jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
+    assert head["spec"]["serviceAccountName"] == "demo-head"
+    workers = fake.pods("jobset.sigs.k8s.io/replicatedjob-name=worker")
+    assert workers and all("serviceAccountName" not in p["spec"] for p in workers)
+
+    # A second create of the same name fails and leaves the running one's access alone.
+    again = elastix(fake, *CREATE, check=False)
+    assert again.returncode == 1 and "already exists" in again.stderr
+    assert access(fake) == DEMO
+
+    elastix(fake, "workload", "delete", "demo")
+    assert access(fake) == NONE
+
+
+def test_a_rejected_jobset_leaves_no_access_behind(fake_cluster):
+    bad = manifest()
+    bad["spec"]["replicatedJobs"][1]["template"]["spec"]["backofLimit"] = 3  # a typo
+    with pytest.raises(ManifestError):
+        backend(fake_cluster).submit(bad, preflight=False)
+    assert access(fake_cluster) == NONE
+
+
+def test_server_dry_run_makes_no_access(fake_cluster):
+    assert backend(fake_cluster).submit(manifest(), dry_run="server", preflight=False) == "demo"
+    assert access(fake_cluster) == NONE
+
+
+def test_a_refused_grant_undoes_the_account_and_submits_nothing(fake_cluster):
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(Rule("PATCH", r"/roles/", "status", status=403))
+        with pytest.raises(ElastixError):
+            backend(url).submit(manifest(), preflight=False)
+    assert access(fake_cluster) == NONE
+    assert backend(fake_cluster).list() == []
+
+
+def test_replace_keeps_access_and_a_template_without_the_account_gets_none(fake_cluster):
+    b = backend(fake_cluster)
+    b.submit(manifest(), preflight=False)
+    b.submit(manifest(), replace=True, preflight=False)
+    assert access(fake_cluster) == DEMO
+    other = copy.deepcopy(manifest("plain"))
+    head = other["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    del head["serviceAccountName"]  # a user's --template that names no account
+    assert rbac.wanted(other) is None
+    b.submit(other, preflight=False)
+    assert access(fake_cluster) == DEMO
+    with pytest.raises(ConflictError):
+        b.submit(manifest(), preflight=False)
+    assert access(fake_cluster) == DEMO
+    bad = manifest()  # a broken manifest of a running workload's name: its account stays
+    bad["spec"]["replicatedJobs"][1]["template"]["spec"]["backofLimit"] = 3
+    with pytest.raises(ManifestError):
+        b.submit(bad, preflight=False)
+    assert access(fake_cluster) == DEMO
