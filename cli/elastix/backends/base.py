@@ -172,6 +172,11 @@ class Backend(abc.ABC):
 
     namespace: str = "default"  # Kubernetes backends: the namespace their workloads live in
 
+    notices: list[str]
+    """Lines the last ``submit`` wants the user to read: something it went without, and why
+    (``workload create`` prints them). Backends that have none leave the class's empty list."""
+    notices = []  # noqa: RUF012 - never appended to on the class: subclasses set their own
+
     @classmethod
     def from_target(cls, target: Target) -> Backend:
         """Build the backend for the target the command's options describe."""

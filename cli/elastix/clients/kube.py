@@ -50,6 +50,10 @@ class ApiUnavailable(NotFoundError):
     """The JobSet API is not served by the cluster (404 on the API path: no CRD)."""
 
 
+class Forbidden(BackendError):
+    """The identity may not do this (403): a caller that can go without it branches on it."""
+
+
 class ContainerWaiting(BackendError):
     """A pod's log was asked for before its container started (400 "... waiting to start")."""
 
@@ -348,7 +352,7 @@ class Translator:
                                 hint="refresh the credentials (for GKE: gcloud auth "
                                      "application-default login, or the kubeconfig user's token)")
         if code == 403:
-            return BackendError(f"permission denied while {what}: {msg}",
+            return Forbidden(f"permission denied while {what}: {msg}",
                                 hint=f"the identity of {self.where} needs RBAC permission for "
                                      "this (on GKE: roles/container.developer)")
         if code == 404:

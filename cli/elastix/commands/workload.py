@@ -164,6 +164,8 @@ def _emit(text: str, output_file: Path | None) -> None:
 def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None,
             preflight: bool = True) -> None:
+    from rich.markup import escape
+
     from elastix.views.console import console as make_console
     from elastix.workload.render import dump
 
@@ -174,6 +176,8 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
     backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
     name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None,
                           preflight=preflight)
+    for note in backend.notices:
+        console.print(f"[yellow]note:[/] {escape(note)}")
     if server_dry_run:
         console.print(f"[green]server dry run passed[/] for workload {name}")
         if output_file:

@@ -53,14 +53,25 @@ def objects(workload: str, namespace: str) -> list[tuple[str, str, dict[str, Any
     ]
 
 
+def _head_pod(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
+        if rj.get("name") == labels.HEAD_JOB:
+            return (((rj.get("template") or {}).get("spec") or {}).get("template") or {}) \
+                .get("spec") or {}
+    return None
+
+
+def drop_service_account(manifest: dict[str, Any]) -> None:
+    """Let the head pod run as the namespace's ``default`` account again (no grant was made)."""
+    pod = _head_pod(manifest)
+    if pod is not None and wanted(manifest) is not None:
+        del pod["serviceAccountName"]
+
+
 def wanted(manifest: dict[str, Any]) -> str | None:
     """The workload whose head pod asks for :func:`service_account`, or None."""
     name = (manifest.get("metadata") or {}).get("name")
-    for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
-        if rj.get("name") != labels.HEAD_JOB:
-            continue
-        pod = ((((rj.get("template") or {}).get("spec") or {}).get("template") or {})
-               .get("spec") or {})
-        if name and pod.get("serviceAccountName") == service_account(name):
-            return name
+    pod = _head_pod(manifest)
+    if name and pod is not None and pod.get("serviceAccountName") == service_account(name):
+        return name
     return None

@@ -89,9 +89,24 @@ def test_server_dry_run_makes_no_access(fake_cluster):
     assert access(fake_cluster) == NONE
 
 
-def test_a_refused_grant_undoes_the_account_and_submits_nothing(fake_cluster):
+def test_a_refused_grant_submits_a_head_that_polls_and_says_so(fake_cluster):
+    """A user who may not create Roles still gets the workload: the watch only speeds a
+    recovery up. The account made before the refusal is undone, the head pod names none (a
+    pod naming a missing account is rejected), and one note says what was given up."""
     with fault_proxy(fake_cluster.url) as (url, proxy):
         proxy.add(Rule("PATCH", r"/roles/", "status", status=403))
+        b = backend(url)
+        assert b.submit(manifest(), preflight=False) == "demo"
+    assert access(fake_cluster) == NONE
+    [head] = fake_cluster.pods("jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
+    assert "serviceAccountName" not in head["spec"]
+    [note] = b.notices
+    assert "will not watch its worker pods" in note and "rolebindings" in note
+
+
+def test_a_grant_that_fails_otherwise_undoes_the_account_and_submits_nothing(fake_cluster):
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(Rule("PATCH", r"/roles/", "status", status=500, count=100))
         with pytest.raises(ElastixError):
             backend(url).submit(manifest(), preflight=False)
     assert access(fake_cluster) == NONE

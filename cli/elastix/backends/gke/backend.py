@@ -21,6 +21,7 @@ from elastix.clients.kube import (
     JOBSET_PLURAL,
     JOBSET_VERSION,
     ApiUnavailable,
+    Forbidden,
     Http,
     Translator,
     api_path,
@@ -55,6 +56,7 @@ class GKEBackend(Backend):
         self.tr = Translator(where)
         self.gke_cluster = gke_cluster
         self.cluster_name = cluster_name
+        self.notices: list[str] = []
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
@@ -166,7 +168,18 @@ class GKEBackend(Backend):
             raise UsageError("the manifest has no metadata.name")
         if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
-        made = self._apply_head_access(body, bool(dry_run))
+        try:
+            made = self._apply_head_access(body, bool(dry_run))
+        except Forbidden as e:
+            # The watch only speeds recovery up: a user who may not grant it still gets the
+            # workload, with a head that polls (the account it would have named is not made).
+            made = []
+            rbac.drop_service_account(body)
+            self.notices.append(
+                f"the head pod will not watch its worker pods ({e}): it probes lost slices "
+                "every 10 s instead, so a replacement slice is seen up to 10 s later; to enable "
+                "the watch, ask for create on serviceaccounts, roles and rolebindings in "
+                f"namespace {self.namespace}")
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
                 self.http.request("POST", self.path("jobsets"),
