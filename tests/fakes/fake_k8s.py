@@ -371,7 +371,7 @@ class Api:
                 {
                     k: v
                     for k, v in (body.get("metadata") or {}).items()
-                    if k in ("labels", "annotations", "finalizers")
+                    if k in ("labels", "annotations", "finalizers", "ownerReferences")
                 },
             )
         if q.get("dryRun") == "All":

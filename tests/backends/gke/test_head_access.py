@@ -62,6 +62,11 @@ def test_create_grants_the_head_pod_read_on_pods_and_delete_removes_it(fake_clus
                                     "namespace": "default"}]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": "demo-head"}
+    uid = fake.get("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo")[
+        "metadata"]["uid"]
+    for kind, prefix in KINDS.items():  # deleted with the JobSet, however it is deleted
+        [owner] = fake.get(f"{prefix}{ns}/{kind}/demo-head")["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("JobSet", "demo", uid)
     [head] = fake.pods("jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
     assert head["spec"]["serviceAccountName"] == "demo-head"
     workers = fake.pods("jobset.sigs.k8s.io/replicatedjob-name=worker")

@@ -182,9 +182,10 @@ class GKEBackend(Backend):
                 f"namespace {self.namespace}")
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
-                self.http.request("POST", self.path("jobsets"),
-                                  {"dryRun": "All" if dry_run == "server" else None,
-                                   "fieldValidation": "Strict"}, body=body, timeout=TIMEOUT)
+                created = self.http.request("POST", self.path("jobsets"),
+                                            {"dryRun": "All" if dry_run == "server" else None,
+                                             "fieldValidation": "Strict"}, body=body,
+                                            timeout=TIMEOUT)
         except ConflictError:  # the head's account is the running workload's: keep it
             if dry_run and replace:
                 return name  # the server decoded and validated it before finding the old one
@@ -195,7 +196,35 @@ class GKEBackend(Backend):
             if made and not self._still_there(name):
                 self._delete_head_access(made)  # a failed submit leaves nothing behind
             raise
+        if made:
+            self._own_head_access(made, created)
         return name
+
+    def _own_head_access(self, made: list[tuple], jobset: Any) -> None:
+        """Make the JobSet the owner of the head's account, Role and RoleBinding, so that
+        Kubernetes' garbage collector deletes them with a JobSet deleted by other tools
+        (ownerReferences: "Owners and Dependents", kubernetes.io/docs/concepts/overview/
+        working-with-objects/owners-dependents/). The workload runs either way: a refusal is
+        a note, not a failed submit."""
+        uid = ((jobset or {}).get("metadata") or {}).get("uid") if isinstance(jobset, dict) \
+            else None
+        if not uid:
+            return
+        owner = {"apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
+                 "name": jobset["metadata"]["name"], "uid": uid}
+        try:
+            for api_version, plural, obj_name in made:
+                with self.tr(f"making the JobSet own {plural} {obj_name}",
+                             namespace=self.namespace):
+                    self.http.request("PATCH", api_path(api_version, plural, obj_name,
+                                                        self.namespace),
+                                      body={"metadata": {"ownerReferences": [owner]}},
+                                      timeout=TIMEOUT,
+                                      content_type="application/merge-patch+json")
+        except BackendError as e:
+            self.notices.append(f"the head pod's account, Role and RoleBinding are not owned by "
+                                f"the JobSet ({e}): `elastix workload delete` removes them, "
+                                "deleting the JobSet by other means leaves them")
 
     def _still_there(self, name: str) -> bool:
         """Whether a JobSet of this name runs (its head uses the account a failed submit of the
