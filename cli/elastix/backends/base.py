@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from elastix.backends import Target
@@ -172,10 +172,9 @@ class Backend(abc.ABC):
 
     namespace: str = "default"  # Kubernetes backends: the namespace their workloads live in
 
-    notices: list[str]
+    notices: Sequence[str] = ()
     """Lines the last ``submit`` wants the user to read: something it went without, and why
-    (``workload create`` prints them). Backends that have none leave the class's empty list."""
-    notices = []  # noqa: RUF012 - never appended to on the class: subclasses set their own
+    (``workload create`` prints them). A backend that has some sets a list of its own."""
 
     @classmethod
     def from_target(cls, target: Target) -> Backend:
