@@ -30,8 +30,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "gke"))
-from conftest import CREATE, start_fake, stop, wait_for  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+from fake_cluster import CREATE, start_fake, stop, wait_for  # noqa: E402
 
 JS = "jobset.sigs.k8s.io/"
 
