@@ -146,6 +146,21 @@ def test_a_watch_the_server_ends_reconnects_and_still_hints(cluster):
         h.close()
 
 
+def test_a_relist_after_a_gap_hints_what_the_watch_missed(cluster):
+    """While no watch ran (a broken stream), a pod went away and its replacement came up: the
+    re-list says so once; a re-list that finds nothing new says nothing."""
+    _, api, backend, probe = cluster
+    hints: list[tuple] = []
+    w = PodWatch(api, "default", NAME, lambda s, gone: hints.append((s, gone)))
+    w._list()  # the baseline: no hint
+    w._list()
+    assert hints == []
+    backend.kill_worker(NAME, slice=0, host=1)  # the pod is gone when this returns
+    wait_for(lambda: probe.up() == set(range(SLICES)), what="slice 0's replacement Ready")
+    w._list()
+    assert hints == [(None, True)]  # a Ready pod went away: every slice is worth a probe
+
+
 def test_outside_a_pod_there_is_no_watch_and_one_line(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="elastix_trainer")
     monkeypatch.setenv("ELASTIX_WORKLOAD", NAME)

@@ -86,6 +86,7 @@ class PodWatch:
         self.state = "starting"  # "watching", "retrying" or "off" (why is in the one log line)
         self.connects = 0  # watch requests made (a test counts reconnects)
         self._ready: dict[str, bool] = {}  # pod uid -> Ready, to tell "became Ready" from noise
+        self._listed: dict[str, bool] | None = None  # what the last list saw (None: no list yet)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="elastix-pod-watch")
 
@@ -141,7 +142,9 @@ class PodWatch:
         return client.CoreV1Api(self.api)
 
     def _list(self) -> str:
-        """Seed each pod's Ready state (no hints: this is the baseline); the list's version."""
+        """Seed each pod's Ready state; the list's version. The first list is the baseline (no
+        hint); a re-list after a broken watch hints once if a pod went away, appeared or
+        changed readiness meanwhile: those events were missed, and the poll would be late."""
         resp = self._core().list_namespaced_pod(self.namespace, label_selector=self.selector,
                                                 _preload_content=False, _request_timeout=20)
         if not 200 <= resp.status <= 299:  # unpreloaded answers are not checked for us
@@ -149,7 +152,12 @@ class PodWatch:
 
             raise ApiException(status=resp.status, reason=resp.reason)
         body = json.loads(resp.data or b"{}")
-        self._ready = {p["metadata"]["uid"]: _ready(p) for p in body.get("items") or []}
+        before, self._ready = self._listed, {p["metadata"]["uid"]: _ready(p)
+                                             for p in body.get("items") or []}
+        self._listed = dict(self._ready)
+        if before is not None and self._ready != before:
+            gone = any(not self._ready.get(uid, False) for uid, up in before.items() if up)
+            self.on_hint(None, gone)
         return (body.get("metadata") or {}).get("resourceVersion") or ""
 
     def _watch(self, rv: str) -> str:
