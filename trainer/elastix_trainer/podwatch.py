@@ -31,15 +31,10 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.protocol import envvars
+from elastix.protocol.jobset import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, WORKER_JOB
 from elastix_trainer.events import log
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-# The JobSet controller's labels (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go;
-# elastix.workload.labels names them for the launcher, which the trainer may not import).
-JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_INDEX = "jobset.sigs.k8s.io/job-index"
-WORKER_JOB = "worker"
 GRANT_HINT = ("grant the head pod's service account get, list and watch on pods in its "
               "namespace (a Role and RoleBinding; `elastix workload create` makes them)")
 
