@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastix.workload import labels
+from elastix.workload.manifest import pod_spec, replicated_job
 
 RBAC_VERSION = "rbac.authorization.k8s.io/v1"
 POD_READER_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
@@ -53,25 +54,14 @@ def objects(workload: str, namespace: str) -> list[tuple[str, str, dict[str, Any
     ]
 
 
-def _head_pod(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
-        if rj.get("name") == labels.HEAD_JOB:
-            return (((rj.get("template") or {}).get("spec") or {}).get("template") or {}) \
-                .get("spec") or {}
-    return None
-
-
 def drop_service_account(manifest: dict[str, Any]) -> None:
     """Let the head pod run as the namespace's ``default`` account again (no grant was made)."""
-    pod = _head_pod(manifest)
-    if pod is not None and wanted(manifest) is not None:
-        del pod["serviceAccountName"]
+    if wanted(manifest) is not None:
+        del pod_spec(replicated_job(manifest, labels.HEAD_JOB))["serviceAccountName"]
 
 
 def wanted(manifest: dict[str, Any]) -> str | None:
     """The workload whose head pod asks for :func:`service_account`, or None."""
     name = (manifest.get("metadata") or {}).get("name")
-    pod = _head_pod(manifest)
-    if name and pod is not None and pod.get("serviceAccountName") == service_account(name):
-        return name
-    return None
+    pod = pod_spec(replicated_job(manifest, labels.HEAD_JOB))
+    return name if name and pod.get("serviceAccountName") == service_account(name) else None

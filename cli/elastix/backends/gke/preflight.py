@@ -26,6 +26,7 @@ from typing import Any
 
 from elastix.errors import ProblemsError
 from elastix.workload import labels, platform
+from elastix.workload.manifest import pod_spec, replicated_job
 
 # Scopes that let a node's service account write to Cloud Storage: Cloud Storage docs,
 # "OAuth 2.0 scopes" (https://cloud.google.com/storage/docs/oauth-scopes): read_write and
@@ -92,17 +93,11 @@ class Needs:
     gcs: bool
 
 
-def _replicated(manifest: dict, name: str) -> dict | None:
-    return next((rj for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []
-                 if rj.get("name") == name), None)
-
-
 def needs(manifest: dict[str, Any]) -> Needs:
     """Read :class:`Needs` from a rendered JobSet."""
-    head = _replicated(manifest, labels.HEAD_JOB)
-    head_spec = ((head or {}).get("template", {}).get("spec", {}).get("template", {})
-                 .get("spec", {}))
-    worker = _replicated(manifest, labels.WORKER_JOB) or {}
+    head = replicated_job(manifest, labels.HEAD_JOB)
+    head_spec = pod_spec(head)
+    worker = replicated_job(manifest, labels.WORKER_JOB) or {}
     job = worker.get("template", {})
     pod = job.get("spec", {}).get("template", {}).get("spec", {})
     return Needs(

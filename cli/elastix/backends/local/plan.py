@@ -20,6 +20,7 @@ from typing import Any
 from elastix.errors import UsageError
 from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
+from elastix.workload.manifest import replicated_job
 
 DEFAULT_SCHEDULING_DELAY = 1.0
 """Seconds before a replacement worker starts, unless ``ELASTIX_LOCAL_SCHEDULING_DELAY`` says."""
@@ -125,13 +126,6 @@ def resolve_env(env_list: list[dict[str, Any]], fields: dict[str, str]) -> dict[
     return out
 
 
-def _rjob(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for rj in manifest.get("spec", {}).get("replicatedJobs", []):
-        if rj.get("name") == name:
-            return rj
-    return None
-
-
 def _main_container(pod_spec: dict[str, Any], name: str) -> dict[str, Any] | None:
     containers = pod_spec.get("containers", [])
     for c in containers:
@@ -164,8 +158,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         UsageError: the manifest lacks something the local backend needs.
     """
     name = manifest.get("metadata", {}).get("name")
-    head = _rjob(manifest, labels.HEAD_JOB)
-    worker = _rjob(manifest, labels.WORKER_JOB)
+    head = replicated_job(manifest, labels.HEAD_JOB)
+    worker = replicated_job(manifest, labels.WORKER_JOB)
     if not name or head is None or worker is None:
         raise UsageError("the local backend needs a JobSet with replicated jobs "
                          f"{labels.HEAD_JOB!r} and {labels.WORKER_JOB!r}",
