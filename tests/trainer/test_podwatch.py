@@ -4,6 +4,7 @@ never fails the run (no permission, no cluster, broken streams)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -42,15 +43,29 @@ def health(probe, poll: float = FOREVER) -> PathwaysHealth:
                           pod_watch=False)
 
 
-def watch(api, h: PathwaysHealth, **kw) -> PodWatch:
-    return PodWatch(api, "default", NAME, h.nudge, backoff=(0.05, 0.2), **kw).start()
+def watch_lines(caplog) -> list[str]:
+    """What the pod watch logged (it promises one line per outage)."""
+    return [r.getMessage() for r in caplog.records if "pod watch" in r.getMessage()]
+
+
+@contextlib.contextmanager
+def watched(api, active, poll: float = FOREVER, on_health=None, **kw):
+    """A PathwaysHealth probing with ``active`` and a watch nudging it; both closed after.
+    ``on_health`` sees the health source before the watch starts."""
+    h = health(active, poll)
+    if on_health is not None:
+        on_health(h)
+    w = PodWatch(api, "default", NAME, h.nudge, backoff=(0.05, 0.2), **kw).start()
+    try:
+        yield h, w
+    finally:
+        w.close()
+        h.close()
 
 
 def test_a_deleted_pod_and_its_ready_replacement_each_probe_at_once(cluster):
     _, api, backend, probe = cluster
-    h = health(probe)
-    w = watch(api, h)
-    try:
+    with watched(api, probe) as (h, w):
         wait_for(lambda: w.state == "watching", what="the watch")
         assert h.live_slices() == frozenset(range(SLICES))
         backend.kill_worker(NAME, slice=1, host=2)
@@ -60,9 +75,6 @@ def test_a_deleted_pod_and_its_ready_replacement_each_probe_at_once(cluster):
         # The replacement turning Ready makes it re-probe the down slice at once.
         wait_for(lambda: h.live_slices() == frozenset(range(SLICES)), what="slice 1 back")
         assert all(len(c) == SLICES or c == {1} for c in probe.calls[1:])
-    finally:
-        w.close()
-        h.close()
 
 
 def test_a_pod_event_alone_never_marks_a_slice_lost(cluster):
@@ -76,10 +88,7 @@ def test_a_pod_event_alone_never_marks_a_slice_lost(cluster):
         return probe(slices)
 
     hs: list[PathwaysHealth] = []
-    h = health(active)
-    hs.append(h)
-    w = watch(api, h)
-    try:
+    with watched(api, active, on_health=hs.append) as (h, w):
         wait_for(lambda: w.state == "watching", what="the watch")
         probe.pathways_says_up.add(1)
         asked = len(probe.calls)
@@ -87,9 +96,6 @@ def test_a_pod_event_alone_never_marks_a_slice_lost(cluster):
         wait_for(lambda: len(probe.calls) > asked, what="a probe after the pod event")
         assert h.live_slices() == frozenset(range(SLICES))
         assert views and all(v == frozenset(range(SLICES)) for v in views), views
-    finally:
-        w.close()
-        h.close()
 
 
 def test_a_403_is_one_line_and_the_poll_carries_on(cluster, caplog):
@@ -97,12 +103,9 @@ def test_a_403_is_one_line_and_the_poll_carries_on(cluster, caplog):
     caplog.set_level(logging.INFO, logger="elastix_trainer")
     with fault_proxy(fake.url) as (url, proxy):
         proxy.add(Rule("GET", r"/pods", "status", status=403, count=1000))
-        api = _client(url)
-        h = health(probe, poll=0.05)
-        w = watch(api, h)
-        try:
+        with watched(_client(url), probe, poll=0.05) as (h, w):
             wait_for(lambda: w.state == "off", what="the watch giving up")
-            lines = [r.getMessage() for r in caplog.records if "pod watch" in r.getMessage()]
+            lines = watch_lines(caplog)
             assert len(lines) == 1, lines
             assert "HTTP 403" in lines[0] and "get, list and watch on pods" in lines[0]
             assert len(proxy.matching("GET", r"/pods")) == 1  # gave up: no retry loop
@@ -110,9 +113,6 @@ def test_a_403_is_one_line_and_the_poll_carries_on(cluster, caplog):
             probe.pathways_says_up.clear()
             h.probe()
             wait_for(lambda: h.live_slices() == frozenset(range(SLICES)), what="the poll")
-        finally:
-            w.close()
-            h.close()
 
 
 def test_a_reset_connection_is_one_line_then_it_reconnects(cluster, caplog):
@@ -126,7 +126,7 @@ def test_a_reset_connection_is_one_line_then_it_reconnects(cluster, caplog):
                      backoff=(0.05, 0.2)).start()
         try:
             wait_for(lambda: w.connects >= 1, what="a watch after four resets")
-            lines = [r.getMessage() for r in caplog.records if "pod watch" in r.getMessage()]
+            lines = watch_lines(caplog)
             assert len(lines) == 1 and "interrupted" in lines[0], lines
             assert [s.fate for s in proxy.matching("GET", r"/pods")][:5] == ["reset"] * 4 + ["forwarded"]
         finally:
@@ -135,15 +135,10 @@ def test_a_reset_connection_is_one_line_then_it_reconnects(cluster, caplog):
 
 def test_a_watch_the_server_ends_reconnects_and_still_hints(cluster):
     _, api, backend, probe = cluster
-    h = health(probe)
-    w = watch(api, h, timeout_seconds=1)
-    try:
+    with watched(api, probe, timeout_seconds=1) as (h, w):
         wait_for(lambda: w.connects >= 2, what="a second watch request")
         backend.kill_worker(NAME, slice=2, host=1)
         wait_for(lambda: 2 not in h.live_slices(), what="slice 2 dropped after a reconnect")
-    finally:
-        w.close()
-        h.close()
 
 
 def test_a_relist_after_a_gap_hints_what_the_watch_missed(cluster):
@@ -167,11 +162,11 @@ def test_outside_a_pod_there_is_no_watch_and_one_line(monkeypatch, caplog):
     monkeypatch.delenv("ELASTIX_POD_WATCH", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert podwatch.start_from_env(lambda s, gone: None) is None
-    lines = [r.getMessage() for r in caplog.records if "pod watch" in r.getMessage()]
+    lines = watch_lines(caplog)
     assert len(lines) == 1 and "no in-cluster Kubernetes config" in lines[0], lines
     monkeypatch.setenv("ELASTIX_POD_WATCH", "0")
     assert podwatch.start_from_env(lambda s, gone: None) is None
-    assert len([r for r in caplog.records if "pod watch" in r.getMessage()]) == 1
+    assert len(watch_lines(caplog)) == 1
 
 
 def _client(url: str):

@@ -84,7 +84,9 @@ class _Writer:
         self.thread = threading.Thread(target=self._run, daemon=True, name="elastix-ckpt-writer")
         self.thread.start()
 
-    def put(self, job: tuple) -> None:
+    def put(self, job: tuple[str, tuple]) -> None:
+        """Queue ``(method name, args)``: the method is looked up on the checkpointer when the
+        job runs (a bound method in the queue would hold it strongly)."""
         self._jobs.put(job)
 
     def abandon(self) -> None:
@@ -103,7 +105,8 @@ class _Writer:
             if owner is None:
                 return
             if job is not None:
-                owner._work(*job)
+                name, args = job
+                getattr(owner, name)(*args)
             # Idle, hold neither the checkpointer (weakly held) nor the last host copy.
             del owner, job
 
@@ -153,16 +156,9 @@ class Checkpointer:
         # One-time set-up (importing Orbax, making the manager and the directory) runs now on
         # the writer, beside compilation, instead of inside the first save.
         self._writer = _Writer(self)
-        self._writer.put(("set_up",))
+        self._writer.put(("_set_up", ()))
 
     # -- saving --------------------------------------------------------------------------------
-    def _work(self, what: str, *args) -> None:
-        """One job of the writer thread."""
-        if what == "set_up":
-            self._set_up()
-        else:
-            self._finish(*args)
-
     def _set_up(self) -> None:
         try:
             self._manager()
@@ -258,7 +254,7 @@ class Checkpointer:
             self._pending = pending
             if self._writer.abandoned:  # the last one hung in a write: never queue behind it
                 self._writer = _Writer(self)
-            self._writer.put(("finish", mgr, pending, write, data_state))
+            self._writer.put(("_finish", (mgr, pending, write, data_state)))
             pending.blocking = time.monotonic() - entered  # handing it over included
 
     def _finish(self, mgr, pending: PendingSave, host: Any = None,

@@ -206,12 +206,11 @@ class GKEBackend(Backend):
         (ownerReferences: "Owners and Dependents", kubernetes.io/docs/concepts/overview/
         working-with-objects/owners-dependents/). The workload runs either way: a refusal is
         a note, not a failed submit."""
-        uid = ((jobset or {}).get("metadata") or {}).get("uid") if isinstance(jobset, dict) \
-            else None
-        if not uid:
+        md = (jobset.get("metadata") or {}) if isinstance(jobset, dict) else {}
+        if not md.get("uid"):
             return
         owner = {"apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
-                 "name": jobset["metadata"]["name"], "uid": uid}
+                 "name": md.get("name"), "uid": md["uid"]}
         try:
             for api_version, plural, obj_name in made:
                 with self.tr(f"making the JobSet own {plural} {obj_name}",
