@@ -134,15 +134,26 @@ class Process:
 
     def kill(self) -> None:
         """SIGKILL, no warning (as a lost host or ``kubectl delete --force``), then reap."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        self._killpg()
         self.finish(60)
+
+    def stop(self) -> None:
+        """Make sure nothing of it is left running (a test that failed midway)."""
+        if self.proc.poll() is None:
+            self.kill()
+
+    def _killpg(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it has ended already
 
     def finish(self, timeout: float) -> int:
         """Wait for the process to end and its last line to be written; its exit code."""
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            self._killpg()
             code = self.proc.wait(60)
         self._thread.join(60)
         return code
