@@ -252,3 +252,15 @@ def test_rfc3339_nano_times_are_truncated_to_the_millisecond():
     (ev,) = events_from_log(["2026-11-29T10:00:00.987654321Z completed step: 7, seconds: 0.100"])
     assert fmt_ms(ev.t) == "2026-11-29T10:00:00.987Z"
     assert re.fullmatch(r"\d{4}-.*Z", fmt_ms(ev.t))
+
+
+def test_elastix_trainers_own_log_keeps_its_own_restore_and_save_lines():
+    """Orbax's lines in the log of elastix's trainer (which logs its own restore and saves)
+    add nothing, and never make it a MaxText log."""
+    orbax = [x for x in _log("restart") if "Finished load in" in x or "Saved a checkpoint" in x
+             or "Finished save (blocking" in x]
+    lines = ["2026-12-01T11:00:00.000Z elastix: run start: pid 7, slices 1, devices 1",
+             "2026-12-01T11:00:01.000Z completed step: 1, seconds: 0.100, live slice count: 1, "
+             "TFLOP/s/device: 1.000, loss: 1.0000", *orbax]
+    events = events_from_log(lines)
+    assert [e.name for e in events] == ["run_start", "step"] and events.skipped == 0

@@ -172,13 +172,16 @@ class Reader:
             self.restore_step = int(m.group(1))
             return []
         m = RESTORE_DONE.search(body) or LOAD_DONE.search(body)
+        if m and self.elastix:  # elastix's trainer logs its restores and saves itself
+            return []
         if m:
             step, self.restore_step = self.restore_step, None
             if step is None and m.re is LOAD_DONE:
                 step = _path_step(m.group(2))
             return [("restore", {"step": step, "source": "checkpoint", "bytes": None,
                                  "seconds": float(m.group(1))})]
-        return self._save(body)
+        saves = self._save(body)
+        return [] if saves and self.elastix else saves
 
     def _save(self, body: str) -> Events | None:
         """A save's stall, in a ``checkpoint_committed`` at the line that ends it: all of the
