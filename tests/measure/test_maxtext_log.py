@@ -264,3 +264,10 @@ def test_elastix_trainers_own_log_keeps_its_own_restore_and_save_lines():
              "TFLOP/s/device: 1.000, loss: 1.0000", *orbax]
     events = events_from_log(lines)
     assert [e.name for e in events] == ["run_start", "step"] and events.skipped == 0
+
+
+@pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup"])
+def test_a_fixture_names_no_directory_of_the_machine_it_was_recorded_on(name):
+    text = (FIX / f"{name}.log").read_text()
+    assert [d for d in ("/work/", "/root/", "/home/", "/tmp/pytest") if d in text] == []
+    assert "/tmp/maxtext-run/" in text  # the run's directory, as capture.py renames it
