@@ -9,8 +9,9 @@ from pathlib import Path
 import mtrun
 import pytest
 
-STEPS, PERIOD, SAVED, THEN = 30, 10, 10, 3
-"""30 steps, a checkpoint every 10; killed once step 10 is saved and step 13 completed."""
+STEPS, PERIOD, SAVED, THEN = 40, 10, 10, 3
+"""40 steps, a checkpoint every 10; killed once step 10 is saved and step 13 completed (steps
+take milliseconds: the steps after 13 leave the kill room to land before the run ends)."""
 
 
 @dataclasses.dataclass
