@@ -211,6 +211,10 @@ def events_from_log(lines: Iterable[str]) -> LogEvents:
     skipped, first = 0, None
     for n, line in enumerate(lines, 1):
         t, body = _split_time(line)
+        if t is not None:
+            start = mt.observe(t, body, len(out))
+            if start is not None:  # a MaxText process began at this earlier line
+                out.insert(start[0], _norm("run_start", start[1], {}))
         try:
             got = _read_line(body, mt) if t is not None else None
         except (ValueError, TypeError, KeyError):  # a number that is no number, and the like
@@ -234,7 +238,7 @@ def _read_line(body: str, mt: maxtext.Reader) -> list[tuple[str, dict[str, Any]]
         pm = pat.search(body)
         if pm:
             raw = {k: _convert(k, v) for k, v in zip(keys, pm.groups(), strict=True)}
-            extra = mt.step(raw["step"], raw["seconds"]) if name == "step" else []
+            extra = mt.step(raw["step"], raw["seconds"], body) if name == "step" else []
             return [(name, raw)] + extra
     return mt.line(body)
 
@@ -303,6 +307,8 @@ class Recovery:
     first_step_seconds: float | None = None
     live_slices: int | None = None
     required_slices: int | None = None
+    slices_before: int | None = None  # the steps' own slice count (MaxText's live slice count)
+    slices_after: int | None = None
     lost_slices: list[int] | None = None
     error: str | None = None
     pid_before: int | None = None
@@ -413,6 +419,7 @@ def recoveries(events: list[Event]) -> list[Recovery]:
     cur: Recovery | None = None
     pid: int | None = None
     last_step: int | None = None
+    live: int | None = None  # the last step's slice count, when its line says it
     prev_t: int | None = None
     started = False
     for ev in events:
@@ -420,25 +427,27 @@ def recoveries(events: list[Event]) -> list[Recovery]:
         if ev.name == "run_start":
             if started:
                 cur = Recovery(len(out) + 1, "restart", start=ev.t, last_step=last_step,
-                               pid_before=pid, pid_after=d["pid"], prev_event=prev_t)
+                               pid_before=pid, pid_after=d["pid"], prev_event=prev_t,
+                               slices_before=live)
                 out.append(cur)
             started, pid = True, d["pid"]
         elif ev.name == "elastic_detected":
             cur = Recovery(len(out) + 1, "in-process", start=ev.t, pid_before=pid,
                            last_step=d["last_step"] if d["last_step"] is not None else last_step,
                            lost_slices=d["lost_slices"], error=d["error"], prev_event=prev_t,
+                           slices_before=live,
                            loss=(ev.t - round(d["since_loss"] * 1000)
                                  if isinstance(d.get("since_loss"), (int, float)) else None))
             out.append(cur)
         elif cur is not None and not cur.complete:
-            _fill(cur, ev, pid)
+            _fill(cur, ev, pid, d.get("live_slices") if ev.name == "step" else live)
         if ev.name == "step":
-            last_step = d["step"]
+            last_step, live = d["step"], d.get("live_slices")
         prev_t = ev.t
     return out
 
 
-def _fill(cur: Recovery, ev: Event, pid: int | None) -> None:
+def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
     d = ev.data
     if ev.name == "elastic_cleanup_done":
         cur.cleanup_done = ev.t
@@ -452,6 +461,7 @@ def _fill(cur: Recovery, ev: Event, pid: int | None) -> None:
     elif ev.name == ("step" if cur.kind == "restart" else "elastic_first_step"):
         cur.first_step_at, cur.first_step = ev.t, d["step"]
         cur.first_step_seconds = d["seconds"]
+        cur.slices_after = live
         if cur.kind == "in-process":
             cur.pid_after = pid
 

@@ -10,7 +10,8 @@ the causes partition the wall time exactly and goodput = productive / wall.
   the recovery phases (:meth:`Recovery.phases`); detection starts at the kill when known, else at
   the last event before the failure surfaced;
 - checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
-  the ``step`` event of the saved step;
+  the ``step`` event of the saved step, or right before the save's own event when that step's
+  event comes later (MaxText logs a step's line after saving it);
 - startup: a run's start to the end of its first step (compile), minus any start-up restore.
 """
 
@@ -133,6 +134,9 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
                 run_start = None
         elif ev.name == "restore" and ev.data["seconds"] is not None:
             out.append(("restore", ev.t - round(ev.data["seconds"] * 1000), ev.t))
+        if ev.name in ("restore", "elastic_restored") and ev.data["step"] is not None:
+            for s in [s for s in last_step_t if s > ev.data["step"]]:
+                del last_step_t[s]  # rolled back: a later save of that step is a new one
         elif ev.name in ("checkpoint_committed", "snapshot_taken"):
             secs = ev.data["blocking_seconds" if ev.name == "checkpoint_committed" else "seconds"]
             at = last_step_t.get(ev.data["step"])
@@ -141,6 +145,8 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
                 b = a + round(secs * 1000)
                 stall_cursor[at] = b
                 out.append(("checkpoint stall", a, b))
+            elif secs:
+                out.append(("checkpoint stall", ev.t - round(secs * 1000), ev.t))
     return out
 
 

@@ -50,6 +50,9 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                                      f"{size} bytes in {_s(r.restore_seconds)}"))
         if "lost_slices" in r.not_in_log:
             rows.append(("slices lost", NOT_IN_LOG))
+        if r.slices_before is not None or r.slices_after is not None:
+            before, after = (("?" if n is None else n) for n in (r.slices_before, r.slices_after))
+            rows.append(("live slices (steps)", f"{before} -> {after}"))
         if r.first_step is not None:
             rows.append(("first step after", f"step {r.first_step} at {fmt_ms(r.first_step_at)}"
                                              f" ({_s(r.first_step_seconds)})"))
