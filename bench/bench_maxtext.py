@@ -100,6 +100,12 @@ def attempts(backend: LocalBackend, name: str) -> list[list[tuple[dt.datetime, s
     return [stamped(p) for p in logs]
 
 
+def head_started(backend: LocalBackend, name: str) -> dt.datetime:
+    """When the supervisor started the newest head (its own log's time)."""
+    lines = stamped(backend.root / name / "supervisor.log")
+    return [t for t, b in lines if b.startswith("started head ")][-1]
+
+
 def last_step(lines) -> int | None:
     steps = [int(m.group(1)) for _, b in lines if (m := STEP.search(b))]
     return steps[-1] if steps else None
@@ -138,7 +144,8 @@ def maxtext_timeline(backend, name, kill, before, restart: bool, timeout: float 
     if restart:
         old = logs[-2]
         marks += [("head exited (DATA_LOSS in the step)", old[-1][0]),
-                  ("new head's first line", logs[-1][0][0])]
+                  ("workload restarted (new head started)", head_started(backend, name)),
+                  ("Python and JAX start-up (to the first line)", logs[-1][0][0])]
     else:
         marks += [("detection", seen["detected"][0]), ("cleanup", seen["cleaned"][0]),
                   ("waiting for slices", seen["ready"][0])]
