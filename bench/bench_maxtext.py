@@ -53,6 +53,9 @@ ELASTIX = ("elastix-train --preset tiny --steps 1000000 --checkpoint-dir "
 
 # MaxText 0.2.5, pathwaysutils 0.1.13 and Orbax 0.12.8 lines (quoted in docs/maxtext.md).
 STEP = re.compile(r"completed step: (\d+),")
+# A step being saved has been computed: MaxText prints its ``completed step`` line only after
+# the save of that step (Orbax's line comes first), so a kill during a save is after that step.
+REACHED = re.compile(r"completed step: (\d+),|\] Saving checkpoint at step (\d+)")
 SAVED = re.compile(r"Saved a checkpoint at step (\d+)")
 MARKS = {
     "detected": re.compile(r"Elastic event detected"),
@@ -100,28 +103,30 @@ def attempts(backend: LocalBackend, name: str) -> list[list[tuple[dt.datetime, s
     return [stamped(p) for p in logs]
 
 
-def head_started(backend: LocalBackend, name: str) -> dt.datetime:
-    """When the supervisor started the newest head (its own log's time)."""
+def supervisor_saw(backend: LocalBackend, name: str, start: str) -> dt.datetime:
+    """When the supervisor last logged a line starting with ``start`` (its own log's time)."""
     lines = stamped(backend.root / name / "supervisor.log")
-    return [t for t, b in lines if b.startswith("started head ")][-1]
+    return [t for t, b in lines if b.startswith(start)][-1]
 
 
 def last_step(lines) -> int | None:
-    steps = [int(m.group(1)) for _, b in lines if (m := STEP.search(b))]
-    return steps[-1] if steps else None
+    steps = [int(m.group(1) or m.group(2)) for _, b in lines if (m := REACHED.search(b))]
+    return max(steps) if steps else None
 
 
-def wait_between_checkpoints(backend: LocalBackend, name: str, period: int) -> int | None:
-    """Wait for a save, then for half a period of steps more; the last step completed."""
-    saved = wait_for(lambda: [int(m.group(1)) for _, b in attempts(backend, name)[-1]
-                              if (m := SAVED.search(b)) and int(m.group(1)) >= period],
-                     1800, "MaxText's first checkpoints")[-1]
-    wait_for(lambda: (last_step(attempts(backend, name)[-1]) or 0) >= saved + period // 2, 600,
-             "half a checkpoint period of steps")
-    return last_step(attempts(backend, name)[-1])
+def wait_between_checkpoints(backend: LocalBackend, name: str, period: int) -> None:
+    """Wait until MaxText is half a checkpoint period past its newest save (not the first)."""
+    def half_way():
+        lines = attempts(backend, name)[-1]
+        saves = [int(m.group(1)) for _, b in lines if (m := SAVED.search(b))]
+        step = last_step(lines)
+        return saves and saves[-1] >= period and step is not None \
+            and period // 2 <= step - saves[-1] < period - period // 4
+
+    wait_for(half_way, 1800, "MaxText half-way between two checkpoints")
 
 
-def maxtext_timeline(backend, name, kill, before, restart: bool, timeout: float = 1800):
+def maxtext_timeline(backend, name, kill, restart: bool, timeout: float = 1800):
     """Phases of one MaxText recovery, from its stamped log lines after the kill."""
     def first_step_after():
         logs = attempts(backend, name)
@@ -143,8 +148,11 @@ def maxtext_timeline(backend, name, kill, before, restart: bool, timeout: float 
     marks: list[tuple[str, dt.datetime]] = [("kill", kill.time)]
     if restart:
         old = logs[-2]
-        marks += [("head exited (DATA_LOSS in the step)", old[-1][0]),
-                  ("workload restarted (new head started)", head_started(backend, name)),
+        marks += [("DATA_LOSS in the step (the head's last line)", old[-1][0]),
+                  ("head process exit (seen by the supervisor)",
+                   supervisor_saw(backend, name, "head (pid")),
+                  ("workload restart (new head started)",
+                   supervisor_saw(backend, name, "started head ")),
                   ("Python and JAX start-up (to the first line)", logs[-1][0][0])]
     else:
         marks += [("detection", seen["detected"][0]), ("cleanup", seen["cleaned"][0]),
@@ -167,7 +175,7 @@ def run_maxtext(env, backend, name, period, elastic: bool):
     cli(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
         *extra, "--command", cmd)
     pid_before = backend.status(name).head.pid
-    before = wait_between_checkpoints(backend, name, period)
+    wait_between_checkpoints(backend, name, period)
     measured = None
     if elastic:  # the CLI's own measurement (chaos kill-worker --measure) of the same kill
         m = measure_kill(backend, name, lambda: [backend.kill_worker(name, slice=0, host=0)],
@@ -175,7 +183,7 @@ def run_maxtext(env, backend, name, period, elastic: bool):
         kill, measured = m.kills[0], m.recovery.to_json() if m.recovery else None
     else:
         kill = backend.kill_worker(name, slice=0, host=0)
-    out = maxtext_timeline(backend, name, kill, before, restart=not elastic)
+    out = maxtext_timeline(backend, name, kill, restart=not elastic)
     st = backend.status(name)
     out.update(pid_same=st.head.pid == pid_before, jobset_restarts=st.jobset_restarts,
                measure_kill=measured)
@@ -191,7 +199,8 @@ def run_elastix(env, backend, name, period):
 
     def half_period():
         steps = [e["step"] for e in backend.read_events(name) or [] if e["event"] == "step"]
-        return steps and steps[-1] % period == period // 2
+        return steps and steps[-1] >= period and \
+            period // 2 <= steps[-1] % period < period - period // 4
 
     wait_for(half_period, 300, "half a checkpoint period")
     m = measure_kill(backend, name, lambda: [backend.kill_worker(name, slice=0, host=0)],
@@ -206,7 +215,7 @@ def run_elastix(env, backend, name, period):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--period", type=int, default=20, help="checkpoint period, steps (all three)")
+    ap.add_argument("--period", type=int, default=100, help="checkpoint period, steps (all three)")
     ap.add_argument("--only", choices=("elastic", "restart", "elastix"), action="append")
     a = ap.parse_args()
     root = tempfile.mkdtemp(prefix="elastix-bench-maxtext-")
