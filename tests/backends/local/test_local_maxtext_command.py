@@ -4,6 +4,7 @@ it, and every refusal at submit (one line, exit 2, nothing created) and in the h
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -117,3 +118,64 @@ def maxtext_versions() -> dict[str, str]:
     from elastix_trainer.maxtext_standin import SUPPORTED
 
     return dict(SUPPORTED)
+
+
+FAKE_TRAIN = '''"""Stands in for maxtext.trainers.pre_train.train in this test: a step loop in MaxText's
+shape (jax's step annotation around each step, MaxText's completed-step line after it)."""
+import time
+
+import jax
+
+print("fake maxtext starting", flush=True)
+for step in range(1000000):
+    with jax.profiler.StepTraceAnnotation("train", step_num=step):
+        pass
+    print(f"I1201 00:00:00.000000 1 metric_logger.py:265] completed step: {step}, seconds: 0.001",
+          flush=True)
+    time.sleep(0.05)
+'''
+
+
+def test_a_killed_slice_host_fails_the_maxtext_step_and_the_workload_restarts_it(
+        cli, backend, tmp_path):
+    """The local mechanics around a MaxText head, with a module in MaxText's place (the real
+    one takes minutes: tests/backends/local/test_local_maxtext.py): the stand-in's DATA_LOSS
+    ends the step, the workload restarts the head, and the supervisor's per-line times let
+    ``logs --timestamps`` read across both attempts while ``logs`` shows the lines as written."""
+    from local_helpers import wait_until
+
+    from elastix.backends.base import LogOptions
+
+    pkg = tmp_path / "fakemt" / "maxtext" / "trainers" / "pre_train"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(FAKE_TRAIN)
+    fake = _fake_dists(tmp_path / "site", {**maxtext_versions()})
+    env = {"ELASTIX_MAXTEXT_PYTHON": sys.executable,
+           "PYTHONPATH": f"{fake}{os.pathsep}{tmp_path / 'fakemt'}"}
+    cli.env.update(env)
+    cli("workload", "create", "mt", "--tpu-type", "v5litepod-8", "--num-slices", "1",
+        "--max-restarts", "1", "--command", "python -u -m maxtext.trainers.pre_train.train")
+
+    def lines(**kw):
+        return [e for e in backend.logs("mt", LogOptions(**kw))]
+
+    wait_until(lambda: any("completed step: 3," in e.text for e in lines()), 300, "steps")
+    cli("chaos", "kill-worker", "mt", "--slice", "0")
+    wait_until(lambda: backend.status("mt").jobset_restarts == 1
+               and any("completed step: 1," in e.text
+                       for e in lines(timestamps=True)[-5:]), 300, "the restarted head's steps")
+    plain = [e.text for e in lines() if not e.notice]
+    assert plain[0].startswith("elastix: local Pathways stand-in active (fault;"), plain[:2]
+    assert plain[1] == "fake maxtext starting"  # as written: no time before it
+    stamped = lines(timestamps=True)
+    assert [e.text for e in stamped if e.notice] == ["head attempt 0", "head attempt 1"]
+    text = [e.text for e in stamped if not e.notice]
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ", t) for t in text)
+    joined = "\n".join(text)
+    assert "JaxRuntimeError: DATA_LOSS: slice(s) [0] lost a host" in joined
+    assert joined.count("fake maxtext starting") == 2
+    sup = (backend.root / "mt" / "supervisor.log").read_text()
+    assert f"{sys.executable} -u -m maxtext.trainers.pre_train.train" in sup
+    cli("workload", "delete", "mt")
