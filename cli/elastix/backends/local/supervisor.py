@@ -15,6 +15,10 @@ then plays the controllers' failure semantics:
   ``maxRestarts`` allows, else it fails;
 - the head exiting 0 completes the workload (JobSet ``successPolicy`` targets the head).
 
+A MaxText head (``elastix.backends.local.maxtext``) runs in MaxText's environment with its
+Pathways stand-in, and its output comes through a pipe that the same loop copies into its log,
+each line after the time it was read (``elastix.backends.local.stamp``).
+
 Single-threaded: SIGCHLD wakes a ``select`` through ``signal.set_wakeup_fd``, so a death is seen
 at once without busy polling. SIGTERM tears everything down and exits. A forked guard
 (:func:`start_guard`) kills whatever the supervisor leaves behind if it dies without doing so.
@@ -33,6 +37,7 @@ from pathlib import Path
 
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
+from elastix.backends.local.stamp import LineStamper
 from elastix.backends.local.state import (
     PodRecord,
     SliceState,
@@ -55,45 +60,6 @@ class Pod(PodRecord):
 
     popen: subprocess.Popen | None = None
     stamper: LineStamper | None = None
-
-
-class LineStamper:
-    """A head's output read from a pipe and written to its log, each line after the time it
-    was read (RFC3339, UTC), as the kubelet records a container's lines and the log API's
-    ``timestamps=true`` returns them. For heads whose lines carry no date of their own
-    (MaxText's absl prefix has month, day and local time only)."""
-
-    def __init__(self, fd: int, log: Path) -> None:
-        self.fd = fd
-        os.set_blocking(fd, False)
-        self.out = open(log, "ab")  # noqa: SIM115 - closed at end of file
-        self.buf = b""
-
-    def pump(self) -> bool:
-        """Copy what the pipe holds now; False once it reached end of file (and is closed)."""
-        while True:
-            try:
-                chunk = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return True
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.close()
-                return False
-            stamp = timefmt.iso_us().encode()
-            *whole, self.buf = (self.buf + chunk).split(b"\n")
-            self.out.write(b"".join(stamp + b" " + line + b"\n" for line in whole))
-            self.out.flush()
-
-    def close(self) -> None:
-        if self.out.closed:
-            return
-        if self.buf:
-            self.out.write(timefmt.iso_us().encode() + b" " + self.buf + b"\n")
-            self.buf = b""
-        self.out.close()
-        os.close(self.fd)
 
 
 class Supervisor:
