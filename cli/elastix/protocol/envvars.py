@@ -46,6 +46,15 @@ LOCAL_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
 """CPU devices per slice instead of the default (1-2, so a multislice run fits a laptop)."""
 STATE_DIR = "ELASTIX_STATE_DIR"
 """Where local workloads live (``--state-dir``)."""
+MAXTEXT_PYTHON = "ELASTIX_MAXTEXT_PYTHON"
+"""The MaxText environment's Python, which runs a MaxText head command's leading ``python``
+(default ``.venv-maxtext/bin/python`` of the elastix tree, made by ``.ci/setup-maxtext``)."""
+
+# -- set by the local supervisor for a MaxText head, read by its sitecustomize ---------------
+MAXTEXT_STANDIN = "ELASTIX_MAXTEXT_STANDIN"
+"""``fault`` (a lost slice fails the step) or ``elastic`` (also pathwaysutils' Pathways check,
+slices and probe): which parts of the local Pathways stand-in the MaxText head installs
+(``elastix_trainer.maxtext_standin``)."""
 
 # -- user knobs both halves honour ---------------------------------------------------------------
 DEBUG = "ELASTIX_DEBUG"

@@ -85,7 +85,10 @@ class WorkloadSpec:
     docker_image: str | None = _opt(None, "--docker-image", help="Trainer image (head pod).")
     """Image of the head's main container (the trainer)."""
     command: str | list[str] | None = _opt(None, "--command",
-                                           help="Trainer command, run by bash -c.")
+                                           help="Trainer command, run by bash -c. Locally, a "
+                                           "leading python of 'python -m maxtext...' runs "
+                                           "ELASTIX_MAXTEXT_PYTHON (default .venv-maxtext, "
+                                           "bash .ci/setup-maxtext).")
     """The trainer command: a shell string (run by bash -c) or an argv list."""
     env: dict[str, str] = _opt(None, "--env", factory=dict,
                                help="KEY=VALUE for the trainer; repeatable.",

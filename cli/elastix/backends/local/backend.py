@@ -302,7 +302,8 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         d = self._dir(name)
-        if opts.timestamps:
+        stamped = read_record(d / "plan.json", Plan.from_json).stamped
+        if opts.timestamps and not stamped:
             return self._stamped(name, opts)
         container = opts.container
         if opts.slice is not None or opts.host is not None:
@@ -332,8 +333,12 @@ class LocalBackend(Backend):
                 raise NotFoundError(f"workload {name} has no previous head attempt: it has not "
                                     "restarted", hint=f"elastix logs {name} shows the current one")
             prev, cur = attempts[-2:]
-            return _previous(d, prev, cur, opts)
-        return _follow_files(d, heads, opts)
+            lines = _previous(d, prev, cur, opts)
+        elif stamped and opts.timestamps and not opts.follow:
+            lines = _every_attempt(d, heads, opts)  # a restart is measured across attempts
+        else:
+            lines = _follow_files(d, heads, opts)
+        return lines if opts.timestamps or not stamped else _unstamped(lines)
 
     def _stamped(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         """``--timestamps`` locally: a process writes straight to its log file, so no time per
@@ -397,6 +402,26 @@ def _keep(line: str, since: dt.datetime | None) -> bool:
         return True
     m = _TS.match(line)
     return m is None or _parse_time(m.group(1)) >= since
+
+
+def _unstamped(lines: Iterator[LogEvent]) -> Iterator[LogEvent]:
+    """A stamped head's lines without the time the supervisor put before each."""
+    for ev in lines:
+        m = None if ev.notice else _TS.match(ev.text)
+        yield dataclasses.replace(ev, text=ev.text[m.end():]) if m else ev
+
+
+def _every_attempt(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:
+    """Every head attempt's lines in order, each attempt announced (on stderr): with the
+    supervisor's time on every line, the lines of a restarted MaxText show its restart."""
+    paths = files()
+    for i, path in enumerate(paths):
+        yield LogEvent(f"head attempt {path.stem.split('-')[1]}", notice=True)
+        if i == len(paths) - 1:
+            yield from _follow_files(d, lambda p=path: [p], opts)
+            return
+        with open(path, encoding="utf-8", errors="replace") as f:
+            yield from (LogEvent(line.rstrip("\n")) for line in f)
 
 
 def _previous(d: Path, prev: Path, cur: Path, opts: LogOptions) -> Iterator[LogEvent]:

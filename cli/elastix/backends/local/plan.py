@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from elastix.backends.local import maxtext as maxtext_head
 from elastix.errors import UsageError
 from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
@@ -55,6 +56,17 @@ class Plan:
     worker_env: list[dict[str, Any]]
     marker: str
     """``ELASTIX_LOCAL_MARKER`` of every process of this workload."""
+    maxtext: str = ""
+    """A MaxText head (``elastix.backends.local.maxtext``): its Pathways stand-in, ``elastic``
+    or ``fault``, ``none`` without one; empty for any other head."""
+    head_note: str = ""
+    """Said in the supervisor's log when the head starts."""
+
+    @property
+    def stamped(self) -> bool:
+        """The head's log lines carry the time the supervisor read them (a MaxText head: its
+        own lines have no date), as the Kubernetes log API's ``timestamps=true`` gives them."""
+        return bool(self.maxtext)
 
     def to_json(self) -> dict[str, Any]:
         """The ``plan.json`` object."""
@@ -63,7 +75,8 @@ class Plan:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
         """From a ``plan.json`` object (keys this version does not know are ignored)."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)
+                      if f.name in data or f.default is dataclasses.MISSING})
 
 
 def data_dir(workload_dir: Path) -> Path:
@@ -179,6 +192,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         dps = default_devices_per_slice(num_slices, hosts)
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
     check_process_room(num_slices, hosts)
+    command = list(main.get("command") or []) + list(main.get("args") or [])
+    mt = maxtext_head.resolve(command, env, num_slices)
     return Plan(
         name=name,
         created=timefmt.iso_us(),
@@ -194,10 +209,12 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         heartbeat_interval=float(env.get(envvars.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL)),
         health_address=health_address(workload_dir),
         events_file=str(workload_dir / "events.jsonl"),
-        head_command=list(main.get("command") or []) + list(main.get("args") or []),
+        head_command=mt.command if mt else command,
         head_env=main.get("env") or [],
         worker_env=wcont.get("env") or [],
         marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
+        maxtext=(mt.standin or "none") if mt else "",
+        head_note=(mt.note or "") if mt else "",
     )
 
 

@@ -15,6 +15,10 @@ then plays the controllers' failure semantics:
   ``maxRestarts`` allows, else it fails;
 - the head exiting 0 completes the workload (JobSet ``successPolicy`` targets the head).
 
+A MaxText head (``elastix.backends.local.maxtext``) runs in MaxText's environment with its
+Pathways stand-in, and its output comes through a pipe that the same loop copies into its log,
+each line after the time it was read (``elastix.backends.local.stamp``).
+
 Single-threaded: SIGCHLD wakes a ``select`` through ``signal.set_wakeup_fd``, so a death is seen
 at once without busy polling. SIGTERM tears everything down and exits. A forked guard
 (:func:`start_guard`) kills whatever the supervisor leaves behind if it dies without doing so.
@@ -31,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+from elastix.backends.local import maxtext as maxtext_head
 from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
+from elastix.backends.local.stamp import LineStamper
 from elastix.backends.local.state import (
     PodRecord,
     SliceState,
@@ -53,6 +59,7 @@ class Pod(PodRecord):
     """One local process standing in for a pod: its record plus the live process handle."""
 
     popen: subprocess.Popen | None = None
+    stamper: LineStamper | None = None
 
 
 class Supervisor:
@@ -98,12 +105,17 @@ class Supervisor:
             events=self.events[-30:],
         ).write(self.dir)
 
-    def _spawn(self, pod: Pod, cmd: list[str], env: dict[str, str], log: Path) -> None:
+    def _spawn(self, pod: Pod, cmd: list[str], env: dict[str, str], log: Path,
+               stamp: bool = False) -> None:
         pod.log = str(log)
         with open(log, "ab") as out:
-            pod.popen = subprocess.Popen(cmd, env=env, cwd=self.plan.cwd, stdout=out,
+            pod.popen = subprocess.Popen(cmd, env=env, cwd=self.plan.cwd,
+                                         stdout=subprocess.PIPE if stamp else out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True, preexec_fn=die_with_parent)
+        if stamp:
+            pod.stamper = LineStamper(os.dup(pod.popen.stdout.fileno()), log)
+            pod.popen.stdout.close()
         pod.pid = pod.popen.pid
         pod.create_time = record_proc(self.dir, pod.pid, pod.role, slice=pod.slice,
                                       host=pod.host, name=pod.name)
@@ -138,11 +150,20 @@ class Supervisor:
             envvars.DEVICES_PER_SLICE: str(p.devices_per_slice),
             envvars.EVENTS_FILE: p.events_file,
         })
+        if p.maxtext:
+            env.update(maxtext_head.head_env(self.dir, "" if p.maxtext == "none" else p.maxtext,
+                                             env))
         cmd = [expand(a, cenv) for a in p.head_command]
         self.head = Pod(f"{p.name}-{labels.HEAD_JOB}-0-0-{self.restarts}", "head", None, None)
-        self._spawn(self.head, cmd, env, self.logs / f"head-{self.restarts}.log")
+        self._spawn(self.head, cmd, env, self.logs / f"head-{self.restarts}.log", p.stamped)
         self.log(f"started head (pid {self.head.pid}, restart attempt {self.restarts}): "
-                 f"{' '.join(cmd)}")
+                 f"{' '.join(cmd)}" + (f" ({p.head_note})" if p.head_note else ""))
+
+    def pump_head(self) -> None:
+        """Copy a stamped head's output into its log (its pipe must never fill up)."""
+        pod = self.head
+        if pod is not None and pod.stamper is not None and not pod.stamper.pump():
+            pod.stamper = None
 
     def start_worker(self, s: int, h: int) -> None:
         p = self.plan
@@ -184,6 +205,10 @@ class Supervisor:
             pod.popen.wait()
         for pod in running:
             pod.phase, pod.reason, pod.exit_code = phase, reason, pod.popen.returncode
+            if pod.stamper is not None:
+                pod.stamper.pump()
+                pod.stamper.close()
+                pod.stamper = None
         self.due.clear()
 
     def workload_failed(self, reason: str) -> None:
@@ -204,6 +229,10 @@ class Supervisor:
             self.stop_pods("JobSetFailed")
 
     def on_exit(self, pod: Pod, rc: int) -> None:
+        if pod.stamper is not None:  # its last lines, before a restart opens the next log
+            pod.stamper.pump()
+            pod.stamper.close()
+            pod.stamper = None
         pod.exit_code = rc
         how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
         if pod.role == "head":
@@ -296,9 +325,12 @@ class Supervisor:
         self.write_state()
         while self.state not in ("Completed", "Failed"):
             wait = min((t - time.monotonic() for t in self.due.values()), default=1.0)
-            ready, _, _ = select.select([r], [], [], max(0.0, min(wait, 1.0)))
-            if ready:
+            stamper = self.head.stamper if self.head is not None else None
+            fds = [r] + ([stamper.fd] if stamper is not None else [])
+            ready, _, _ = select.select(fds, [], [], max(0.0, min(wait, 1.0)))
+            if r in ready:
                 os.read(r, 4096)
+            self.pump_head()
             if self.stopping:
                 self.log("stop requested: terminating every process")
                 self.state, self.message = "Terminating", "deleted"

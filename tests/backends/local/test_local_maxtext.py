@@ -1,0 +1,116 @@
+"""Real MaxText as the local head, its own elastic path rehearsed on the Pathways stand-in.
+
+One MaxText workload for the whole suite (MaxText takes a minute or more to its first step):
+a tiny model on one slice with ``elastic_enabled=true enable_single_controller=true``. A real
+SIGKILL of its slice host fails MaxText's step with ``DATA_LOSS``; pathwaysutils'
+``elastic_retry`` catches it, MaxText cleans up and Orbax restores, in the same process. Every
+user step goes through the CLI: ``logs -f``, ``chaos kill-worker --measure``, ``chaos run``,
+``workload goodput``, ``delete``. Waits are on log lines, with timeouts.
+
+Needs the MaxText environment (``bash .ci/setup-maxtext``, or ``ELASTIX_MAXTEXT_PYTHON``):
+without it the test is skipped, saying so, except under ``CI=true``, where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from local_helpers import wait_until
+
+from elastix.backends.base import LogOptions
+from elastix.backends.local.maxtext import default_python
+
+MAXTEXT_PYTHON = os.environ.get("ELASTIX_MAXTEXT_PYTHON") or str(default_python())
+
+# The command of docs/maxtext.md: the config path inside the package resolves to the installed
+# configs (maxtext 0.2.5 pyconfig), checkpoints every 20 steps into the workload's kept data.
+MAXTEXT = (
+    "python -u -m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml run_name=r1 "
+    "base_output_directory=\"$ELASTIX_LOCAL_DATA_DIR/out\" hardware=cpu dataset_type=synthetic "
+    "steps=1000000 per_device_batch_size=1 enable_checkpointing=true async_checkpointing=false "
+    "checkpoint_period=20 base_emb_dim=64 base_num_query_heads=2 base_num_kv_heads=2 "
+    "base_mlp_dim=128 base_num_decoder_layers=2 head_dim=32 vocab_size=256 "
+    "max_target_length=64 skip_jax_distributed_system=true "
+    "elastic_enabled=true enable_single_controller=true elastic_timeout_seconds=300")
+SAVED = re.compile(r"Saved a checkpoint at step (\d+)")
+RESTORING = re.compile(r"restoring from this run's directory step (\d+)")
+
+
+def _need_maxtext() -> None:
+    if os.access(MAXTEXT_PYTHON, os.X_OK):
+        return
+    why = (f"no MaxText environment at {MAXTEXT_PYTHON}: bash .ci/setup-maxtext makes it "
+           "(or set ELASTIX_MAXTEXT_PYTHON)")
+    if os.environ.get("CI") == "true":
+        pytest.fail(why + "; CI must run this test")
+    pytest.skip(why)
+
+
+def _lines(backend, name: str) -> list[str]:
+    return [e.text for e in backend.logs(name, LogOptions()) if not e.notice]
+
+
+def _count(pattern: re.Pattern[str], lines: list[str]) -> list[int]:
+    return [int(m.group(1)) for line in lines if (m := pattern.search(line))]
+
+
+def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
+    _need_maxtext()
+    cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
+    name = "mt"
+    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
+        "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
+        timeout=300)
+    follow_out = tmp_path / "follow.txt"
+    follower = cli.popen("logs", name, "-f", out=follow_out)
+    try:
+        # MaxText (not elastix's trainer) is the head, on the stand-in, and has checkpointed.
+        wait_until(lambda: _count(SAVED, _lines(backend, name)), 900, "MaxText's first save")
+        head_pid = json.loads(cli("workload", "status", name, "-o", "json").stdout)["head"]["pid"]
+        saved = set(_count(SAVED, _lines(backend, name)))
+
+        m = json.loads(cli("chaos", "kill-worker", name, "--slice", "0", "--measure",
+                           "--timeout", "10m", "-o", "json", timeout=900).stdout)
+        r = m["recovery"]
+        assert m["source"].startswith("log"), m["source"]  # MaxText's own lines, no events
+        assert m["in_process"] and m["pid_same"] and m["jobset_restarts"] == 0, m
+        assert r["kind"] == "in-process" and r["complete"], r
+        for phase in ("detection", "cleanup", "waiting for slices"):
+            assert r["phases"][phase] is not None, (phase, r)
+        assert r["first_step"] is not None and r["downtime_seconds"] > 0, r
+
+        lines = _lines(backend, name)
+        text = "\n".join(lines)
+        assert "DATA_LOSS" in text and "Elastic event detected" in text
+        # pathwaysutils' retry, MaxText's cleanup and Orbax's restore ran, in that order.
+        after = text[text.index("Elastic event detected"):]
+        order = ["Elastic utils: Checking for incomplete checkpoint", "Elastic attempt 2",
+                 "Sufficient slices active: 1 >= 1", "restoring from this run's directory step",
+                 "[sync] Finished load in", "completed step: "]
+        at = [after.find(s) for s in order]
+        assert -1 not in at and at == sorted(at), dict(zip(order, at, strict=True))
+        (restored,) = _count(RESTORING, lines)  # Orbax restored a step MaxText had saved
+        assert restored in saved | set(_count(SAVED, lines))
+        st = json.loads(cli("workload", "status", name, "-o", "json").stdout)
+        assert st["head"]["pid"] == head_pid and st["jobset_restarts"] == 0
+
+        # A soak of one kill and the goodput, both from the same log.
+        run = cli("chaos", "run", name, "--kills", "1", "--interval", "0s", "--timeout", "10m",
+                  "-o", "json", timeout=900, check=False)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert len(_count(RESTORING, _lines(backend, name))) == 2
+        g = json.loads(cli("workload", "goodput", name, "-o", "json").stdout)
+        assert 0 < g["goodput"] < 1 and len(g["recoveries"]) == 2, g
+
+        cli("workload", "delete", name, "--delete-data")
+        assert follower.wait(timeout=60) == 0  # logs -f ends with the workload
+        followed = follow_out.read_text()
+        assert "Elastic event detected" in followed and "completed step: " in followed
+        assert not re.search(r"^\d{4}-\d\d-\d\dT", followed, re.M)  # times only with -t
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()

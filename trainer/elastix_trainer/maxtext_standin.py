@@ -1,0 +1,222 @@
+"""A Pathways stand-in for MaxText's own elastic path, on the local backend's CPU devices.
+
+MaxText's ``elastic_enabled=true`` wraps training in pathwaysutils' ``elastic_retry``, which
+needs three things a CPU backend lacks. This module stands in for exactly those, in the head
+process, and nothing else (pathwaysutils' retry loop, its waiting, MaxText's cleanup and its
+Orbax restore run unchanged):
+
+1. **"Is this Pathways?"** MaxText asks ``pathwaysutils.is_pathways_backend_used()``
+   (``maxtext/utils/elastic_utils.py`` in maxtext 0.2.5: ``elastic_enabled``), which reads
+   ``jax_platforms`` for ``proxy``. Locally JAX runs on ``cpu``, so the package attribute
+   answers True. pathwaysutils' own ``initialize()`` keeps its private check (``_initialize``):
+   no proxy backend is registered.
+2. **Slices.** pathwaysutils groups ``jax.devices()`` by ``device.slice_index``
+   (``pathwaysutils/elastic/elastic.py``, ``get_slice_to_devices``), which CPU devices do not
+   have. The local plan's groups stand in: ``ELASTIX_DEVICES_PER_SLICE`` devices per slice, in
+   device-id order, as elastix's own trainer groups them.
+3. **A lost slice.** On Pathways a dead TPU host fails the next step as a
+   ``jax.errors.JaxRuntimeError`` with ``DATA_LOSS``, and pathwaysutils' probe
+   (``get_active_slice_indices``) finds the slice down until its replacement is up. Here both
+   come from the same health source elastix's trainer uses (heartbeats of the local slice-host
+   processes, :class:`elastix_trainer.local_health.LocalHeartbeatHealth`): the probe answers
+   from it, and the step raises ``DATA_LOSS`` when it says a slice lost a host. The step is
+   MaxText's ``jax.profiler.StepTraceAnnotation("train", step_num=step)`` block (maxtext 0.2.5
+   ``trainers/pre_train/train.py``, ``training_loop_iteration``): the error is raised on
+   entering it, so it reaches MaxText's loop where a device error would.
+
+Item 3 is active for every MaxText head the local backend runs (with elastic off the error
+ends the head and the workload restarts it, as a lost slice does on Pathways); items 1 and 2
+only with ``elastic_enabled=true``. Activation: ``sitecustomize`` in the head's ``PYTHONPATH``
+(the local backend puts it there, ``elastix.backends.local.maxtext``) calls
+:func:`activate_from_env` when ``ELASTIX_MAXTEXT_STANDIN`` is set; the variable is removed so
+that processes MaxText starts do not stand in a second time.
+
+The stand-in is written against the versions in :data:`SUPPORTED`, the attributes it replaces
+are checked to exist, and on anything else it refuses with one line (``python -m
+elastix_trainer.maxtext_standin --check`` is what the launcher runs before it submits). This
+module imports only the standard library at the top: the check runs in the MaxText environment
+(Python 3.12) without elastix's dependencies; JAX and pathwaysutils are imported on activation.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import sys
+import threading
+
+from elastix.protocol import envvars
+
+SUPPORTED = {"maxtext": "0.2.5", "pathwaysutils": "0.1.13", "jax": "0.12.0.1",
+             "orbax-checkpoint": "0.12.8"}
+"""Distribution -> the version the stand-in was written against and tested with."""
+
+REFUSED_EXIT = 2
+"""The head's exit code when it refuses (a spec problem, as the CLI's exit 2)."""
+
+
+def installed() -> dict[str, str | None]:
+    """The installed version of each distribution of :data:`SUPPORTED` (None: missing)."""
+    versions: dict[str, str | None] = {}
+    for dist in SUPPORTED:
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return versions
+
+
+def version_problem(versions: dict[str, str | None]) -> str | None:
+    """Why ``versions`` are not the ones the stand-in knows, or None."""
+    wrong = [f"{d} {versions.get(d) or 'missing'}" for d, v in SUPPORTED.items()
+             if versions.get(d) != v]
+    if not wrong:
+        return None
+    return ("the local Pathways stand-in for MaxText knows "
+            + ", ".join(f"{d} {v}" for d, v in SUPPORTED.items()) + "; this environment has "
+            + ", ".join(wrong))
+
+
+def slice_groups(devices, devices_per_slice: int) -> dict[int, list]:
+    """The local plan's slices: consecutive groups of ``devices_per_slice`` devices by id."""
+    ordered = sorted(devices, key=lambda d: d.id)
+    out: dict[int, list] = {}
+    for i, d in enumerate(ordered):
+        out.setdefault(i // max(1, devices_per_slice), []).append(d)
+    return out
+
+
+class StandIn:
+    """The health-fed parts: the slice probe and the step's ``DATA_LOSS``.
+
+    ``raised`` marks that a loss has reached the training step: from then on a probe is
+    pathwaysutils waiting for slices, so it asks the health source to count replacements
+    (``wait_for`` with no wait, which also clears the loss records once every slice is back).
+    Before that a probe only reads the current view, so it cannot clear a loss the step has
+    not yet seen.
+    """
+
+    def __init__(self, health, num_slices: int) -> None:
+        self.health = health
+        self.all = frozenset(range(num_slices))
+        self.raised = False
+        self._lock = threading.Lock()
+
+    def lost(self) -> frozenset[int]:
+        """Slices that lost a host since the last recovery, or are not live now."""
+        return frozenset(self.health.losses(self.all)) | (self.all - self.health.live_slices())
+
+    def check_step(self, step) -> None:
+        """Raise what a step on a lost slice raises on Pathways (``DATA_LOSS``)."""
+        lost = self.lost()
+        if not lost:
+            return
+        import jax
+
+        with self._lock:
+            self.raised = True
+        raise jax.errors.JaxRuntimeError(
+            f"DATA_LOSS: slice(s) {sorted(lost)} lost a host before step {step} "
+            "(elastix local Pathways stand-in)")
+
+    def active(self, slice_to_devices=None, checker=None) -> frozenset[int]:
+        """pathwaysutils' ``get_active_slice_indices``, answered by the health source."""
+        from elastix_trainer.health import SliceWaitTimeout
+
+        del checker  # its pmap probe cannot fail on CPU: the health source decides
+        wanted = self.all if slice_to_devices is None else frozenset(slice_to_devices)
+        with self._lock:
+            if self.raised:
+                try:
+                    live = self.health.wait_for(len(self.all), 0.0)
+                    self.raised = False
+                except SliceWaitTimeout:
+                    live = self.health.live_slices()
+            else:
+                live = self.health.live_slices()
+        return wanted & live
+
+
+def _patch_step(standin: StandIn) -> None:
+    import jax.profiler
+
+    base = jax.profiler.StepTraceAnnotation
+
+    class StepTraceAnnotation(base):
+        """jax's step annotation; a ``train`` step first asks whether a slice was lost."""
+
+        def __init__(self, name: str, **kwargs) -> None:
+            if name == "train":
+                standin.check_step(kwargs.get("step_num"))
+            super().__init__(name, **kwargs)
+
+    jax.profiler.StepTraceAnnotation = StepTraceAnnotation
+
+
+def _patch_pathways(standin: StandIn, devices_per_slice: int) -> None:
+    import pathwaysutils
+    from pathwaysutils.elastic import elastic
+
+    for owner, name in ((pathwaysutils, "is_pathways_backend_used"),
+                        (elastic, "get_slice_to_devices"), (elastic, "get_active_slice_indices")):
+        if not callable(getattr(owner, name, None)):
+            raise RuntimeError(f"{owner.__name__}.{name} is missing")
+    pathwaysutils.is_pathways_backend_used = lambda: True
+    elastic.get_slice_to_devices = lambda devices: slice_groups(devices, devices_per_slice)
+    elastic.get_active_slice_indices = standin.active
+
+
+def _refuse(message: str) -> None:
+    sys.stderr.write(f"elastix: {message}\n")
+    sys.stderr.flush()
+    os._exit(REFUSED_EXIT)  # from sitecustomize: no traceback, no half-started MaxText
+
+
+def activate(env: dict[str, str]) -> StandIn:
+    """Install the stand-in in this process (see the module docstring)."""
+    problem = version_problem(installed())
+    if problem:
+        _refuse(problem + "; run MaxText without the stand-in on GKE, or install those "
+                          "versions (bash .ci/setup-maxtext)")
+    from elastix_trainer.local_health import LocalHeartbeatHealth
+
+    num_slices = int(env.get(envvars.NUM_SLICES, "1"))
+    devices_per_slice = int(env.get(envvars.DEVICES_PER_SLICE, "1"))
+    standin = StandIn(LocalHeartbeatHealth.from_env(num_slices, env), num_slices)
+    try:
+        _patch_step(standin)
+        if env.get(envvars.MAXTEXT_STANDIN) == "elastic":
+            _patch_pathways(standin, devices_per_slice)
+    except (ImportError, AttributeError, RuntimeError) as err:
+        _refuse(f"the local Pathways stand-in cannot patch this environment: {err}")
+    print(f"elastix: local Pathways stand-in active ({env.get(envvars.MAXTEXT_STANDIN)}; "
+          f"{num_slices} slice(s) of {devices_per_slice} CPU device(s), health from "
+          f"{env.get(envvars.LOCAL_HEALTH)})", file=sys.stderr, flush=True)
+    return standin
+
+
+def activate_from_env() -> StandIn | None:
+    """``sitecustomize``'s entry: stand in when the local backend asked for it, once."""
+    mode = os.environ.pop(envvars.MAXTEXT_STANDIN, None)
+    if not mode:
+        return None
+    env = dict(os.environ)
+    env[envvars.MAXTEXT_STANDIN] = mode
+    return activate(env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--check``: print the versions and the stand-in's verdict on them, as one JSON line
+    (what the launcher reads before it submits a MaxText workload)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["--check"]:
+        sys.stderr.write("usage: python -m elastix_trainer.maxtext_standin --check\n")
+        return 2
+    versions = installed()
+    print(json.dumps({"versions": versions, "problem": version_problem(versions)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
