@@ -123,7 +123,9 @@ def create(
     flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     check_output(output, ("yaml", "json"))
-    kind = choose_backend(target) if dry_run != "client" else None
+    # Offline either way: the backend is chosen from flags and files, and its defaults (the
+    # local job's image and command) make the manifest the one a real create would submit.
+    kind = choose_backend(target)
     env_from_file = load_env_file(env_file) if env_file else {}
     for key, field_kind in KINDS.items():
         if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
