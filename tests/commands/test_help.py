@@ -99,5 +99,5 @@ def test_group_listings_show_each_summary_whole_at_80_columns(path, monkeypatch,
 
 
 def test_a_duration_default_shows_as_typed(monkeypatch, capsys):
-    out = _help(("workload", "goodput"), 120, monkeypatch, capsys)
-    assert "[default: 1m]" in out and "60.0" not in out
+    out = _help(("workload", "delete"), 120, monkeypatch, capsys)
+    assert "[default: 5m]" in out and "300.0" not in out

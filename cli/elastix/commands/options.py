@@ -136,8 +136,9 @@ def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any
                         parser=lambda text: parse_duration(text, decls[0], minimum=minimum))
 
 
-GoodputWindow = Annotated[float, duration_option(
-    "--window", help="Goodput window, e.g. 60s or 5m (--plot).", minimum=1.0)]
+GoodputWindow = Annotated[float | None, duration_option(
+    "--window", help="Goodput window of --plot's lower panel, e.g. 60s or 5m (default: about "
+                     "a twentieth of the run, on a round number).", minimum=1.0)]
 
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
@@ -254,12 +255,13 @@ def parse_duration_in(text: str, flag: str, *, allow_zero: bool = False) -> floa
     return secs
 
 
-def check_window(window: float) -> None:
-    """Validate ``--window`` (seconds per goodput window): finite and more than 0.
+def check_window(window: float | None) -> None:
+    """Validate ``--window`` (seconds per goodput window): finite and more than 0, or None
+    (the chart picks one).
 
     Raises:
         UsageError: 0, negative, nan or inf.
     """
-    if not (0 < window <= MAX_DURATION):  # False for nan too
+    if window is not None and not (0 < window <= MAX_DURATION):  # False for nan too
         raise UsageError(f"--window {window!r} is out of range: more than 0 seconds, at most 30d",
                          hint="e.g. --window 60")

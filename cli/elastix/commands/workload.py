@@ -296,7 +296,7 @@ def goodput(
     output: TableOrJson = "table",
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
-    window: GoodputWindow = 60.0,
+    window: GoodputWindow = None,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
     from elastix.measure.goodput import goodput as measure_goodput
