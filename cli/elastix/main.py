@@ -193,6 +193,15 @@ def main(argv: list[str] | None = None) -> int:
             if xpk_flag:
                 _print_error(UsageError(*xpk_flag))
                 return 2
+        no_such_command = getattr(click_errors, "NoSuchCommand", ())  # click >= 8.4
+        if isinstance(err, no_such_command) and err.ctx:
+            from elastix.commands import xpk
+
+            xpk_command = xpk.did_you_mean_command(
+                err.ctx.command_path.partition(" ")[2], err.command_name)
+            if xpk_command:
+                _print_error(UsageError(*xpk_command))
+                return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
             _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))

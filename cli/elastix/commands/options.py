@@ -190,11 +190,45 @@ def with_target(fn: Callable[..., Any] | None = None, *, namespace: str | None =
 
         def call(kwargs: dict[str, Any]) -> Any:
             fields = {name: kwargs.pop(name) for name, _, _ in TARGET_OPTIONS}
-            return fn(target=Target(**fields), **kwargs)
+            return fn(target=resolve_target(Target(**fields)), **kwargs)
 
         return replace_params(fn, own + added, call)
 
     return decorate(fn) if fn is not None else decorate
+
+
+def resolve_target(target: Target) -> Target:
+    """The target with what the flags left out filled in, and flags that cannot apply said.
+
+    GKE: ``--project`` and ``--location`` default to the active gcloud configuration's project
+    and zone (or region), read from its files (:mod:`elastix.clients.gcloud_config`), as xpk
+    users expect. Local: namespaces, projects and zones mean nothing there; one note on stderr
+    names the flags that are ignored rather than ignoring them silently.
+    """
+    import dataclasses
+    import sys
+
+    from elastix.backends import choose_backend
+
+    try:
+        kind = choose_backend(target)
+    except UsageError:
+        return target  # the command reports the bad --backend itself
+    if kind == "local":
+        ignored = [f"{flag} {value}" for flag, value in (
+            ("--namespace", None if target.namespace in (None, "default") else target.namespace),
+            ("--project", target.project), ("--location", target.location)) if value]
+        if ignored:
+            sys.stderr.write(f"elastix: note: the local backend has no namespaces, projects or "
+                             f"zones: {', '.join(ignored)} ignored\n")
+        return target
+    if target.project and target.location:
+        return target
+    from elastix.clients.gcloud_config import read_defaults
+
+    found = read_defaults()
+    return dataclasses.replace(target, project=target.project or found.project,
+                               location=target.location or found.location)
 
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
