@@ -217,16 +217,21 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 
 
 @with_target
-def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
-          interval: Interval = 2.0) -> None:
-    """List workloads: state, slices ready, pods, restarts, head, age."""
+def list_(target: Target, output: Annotated[str, typer.Option(
+              "--output", "-o", help="table, wide (with step time, goodput, pods, JobSet "
+                                     "restarts, head), json or yaml.")] = "table",
+          watch: Watch = False, interval: Interval = 2.0) -> None:
+    """List workloads: state, slices ready, last step and when, loss, restarts, age."""
+    from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import workloads_table
 
-    check_output(output, ("table", "json"))
+    check_output(output, ("table", "wide", "json", "yaml"))
     backend = get_backend(target)
-    if output == "json":
-        typer.echo(json.dumps([s.to_json() for s in backend.list()], indent=2))
+    if output in ("json", "yaml"):
+        items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
+                 for s in backend.list()]
+        typer.echo(_dump(items, output), nl=False)
         return
 
     def render() -> Any:
@@ -235,29 +240,52 @@ def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
             from rich.text import Text
 
             return Text(f"no {backend.name} workloads in {backend.where()}")
-        return workloads_table(items)
+        return workloads_table(items, progress={s.name: read_progress(backend, s.name)
+                                                for s in items}, wide=output == "wide")
 
     if watch:
         _watch(render, interval)
     console().print(render())
 
 
+def _progress_json(p: Any) -> dict[str, Any] | None:
+    return None if p is None else p.to_json()
+
+
+def _dump(data: Any, output: str) -> str:
+    if output == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False)
+    return json.dumps(data, indent=2) + "\n"
+
+
 @with_target
 @with_workload_option
-def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
+def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Option(
+               "--output", "-o", help="table, json or yaml.")] = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
-    """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
+    """One workload: how training goes, head, per-slice pods and phases, restarts, and why it
+    is stuck."""
+    from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import status_renderable
 
-    check_output(output, ("table", "json"))
+    check_output(output, ("table", "json", "yaml"))
     backend = get_backend(target)
-    if output == "json":
-        typer.echo(json.dumps(backend.status(name).to_json(), indent=2))
+    if output in ("json", "yaml"):
+        st = backend.status(name)
+        data = {**st.to_json(), "training": _progress_json(read_progress(backend, name))}
+        typer.echo(_dump(data, output), nl=False)
         return
+
+    def render() -> Any:
+        st = backend.status(name)
+        return status_renderable(st, progress=read_progress(backend, name))
+
     if watch:
-        _watch(lambda: status_renderable(backend.status(name)), interval)
-    console().print(status_renderable(backend.status(name)))
+        _watch(render, interval)
+    console().print(render())
 
 
 @with_target
