@@ -68,7 +68,7 @@ def _bare_block(tr: Trainer, s, steps: int, lag: bool) -> list[float]:
     times, t_prev, pending = [], time.monotonic(), None
     for _ in range(steps):
         batch = jax.device_put(tr.data.next_batch(s.global_batch), s.fns.batch_sharding)
-        s.state, loss = s.fns.step(s.state, batch)
+        s.state, loss = s.fns.step(s.state, batch)  # loss: the step's metrics vector
         s.step += 1
         if lag and pending is None:
             pending = loss

@@ -16,3 +16,8 @@ atexit.register(shutil.rmtree, _CACHES, ignore_errors=True)
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHES, "matplotlib")
 os.environ["XDG_CACHE_HOME"] = os.path.join(_CACHES, "xdg-cache")
 os.environ["KUBECACHEDIR"] = os.path.join(_CACHES, "kube")
+# The user's gcloud configuration (project, zone) must not leak into the tests' defaults.
+os.environ["CLOUDSDK_CONFIG"] = os.path.join(_CACHES, "gcloud")
+for _var in ("CLOUDSDK_CORE_PROJECT", "CLOUDSDK_COMPUTE_ZONE", "CLOUDSDK_COMPUTE_REGION",
+             "CLOUDSDK_ACTIVE_CONFIG_NAME"):
+    os.environ.pop(_var, None)

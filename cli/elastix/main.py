@@ -13,7 +13,7 @@ import click
 import typer
 
 from elastix import __version__
-from elastix.commands import chaos, cluster, image, logs, workload
+from elastix.commands import chaos, cluster, examples, image, logs, workload
 from elastix.errors import ElastixError, ProblemsError, UsageError
 from elastix.protocol import envvars
 
@@ -126,14 +126,32 @@ def _normalize(argv: list[str]) -> list[str]:
     return out
 
 
+def _no_section(ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    return None
+
+
 def command() -> click.Command:
-    """The click command tree of ``app``, every command formatting its help with ours."""
+    """The click command tree of ``app``, every command formatting its help with ours, its
+    summary whole in its group's listing and its examples at the end of its help."""
     root = typer.main.get_command(app)
-    todo = [root]
+    todo = [((), root)]
     while todo:
-        cmd = todo.pop()
+        path, cmd = todo.pop()
         cmd.context_class = _Context
-        todo.extend(getattr(cmd, "commands", {}).values())
+        cmd.short_help = cmd.short_help or examples.summary(cmd.help)
+        cmd.epilog = cmd.epilog or examples.epilog(" ".join(path))
+        for param in cmd.params:
+            if isinstance(param, click.Argument) and not getattr(param, "help", None):
+                param.help = examples.argument_help(" ".join(path), param.name or "")
+            if isinstance(param, click.Option) and param.metavar == "DURATION" \
+                    and isinstance(param.default, (int, float)) \
+                    and not isinstance(param.default, bool):
+                # Shown as the user types one (1m, not 60.0); the option's parser reads it back.
+                param.default = examples.duration_text(param.default)
+        # Typer lists the arguments in its own "Arguments" section; click 8.5 would add a
+        # second one ("Positional arguments") now that they have help.
+        cmd.format_arguments = _no_section
+        todo.extend(((*path, name), sub) for name, sub in getattr(cmd, "commands", {}).items())
     return root
 
 
@@ -174,6 +192,15 @@ def main(argv: list[str] | None = None) -> int:
             xpk_flag = xpk.did_you_mean(err.ctx.command_path.partition(" ")[2], err.option_name)
             if xpk_flag:
                 _print_error(UsageError(*xpk_flag))
+                return 2
+        no_such_command = getattr(click_errors, "NoSuchCommand", ())  # click >= 8.4
+        if isinstance(err, no_such_command) and err.ctx:
+            from elastix.commands import xpk
+
+            xpk_command = xpk.did_you_mean_command(
+                err.ctx.command_path.partition(" ")[2], err.command_name)
+            if xpk_command:
+                _print_error(UsageError(*xpk_command))
                 return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"

@@ -103,8 +103,8 @@ CASES = [
      "is out of range: more than 0, at most 30d"),
     ("logs-since-zero", ["logs", "w", "--since", "0"], None, 2, "--since '0' is out of range"),
     ("logs-since-nan", ["logs", "w", "--since", "nan"], None, 2, "is not a duration"),
-    ("logs-tail-negative", ["logs", "w", "--tail", "-1"], None, 2,
-     "--tail -1 is out of range: 0 or more"),
+    ("logs-tail-negative", ["logs", "w", "--tail", "-2"], None, 2,
+     "--tail -2 is out of range: 0 or more, or -1 for every line"),
     ("logs-previous-follow", ["logs", "w", "--previous", "-f"], None, 2,
      "--previous cannot be combined with --follow"),
 ]

@@ -12,9 +12,12 @@ def test_piped_output_is_wide(monkeypatch):
         assert not c.is_terminal and c.width == PIPED_WIDTH == 160
 
 
-def test_columns_wider_than_the_rule_wins(monkeypatch):
+def test_columns_wins_when_set_wider_or_narrower(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     assert console().width == 200
+    monkeypatch.setenv("COLUMNS", "80")  # piped with COLUMNS=80: 80, not 160
+    assert console().width == 80
+    assert console(width=100).width == 100
 
 
 def test_label_and_env_share_the_key_value_parser(cli):

@@ -33,7 +33,7 @@ def test_recovery_png_has_every_phase(tmp_path, run):
     (rec,) = recoveries(events)
     assign_kills([rec], [kill])
     out = tmp_path / "recovery.png"
-    drawn = plot_recovery(events, rec, str(out))
+    drawn = plot_recovery(events, rec, str(out)).drawn
     assert drawn == ["detection", "cleanup", "waiting for slices", "restore", "first step"]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     img = mimage.imread(str(out))
@@ -47,7 +47,7 @@ def test_goodput_png(tmp_path, run):
     events, kill = run
     rep = goodput(events, kills=[kill])
     out = tmp_path / "goodput.png"
-    drawn = plot_goodput(rep, events, str(out), window_seconds=5)
+    drawn = plot_goodput(rep, events, str(out), window_seconds=5).drawn
     assert {"productive", "detection", "waiting for slices", "steps re-done", "startup"} <= set(
         drawn)
     img = mimage.imread(str(out))
@@ -62,3 +62,36 @@ def test_plot_errors(tmp_path, run):
         plot_recovery(events, rec, str(tmp_path / "x.svg"))
     with pytest.raises(UsageError, match="cannot write"):
         plot_recovery(events, rec, str(tmp_path / "no" / "dir" / "x.png"))
+
+
+def test_recovery_axis_ends_near_the_data_and_every_legend_entry_is_drawn(tmp_path, run):
+    """The x axis spans the recovery and a little room, not a fixed 10 s past its end, and
+    the legend names the kill line, the step line and each phase."""
+    events, kill = run
+    (rec,) = recoveries(events)
+    assign_kills([rec], [kill])
+    chart = plot_recovery(events, rec, str(tmp_path / "r.png"))
+    span = (rec.phases()[-1][2] - kill) / 1000
+    lo, hi = chart.xlim
+    assert span < hi <= span * 1.25 + 0.5 + 1e-9 and -(span * 0.25 + 0.5) - 1e-9 <= lo < 0
+    assert chart.legend[:2] == ("step completed", "kill")
+    assert [e.split(" ")[0] for e in chart.legend[2:]] == [p.split(" ")[0] for p in chart.drawn]
+
+
+def test_goodput_window_fits_a_short_run_and_the_axis_is_the_run(tmp_path, run):
+    events, kill = run
+    rep = goodput(events, kills=[kill])
+    chart = plot_goodput(rep, events, str(tmp_path / "g.png"))
+    wall = (rep.end - rep.start) / 1000
+    assert chart.xlim == (0.0, wall)
+    assert wall / chart.window_seconds >= 10  # many bars, not one flat block
+    assert {"cumulative goodput", "kill", f"goodput per {chart.window_seconds:g} s"} <= set(
+        chart.legend)
+    long = plot_goodput(rep, events, str(tmp_path / "g2.png"), window_seconds=60)
+    assert long.window_seconds == 60  # a window the user asks for is kept
+
+
+def test_auto_window_is_round_and_about_a_twentieth():
+    from elastix.views.plot import auto_window
+
+    assert auto_window(18.7) == 1 and auto_window(600) == 30 and auto_window(3 * 3600) == 600

@@ -6,6 +6,7 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from trainer_helpers import make_cfg, run_cli, run_elastic
 
 from elastix_trainer.health import ManualHealth
@@ -56,7 +57,12 @@ def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
     assert set(got["learning/loss"]) == set(last)  # float32 in the file:
     assert all(abs(got["learning/loss"][s] - r["loss"]) <= 1e-5 * abs(r["loss"])
                for s, r in last.items())
-    assert set(got["perf/step_seconds"]) == set(last)
+    assert set(got["perf/step_time_seconds"]) == set(last)
+    for tag in ("learning/grad_norm", "learning/current_learning_rate",
+                "perf/per_device_tflops_per_sec", "perf/per_device_tokens_per_sec"):
+        assert set(got[tag]) == set(last), tag
+    assert all(got["learning/grad_norm"][s] == pytest.approx(r["grad_norm"], rel=1e-5)
+               for s, r in last.items())
     assert set(got["elastic/live_slices"].values()) == {4.0}
     committed = {r["step"] for r in trainer.events.of("checkpoint_committed")}
     assert set(got["checkpoint/blocking_seconds"]) == committed
@@ -64,7 +70,7 @@ def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
     at = det["last_step"]
     (restored,) = trainer.events.of("elastic_restored")
     for tag in ("cleanup_seconds", "waiting_for_slices_seconds", "restore_seconds",
-                "first_step_seconds"):
+                "first_step_seconds", "downtime_seconds", "total_downtime_seconds"):
         assert set(got[f"recovery/{tag}"]) == {at}, tag
     assert got["recovery/steps_lost"] == {at: float(det["last_step"] - restored["step"])}
     # ManualHealth does not date the loss (no since_loss): no made-up detection time.
@@ -83,3 +89,54 @@ def test_the_flag_writes_scalars_and_a_bad_dir_is_one_line(tmp_path):
                  "--tensorboard-dir", str(afile / "tb")])
     assert p.returncode == 2 and "--tensorboard-dir" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def _accumulated(directory: Path):
+    """The scalars as TensorBoard itself shows them: its own reader, purges applied."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(directory), size_guidance={"scalars": 0})
+    acc.Reload()
+    return acc
+
+
+def test_tensorboard_shows_each_step_once_after_a_rollback_with_maxtext_tags(tmp_path):
+    """A recovery rolls back and trains steps again: TensorBoard's reader must show each step
+    once, with the value of the run that went on (not the re-done step's first try), and the
+    recovery's scalars must survive the purge that drops the abandoned steps."""
+    health = ManualHealth(2)
+    health.on_wait = lambda h, required: h.set_up(*range(h.num_slices))
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), num_slices=2, steps=14, snapshot_period=0)
+    board_dir = tmp_path / "tb"
+
+    def setup(trainer, runtime):
+        setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
+
+        def down_at_11(tr, n, fired=[]):  # noqa: B006 - once per test
+            if n == 11 and not fired:
+                fired.append(n)
+                health.set_down(1)
+        trainer.before_step.append(down_at_11)
+
+    outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
+    setup.board.close()
+    assert outcome.status == "completed"
+    steps = trainer.events.of("step")
+    (restored,) = trainer.events.of("elastic_restored")
+    (det,) = trainer.events.of("elastic_detected")
+    assert det["last_step"] > restored["step"], "the fault must make steps be trained again"
+    assert len(steps) > len({r["step"] for r in steps})  # the raw log has re-done steps
+    acc = _accumulated(board_dir)
+    loss = acc.Scalars("learning/loss")
+    shown = [e.step for e in loss]
+    assert sorted(shown) == sorted({r["step"] for r in steps})  # each step once
+    last = {r["step"]: r["loss"] for r in steps}
+    assert all(e.value == pytest.approx(last[e.step], rel=1e-5) for e in loss)
+    tags = set(acc.Tags()["scalars"])
+    assert {"perf/step_time_seconds", "perf/per_device_tflops_per_sec",
+            "perf/per_device_tokens_per_sec", "learning/grad_norm",
+            "learning/current_learning_rate"} <= tags
+    (down,) = acc.Scalars("recovery/downtime_seconds")
+    assert down.step == det["last_step"] and down.value > 0
+    (total,) = acc.Scalars("recovery/total_downtime_seconds")
+    assert total.value == pytest.approx(down.value)

@@ -50,18 +50,27 @@ class OptConfig:
     """Global gradient-norm clip."""
 
 
-def make_optimizer(opt: OptConfig) -> optax.GradientTransformation:
-    """The AdamW chain for ``opt``."""
+def make_schedule(opt: OptConfig) -> optax.Schedule:
+    """The learning rate as a function of the number of updates applied so far."""
     warmup = max(0, min(opt.warmup_steps, opt.total_steps - 1))
     if opt.schedule == "constant":
-        sched = optax.join_schedules(
+        return optax.join_schedules(
             [optax.linear_schedule(0.0, opt.lr, max(warmup, 1)), optax.constant_schedule(opt.lr)],
             [max(warmup, 1)])
-    else:
-        sched = optax.warmup_cosine_decay_schedule(
-            0.0, opt.lr, max(warmup, 1), max(opt.total_steps, warmup + 2), end_value=opt.lr * 0.1)
+    return optax.warmup_cosine_decay_schedule(
+        0.0, opt.lr, max(warmup, 1), max(opt.total_steps, warmup + 2), end_value=opt.lr * 0.1)
+
+
+def make_optimizer(opt: OptConfig) -> optax.GradientTransformation:
+    """The AdamW chain for ``opt``."""
     return optax.chain(optax.clip_by_global_norm(opt.clip_norm),
-                       optax.adamw(sched, weight_decay=opt.weight_decay))
+                       optax.adamw(make_schedule(opt), weight_decay=opt.weight_decay))
+
+
+METRICS = ("loss", "grad_norm", "learning_rate")
+"""What a step returns besides the state, in this order, as one float32 vector: one transfer
+to the host reads all of them (the loss read is the loop's sync point anyway). ``grad_norm`` is
+the global norm before clipping; ``learning_rate`` the one this step's update used."""
 
 
 def init_state(model: ModelConfig, opt: OptConfig, seed: int) -> dict:
@@ -76,7 +85,7 @@ class StepFns:
     """Compiled functions and shardings for one mesh."""
 
     init: object
-    step: Callable  # (state, batch) -> (state, loss); the state is donated
+    step: Callable  # (state, batch) -> (state, metrics as in METRICS); the state is donated
     abstract: object  # ShapeDtypeStructs with shardings (Orbax restore target)
     shardings: object
     batch_sharding: object
@@ -203,6 +212,7 @@ def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
            seed: int, with_seam: bool) -> StepFns:
     tx = make_optimizer(opt)
+    schedule = make_schedule(opt)
     abstract = abstract_state(model, opt, mesh, seed)
     shardings = jax.tree.map(lambda a: a.sharding, abstract)
     bsh = batch_sharding(mesh)
@@ -216,7 +226,9 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
         loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch))(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
-        return {"params": params, "opt_state": opt_state, "step": state["step"] + 1}, loss
+        metrics = jnp.stack([loss, optax.global_norm(grads), schedule(state["step"])])
+        return ({"params": params, "opt_state": opt_state, "step": state["step"] + 1},
+                metrics.astype(jnp.float32))
 
     batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
     init = jax.jit(lambda: init_state(model, opt, seed), out_shardings=shardings)

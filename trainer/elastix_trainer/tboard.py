@@ -3,16 +3,27 @@
 Users read loss curves in TensorBoard, and MaxText writes its scalars there with tensorboardX's
 ``SummaryWriter`` (MaxText ``max_utils.initialize_summary_writer``): so does this, from the same
 events the launcher measures (docs/events.md), so the curves and ``elastix workload goodput``
-never disagree. Every scalar is written at the training step it belongs to:
+never disagree. Tags are MaxText's where MaxText has the quantity (maxtext 0.2.5
+``src/maxtext/common/metric_logger.py``, its scalar-name table), so a MaxText user's dashboards
+and habits carry over. Every scalar is written at the training step it belongs to:
 
-- ``learning/loss``, ``perf/step_seconds``, ``perf/tflops_per_device``, ``elastic/live_slices``
-  at each completed step (the names of MaxText's ``learning/loss`` and ``perf/step_time_seconds``
-  family where one exists);
+- at each completed step: ``learning/loss``, ``learning/grad_norm`` (before clipping),
+  ``learning/current_learning_rate``, ``perf/step_time_seconds``,
+  ``perf/per_device_tflops_per_sec``, ``perf/per_device_tokens_per_sec`` (MaxText's names) and
+  ``elastic/live_slices`` (MaxText logs a live slice count but writes no scalar for it);
 - ``checkpoint/blocking_seconds`` and ``checkpoint/write_seconds`` at each committed step;
 - one ``recovery/*`` scalar per phase of an in-process recovery (``detection_seconds`` when the
   trainer dated the loss, ``cleanup_seconds``, ``waiting_for_slices_seconds``,
-  ``restore_seconds``, ``first_step_seconds``, ``steps_lost``), at the last step completed
-  before the loss.
+  ``restore_seconds``, ``first_step_seconds``, ``steps_lost``), then ``downtime_seconds`` (from
+  the loss, or its detection when the loss is not dated, to the first step after it) and
+  ``total_downtime_seconds`` (the run's so far), all at the last step completed before the loss.
+
+A restore rolls training back to step S: the steps after S are trained again and their first
+values are no longer the run's. TensorBoard's own rule for a restarted job is a ``SessionLog
+START`` event at step S + 1, on which its readers drop every point at or past that step
+(tensorboard ``backend/event_processing/event_accumulator.py``, ``_CheckForRestartAndMaybePurge``;
+what tensorboardX writes for ``SummaryWriter(purge_step=...)``). So every restore, at start-up
+after a restart or in a recovery, writes one, and each step shows once, with its final value.
 
 A ``gs://`` directory is written locally and uploaded from a background thread (the events
 file's uploader: retries, never costs a step). A writer that fails is reported once and
@@ -26,7 +37,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from elastix.protocol import eventspec
+from elastix.protocol import eventspec, timefmt
 from elastix_trainer.events import EventLog, _Uploader, log
 
 
@@ -51,6 +62,7 @@ class TensorBoardSink:
             self._uploader = _Uploader(self._read, f"{self.directory}/{name}", upload_every)
         self._step = 0
         self._recovery: dict[str, Any] = {}
+        self._total_downtime = 0.0
         self._failed = False
 
     def _read(self) -> bytes:
@@ -79,35 +91,68 @@ class TensorBoardSink:
         if self._uploader is not None:
             self._uploader.kick()
 
+    def _purge_from(self, step: int) -> None:
+        """Drop every point at or past ``step`` in TensorBoard's readers (see the module doc)."""
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self._writer._get_file_writer().add_event(
+            Event(step=int(step), session_log=SessionLog(status=SessionLog.START)))
+
     def _on_event(self, r: dict) -> None:
         name = r["event"]
         if name == eventspec.STEP:
-            self._step = s = r["step"]
-            self._scalar("learning/loss", r.get("loss"), s)
-            self._scalar("perf/step_seconds", r.get("seconds"), s)
-            self._scalar("perf/tflops_per_device", r.get("tflops_per_device"), s)
-            self._scalar("elastic/live_slices", r.get("live_slices"), s)
+            self._step_scalars(r)
+        elif name == eventspec.RESTORE and r.get("step") is not None:
+            self._purge_from(r["step"] + 1)
         elif name == eventspec.CHECKPOINT_COMMITTED:
             self._scalar("checkpoint/blocking_seconds", r.get("blocking_seconds"), r["step"])
             self._scalar("checkpoint/write_seconds", r.get("seconds"), r["step"])
         elif name == eventspec.ELASTIC_DETECTED:
             at = r.get("last_step")
-            self._recovery = {"at": self._step if at is None else at, "last": at}
-            self._scalar("recovery/detection_seconds", r.get("since_loss"), self._recovery["at"])
+            since = r.get("since_loss")
+            start = timefmt.parse(r["ts"]).timestamp() - (since or 0.0)
+            self._recovery = {"at": self._step if at is None else at, "last": at, "start": start,
+                              "scalars": {"detection_seconds": since}}
         elif self._recovery:
+            self._recovery_scalars(name, r)
+
+    def _step_scalars(self, r: dict) -> None:
+        self._step = s = r["step"]
+        self._scalar("learning/loss", r.get("loss"), s)
+        self._scalar("learning/grad_norm", r.get("grad_norm"), s)
+        self._scalar("learning/current_learning_rate", r.get("learning_rate"), s)
+        seconds = r.get("seconds")
+        self._scalar("perf/step_time_seconds", seconds, s)
+        self._scalar("perf/per_device_tflops_per_sec", r.get("tflops_per_device"), s)
+        self._scalar("perf/per_device_tokens_per_sec", r.get("tokens_per_second_per_device"), s)
+        self._scalar("elastic/live_slices", r.get("live_slices"), s)
+
+    def _recovery_scalars(self, name: str, r: dict) -> None:
+        """Collect a recovery's phases; write them once it steps again. Written before the
+        restore's purge, points at the last step before the loss would be dropped with the
+        re-done steps."""
+        got = self._recovery["scalars"]
+        if name == eventspec.ELASTIC_CLEANUP_DONE:
+            got["cleanup_seconds"] = r.get("seconds")
+        elif name == eventspec.ELASTIC_SLICES_READY:
+            got["waiting_for_slices_seconds"] = r.get("seconds")
+        elif name == eventspec.ELASTIC_RESTORED:
+            got["restore_seconds"] = r.get("seconds")
+            last = self._recovery.get("last")
+            if r.get("step") is not None:
+                if last is not None:
+                    got["steps_lost"] = last - r["step"]
+                self._purge_from(r["step"] + 1)
+        elif name == eventspec.ELASTIC_FIRST_STEP:
+            got["first_step_seconds"] = r.get("seconds")
+            downtime = timefmt.parse(r["ts"]).timestamp() - self._recovery["start"]
+            self._total_downtime += downtime
+            got["downtime_seconds"] = downtime
+            got["total_downtime_seconds"] = self._total_downtime
             at = self._recovery["at"]
-            if name == eventspec.ELASTIC_CLEANUP_DONE:
-                self._scalar("recovery/cleanup_seconds", r.get("seconds"), at)
-            elif name == eventspec.ELASTIC_SLICES_READY:
-                self._scalar("recovery/waiting_for_slices_seconds", r.get("seconds"), at)
-            elif name == eventspec.ELASTIC_RESTORED:
-                self._scalar("recovery/restore_seconds", r.get("seconds"), at)
-                last = self._recovery.get("last")
-                if last is not None and r.get("step") is not None:
-                    self._scalar("recovery/steps_lost", last - r["step"], at)
-            elif name == eventspec.ELASTIC_FIRST_STEP:
-                self._scalar("recovery/first_step_seconds", r.get("seconds"), at)
-                self._recovery = {}
+            for tag, value in got.items():
+                self._scalar(f"recovery/{tag}", value, at)
+            self._recovery = {}
 
     def close(self) -> None:
         """Flush and close (and upload, for ``gs://``). Never raises."""

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 import jax
+import numpy as np
 
 from elastix.errors import UsageError
 from elastix.protocol import eventspec
@@ -225,11 +226,11 @@ class Trainer:
             batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
             if self.seam:
                 fault.arm(n, lost(s.slice_ids, self.health))
-            s.state, loss = s.fns.step(s.state, batch)
+            s.state, metrics = s.fns.step(s.state, batch)
             s.step = n
             if pending is not None:
                 t_prev = self._complete(s, pending, t_prev, flops)
-            pending = (n, loss)
+            pending = (n, metrics)
             if self.cfg.step_delay:
                 time.sleep(self.cfg.step_delay)
             snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
@@ -261,8 +262,9 @@ class Trainer:
         return "completed"
 
     def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
-        n, loss = pending
-        value = float(loss)  # the sync point: a failed step raises JaxRuntimeError here
+        n, metrics = pending
+        # The sync point: a failed step raises JaxRuntimeError here.
+        value, grad_norm, lr = (float(v) for v in np.asarray(metrics))
         if not math.isfinite(value):
             # Before any save of this step's state: a diverged state is never checkpointed.
             raise Diverged(f"the loss is {value} at step {n}: training diverged; nothing from "
@@ -275,7 +277,11 @@ class Trainer:
                       tflops_per_device=tflops, loss=value)
         self.events.emit(eventspec.STEP, step=n, seconds=round(seconds, 6), loss=value,
                          live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
-                         global_batch=s.global_batch, line=line)
+                         global_batch=s.global_batch, grad_norm=grad_norm, learning_rate=lr,
+                         tokens_per_second_per_device=round(
+                             s.global_batch * self.cfg.seq_len / s.fns.num_devices
+                             / max(seconds, 1e-9), 3),
+                         line=line)
         self.last_completed = n
         self.timeline.append((now, n))
         for hook in self.after_step:

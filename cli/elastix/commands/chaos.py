@@ -135,7 +135,7 @@ def run(
     output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
-    window: GoodputWindow = 60.0,
+    window: GoodputWindow = None,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput."""
     import json

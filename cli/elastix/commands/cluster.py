@@ -15,13 +15,25 @@ from elastix.workload import platform  # pure data: the defaults cluster create 
 app = typer.Typer(no_args_is_help=True)
 
 ProjectOpt = typer.Option(None, "--project", envvar="GOOGLE_CLOUD_PROJECT",
-                          help="Google Cloud project id.")
-ZoneOpt = typer.Option(None, "--zone", "--location", help="Zone, e.g. us-central1-a.")
+                          help="Google Cloud project id (default: gcloud's configured one).")
+ZoneOpt = typer.Option(None, "--zone", "--location",
+                       help="Zone, e.g. us-central1-a (default: gcloud's configured one).")
 DryRunOpt = typer.Option(False, "--dry-run", help="Print every request; send none.")
 # xpk names the cluster with --cluster NAME: either spelling is taken (one_name checks).
 NameArg = typer.Argument(None, help="Cluster name (or --cluster NAME).", show_default=False)
 ClusterOpt = typer.Option(None, "--cluster", help="The cluster NAME, as xpk spells it.",
                           show_default=False)
+
+
+def _gcloud(project: str | None, zone: str | None) -> tuple[str | None, str | None]:
+    """``--project`` and ``--zone``, defaulting to the active gcloud configuration's (its
+    files are read; gcloud is not run)."""
+    if project and zone:
+        return project, zone
+    from elastix.clients.gcloud_config import read_defaults
+
+    found = read_defaults()
+    return project or found.project, zone or found.zone
 
 
 def _console():
@@ -81,6 +93,7 @@ def create(
 ) -> None:
     from elastix.provision import cluster, jobset_install
     name = one_name(name, cluster_name, flag="--cluster")
+    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
@@ -121,6 +134,7 @@ def describe(
     from elastix.provision import cluster
 
     name = one_name(name, cluster_name, flag="--cluster")
+    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name)
     client = gke.cluster_manager()
     found = cluster.get_cluster(client, cfg)
@@ -162,6 +176,7 @@ def delete(
     from elastix.errors import ElastixError
     from elastix.provision import cluster
     name = one_name(name, cluster_name, flag="--cluster")
+    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name)
     out = _console()
     steps = cluster.plan_delete(cfg)

@@ -33,7 +33,8 @@ def logs(
     since: Annotated[str | None, typer.Option(
         "--since", help="Only lines newer than this (30s, 5m, 1h).")] = None,
     tail: Annotated[int | None, typer.Option(
-        "--tail", help="Only the last N lines to start with.")] = None,
+        "--tail", help="Only the last N lines to start with (-1: every line, as kubectl).")
+    ] = None,
     previous: Annotated[bool, typer.Option(
         "--previous", "-p", help="The previous instance of the container (as kubectl): after a "
                                  "restart, the attempt before the current one.")] = False,
@@ -47,8 +48,11 @@ def logs(
 
     from elastix.backends.base import LogOptions
 
+    if tail == -1:
+        tail = None  # kubectl's spelling of "every line"
     if tail is not None and tail < 0:
-        raise UsageError(f"--tail {tail} is out of range: 0 or more", hint="e.g. --tail 100")
+        raise UsageError(f"--tail {tail} is out of range: 0 or more, or -1 for every line",
+                         hint="e.g. --tail 100")
     if previous and follow:
         raise UsageError("--previous cannot be combined with --follow",
                          hint="a previous instance has ended: drop -f")

@@ -136,8 +136,9 @@ def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any
                         parser=lambda text: parse_duration(text, decls[0], minimum=minimum))
 
 
-GoodputWindow = Annotated[float, duration_option(
-    "--window", help="Goodput window, e.g. 60s or 5m (--plot).", minimum=1.0)]
+GoodputWindow = Annotated[float | None, duration_option(
+    "--window", help="Goodput window of --plot's lower panel, e.g. 60s or 5m (default: about "
+                     "a twentieth of the run, on a round number).", minimum=1.0)]
 
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
@@ -189,11 +190,45 @@ def with_target(fn: Callable[..., Any] | None = None, *, namespace: str | None =
 
         def call(kwargs: dict[str, Any]) -> Any:
             fields = {name: kwargs.pop(name) for name, _, _ in TARGET_OPTIONS}
-            return fn(target=Target(**fields), **kwargs)
+            return fn(target=resolve_target(Target(**fields)), **kwargs)
 
         return replace_params(fn, own + added, call)
 
     return decorate(fn) if fn is not None else decorate
+
+
+def resolve_target(target: Target) -> Target:
+    """The target with what the flags left out filled in, and flags that cannot apply said.
+
+    GKE: ``--project`` and ``--location`` default to the active gcloud configuration's project
+    and zone (or region), read from its files (:mod:`elastix.clients.gcloud_config`), as xpk
+    users expect. Local: namespaces, projects and zones mean nothing there; one note on stderr
+    names the flags that are ignored rather than ignoring them silently.
+    """
+    import dataclasses
+    import sys
+
+    from elastix.backends import choose_backend
+
+    try:
+        kind = choose_backend(target)
+    except UsageError:
+        return target  # the command reports the bad --backend itself
+    if kind == "local":
+        ignored = [f"{flag} {value}" for flag, value in (
+            ("--namespace", None if target.namespace in (None, "default") else target.namespace),
+            ("--project", target.project), ("--location", target.location)) if value]
+        if ignored:
+            sys.stderr.write(f"elastix: note: the local backend has no namespaces, projects or "
+                             f"zones: {', '.join(ignored)} ignored\n")
+        return target
+    if target.project and target.location:
+        return target
+    from elastix.clients.gcloud_config import read_defaults
+
+    found = read_defaults()
+    return dataclasses.replace(target, project=target.project or found.project,
+                               location=target.location or found.location)
 
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
@@ -254,12 +289,13 @@ def parse_duration_in(text: str, flag: str, *, allow_zero: bool = False) -> floa
     return secs
 
 
-def check_window(window: float) -> None:
-    """Validate ``--window`` (seconds per goodput window): finite and more than 0.
+def check_window(window: float | None) -> None:
+    """Validate ``--window`` (seconds per goodput window): finite and more than 0, or None
+    (the chart picks one).
 
     Raises:
         UsageError: 0, negative, nan or inf.
     """
-    if not (0 < window <= MAX_DURATION):  # False for nan too
+    if window is not None and not (0 < window <= MAX_DURATION):  # False for nan too
         raise UsageError(f"--window {window!r} is out of range: more than 0 seconds, at most 30d",
                          hint="e.g. --window 60")

@@ -123,7 +123,9 @@ def create(
     flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     check_output(output, ("yaml", "json"))
-    kind = choose_backend(target) if dry_run != "client" else None
+    # Offline either way: the backend is chosen from flags and files, and its defaults (the
+    # local job's image and command) make the manifest the one a real create would submit.
+    kind = choose_backend(target)
     env_from_file = load_env_file(env_file) if env_file else {}
     for key, field_kind in KINDS.items():
         if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
@@ -215,16 +217,21 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 
 
 @with_target
-def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
-          interval: Interval = 2.0) -> None:
-    """List workloads: state, slices ready, pods, restarts, head, age."""
+def list_(target: Target, output: Annotated[str, typer.Option(
+              "--output", "-o", help="table, wide (with step time, goodput, pods, JobSet "
+                                     "restarts, head), json or yaml.")] = "table",
+          watch: Watch = False, interval: Interval = 2.0) -> None:
+    """List workloads: state, slices ready, last step and when, loss, restarts, age."""
+    from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import workloads_table
 
-    check_output(output, ("table", "json"))
+    check_output(output, ("table", "wide", "json", "yaml"))
     backend = get_backend(target)
-    if output == "json":
-        typer.echo(json.dumps([s.to_json() for s in backend.list()], indent=2))
+    if output in ("json", "yaml"):
+        items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
+                 for s in backend.list()]
+        typer.echo(_dump(items, output), nl=False)
         return
 
     def render() -> Any:
@@ -233,29 +240,52 @@ def list_(target: Target, output: TableOrJson = "table", watch: Watch = False,
             from rich.text import Text
 
             return Text(f"no {backend.name} workloads in {backend.where()}")
-        return workloads_table(items)
+        return workloads_table(items, progress={s.name: read_progress(backend, s.name)
+                                                for s in items}, wide=output == "wide")
 
     if watch:
         _watch(render, interval)
     console().print(render())
 
 
+def _progress_json(p: Any) -> dict[str, Any] | None:
+    return None if p is None else p.to_json()
+
+
+def _dump(data: Any, output: str) -> str:
+    if output == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False)
+    return json.dumps(data, indent=2) + "\n"
+
+
 @with_target
 @with_workload_option
-def status(target: Target, name: WorkloadName, output: TableOrJson = "table",
+def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Option(
+               "--output", "-o", help="table, json or yaml.")] = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
-    """One workload: head, per-slice pods and phases, restarts, and why it is stuck."""
+    """One workload: how training goes, head, per-slice pods and phases, restarts, and why it
+    is stuck."""
+    from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import status_renderable
 
-    check_output(output, ("table", "json"))
+    check_output(output, ("table", "json", "yaml"))
     backend = get_backend(target)
-    if output == "json":
-        typer.echo(json.dumps(backend.status(name).to_json(), indent=2))
+    if output in ("json", "yaml"):
+        st = backend.status(name)
+        data = {**st.to_json(), "training": _progress_json(read_progress(backend, name))}
+        typer.echo(_dump(data, output), nl=False)
         return
+
+    def render() -> Any:
+        st = backend.status(name)
+        return status_renderable(st, progress=read_progress(backend, name))
+
     if watch:
-        _watch(lambda: status_renderable(backend.status(name)), interval)
-    console().print(status_renderable(backend.status(name)))
+        _watch(render, interval)
+    console().print(render())
 
 
 @with_target
@@ -294,7 +324,7 @@ def goodput(
     output: TableOrJson = "table",
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
-    window: GoodputWindow = 60.0,
+    window: GoodputWindow = None,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
     from elastix.measure.goodput import goodput as measure_goodput

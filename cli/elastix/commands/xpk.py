@@ -136,3 +136,34 @@ def did_you_mean(command: str, option: str) -> tuple[str, str] | None:
         return (f"{option} is an xpk flag; elastix {command} has no equivalent",
                 f"{note} (docs/from-xpk.md)")
     return f"{option} is xpk's spelling; elastix says {flag}", f"{flag}: {note}"
+
+
+# xpk's commands (group, command) that elastix names otherwise -> (the elastix command, note).
+COMMANDS: dict[tuple[str, str], Entry] = {
+    ("workload", "create-pathways"): ("workload create", "every elastix workload is a Pathways "
+                                                         "JobSet"),
+    ("cluster", "create-pathways"): ("cluster create", "every elastix cluster has the "
+                                                       "Pathways head's CPU pool"),
+    ("cluster", "list"): ("cluster describe NAME", "elastix describes one cluster by name"),
+    ("cluster", "adapt"): (None, "elastix cluster create makes the pools it needs; "
+                                 "workload create --skip-preflight runs on any cluster"),
+    ("cluster", "cacheimage"): (None, "the nodes pull the image themselves"),
+    ("", "inspector"): ("workload status NAME", "per-slice pods and phases, and why it is "
+                                                "stuck"),
+    ("", "info"): ("workload list", "the workloads and their slices"),
+}
+
+
+def did_you_mean_command(group: str, name: str) -> tuple[str, str] | None:
+    """The message and hint for an xpk command ``name`` typed under ``group``, or None.
+
+    ``group`` is the path below ``elastix`` (``"workload"``; ``""`` at the top).
+    """
+    entry = COMMANDS.get((group, name))
+    if entry is None:
+        return None
+    typed = f"{group} {name}".strip()
+    instead, note = entry
+    if instead is None:
+        return f"'{typed}' is an xpk command; elastix has none", f"{note} (docs/from-xpk.md)"
+    return f"'{typed}' is xpk's; elastix says 'elastix {instead}'", note

@@ -58,10 +58,12 @@ _RESTORED = "elastix: restored step {step} from {source} ({bytes} bytes in {seco
 
 _TYPES = (
     EventType(STEP, ("step", "seconds", "loss", "live_slices", "tflops_per_device",
-                     "global_batch"),
+                     "global_batch", "grad_norm", "learning_rate",
+                     "tokens_per_second_per_device"),
               "completed step: {step}, seconds: {seconds:.3f}, live slice count: {live_slices}, "
               "TFLOP/s/device: {tflops_per_device:.3f}, loss: {loss:.4f}",
-              ("step", "seconds", "live_slices"), optional=("live_slices",)),
+              ("step", "seconds", "live_slices"), optional=("live_slices",),
+              sometimes=("grad_norm", "learning_rate", "tokens_per_second_per_device")),
     EventType(RUN_START, ("num_slices", "devices", "config"),
               "elastix: run start: pid {pid}, slices {num_slices}, devices {devices}",
               ("pid", "num_slices", "devices")),

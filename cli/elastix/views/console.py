@@ -12,12 +12,17 @@ PIPED_WIDTH = 160
 def console(stderr: bool = False, **options: Any) -> Any:
     """A Rich console on stdout (or stderr) without auto-highlighting.
 
-    The width rule, the same for every command: a terminal's own width; piped, at least
-    ``PIPED_WIDTH`` (or ``COLUMNS`` when that is wider).
+    The width rule, the same for every command: a terminal's own width; piped, ``COLUMNS``
+    when it is set (a user who pipes with ``COLUMNS=80`` asks for 80), else ``PIPED_WIDTH``;
+    a ``width`` option given here wins over both.
     """
+    import os
+
     from rich.console import Console
 
     c = Console(stderr=stderr, highlight=False, **options)
-    if not c.is_terminal:
-        c = Console(stderr=stderr, highlight=False, width=max(c.width, PIPED_WIDTH), **options)
+    if not c.is_terminal and "width" not in options:
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
+        c = Console(stderr=stderr, highlight=False, width=width, **options)
     return c

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,7 +86,6 @@ def _figure(path: str, *args: Any, **kwargs: Any) -> Iterator[Any]:
     fig, axes = plt.subplots(*args, **kwargs)
     try:
         yield axes
-        fig.tight_layout()
         _save(fig, path)
     finally:
         plt.close(fig)
@@ -104,9 +104,51 @@ def _steps(events: list[Event], lo: int, hi: int) -> tuple[list[int], list[int]]
     return ts, steps
 
 
+@dataclasses.dataclass(frozen=True)
+class Chart:
+    """What a chart drew, for the caller to report and the tests to check."""
+
+    drawn: list[str]
+    """The phases or causes drawn, in order."""
+    xlim: tuple[float, float]
+    """The x axis's range, in the chart's seconds."""
+    window_seconds: float | None = None
+    """The goodput window the lower panel used (goodput charts)."""
+    legend: tuple[str, ...] = ()
+    """Every legend entry, in order: each names something drawn."""
+
+
+_NICE = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+
+
+def auto_window(wall_seconds: float) -> float:
+    """A goodput window giving about 20 bars over the run, on a round number of seconds."""
+    target = max(wall_seconds / 20, 1)
+    return float(next((n for n in _NICE if n >= target), _NICE[-1]))
+
+
+def _pad(span_seconds: float, cap: float) -> float:
+    """Room around the data: a quarter of its span, at least half a second, at most ``cap``."""
+    return min(max(span_seconds * 0.25, 0.5), cap)
+
+
+def _legend_below(fig: Any, axes: list[Any]) -> tuple[str, ...]:
+    """One legend for every labelled artist, under the plot (never over data or border)."""
+    handles, labels = [], []
+    for ax in axes:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 0.0))
+    return tuple(labels)
+
+
 def plot_recovery(events: list[Event], rec: Recovery, path: str,
-                  margin_seconds: float = 10.0) -> list[str]:
-    """Draw one recovery's timeline to a PNG and return the phases drawn, in order.
+                  margin_seconds: float = 10.0) -> Chart:
+    """Draw one recovery's timeline to a PNG: the steps completed over time above, the
+    recovery's phases as one bar below, on one time axis that ends shortly after the data.
 
     Raises:
         UsageError: no phase to draw, matplotlib missing, or the file cannot be written.
@@ -116,74 +158,97 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
         raise UsageError(f"recovery {rec.index} has no measured phase to plot")
     origin = rec.kill if rec.kill is not None else phases[0][1]
     end = phases[-1][2]
-    margin = int(margin_seconds * 1000)
-    with _figure(path, figsize=(10, 3.6)) as ax:
+    pad = _pad((end - origin) / 1000, margin_seconds)
+    ts, steps = _steps(events, origin - int(pad * 1000), end + int(pad * 1000))
+    lo, hi = -pad, (end - origin) / 1000 + pad  # the steps drawn are those inside
+    with _figure(path, 2, 1, figsize=(10, 4.4), sharex=True,
+                 gridspec_kw={"height_ratios": [3, 1]}) as (ax, axp):
+        fig = ax.figure
+        ax.plot([(t - origin) / 1000 for t in ts], steps, color="black", lw=1.2, marker=".",
+                ms=3, drawstyle="steps-post", label="step completed")
+        ax.set_ylabel("step")
         for name, a, b in phases:
-            ax.barh(0, (b - a) / 1000, left=(a - origin) / 1000, height=0.5,
-                    color=COLORS[name], label=f"{name} {_secs((b - a) / 1000)}")
-        ax.set_yticks([])
-        ax.set_ylim(-0.5, 2.0)  # the bars take the lower third, the step line runs above
-        ax.set_xlabel("seconds since the kill" if rec.kill is not None else "seconds")
-        ts, steps = _steps(events, origin - margin, end + margin)
-        ax2 = ax.twinx()
-        ax2.plot([(t - origin) / 1000 for t in ts], steps, color="black", lw=1.2, marker=".",
-                 ms=3, drawstyle="steps-post", label="step completed")
-        ax2.set_ylabel("step")
-        ax.axvline(0, color="black", ls="--", lw=0.8)
+            axp.barh(0, (b - a) / 1000, left=(a - origin) / 1000, height=0.8,
+                     color=COLORS[name], label=f"{name} {_secs((b - a) / 1000)}")
+        axp.set_yticks([])
+        axp.set_ylim(-0.6, 0.6)
+        kill = "kill" if rec.kill is not None else "first event"
+        for a in (ax, axp):
+            a.axvline(0, color="black", ls="--", lw=0.8, label=kill if a is ax else None)
+        axp.set_xlabel("seconds since the kill" if rec.kill is not None else "seconds")
         title = f"recovery {rec.index} ({rec.kind})"
         if rec.downtime is not None:
             title += f": downtime {rec.downtime:.1f} s"
         if rec.steps_lost is not None:
             title += f", {rec.steps_lost} step{'' if rec.steps_lost == 1 else 's'} lost"
         ax.set_title(title)
-        ax.set_xlim((max(origin - margin, ts[0] if ts else origin) - origin) / 1000,
-                    (end + margin - origin) / 1000)
-        ax.legend(loc="upper left", fontsize=8, ncol=3, frameon=False)
-    return [n for n, _, _ in phases]
+        ax.set_xlim(lo, hi)
+        legend = _legend_below(fig, [ax, axp])
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return Chart([n for n, _, _ in phases], (lo, hi), legend=legend)
 
 
 def plot_goodput(report: GoodputReport, events: list[Event], path: str,
-                 window_seconds: float = 60.0) -> list[str]:
-    """Draw a run's causes over time, its steps and goodput over time; return the causes drawn.
+                 window_seconds: float | None = None) -> Chart:
+    """Draw a run's steps over time, what each moment was spent on, and goodput over time
+    (per window, and cumulative from the first moment on); return what was drawn.
+
+    ``window_seconds`` None picks about 20 windows over the run (:func:`auto_window`): a fixed
+    minute would draw one flat block for a short smoke run.
 
     Raises:
         UsageError: an empty run, matplotlib missing, or the file cannot be written.
     """
     if report.end <= report.start:
         raise UsageError("no events to plot", hint="has the trainer started?")
+    wall = (report.end - report.start) / 1000
+    window = window_seconds if window_seconds is not None else auto_window(wall)
     drawn: list[str] = []
-    with _figure(path, 2, 1, figsize=(11, 5.5), sharex=True,
-                 gridspec_kw={"height_ratios": [1, 1.3]}) as (ax, axg):
+    with _figure(path, 3, 1, figsize=(11, 6.4), sharex=True,
+                 gridspec_kw={"height_ratios": [1.4, 0.5, 1.4]}) as (ax, axc, axg):
+        fig = ax.figure
+        ts, steps = _steps(events, report.start, report.end)
+        ax.plot([(t - report.start) / 1000 for t in ts], steps, color="black", lw=1,
+                drawstyle="steps-post")
+        ax.set_ylabel("step")
         for cause, a, b in report.segments:
-            ax.barh(0, (b - a) / 1000, left=(a - report.start) / 1000, height=0.6,
-                    color=COLORS[cause], label=None if cause in drawn else cause)
+            axc.barh(0, (b - a) / 1000, left=(a - report.start) / 1000, height=0.8,
+                     color=COLORS[cause], label=None if cause in drawn else cause)
             if cause not in drawn:
                 drawn.append(cause)
-        ax.set_yticks([])
-        ax.set_ylim(-0.5, 0.9)
-        ax2 = ax.twinx()
-        ts, steps = _steps(events, report.start, report.end)
-        ax2.plot([(t - report.start) / 1000 for t in ts], steps, color="black", lw=1,
-                 drawstyle="steps-post")
-        ax2.set_ylabel("step")
-        ax.legend(loc="upper left", fontsize=7, ncol=6, frameon=False)
+        axc.set_yticks([])
+        axc.set_ylim(-0.6, 0.6)
         n = len(report.recoveries)
         ax.set_title(f"goodput {report.goodput:.1%} over {report.wall_seconds:.0f} s, "
                      f"{n} recover{'y' if n == 1 else 'ies'}")
-        series = report.series(window_seconds)
+        series = report.series(window)
         xs = [x for x, _, _ in series]
         lefts = [0.0] + xs[:-1]
         widths = [b - a for a, b in zip(lefts, xs, strict=True)]
-        axg.bar(lefts, [w for _, w, _ in series], width=widths,
-                align="edge", color=COLORS["productive"], alpha=0.6, edgecolor="white",
-                label=f"goodput per {window_seconds:g} s")
-        axg.plot(xs, [c for _, _, c in series], color="black", label="cumulative goodput")
+        axg.bar(lefts, [w for _, w, _ in series], width=widths, align="edge",
+                color=COLORS["productive"], alpha=0.6, edgecolor="white",
+                label=f"goodput per {_window_label(window)}")
+        fine = report.series(max(wall / 200, 0.001))
+        axg.plot([0.0] + [x for x, _, _ in fine], [0.0] + [c for _, _, c in fine],
+                 color="black", label="cumulative goodput")
+        labelled = False
         for rec in report.recoveries:
             at = rec.kill if rec.kill is not None else rec.start
-            if at is not None:
-                axg.axvline((at - report.start) / 1000, color=COLORS["detection"], ls="--", lw=0.8)
+            if at is None:
+                continue
+            for a in (ax, axc, axg):
+                a.axvline((at - report.start) / 1000, color=COLORS["detection"], ls="--",
+                          lw=0.8, label="kill" if a is axg and not labelled else None)
+            labelled = True
         axg.set_ylim(0, 1.05)
         axg.set_ylabel("goodput")
         axg.set_xlabel("seconds since the run started")
-        axg.legend(loc="lower right", fontsize=8, frameon=False)
-    return drawn
+        axg.set_xlim(0, wall)
+        legend = _legend_below(fig, [axc, axg])
+        fig.tight_layout(rect=(0, 0.13, 1, 1))
+    return Chart(drawn, (0.0, wall), window_seconds=window, legend=legend)
+
+
+def _window_label(seconds: float) -> str:
+    """``60 s`` as a window's label, ``1.5 s`` for short ones."""
+    return f"{seconds:g} s"

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from elastix.backends.base import KillRecord, SliceStatus, WorkloadStatus
+from elastix.measure.progress import Progress
 from elastix.protocol.timefmt import iso_ms, utc_now
 
 STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
@@ -47,23 +48,76 @@ def _head(st: WorkloadStatus) -> str:
     return f"{_styled(h.phase)}{extra}"
 
 
-def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None) -> Any:
-    """One row per workload: state, slices ready, pods, restarts, head, age."""
+def _since(p: Progress | None, now: dt.datetime) -> str:
+    if p is None or p.last_step_at is None:
+        return "-"
+    return age(p.seconds_since_step(int(now.timestamp() * 1000))) + " ago"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
+                    progress: dict[str, Progress | None] | None = None,
+                    wide: bool = False) -> Any:
+    """One row per workload: state, slices ready, the last step and how long ago it came,
+    the loss, slice restarts and age; ``wide`` (``-o wide``) adds pods, step time, goodput so
+    far, JobSet restarts and the head.
+
+    SLICE RESTARTS counts what ``status`` counts per slice (a killed host restarts its whole
+    slice): container restarts stay 0 when the pods are recreated, as they are on TPU.
+    """
     from rich.table import Table
 
     now = now or utc_now()
+    progress = progress or {}
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("NAME", "STATE", "SLICES", "PODS", "RESTARTS", "JOBSET RESTARTS", "HEAD", "AGE"):
-        table.add_column(col)
+    cols = ["NAME", "STATE", "SLICES", "STEP", "LAST STEP", "LOSS", "SLICE RESTARTS", "AGE"]
+    if wide:
+        cols[6:6] = ["STEP TIME", "GOODPUT", "PODS", "JOBSET RESTARTS", "HEAD"]
+    for col in cols:
+        table.add_column(col, no_wrap=col in ("NAME", "STATE"))
     for st in items:
-        pods = [p for s in st.slices for p in s.pods] + ([st.head] if st.head else [])
+        p = progress.get(st.name)
+        pods = [p_ for s in st.slices for p_ in s.pods] + ([st.head] if st.head else [])
         ready = sum(1 for s in st.slices if s.state == "Ready")
-        running = sum(1 for p in pods if p.phase == "Running")
-        table.add_row(st.name, _styled(st.state), f"{ready}/{st.num_slices}",
-                      f"{running}/{len(pods)} running", str(sum(p.restarts for p in pods)),
-                      f"{st.jobset_restarts}/{st.max_restarts if st.max_restarts is not None else '-'}",
-                      _head(st), age(st.age_seconds(now)))
+        running = sum(1 for p_ in pods if p_.phase == "Running")
+        row = [st.name, _styled(st.state), f"{ready}/{st.num_slices}",
+               _num(p.last_step if p else None, "d"), _since(p, now),
+               _num(p.loss if p else None, ".4f")]
+        if wide:
+            row += [_num(p.step_seconds if p else None, ".3f") + ("" if not p or
+                    p.step_seconds is None else " s"),
+                    _num(p.goodput * 100 if p and p.goodput is not None else None, ".1f")
+                    + ("" if not p or p.goodput is None else " %"),
+                    f"{running}/{len(pods)} running",
+                    f"{st.jobset_restarts}/{st.max_restarts if st.max_restarts is not None else '-'}",
+                    _head(st)]
+        row += [str(sum(s.slice_restarts for s in st.slices)), age(st.age_seconds(now))]
+        table.add_row(*row)
     return table
+
+
+def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
+    """``training: step 1234 (3s ago), 0.105 s/step, loss 4.2100, goodput 96.1 % so far,
+    1 recovery`` (or that the trainer has not completed a step)."""
+    if p is None:
+        return "training: no events to read (the head's log has the trainer's own lines)"
+    if p.last_step is None:
+        return "training: no step completed yet"
+    now = now or utc_now()
+    parts = [f"step {p.last_step} ({_since(p, now)})"]
+    if p.step_seconds is not None:
+        parts.append(f"{p.step_seconds:.3f} s/step")
+    if p.loss is not None:
+        parts.append(f"loss {p.loss:.4f}")
+    if p.goodput is not None:
+        parts.append(f"goodput {p.goodput:.1%} so far")
+    if p.live_slices is not None:
+        parts.append(f"{p.live_slices} live slice{'' if p.live_slices == 1 else 's'}")
+    parts.append(f"{p.recoveries} recover{'y' if p.recoveries == 1 else 'ies'}")
+    return "training: " + ", ".join(parts)
 
 
 def _slice_row(s: SliceStatus) -> list[str]:
@@ -77,8 +131,10 @@ def _slice_row(s: SliceStatus) -> list[str]:
             ", ".join(nodes[:2]) + (f" +{len(nodes) - 2}" if len(nodes) > 2 else "")]
 
 
-def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any:
-    """A header, the per-slice table and, when stuck, why."""
+def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None,
+                      progress: Progress | None | bool = False) -> Any:
+    """A header, how training goes (when ``progress`` is given: None means no events), the
+    per-slice table and, when stuck, why."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -100,6 +156,8 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None) -> Any
             + (f" ({h.reason})" if h.reason else "")))
     else:
         lines.append(Text("head: no pod yet"))
+    if progress is not False:
+        lines.append(Text(training_line(progress or None, now)))
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "SLICE RESTARTS",
                 "POD FAILURES/BACKOFF", "NODES"):

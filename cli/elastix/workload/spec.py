@@ -112,19 +112,33 @@ class WorkloadSpec:
         help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints).")
     """Set ENABLE_PATHWAYS_PERSISTENCE=1: TPU hosts read/write checkpoints directly."""
     # Sizes and pool come from the platform catalogue, which cluster create reads too.
-    head_cpu: str = _opt(platform.HEAD_SIZES["main"][0], "--head-cpu", quantity=True)
-    head_memory: str = _opt(platform.HEAD_SIZES["main"][1], "--head-memory", quantity=True)
-    proxy_cpu: str = _opt(platform.HEAD_SIZES["proxy"][0], "--proxy-cpu", quantity=True)
-    proxy_memory: str = _opt(platform.HEAD_SIZES["proxy"][1], "--proxy-memory", quantity=True)
-    rm_cpu: str = _opt(platform.HEAD_SIZES["rm"][0], "--rm-cpu", quantity=True)
-    rm_memory: str = _opt(platform.HEAD_SIZES["rm"][1], "--rm-memory", quantity=True)
+    head_cpu: str = _opt(platform.HEAD_SIZES["main"][0], "--head-cpu", quantity=True,
+                         help=f"CPU limit of the head's trainer container "
+                              f"[{platform.HEAD_SIZES['main'][0]}].")
+    head_memory: str = _opt(platform.HEAD_SIZES["main"][1], "--head-memory", quantity=True,
+                            help=f"Memory limit of the head's trainer container "
+                                 f"[{platform.HEAD_SIZES['main'][1]}].")
+    proxy_cpu: str = _opt(platform.HEAD_SIZES["proxy"][0], "--proxy-cpu", quantity=True,
+                          help=f"CPU limit of the Pathways proxy sidecar "
+                               f"[{platform.HEAD_SIZES['proxy'][0]}].")
+    proxy_memory: str = _opt(platform.HEAD_SIZES["proxy"][1], "--proxy-memory", quantity=True,
+                             help=f"Memory limit of the Pathways proxy sidecar "
+                                  f"[{platform.HEAD_SIZES['proxy'][1]}].")
+    rm_cpu: str = _opt(platform.HEAD_SIZES["rm"][0], "--rm-cpu", quantity=True,
+                       help=f"CPU limit of the Pathways resource manager sidecar "
+                            f"[{platform.HEAD_SIZES['rm'][0]}].")
+    rm_memory: str = _opt(platform.HEAD_SIZES["rm"][1], "--rm-memory", quantity=True,
+                          help=f"Memory limit of the Pathways resource manager "
+                               f"[{platform.HEAD_SIZES['rm'][1]}].")
     head_node_pool: str = _opt(platform.HEAD_POOL, "--head-node-pool",
                                help="Node pool of the head.")
     """Node pool of the head pod."""
     termination_grace_period: int = _opt(30, "--termination-grace-period",
                                          help="Worker grace, seconds.")
     """terminationGracePeriodSeconds of the worker pods."""
-    colocated_python_image: str | None = _opt(None, "--colocated-python-sidecar-image")
+    colocated_python_image: str | None = _opt(
+        None, "--colocated-python-sidecar-image",
+        help="Image of a colocated-python sidecar on every worker (off by default).")
     """Image of the colocated-python sidecar on the workers (off by default)."""
     headless: bool = _opt(False, "--headless", help="No main container.")
     """No main container: connect to the proxy from outside the cluster."""

@@ -63,6 +63,18 @@ def test_elastic_journey_with_the_real_trainer(cli, backend, tag, tmp_path):
         assert r1.lost_slices == [0]
         st = _status(cli, name)
         assert st["jobset_restarts"] == 0 and st["head"]["pid"] == head_pid
+        # list and status show training, and count the kill as status does: one slice restart.
+        steps = [e["step"] for e in _events(backend, name) if e["event"] == "step"]
+        (row,) = json.loads(cli("workload", "list", "-o", "json").stdout)  # read after: later
+        assert row["training"]["last_step"] >= steps[-1] and row["training"]["recoveries"] >= 1
+        assert isinstance(row["training"]["loss"], float)
+        table = cli("workload", "list").stdout
+        header, line = table.splitlines()[:2]
+        assert "SLICE RESTARTS" in header and "LAST STEP" in header and "ago" in line
+        # The last two columns: SLICE RESTARTS, AGE.
+        assert sum(s["job_failures"] // s["hosts"] for s in st["slices"]) == 1 == int(
+            line.split()[-2]), table
+        assert "training: step " in cli("workload", "status", name).stdout
         text = follow_out.read_text()
         down = text.index("elastix: slice down, retrying")
         assert text.index("elastix: sufficient slices active", down) > down

@@ -109,3 +109,18 @@ def test_a_process_table_too_small_is_refused_before_any_fork(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "the process limit (ulimit -u) is" in r.stderr and "ulimit -u 4096" in r.stderr
     assert not (tmp_path / "tiny").exists()  # nothing was started
+
+
+def test_the_quickstart_with_dry_run_prints_the_local_job(cli, tmp_path):
+    """The README's quickstart command plus --dry-run, on a machine with no cluster: it prints
+    what the real create would submit, the local job included, instead of asking for an image
+    the local backend never uses."""
+    r = cli("workload", "create", "demo", "--tpu-type", "v5litepod-8", "--num-slices", "2",
+            "--elastic-slices", "2", "--dry-run", "-o", "json",
+            env={"HOME": str(tmp_path), "ELASTIX_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode == 0, r.stderr
+    head = json.loads(r.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    main = head["spec"]["containers"][0]
+    assert "elastix-train --preset tiny" in " ".join(main["args"] if "args" in main
+                                                      else main["command"])
+    assert not (tmp_path / "state").exists()  # a dry run creates nothing
