@@ -78,10 +78,9 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, cluster
     created = planned[0].body["cluster"]
     assert created["nodePools"] == [{
         "name": "cpu-np", "initialNodeCount": 1,
-        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES),
-                   "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES)},
         "autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 20}}]
-    assert created["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
+    assert "workloadIdentityConfig" not in created  # only with --enable-workload-identity
     pool = posts[1][1]["nodePool"]
     assert (pool["name"], pool["initialNodeCount"], pool["config"]["machineType"]) == \
         ("tpu-slice-0", 4, "ct5lp-hightpu-4t")

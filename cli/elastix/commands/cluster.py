@@ -73,6 +73,15 @@ def create(
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
+    maintenance_exclusion: bool = typer.Option(
+        False, "--maintenance-exclusion",
+        help="Exclude upgrades of the TPU pools until their version's end of support (an "
+             "upgrade recreates a slice's hosts). Off: no Pathways source sets it, and GKE may "
+             "refuse it on some channels (docs/gke.md)."),
+    workload_identity: bool = typer.Option(
+        False, "--enable-workload-identity",
+        help="Enable Workload Identity, for pods off the host network (Pathways pods are on "
+             "it and use the nodes' service account either way)."),
     jobset_manifest: str = typer.Option(None, "--jobset-manifest",
                                         help="JobSet release manifest: file or https URL "
                                         "(default: the pinned release)."),
@@ -84,7 +93,9 @@ def create(
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
-                      check_cpu_machine=not skip_cpu_machine_check)
+                      check_cpu_machine=not skip_cpu_machine_check,
+                      maintenance_exclusion=maintenance_exclusion,
+                      workload_identity=workload_identity)
     out = _console()
     if dry_run:
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
