@@ -16,6 +16,7 @@ from typing import Any
 
 from elastix.backends import Target
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus
+from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
     JOBSET_PLURAL,
@@ -57,6 +58,7 @@ class GKEBackend(Backend):
         self.gke_cluster = gke_cluster
         self.cluster_name = cluster_name
         self.notices: list[str] = []
+        self.lost = LostSlices()  # the trainer's view, read incrementally from gs://
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
@@ -313,7 +315,11 @@ class GKEBackend(Backend):
             events = self._get("reading events", "events", query={
                 "fieldSelector": "involvedObject.kind=Pod,type=Warning"}).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
-        return workload_status(js, pods, self._jobs(sel), events)
+        lost, note = self.lost.of(js)
+        out = workload_status(js, pods, self._jobs(sel), events, lost)
+        if note:
+            out.reasons.append(note)
+        return out
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
