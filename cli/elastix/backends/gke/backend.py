@@ -124,16 +124,23 @@ class GKEBackend(Backend):
         """
         from elastix.backends.gke import preflight as pf
 
+        nodes = self._nodes()
         if self.gke_cluster is not None:
-            groups = pf.groups_from_pools(self.gke_cluster)
+            groups = pf.groups_from_pools(self.gke_cluster, nodes)
+            if nodes is None:
+                self.notices.append("preflight counted nodes from the node pools' initial size "
+                                    "(the credentials may not list Nodes): resizes are not seen")
         else:
-            groups = pf.groups_from_nodes(self._nodes())
+            groups = pf.groups_from_nodes(nodes or [])
         problems = pf.check(pf.needs(manifest), groups, self._jobset_served(),
                             self.cluster_name or "NAME")
         pf.raise_if_problems(problems)
+        note = pf.identity_note(manifest, groups)
+        if note:
+            self.notices.append(note)
 
-    def _nodes(self) -> list[dict]:
-        """Every Node; none when the credentials may not list them (preflight then skips)."""
+    def _nodes(self) -> list[dict] | None:
+        """Every Node; None when the credentials may not list them."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -142,10 +149,10 @@ class GKEBackend(Backend):
                     out = self.http.request("GET", api_path("v1", "nodes"), timeout=TIMEOUT)
                 except ApiException as err:
                     if err.status == 403:
-                        return []
+                        return None
                     raise
         except NotFoundError:
-            return []
+            return None
         return out.get("items") or []
 
     def _jobset_served(self) -> bool:
