@@ -123,7 +123,8 @@ def describe(
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
     skip_jobset: bool = typer.Option(False, "--skip-jobset",
-                                     help="Do not connect to the cluster to look for JobSet."),
+                                     help="Do not connect to the cluster (JobSet, and the node "
+                                          "counts: then the pools' initial size)."),
 ) -> None:
     from rich.table import Table
 
@@ -142,21 +143,39 @@ def describe(
     out.print(f"cluster {found.name}: {found.status.name}, GKE "
               f"{found.current_master_version or '?'}, endpoint {found.endpoint or '-'}",
               markup=False)
+    api = nodes = None
+    if not skip_jobset:
+        api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
+        nodes = _nodes(api)
     table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "status")
-    pools = cluster.pools(found)
+    pools = cluster.pools(found, nodes)
     for p in pools:
         table.add_row(p.name, p.machine_type, str(p.nodes), p.topology or "-",
                       str(p.tpu_chips) if p.tpu_chips else "-", p.status)
     out.print(table)
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
-    if not skip_jobset:
+    out.print("nodes: " + ("as the cluster reports them" if nodes is not None else
+                           "the pools' initial size (the cluster's Nodes were not read)"),
+              markup=False)
+    if api is not None:
         from elastix.provision import jobset_install
-        api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
         st = jobset_install.status(api, where)
         out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
                   + (f", {st.ready_replicas} controller replica(s) ready" if st.installed
                      else ""), markup=False)
+
+
+def _nodes(api) -> list[dict] | None:
+    """The cluster's Nodes; None when they cannot be listed (no permission, or unreachable:
+    the JobSet check that follows then says why in its own words)."""
+    from elastix.clients.kube import DEFAULT_TIMEOUT, Http
+
+    try:
+        return Http(api).request("GET", "/api/v1/nodes",
+                                 timeout=DEFAULT_TIMEOUT).get("items") or []
+    except Exception:  # noqa: BLE001 - node counts fall back to the pools' size
+        return None
 
 
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")

@@ -396,14 +396,28 @@ class PoolInfo:
     status: str
 
 
-def pools(cluster: Any) -> list[PoolInfo]:
-    """Node pools with their TPU capacity (chips = nodes × chips per host of the machine type)."""
+def pools(cluster: Any, nodes: list[dict] | None = None) -> list[PoolInfo]:
+    """Node pools with their TPU capacity (chips = nodes × chips per host of the machine type).
+
+    ``nodes`` (the cluster's ``GET /api/v1/nodes``) counts each pool's nodes by GKE's node-pool
+    label, which follows resizes, repairs and the autoscaler; None falls back to the pool's
+    ``initial_node_count`` (per zone) or its autoscaling minimum.
+    """
+    counted: dict[str, int] = {}
+    for n in nodes or []:
+        name = ((n.get("metadata") or {}).get("labels") or {}).get(platform.NODEPOOL_LABEL)
+        if name:
+            counted[name] = counted.get(name, 0) + 1
     out = []
     for p in cluster.node_pools:
         machine = p.config.machine_type
         per_node = re.search(r"^ct\w+-\w+-(\d+)t$", machine)
-        nodes = p.initial_node_count or (p.autoscaling.total_min_node_count or 0)
+        if nodes is not None:
+            count = counted.get(p.name, 0)
+        else:
+            count = (p.initial_node_count * max(1, len(p.locations))
+                     or (p.autoscaling.total_min_node_count or 0))
         topo = p.placement_policy.tpu_topology if p.placement_policy else ""
-        out.append(PoolInfo(p.name, machine, nodes, topo,
-                            nodes * int(per_node.group(1)) if per_node else 0, p.status.name))
+        out.append(PoolInfo(p.name, machine, count, topo,
+                            count * int(per_node.group(1)) if per_node else 0, p.status.name))
     return out
