@@ -3,9 +3,8 @@
 Tag scheme: Google publishes the Pathways images per JAX version, ``…/pathways/server:jax-
 <version>`` and ``…/proxy_server:jax-<version>`` (AI-Hypercomputer/pathways-utils
 ``pathwaysutils/experimental/shared_pathways_service/deploy_pathways_service.py`` @ 0097f1b,
-``--jax_version``, default ``0.9.0``; GKE's Pathways container-images list names the same
-``jax-<jax-version>`` form), besides ``latest`` (xpk 1.16.0's and google/pathways-job v0.1.4's
-default, and elastix's).
+``--jax_version``, default ``0.9.0``), besides ``latest`` (xpk 1.16.0's and google/pathways-job
+v0.1.4's default, and elastix's).
 
 Why the default stays ``latest``: the trainer image pins ``jax>=0.10,<0.11``, and the only pinned
 tag a citable source names is ``jax-0.9.0`` (pathways-utils' default), a server built for an
