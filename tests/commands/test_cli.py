@@ -145,6 +145,7 @@ CREATE_FLAGS = {
     "--head-cpu", "--head-memory", "--head-node-pool", "--headless", "--kubeconfig", "--label",
     "--location", "--max-restarts", "--max-slice-restarts", "--namespace", "--no-pathways-persistence",
     "--num-slices", "--output", "--output-file", "--pathways-gcs-location", "--pathways-persistence",
+    "--pathways-tag",
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
     "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
     "--skip-preflight", "--spec",

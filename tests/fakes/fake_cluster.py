@@ -62,6 +62,12 @@ class FakeCluster:
         q = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
         return self.get(f"/api/v1/namespaces/{namespace}/pods{q}")["items"]
 
+    def requests(self, clear: bool = False) -> list[dict]:
+        """The API requests the fake has served (method, path, query); ``clear`` empties the log."""
+        if clear:
+            return self.admin("requests", {"clear": True})
+        return self.get("/_fake/requests")
+
     def env(self) -> dict:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), COLUMNS="200")
         env.pop("ELASTIX_BACKEND", None)

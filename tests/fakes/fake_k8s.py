@@ -10,6 +10,8 @@ works), list/watch with label and field selectors, pod logs (``follow`` streams)
 controller of ``k8s_jobset``. ``POST /_fake/config`` (JSON body, fields of ``Config``) changes
 timings and scripted faults; ``POST /_fake/log`` appends log lines (``"timestamps": true``: each
 line led by its RFC3339 time, a recorded log);
+``GET /_fake/requests`` is the log of every API request (method, path, query; ``POST`` with
+``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod. Dry-run, strict
 field validation for CRDs, 409 on existing names and
@@ -71,6 +73,7 @@ class Api:
     def __init__(self, store: Store, cluster: Cluster, token: str | None = None) -> None:
         self.store, self.cluster = store, cluster
         self.token = token  # when set, every API request must carry it as a bearer token
+        self.requests: list[dict] = []  # every API request (not /_fake): GET /_fake/requests
 
     # --- discovery --------------------------------------------------------------------------
 
@@ -170,6 +173,8 @@ class Api:
         parts = [p for p in request.path.split("/") if p]
         if parts[:1] == ["_fake"]:
             return await self.admin(parts[1:], request)
+        self.requests.append({"method": request.method, "path": request.path,
+                              "query": dict(request.query)})
         if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
         if request.method == "GET":
@@ -577,6 +582,11 @@ class Api:
             ok = self.cluster.restart_container(body.get("namespace", "default"), body["pod"],
                                                 body["container"])
             return web.json_response({"ok": ok}, status=200 if ok else 404)
+        if parts == ["requests"]:  # the request log; POST {"clear": true} empties it
+            out = list(self.requests)
+            if body.get("clear"):
+                self.requests.clear()
+            return web.json_response(out)
         if parts == ["cut"]:
             n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
             return web.json_response({"cut": n})

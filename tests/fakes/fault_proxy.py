@@ -40,6 +40,7 @@ class Seen:
     fate: str  # "forwarded", "status 503", "reset", "stalled"
     start: float
     end: float = 0.0  # 0 while in progress (a stall sets when it will end up front)
+    range: str = ""  # the request's Range header ("" when it has none)
 
 
 class FaultProxy:
@@ -97,7 +98,8 @@ def _handler(proxy: FaultProxy):
             return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
         def _serve(self) -> None:
-            seen = Seen(self.command, self.path, "forwarded", time.monotonic())
+            seen = Seen(self.command, self.path, "forwarded", time.monotonic(),
+                        range=self.headers.get("Range", ""))
             body = self._body()
             rule = proxy._take(self.command, self.path)
             proxy._record(seen)  # now, so a test sees a request still hanging (end stays 0)

@@ -78,10 +78,9 @@ def test_create_sends_the_planned_requests_and_polls_to_done(httpserver, cluster
     created = planned[0].body["cluster"]
     assert created["nodePools"] == [{
         "name": "cpu-np", "initialNodeCount": 1,
-        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES),
-                   "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        "config": {"machineType": "n2-standard-64", "oauthScopes": list(platform.NODE_SCOPES)},
         "autoscaling": {"enabled": True, "minNodeCount": 1, "maxNodeCount": 20}}]
-    assert created["workloadIdentityConfig"] == {"workloadPool": "my-proj-1.svc.id.goog"}
+    assert "workloadIdentityConfig" not in created  # only with --enable-workload-identity
     pool = posts[1][1]["nodePool"]
     assert (pool["name"], pool["initialNodeCount"], pool["config"]["machineType"]) == \
         ("tpu-slice-0", 4, "ct5lp-hightpu-4t")
@@ -250,11 +249,20 @@ def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsy
                     "placementPolicy": {"type": "COMPACT", "tpuTopology": "4x4"}}
                    for i in range(2)]}
     _json(httpserver, f"{BASE}/clusters/elastic", "GET", json.dumps(described))
+    # The Nodes the cluster reports: tpu-slice-1 has lost a host since it was created.
+    from fake_gke import pool_nodes
+    from kubernetes import client
+
+    for pool in described["nodePools"]:
+        for node in pool_nodes("elastic", pool):
+            if node["metadata"]["name"] != "gke-elastic-tpu-slice-1-3":
+                client.CoreV1Api(k8s_api).create_node(node)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["cluster", "describe", "elastic", "--project", "my-proj-1",
                  "--zone", "us-central1-a"]) == 0
     out = capsys.readouterr().out
     assert "cluster elastic: RUNNING, GKE 1.33.2-gke.1, endpoint 34.1.2.3" in out
-    assert "TPU capacity: 32 chips in 2 TPU node pools" in out
+    assert "TPU capacity: 28 chips in 2 TPU node pools" in out
+    assert "nodes: as the cluster reports them" in out
     assert "JobSet: installed v0.12.0" in out
     assert "tpu-slice-1" in out and "ct5lp-hightpu-4t" in out

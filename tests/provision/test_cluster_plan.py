@@ -100,8 +100,8 @@ def test_tpu_pools_follow_xpk(tpu_type, multi_host):
         assert pool["maxPodsConstraint"] == {"maxPodsPerNode": str(rule["max_pods_per_node"])}
     else:
         assert "placementPolicy" not in pool and "maxPodsConstraint" not in pool
-    # Upgrades wait for the end of support rather than hitting a running slice.
-    assert pool["maintenancePolicy"] == {"exclusionUntilEndOfSupport": {"enabled": True}}
+    # No Pathways source sends a maintenance policy: only on request (--maintenance-exclusion).
+    assert "maintenancePolicy" not in pool
 
 
 def test_head_pool_autoscales_as_xpk_unless_fixed():
@@ -121,6 +121,6 @@ def test_dry_run_prints_enum_names_not_numbers(capsys):
     assert main(["cluster", "create", "elastic", *ARGS, "--tpu-type", "v5litepod-16",
                  "--skip-jobset", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert '"mode": "GKE_METADATA"' in out and '"type": "COMPACT"' in out
+    assert '"type": "COMPACT"' in out
     assert '"channel": "RAPID"' in out
     assert '"mode": 2' not in out and '"type": 1' not in out

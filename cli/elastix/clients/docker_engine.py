@@ -151,7 +151,7 @@ class DockerEngine:
             conn.close()
 
     def build(self, context_tar: bytes, tag: str, buildargs: dict[str, str],
-              on_line: Callable[[str], None]) -> str:
+              on_line: Callable[[str], None], platform: str | None = None) -> str:
         """Build an image from a tar build context; return the image id.
 
         Args:
@@ -159,12 +159,17 @@ class DockerEngine:
             tag: the image reference to tag the result with.
             buildargs: ``--build-arg`` values.
             on_line: called with every line of build output.
+            platform: ``os/arch[/variant]`` to build for, else the engine's own platform
+                (the ``platform`` query parameter of ``POST /build``, Engine API v1.32+:
+                https://docs.docker.com/reference/api/engine/version/v1.57/operations/ImageBuild/).
 
         Raises:
             BackendError: the build failed (the engine's error message is kept).
         """
-        query = urllib.parse.urlencode(
-            {"t": tag, "buildargs": json.dumps(buildargs), "rm": "1", "forcerm": "1"})
+        params = {"t": tag, "buildargs": json.dumps(buildargs), "rm": "1", "forcerm": "1"}
+        if platform:
+            params["platform"] = platform
+        query = urllib.parse.urlencode(params)
         headers = {"Content-Type": "application/x-tar"}
         image_id = ""
         for msg in self._stream("POST", f"/build?{query}", context_tar, headers):

@@ -85,6 +85,15 @@ def create(
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
+    maintenance_exclusion: bool = typer.Option(
+        False, "--maintenance-exclusion",
+        help="Exclude upgrades of the TPU pools until their version's end of support (an "
+             "upgrade recreates a slice's hosts). Off: no Pathways source sets it, and GKE may "
+             "refuse it on some channels (docs/gke.md)."),
+    workload_identity: bool = typer.Option(
+        False, "--enable-workload-identity",
+        help="Enable Workload Identity, for pods off the host network (Pathways pods are on "
+             "it and use the nodes' service account either way)."),
     jobset_manifest: str = typer.Option(None, "--jobset-manifest",
                                         help="JobSet release manifest: file or https URL "
                                         "(default: the pinned release)."),
@@ -97,7 +106,9 @@ def create(
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
-                      check_cpu_machine=not skip_cpu_machine_check)
+                      check_cpu_machine=not skip_cpu_machine_check,
+                      maintenance_exclusion=maintenance_exclusion,
+                      workload_identity=workload_identity)
     out = _console()
     if dry_run:
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
@@ -125,7 +136,8 @@ def describe(
     project: str = ProjectOpt,
     zone: str = ZoneOpt,
     skip_jobset: bool = typer.Option(False, "--skip-jobset",
-                                     help="Do not connect to the cluster to look for JobSet."),
+                                     help="Do not connect to the cluster (JobSet, and the node "
+                                          "counts: then the pools' initial size)."),
 ) -> None:
     from rich.table import Table
 
@@ -145,21 +157,39 @@ def describe(
     out.print(f"cluster {found.name}: {found.status.name}, GKE "
               f"{found.current_master_version or '?'}, endpoint {found.endpoint or '-'}",
               markup=False)
+    api = nodes = None
+    if not skip_jobset:
+        api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
+        nodes = _nodes(api)
     table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "status")
-    pools = cluster.pools(found)
+    pools = cluster.pools(found, nodes)
     for p in pools:
         table.add_row(p.name, p.machine_type, str(p.nodes), p.topology or "-",
                       str(p.tpu_chips) if p.tpu_chips else "-", p.status)
     out.print(table)
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)
-    if not skip_jobset:
+    out.print("nodes: " + ("as the cluster reports them" if nodes is not None else
+                           "the pools' initial size (the cluster's Nodes were not read)"),
+              markup=False)
+    if api is not None:
         from elastix.provision import jobset_install
-        api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
         st = jobset_install.status(api, where)
         out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
                   + (f", {st.ready_replicas} controller replica(s) ready" if st.installed
                      else ""), markup=False)
+
+
+def _nodes(api) -> list[dict] | None:
+    """The cluster's Nodes; None when they cannot be listed (no permission, or unreachable:
+    the JobSet check that follows then says why in its own words)."""
+    from elastix.clients.kube import DEFAULT_TIMEOUT, Http
+
+    try:
+        return Http(api).request("GET", "/api/v1/nodes",
+                                 timeout=DEFAULT_TIMEOUT).get("items") or []
+    except Exception:  # noqa: BLE001 - node counts fall back to the pools' size
+        return None
 
 
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")

@@ -15,7 +15,12 @@ app = typer.Typer(no_args_is_help=True)
 def build(
     tag: str = typer.Option(..., "--tag", "-t", help="Image reference to build and push."),
     base_image: str = typer.Option(
-        "python:3.11-slim-bookworm", "--base-image", help="Python base image (3.10+)."),
+        "python:3.11-slim-bookworm", "--base-image",
+        help="Python base image (Python 3.11+: pathwaysutils 0.1.13 and jax 0.10 need it)."),
+    platform: str = typer.Option(
+        "linux/amd64", "--platform",
+        help="Platform to build for (os/arch): the cluster nodes' (GKE TPU and CPU "
+             "nodes are linux/amd64)."),
     requirement: list[str] = typer.Option(
         [], "--requirement", help="Extra pip requirement (repeatable)."),
     requirements_file: Path | None = typer.Option(
@@ -41,7 +46,7 @@ def build(
         extra += [ln.strip() for ln in text.splitlines()
                   if ln.strip() and not ln.lstrip().startswith("#")]
     req = image.ImageRequest(tag=tag, base_image=base_image, extra_requirements=tuple(extra),
-                             source_dir=source, uid=uid, push=push)
+                             source_dir=source, uid=uid, push=push, platform=platform)
     plan = image.plan_build(req)
     out = console(soft_wrap=True)
     if context_dir is not None:

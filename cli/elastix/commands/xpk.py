@@ -94,9 +94,8 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
         "--on-demand": (None, "on-demand is the default; --spot for Spot VMs"),
         "--reservation": (None, "reservations are not supported yet"),
         "--flex": (None, "flex-start is not supported yet"),
-        "--enable-workload-identity": (None, "always enabled"),
-        "--host-maintenance-interval": (None, "elastix adds a maintenance exclusion to TPU "
-                                              "pools instead"),
+        "--host-maintenance-interval": (None, "only in the v1beta1 API; elastix can exclude "
+                                              "TPU pool upgrades: --maintenance-exclusion"),
         "--custom-cluster-arguments": (None, "elastix calls the GKE API, not gcloud"),
         "--custom-nodepool-arguments": (None, "elastix calls the GKE API, not gcloud"),
         "--custom-tpu-nodepool-arguments": (None, "elastix calls the GKE API, not gcloud"),

@@ -144,3 +144,30 @@ def pattern(name: str) -> re.Pattern[str]:
             seg += re.escape(parts[i + 1][0])  # the template's closing text, e.g. ")"
         out.append(f"(?:{seg})?" if field in ev.optional else seg)
     return re.compile("".join(out))
+
+
+_LOST_ENDS = frozenset({ELASTIC_SLICES_READY, ELASTIC_RESTORED, RUN_START, RUN_END})
+
+
+def relevant_to_lost(text: str) -> bool:
+    """Whether a JSONL line may change :func:`next_lost` (a cheap test before parsing it: the
+    file grows by a ``step`` event a step, and those never do)."""
+    return '"elastic_' in text or '"run_' in text
+
+
+def next_lost(lost: dict[int, str], event: dict[str, Any]) -> dict[int, str]:
+    """Slices the trainer has declared lost and not yet recovered, after one more event.
+
+    ``elastic_detected`` names the ``lost_slices`` of a recovery, which ends at
+    ``elastic_slices_ready`` (or ``elastic_restored``); a ``run_start`` (a restarted head) or a
+    ``run_end`` clears them. ``{slice: why}``; any other event leaves ``lost`` as it was.
+    """
+    try:
+        name = event["event"]
+        if name == ELASTIC_DETECTED:
+            why = (f"the trainer declared it lost at {event.get('ts', '?')} (recovery "
+                   f"{event.get('recovery', '?')}: {event.get('error', '')})")
+            return {int(s): why for s in event.get("lost_slices") or []}
+    except (KeyError, TypeError, ValueError):
+        return lost  # not an event of ours
+    return {} if name in _LOST_ENDS else lost

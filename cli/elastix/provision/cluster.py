@@ -53,6 +53,8 @@ class ClusterConfig:
     spot: bool = False
     release_channel: str = "RAPID"
     cpu_max_nodes: int = platform.HEAD_POOL_AUTOSCALING[1]  # == cpu_nodes: a fixed-size pool
+    maintenance_exclusion: bool = False  # opt-in: no Pathways source sends one (docs/gke.md)
+    workload_identity: bool = False  # opt-in, as xpk's --enable-workload-identity
 
     @property
     def parent(self) -> str:
@@ -70,12 +72,16 @@ class ClusterConfig:
 def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str | None = None,
              num_slices: int = 1, cpu_machine_type: str = platform.HEAD_MACHINE,
              cpu_nodes: int = 1, spot: bool = False, release_channel: str = "RAPID",
-             cpu_max_nodes: int | None = None, check_cpu_machine: bool = True) -> ClusterConfig:
+             cpu_max_nodes: int | None = None, check_cpu_machine: bool = True,
+             maintenance_exclusion: bool = False,
+             workload_identity: bool = False) -> ClusterConfig:
     """Check every option; raise :class:`ClusterOptionsError` listing all problems.
 
     ``tpu_type`` None skips the TPU checks (describe, delete). ``cpu_max_nodes`` None is xpk's
     autoscaling maximum (20), never below ``cpu_nodes``. ``check_cpu_machine`` False skips the
     head-pod fit check (for machine types elastix does not know the size of).
+    ``maintenance_exclusion`` adds an upgrade exclusion to the TPU pools (see ``_tpu_pool_pb``);
+    ``workload_identity`` enables Workload Identity (see ``_node_config``).
     """
     from elastix.workload import tpu as tpu_catalogue
     problems: list[tuple[str, str, str | None]] = []
@@ -123,7 +129,8 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
     if problems:
         raise ClusterOptionsError(problems)
     return ClusterConfig(project, zone, name, tpu, num_slices, cpu_machine_type, cpu_nodes,
-                         spot, release_channel.upper(), cpu_max_nodes)
+                         spot, release_channel.upper(), cpu_max_nodes, maintenance_exclusion,
+                         workload_identity)
 
 
 def head_pod_requests() -> platform.Resources:
@@ -174,38 +181,42 @@ class Step:
         return f"{self.method} /v1/{self.path}"
 
 
-def _node_config(**fields: Any) -> Any:
+def _node_config(cfg: ClusterConfig, **fields: Any) -> Any:
     """A ``NodeConfig`` with the scopes Pathways pods need (``platform.NODE_SCOPES``).
 
     Every Pathways pod is ``hostNetwork``, and GKE documents that such pods do not use Workload
     Identity: they act as the node's service account, limited by the node's OAuth scopes. So
     Cloud Storage access (scratch, checkpoints, events) comes from these scopes and the node
-    service account's IAM roles on the buckets. GKE_METADATA stays for other, non-host-network
-    pods, which then use their Kubernetes service account.
+    service account's IAM roles on the buckets, and Workload Identity is only sent when asked
+    (``--enable-workload-identity``, as xpk: its ``cluster create`` enables it only with that
+    flag, src/xpk/parser/cluster.py L770 @ 367c838): then GKE_METADATA serves other,
+    non-host-network pods their Kubernetes service account.
     """
     from google.cloud import container_v1
 
-    return container_v1.NodeConfig(
-        **fields, oauth_scopes=list(platform.NODE_SCOPES),
-        workload_metadata_config=container_v1.WorkloadMetadataConfig(
-            mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA))
+    config = container_v1.NodeConfig(**fields, oauth_scopes=list(platform.NODE_SCOPES))
+    if cfg.workload_identity:
+        config.workload_metadata_config = container_v1.WorkloadMetadataConfig(
+            mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)
+    return config
 
 
 def _cluster_pb(cfg: ClusterConfig) -> Any:
     from google.cloud import container_v1
 
-    return container_v1.Cluster(
+    cluster = container_v1.Cluster(
         name=cfg.name,
         release_channel=container_v1.ReleaseChannel(
             channel=container_v1.ReleaseChannel.Channel[cfg.release_channel]),
-        # For pods off the host network only; Pathways pods use the node's identity (above).
-        workload_identity_config=container_v1.WorkloadIdentityConfig(
-            workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog"),
         # VPC-native: a per-pool max-pods limit (the TPU pools') needs it. GKE docs, "Configure
         # maximum Pods per node" (not re-read for this change: no stored copy was found).
         ip_allocation_policy=container_v1.IPAllocationPolicy(use_ip_aliases=True),
         node_pools=[_head_pool_pb(cfg)],
     )
+    if cfg.workload_identity:  # for pods off the host network only (see _node_config)
+        cluster.workload_identity_config = container_v1.WorkloadIdentityConfig(
+            workload_pool=f"{cfg.project.split(':')[-1]}.svc.id.goog")
+    return cluster
 
 
 def _head_pool_pb(cfg: ClusterConfig) -> Any:
@@ -213,7 +224,7 @@ def _head_pool_pb(cfg: ClusterConfig) -> Any:
     from google.cloud import container_v1
 
     pool = container_v1.NodePool(name=CPU_POOL, initial_node_count=cfg.cpu_nodes,
-                                 config=_node_config(machine_type=cfg.cpu_machine_type))
+                                 config=_node_config(cfg, machine_type=cfg.cpu_machine_type))
     if cfg.cpu_max_nodes > cfg.cpu_nodes:  # xpk autoscales its cpu-np pool 1..20
         pool.autoscaling = container_v1.NodePoolAutoscaling(
             enabled=True, min_node_count=cfg.cpu_nodes, max_node_count=cfg.cpu_max_nodes)
@@ -228,19 +239,22 @@ def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
         name=name,
         initial_node_count=tpu.hosts,
         # gVNIC on TPU pools: xpk nodepool.py L340 (--enable-gvnic).
-        config=_node_config(machine_type=tpu.machine_type, spot=cfg.spot,
+        config=_node_config(cfg, machine_type=tpu.machine_type, spot=cfg.spot,
                             gvnic=container_v1.VirtualNIC(enabled=True)),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
         management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
-        # An upgrade recreates every host of a slice, which a training run sees as a slice
-        # loss. Instead of upgrades at GKE's moment, the pool excludes them until its version's
-        # end of support (container v1 API, NodePool.NodePoolMaintenancePolicy
-        # .exclusionUntilEndOfSupport). No Pathways reference sets one: xpk's TPU path has no
-        # maintenance exclusion, and no GKE recommendation for Pathways pools was found.
-        maintenance_policy=container_v1.NodePool.NodePoolMaintenancePolicy(
-            exclusion_until_end_of_support=container_v1.NodePool.ExclusionUntilEndOfSupport(
-                enabled=True)),
     )
+    if cfg.maintenance_exclusion:
+        # Opt-in (--maintenance-exclusion). An upgrade recreates every host of a slice, which a
+        # run sees as a slice loss; this excludes upgrades until the pool version's end of
+        # support (container v1 API, NodePool.NodePoolMaintenancePolicy
+        # .exclusionUntilEndOfSupport). Off by default: no Pathways source sends it (xpk's TPU
+        # node-pool path has none, src/xpk/core/nodepool.py @ 367c838; pathways-job creates no
+        # pools) and GKE may refuse it on a channel or version it does not allow it for, which
+        # would abort cluster create at the first TPU pool.
+        pool.maintenance_policy = container_v1.NodePool.NodePoolMaintenancePolicy(
+            exclusion_until_end_of_support=container_v1.NodePool.ExclusionUntilEndOfSupport(
+                enabled=True))
     if tpu.hosts > 1:  # xpk nodepool.py L358-367: multi-host only
         # One ICI topology: COMPACT placement with the slice's topology.
         pool.placement_policy = container_v1.NodePool.PlacementPolicy(
@@ -382,14 +396,28 @@ class PoolInfo:
     status: str
 
 
-def pools(cluster: Any) -> list[PoolInfo]:
-    """Node pools with their TPU capacity (chips = nodes × chips per host of the machine type)."""
+def pools(cluster: Any, nodes: list[dict] | None = None) -> list[PoolInfo]:
+    """Node pools with their TPU capacity (chips = nodes × chips per host of the machine type).
+
+    ``nodes`` (the cluster's ``GET /api/v1/nodes``) counts each pool's nodes by GKE's node-pool
+    label, which follows resizes, repairs and the autoscaler; None falls back to the pool's
+    ``initial_node_count`` (per zone) or its autoscaling minimum.
+    """
+    counted: dict[str, int] = {}
+    for n in nodes or []:
+        name = ((n.get("metadata") or {}).get("labels") or {}).get(platform.NODEPOOL_LABEL)
+        if name:
+            counted[name] = counted.get(name, 0) + 1
     out = []
     for p in cluster.node_pools:
         machine = p.config.machine_type
         per_node = re.search(r"^ct\w+-\w+-(\d+)t$", machine)
-        nodes = p.initial_node_count or (p.autoscaling.total_min_node_count or 0)
+        if nodes is not None:
+            count = counted.get(p.name, 0)
+        else:
+            count = (p.initial_node_count * max(1, len(p.locations))
+                     or (p.autoscaling.total_min_node_count or 0))
         topo = p.placement_policy.tpu_topology if p.placement_policy else ""
-        out.append(PoolInfo(p.name, machine, nodes, topo,
-                            nodes * int(per_node.group(1)) if per_node else 0, p.status.name))
+        out.append(PoolInfo(p.name, machine, count, topo,
+                            count * int(per_node.group(1)) if per_node else 0, p.status.name))
     return out

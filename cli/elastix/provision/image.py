@@ -24,6 +24,18 @@ from elastix.errors import BackendError, UsageError
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
 DEFAULT_UID = 1000
+MIN_PYTHON = (3, 11)
+"""The oldest Python the image can run: pathwaysutils 0.1.13, jax 0.10.2, orbax-checkpoint
+0.12.8 and grain 0.2.18 (the trainer extra) all declare ``Requires-Python >=3.11``."""
+DEFAULT_PLATFORM = "linux/amd64"
+"""The platform of the nodes the image runs on: GKE's TPU VMs and the head pool's N2 machines
+are x86-64, and xpk builds its images ``--platform=linux/amd64`` (``src/xpk/core/
+docker_image.py`` L210 @ 367c838). Without it an engine on an arm64 machine builds arm64 and
+the head fails with "exec format error"."""
+# Docker's platform syntax: os[/arch[/variant]] (Engine API, POST /build, ``platform``).
+_PLATFORM_RE = re.compile(r"^[a-z0-9]+(?:/[a-z0-9_]+(?:/[a-z0-9]+)?)?$")
+# A Python version at the head of a base image tag (python:3.10-slim, python:3.12).
+_PY_TAG_RE = re.compile(r"^(?:python)?(\d+)\.(\d+)(?:[.-]|$)")
 # Files and directories of the source tree that go into the image (an allow-list, so nothing
 # else in a checkout, such as .env files or credentials, can end up in a layer).
 SOURCE_ITEMS = ("pyproject.toml", "README.md", "LICENSE", "cli", "trainer", "templates")
@@ -46,7 +58,7 @@ class ImageRequest:
     tag: str
     """Image reference to build and push, e.g. ``us-docker.pkg.dev/p/repo/trainer:v1``."""
     base_image: str = DEFAULT_BASE_IMAGE
-    """Python base image (Python 3.10+ with pip and venv)."""
+    """Python base image (Python 3.11+ with pip and venv)."""
     extra_requirements: tuple[str, ...] = ()
     """Extra pip requirement lines installed next to the trainer's own."""
     source_dir: Path | None = None
@@ -55,6 +67,8 @@ class ImageRequest:
     """uid (and gid) of the non-root user the trainer runs as."""
     push: bool = True
     """Push after building."""
+    platform: str = DEFAULT_PLATFORM
+    """The platform to build for (``os/arch[/variant]``): the cluster nodes'."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +89,10 @@ class BuildPlan:
             f"build context: {len(self.files)} files, {size / 1024:.0f} KiB "
             f"(Dockerfile, requirements.txt, extra-requirements.txt, src/ from {_source(req)})",
             f"base image: {req.base_image}",
+            f"platform: {req.platform} (the cluster nodes')",
             f"requirements: {len(self.requirements)} from pyproject.toml "
             f"(launcher + trainer extra), {len(req.extra_requirements)} extra",
-            f"POST /build?t={req.tag} to the Docker engine (DOCKER_HOST or "
+            f"POST /build?t={req.tag}&platform={req.platform} to the Docker engine (DOCKER_HOST or "
             "unix:///var/run/docker.sock)",
         ]
         if req.push:
@@ -131,12 +146,38 @@ def validate_request(req: ImageRequest) -> None:
     if "@" in req.tag:
         raise UsageError(f"--tag {req.tag!r} has a digest; a build can only set a tag",
                          hint="drop the @sha256:… part")
+    problem = base_python_problem(req.base_image)
+    if problem:
+        raise UsageError(problem, hint=f"use a Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]}+ image, "
+                                       f"e.g. {DEFAULT_BASE_IMAGE}")
+    if not _PLATFORM_RE.match(req.platform):
+        raise UsageError(f"--platform {req.platform!r} is not a platform",
+                         hint=f"os/arch or os/arch/variant, e.g. {DEFAULT_PLATFORM}")
     if not 0 < req.uid < 2**31:
         raise UsageError(f"--uid {req.uid} is out of range", hint="use e.g. 1000")
     for line in req.extra_requirements:
         if not line.strip() or "\n" in line or line.lstrip().startswith("-"):
             raise UsageError(f"extra requirement {line!r} is not a requirement specifier",
                              hint="one specifier per --requirement, e.g. 'transformers==4.46.0'")
+
+
+def base_python_problem(base_image: str) -> str | None:
+    """Why ``base_image`` cannot run the trainer, when its tag says its Python version.
+
+    Only the official ``python`` images (any registry mirror) and tags that start with the
+    version are judged; any other image is taken on trust (its Python is not visible here).
+    """
+    ref = base_image.split("@", 1)[0]
+    repo, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "")
+    m = _PY_TAG_RE.match(tag)
+    if not m or repo.rsplit("/", 1)[-1] != "python":
+        return None
+    version = (int(m.group(1)), int(m.group(2)))
+    if version >= MIN_PYTHON:
+        return None
+    return (f"--base-image {base_image} has Python {version[0]}.{version[1]}; the trainer needs "
+            f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]}+ (pathwaysutils 0.1.13, jax 0.10 and orbax 0.12 "
+            "require it)")
 
 
 def find_source_dir(explicit: Path | None = None) -> Path:
@@ -296,7 +337,8 @@ def build(plan: BuildPlan, on_line: Callable[[str], None],
 
     engine = DockerEngine.connect(env)
     image_id = engine.build(plan.context_tar(), plan.request.tag,
-                            {"BASE_IMAGE": plan.request.base_image}, on_line)
+                            {"BASE_IMAGE": plan.request.base_image}, on_line,
+                            platform=plan.request.platform)
     digest = ""
     if plan.request.push:
         digest = engine.push(plan.request.tag, registry_auth(plan.registry), on_line)

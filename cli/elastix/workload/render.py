@@ -25,7 +25,7 @@ import jinja2
 
 from elastix.errors import ManifestError, yaml_where
 from elastix.protocol import envvars
-from elastix.workload import crd, labels, platform, rbac, sandbox
+from elastix.workload import crd, labels, pathways_images, platform, rbac, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -83,7 +83,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
                f"--instance_type={tpu.pathways_instance_type}"]
     sidecar = {} if spec.headless else {"restartPolicy": "Always"}
     proxy = {
-        "name": labels.PROXY_CONTAINER, "image": spec.proxy_image, "imagePullPolicy": "Always",
+        "name": labels.PROXY_CONTAINER, "image": spec.proxy_image,
+        "imagePullPolicy": pathways_images.pull_policy(spec.proxy_image),
         "args": proxy_args + spec.proxy_args,
         "env": [{"name": "PATHWAYS_HEAD", **coordinator}],
         "ports": [{"containerPort": 29000, "protocol": "TCP"}],
@@ -91,7 +92,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         **sidecar,
     }
     rm = {
-        "name": labels.RM_CONTAINER, "image": spec.server_image, "imagePullPolicy": "Always",
+        "name": labels.RM_CONTAINER, "image": spec.server_image,
+        "imagePullPolicy": pathways_images.pull_policy(spec.server_image),
         "args": rm_args + spec.rm_args,
         "env": [
             {"name": "REPLICATED_JOB_NAME",
@@ -148,6 +150,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "worker_env": worker_env,
         "worker_args": ["--server_port=29005", "--resource_manager_address=$(PATHWAYS_HEAD):29001",
                         *server_common, *spec.worker_args],
+        "server_pull_policy": pathways_images.pull_policy(spec.server_image),
         "worker_backoff_limit": platform.worker_backoff_limit(
             tpu.hosts, spec.elastic_slices, spec.slice_restarts),
     }
@@ -155,7 +158,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
 
 _VARIABLES_HINT = ("variables: spec, tpu, labels, jobset_labels, jobset_annotations, "
                    "pod_labels, head_service_account, main_env, worker_env, proxy_container, "
-                   "rm_container, worker_args, worker_backoff_limit")
+                   "rm_container, worker_args, server_pull_policy, worker_backoff_limit")
 
 
 def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elastix.errors import SpecError, UsageError, yaml_where
-from elastix.workload import platform
+from elastix.workload import pathways_images, platform
 
 if TYPE_CHECKING:
     from elastix.workload.tpu import TpuType
 
-DEFAULT_PROXY_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/proxy_server:latest"
-DEFAULT_SERVER_IMAGE = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways/server:latest"
+DEFAULT_PROXY_IMAGE = pathways_images.image(pathways_images.PROXY)
+DEFAULT_SERVER_IMAGE = pathways_images.image(pathways_images.SERVER)
 DEFAULT_GCS_SCRATCH = "gs://cloud-pathways-staging/tmp"
 
 
@@ -98,6 +98,12 @@ class WorkloadSpec:
     """priorityClassName of the worker pods (none by default)."""
     queue: str | None = _opt(None, "--queue", help="Kueue LocalQueue name.")
     """Kueue LocalQueue name (label kueue.x-k8s.io/queue-name); none by default."""
+    pathways_tag: str | None = _opt(None, "--pathways-tag",
+                                    help="Tag of both Pathways images (proxy and server), e.g. "
+                                    "jax-<version>; pinned tags are pulled IfNotPresent "
+                                    "[latest].")
+    """Tag of the Pathways proxy and server images (``workload/pathways_images.py``); an explicit
+    ``proxy_image``/``server_image`` wins."""
     proxy_image: str = _opt(DEFAULT_PROXY_IMAGE, "--proxy-server-image",
                             help="Pathways proxy image.")
     """Pathways IFRT proxy image."""
@@ -309,12 +315,29 @@ def build_spec(file_values: Mapping[str, Any] | None, flag_values: Mapping[str, 
         err = _coerce(spec, key, value)
         if err:
             problems.append((key, err[0], err[1]))
+    _apply_pathways_tag(spec, merged, problems)
     from elastix.workload.validate import validate  # the rules need the finished model
 
     problems.extend(validate(spec, skip={p[0] for p in problems}))
     if problems:
         raise SpecError(problems)
     return spec
+
+
+def _apply_pathways_tag(spec: WorkloadSpec, merged: Mapping[str, Any],
+                        problems: list[tuple[str, str, str | None]]) -> None:
+    """Point the proxy and server images not given explicitly at ``pathways_tag``."""
+    tag = spec.pathways_tag
+    if tag is None:
+        return
+    if not isinstance(tag, str) or not pathways_images.TAG_RE.match(tag):
+        problems.append(("pathways_tag", f"{tag!r} is not an image tag",
+                         "e.g. jax-0.10.0 (letters, digits, '_', '.', '-')"))
+        return
+    if "proxy_image" not in merged:
+        spec.proxy_image = pathways_images.image(pathways_images.PROXY, tag)
+    if "server_image" not in merged:
+        spec.server_image = pathways_images.image(pathways_images.SERVER, tag)
 
 
 def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:

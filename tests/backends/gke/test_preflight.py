@@ -149,7 +149,14 @@ def test_pools_that_fit_pass_and_an_autoscaling_pool_is_not_counted_short():
     need = pf.needs(_manifest())
     assert [p[0] for p in pf.check(need, pf.groups_from_pools(_cluster(pools)), True, "c")] == \
         ["--num-slices"]
+    # Exclusive placement: one slice per pool, so a pool autoscaling to 8 still holds one.
     pools[1]["autoscaling"] = {"enabled": True, "maxNodeCount": 8}
+    assert [p[0] for p in pf.check(need, pf.groups_from_pools(_cluster(pools)), True, "c")] == \
+        ["--num-slices"]
+    # A second pool with no node yet that autoscales to a slice's hosts makes room.
+    pools.append(_pool("tpu-slice-1", "ct5lp-hightpu-4t", 0, "4x4",
+                       autoscaling={"enabled": True, "minNodeCount": 0, "maxNodeCount": 4}))
+    pools[-1]["config"]["oauthScopes"] = STORAGE
     assert pf.check(need, pf.groups_from_pools(_cluster(pools)), True, "c") == []
 
 
@@ -159,3 +166,57 @@ def test_needs_reads_the_manifest():
     assert (need.head.cpu, need.head.memory) == (48, 232e9)
     assert (need.slices, need.hosts, need.exclusive) == (2, 4, platform.NODEPOOL_LABEL)
     assert need.gcs  # the default scratch location is on Cloud Storage
+
+
+# --- node counts from the Nodes the cluster reports (--cluster) -----------------------------
+
+
+def _scoped(pools: list[dict]) -> list[dict]:
+    for p in pools:
+        p["config"]["oauthScopes"] = STORAGE
+    return pools
+
+
+def test_nodes_are_counted_from_the_cluster_not_the_pools_initial_size():
+    """A pool created with 4 nodes and resized to 2 holds no slice of 4 hosts, though its
+    initial_node_count still says 4; the Nodes list (by node-pool label) says 2."""
+    pools = _scoped([_pool(platform.HEAD_POOL, platform.HEAD_MACHINE, 1), *_tpu_pools(2)])
+    nodes = [n for p in pools for n in pool_nodes("c", p)]
+    resized = [n for n in nodes if not n["metadata"]["name"].startswith("gke-c-tpu-slice-1-")
+               or n["metadata"]["name"].endswith(("-0", "-1"))]
+    assert len(resized) == len(nodes) - 2
+    need = pf.needs(_manifest())
+    assert pf.check(need, pf.groups_from_pools(_cluster(pools), nodes), True, "c") == []
+    problems = pf.check(need, pf.groups_from_pools(_cluster(pools), resized), True, "c")
+    assert [p[0] for p in problems] == ["--num-slices"]
+    assert "room for 1 (nodes per pool: tpu-slice-0: 4, tpu-slice-1: 2)" in problems[0][1]
+    # Without the Nodes (not allowed to list them): the pools' size, per zone.
+    pools[2]["locations"] = ["us-central1-a", "us-central1-b"]
+    groups = pf.groups_from_pools(_cluster(pools), None)
+    assert [g.nodes for g in groups] == [1, 4, 8]
+
+
+def test_a_head_pool_with_no_nodes_that_does_not_autoscale_is_refused():
+    pools = _scoped([_pool(platform.HEAD_POOL, platform.HEAD_MACHINE, 1), *_tpu_pools(2)])
+    nodes = [n for p in pools[1:] for n in pool_nodes("c", p)]  # cpu-np scaled to zero
+    problems = pf.check(pf.needs(_manifest()), pf.groups_from_pools(_cluster(pools), nodes),
+                        True, "c")
+    assert [(p[0], p[3]) for p in problems] == [("head pool", pf.CLUSTER)]
+    assert "pool cpu-np has no nodes and does not autoscale" in problems[0][1]
+    pools[0]["autoscaling"] = {"enabled": True, "minNodeCount": 0, "maxNodeCount": 2}
+    assert pf.check(pf.needs(_manifest()), pf.groups_from_pools(_cluster(pools), nodes),
+                    True, "c") == []
+
+
+def test_the_service_account_roles_preflight_cannot_see_are_named():
+    pools = _scoped([_pool(platform.HEAD_POOL, platform.HEAD_MACHINE, 1), *_tpu_pools(1)])
+    pools[1]["config"]["serviceAccount"] = "tpu-nodes@p.iam.gserviceaccount.com"
+    manifest = _manifest(events_path="gs://ckpt-bucket/run1/events.jsonl")
+    note = pf.identity_note(manifest, pf.groups_from_pools(_cluster(pools), []))
+    assert note.startswith("preflight did not check the IAM roles of the nodes' service account "
+                           "(the Compute Engine default service account, "
+                           "tpu-nodes@p.iam.gserviceaccount.com)")
+    assert "on gs://ckpt-bucket, gs://cloud-pathways-staging (e.g. roles/storage.objectUser)" \
+        in note and "roles/artifactregistry.reader" in note
+    assert "elastix cannot read IAM policies" in note
+    assert pf.identity_note(manifest, pf.groups_from_nodes([])) is None  # Nodes: not visible

@@ -16,6 +16,7 @@ from typing import Any
 
 from elastix.backends import Target
 from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus
+from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
     JOBSET_PLURAL,
@@ -57,6 +58,7 @@ class GKEBackend(Backend):
         self.gke_cluster = gke_cluster
         self.cluster_name = cluster_name
         self.notices: list[str] = []
+        self.lost = LostSlices()  # the trainer's view, read incrementally from gs://
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
@@ -122,16 +124,23 @@ class GKEBackend(Backend):
         """
         from elastix.backends.gke import preflight as pf
 
+        nodes = self._nodes()
         if self.gke_cluster is not None:
-            groups = pf.groups_from_pools(self.gke_cluster)
+            groups = pf.groups_from_pools(self.gke_cluster, nodes)
+            if nodes is None:
+                self.notices.append("preflight counted nodes from the node pools' initial size "
+                                    "(the credentials may not list Nodes): resizes are not seen")
         else:
-            groups = pf.groups_from_nodes(self._nodes())
+            groups = pf.groups_from_nodes(nodes or [])
         problems = pf.check(pf.needs(manifest), groups, self._jobset_served(),
                             self.cluster_name or "NAME")
         pf.raise_if_problems(problems)
+        note = pf.identity_note(manifest, groups)
+        if note:
+            self.notices.append(note)
 
-    def _nodes(self) -> list[dict]:
-        """Every Node; none when the credentials may not list them (preflight then skips)."""
+    def _nodes(self) -> list[dict] | None:
+        """Every Node; None when the credentials may not list them."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -140,10 +149,10 @@ class GKEBackend(Backend):
                     out = self.http.request("GET", api_path("v1", "nodes"), timeout=TIMEOUT)
                 except ApiException as err:
                     if err.status == 403:
-                        return []
+                        return None
                     raise
         except NotFoundError:
-            return []
+            return None
         return out.get("items") or []
 
     def _jobset_served(self) -> bool:
@@ -313,7 +322,11 @@ class GKEBackend(Backend):
             events = self._get("reading events", "events", query={
                 "fieldSelector": "involvedObject.kind=Pod,type=Warning"}).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
-        return workload_status(js, pods, self._jobs(sel), events)
+        lost, note = self.lost.of(js)
+        out = workload_status(js, pods, self._jobs(sel), events, lost)
+        if note:
+            out.reasons.append(note)
+        return out
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""

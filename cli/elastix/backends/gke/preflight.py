@@ -4,9 +4,12 @@ Run by :meth:`GKEBackend.submit` after the client-side render and before the ser
 the create, so that a workload that would sit Pending forever (or fail every Cloud Storage call)
 is refused with every reason at once, one line each with its fix, and nothing is submitted.
 
-What the cluster is read from: the node pools of the GKE cluster the backend looked up
-(``--cluster``; no extra request, and pools show their OAuth scopes), else the Nodes of the
-Kubernetes API (one ``GET /api/v1/nodes``; Nodes do not show scopes, so that check is skipped).
+What the cluster is read from: the Nodes of the Kubernetes API (one ``GET /api/v1/nodes``),
+counted per node pool by GKE's ``cloud.google.com/gke-nodepool`` label, so resizes, autoscaling
+and multi-zone pools count as they are; with ``--cluster``, also the node pools the backend
+looked up (no extra request), which add each pool's autoscaling maximum, OAuth scopes and
+service account. A pool's ``initial_node_count`` is used only when the Nodes cannot be listed
+(it does not follow resizes and is per zone), and then scaled by the pool's zones.
 What the workload needs is read from the rendered manifest only: the head pod's nodeSelector and
 requests, the workers' nodeSelector, slices (replicas) and hosts (completions), and every
 ``gs://`` string anywhere in it (scratch location, events path, checkpoint directory in the
@@ -68,6 +71,13 @@ class Group:
     machine: str = ""
     autoscales: bool = False
     scopes: tuple[str, ...] | None = None  # None: not visible (Nodes)
+    max_nodes: int | None = None  # autoscaling maximum over the pool's zones; None: unknown
+    service_account: str | None = None  # the nodes' service account; None: not visible
+
+    @property
+    def capacity(self) -> int:
+        """Nodes this pool can have: its autoscaling maximum, else the nodes it has."""
+        return max(self.nodes, self.max_nodes or 0) if self.autoscales else self.nodes
 
     def selects(self, selector: dict[str, str]) -> bool:
         return all(self.labels.get(k) == v for k, v in selector.items())
@@ -151,8 +161,17 @@ def _tpu_labels(machine: str, topology: str, chips: int) -> dict[str, str]:
     return {platform.ACCELERATOR_LABEL: types[0].accelerator, platform.TOPOLOGY_LABEL: topology}
 
 
-def groups_from_pools(cluster: Any) -> list[Group]:
-    """One group per node pool of a ``container_v1.Cluster`` (as the lookup returned it)."""
+def groups_from_pools(cluster: Any, nodes: list[dict] | None = None) -> list[Group]:
+    """One group per node pool of a ``container_v1.Cluster`` (as the lookup returned it).
+
+    ``nodes`` (``GET /api/v1/nodes``) gives each pool's node count by the node-pool label;
+    None (the Nodes could not be listed) falls back to ``initial_node_count`` per zone.
+    """
+    counted: dict[str, int] = {}
+    for n in nodes or []:
+        pool = ((n.get("metadata") or {}).get("labels") or {}).get(platform.NODEPOOL_LABEL)
+        if pool:
+            counted[pool] = counted.get(pool, 0) + 1
     out = []
     for p in cluster.node_pools:
         machine = p.config.machine_type
@@ -167,9 +186,15 @@ def groups_from_pools(cluster: Any) -> list[Group]:
         else:
             cap = platform.machine_capacity(machine)
             alloc = platform.allocatable(cap) if cap else None
+        zones = max(1, len(p.locations))
         auto = bool(p.autoscaling and p.autoscaling.enabled)
-        out.append(Group(p.name, lab, taints, alloc, int(p.initial_node_count), machine, auto,
-                         tuple(p.config.oauth_scopes)))
+        # Autoscaling bounds: total_* count the whole pool, the others are per zone (container
+        # v1 API, NodePoolAutoscaling).
+        top = (p.autoscaling.total_max_node_count or p.autoscaling.max_node_count * zones) \
+            if auto else None
+        have = counted.get(p.name, 0) if nodes is not None else int(p.initial_node_count) * zones
+        out.append(Group(p.name, lab, taints, alloc, have, machine, auto,
+                         tuple(p.config.oauth_scopes), top, p.config.service_account or "default"))
     return out
 
 
@@ -216,6 +241,10 @@ def _check_head(need: Needs, groups: list[Group], cluster: str,
                  f"create a CPU pool named {platform.HEAD_POOL} of {platform.HEAD_MACHINE} "
                  f"(elastix cluster create {cluster} does)", CLUSTER)]
     used.extend(matching)
+    if all(g.capacity == 0 for g in matching):
+        return [("head pool", f"pool {', '.join(g.name for g in matching)} has no nodes and "
+                 "does not autoscale: the head pod cannot be scheduled",
+                 "resize the pool to 1 node or enable autoscaling on it", CLUSTER)]
     known = [g for g in matching if g.allocatable is not None]
     if not known or any(need.head.fits_in(g.allocatable) for g in known):
         return []
@@ -241,19 +270,44 @@ def _check_tpus(need: Needs, groups: list[Group], cluster: str,
         return [("TPU nodes", f"the cluster has no TPU nodes ({want} wanted)",
                  f"add one TPU node pool per slice (elastix cluster create {cluster} "
                  "--tpu-type ... --num-slices ...)", CLUSTER)]
-    if any(g.autoscales for g in matching):
-        return []  # the autoscaler adds nodes on demand
+    # What each pool can hold: the nodes it has, or its autoscaling maximum (the autoscaler
+    # adds nodes on demand, up to it).
     if need.exclusive == platform.NODEPOOL_LABEL:  # one slice per pool (exclusive placement)
-        slices = sum(1 for g in matching if g.nodes >= need.hosts)
+        slices = sum(1 for g in matching if g.capacity >= need.hosts)
     else:
-        slices = sum(g.nodes for g in matching) // need.hosts
+        slices = sum(g.capacity for g in matching) // need.hosts
     if slices >= need.slices:
         return []
-    pools = ", ".join(f"{g.name}: {g.nodes}" for g in matching)
+    pools = ", ".join(f"{g.name}: {g.nodes}" + (f" (autoscaling to {g.max_nodes})"
+                                                 if g.autoscales else "") for g in matching)
     return [("--num-slices", f"the workload needs {need.slices} slices of {need.hosts} {want} "
              f"hosts; the cluster has room for {slices} (nodes per pool: {pools})",
              f"pass --num-slices {slices}, or add TPU node pools" if slices else
              "add TPU node pools with enough nodes for a slice", WORKLOAD)]
+
+
+_BUCKET_RE = re.compile(r"gs://([a-z0-9][a-z0-9._-]{1,221}[a-z0-9])")
+
+
+def identity_note(manifest: dict[str, Any], groups: list[Group]) -> str | None:
+    """What preflight cannot see: whether the nodes' service account may pull the images and
+    read and write the buckets. Every Pathways pod is hostNetwork, so it acts as its node's
+    service account; the grants live in project, bucket and repository IAM policies (and may
+    come through groups), which only the Cloud Resource Manager, IAM, Storage and Artifact
+    Registry APIs show; elastix has no client for the first two, so it checks none of them
+    and says what to grant instead. None when no pool's service account is known."""
+    accounts = sorted({g.service_account for g in groups if g.service_account})
+    if not accounts:
+        return None
+    who = ", ".join("the Compute Engine default service account" if a == "default" else a
+                    for a in accounts)
+    buckets = sorted(set(_BUCKET_RE.findall(json.dumps(manifest))))
+    where = f" and object read/write on {', '.join(f'gs://{b}' for b in buckets)} (e.g. " \
+            "roles/storage.objectUser)" if buckets else ""
+    return (f"preflight did not check the IAM roles of the nodes' service account ({who}): "
+            f"its pods need image pull on the images' repositories (roles/artifactregistry."
+            f"reader){where}; elastix cannot read IAM policies (no Resource Manager or IAM "
+            "client), see docs/gke.md")
 
 
 def raise_if_problems(problems: list[tuple[str, str, str | None, str]]) -> None:

@@ -7,6 +7,7 @@ host), never by parsing their names. Nothing here talks to the API server.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -78,7 +79,8 @@ def _condition(js: dict, kind: str) -> dict | None:
 
 
 def workload_status(js: dict, pods: list[dict], jobs: list[dict],
-                    events: list[dict] | None = None) -> WorkloadStatus:
+                    events: list[dict] | None = None,
+                    lost: dict[int, str] | None = None) -> WorkloadStatus:
     """Build the status of one JobSet from its pods, Jobs and (optionally) Warning events.
 
     Args:
@@ -86,6 +88,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
         pods: pods labelled with this JobSet's name.
         jobs: Jobs labelled with this JobSet's name (for pod failures vs. backoffLimit).
         events: Warning events of pending pods, to explain why they are stuck.
+        lost: slices the trainer declared lost and has not recovered (``{slice: why}``, from
+            its events), shown as ``Lost`` while the workload runs.
     """
     md, spec, st = js["metadata"], js.get("spec") or {}, js.get("status") or {}
     rjobs = {rj.get("name"): rj for rj in spec.get("replicatedJobs") or []}
@@ -117,6 +121,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
     head = heads[-1] if heads else None
     reasons = stuck_reasons(infos, events or [])
     state, message = _state(js, md, spec, st, infos, head)
+    if lost and state not in ("Completed", "Failed", "Terminating"):
+        slices = [dataclasses.replace(s, lost=lost.get(s.index)) for s in slices]
     failed = _condition(js, "Failed")
     if failed and failed.get("message"):
         reasons.insert(0, f"JobSet failed: {failed['message']}")

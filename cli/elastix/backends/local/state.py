@@ -228,15 +228,9 @@ def proc_stopped(pid: int | None) -> bool:
 
 
 def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
-    """Slices the trainer has declared lost and not yet recovered: ``{slice: why}``.
-
-    From its events (docs/events.md): ``elastic_detected`` names the ``lost_slices`` of a
-    recovery, which ends at ``elastic_slices_ready`` (or ``elastic_restored``); a ``run_start``
-    (a restarted head) or a ``run_end`` clears them. Only those lines are parsed: the file grows
-    by a ``step`` event a step. Nothing (``{}``) when the command writes no events.
-    """
-    ends = (eventspec.ELASTIC_SLICES_READY, eventspec.ELASTIC_RESTORED, eventspec.RUN_START,
-            eventspec.RUN_END)
+    """Slices the trainer has declared lost and not yet recovered: ``{slice: why}``
+    (``eventspec.next_lost`` over its events file; ``{}`` when the command writes none). Only
+    the lines that can change it are parsed: the file grows by a ``step`` event a step."""
     lost: dict[int, str] = {}
     try:
         f = open(events_file, encoding="utf-8", errors="replace")
@@ -244,19 +238,14 @@ def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
         return {}
     with f:
         for line in f:
-            if '"elastic_' not in line and '"run_' not in line:
+            if not eventspec.relevant_to_lost(line):
                 continue
             try:
                 ev = json.loads(line)
-                name = ev["event"]
-                if name == eventspec.ELASTIC_DETECTED:
-                    why = (f"the trainer declared it lost at {ev.get('ts', '?')} (recovery "
-                           f"{ev.get('recovery', '?')}: {ev.get('error', '')})")
-                    lost = {int(s): why for s in ev.get("lost_slices") or []}
-                elif name in ends:
-                    lost = {}
-            except (ValueError, KeyError, TypeError):
-                continue  # a line being written now, or not an event of ours
+            except ValueError:
+                continue  # a line being written now
+            if isinstance(ev, dict):
+                lost = eventspec.next_lost(lost, ev)
     return lost
 
 
