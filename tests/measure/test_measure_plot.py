@@ -92,6 +92,6 @@ def test_goodput_window_fits_a_short_run_and_the_axis_is_the_run(tmp_path, run):
 
 
 def test_auto_window_is_round_and_about_a_twentieth():
-    from elastix.views.plot import auto_window
+    from elastix.measure.goodput import auto_window
 
     assert auto_window(18.7) == 1 and auto_window(600) == 30 and auto_window(3 * 3600) == 600

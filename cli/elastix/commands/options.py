@@ -137,8 +137,9 @@ def duration_option(*decls: str, help: str, minimum: float | None = None) -> Any
 
 
 GoodputWindow = Annotated[float | None, duration_option(
-    "--window", help="Goodput window of --plot's lower panel, e.g. 60s or 5m (default: about "
-                     "a twentieth of the run, on a round number).", minimum=1.0)]
+    "--window", help="Goodput window of --plot's lower panel and -o json's series, e.g. 60s "
+                     "or 5m (default: about a twentieth of the run, on a round number).",
+    minimum=1.0)]
 
 # (Target field, option, default), in the order --help lists them.
 TARGET_OPTIONS: tuple[tuple[str, Any, Any], ...] = (

@@ -327,6 +327,7 @@ def goodput(
     window: GoodputWindow = None,
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
+    from elastix.measure.goodput import auto_window
     from elastix.measure.goodput import goodput as measure_goodput
     from elastix.views.console import console
     from elastix.views.measurement import print_goodput
@@ -353,7 +354,7 @@ def goodput(
         d = rep.to_json()
         d["source"] = source
         d["series"] = [{"seconds": x, "window_goodput": w, "cumulative_goodput": c}
-                       for x, w, c in rep.series(window)]
+                       for x, w, c in rep.series(window or auto_window(rep.wall_seconds))]
         typer.echo(json.dumps(d, indent=2))
         return
     out = console()

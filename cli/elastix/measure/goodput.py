@@ -29,6 +29,16 @@ BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
 _PHASE_CAUSE = {"first step": "recompile"}
 
 
+_NICE = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+
+
+def auto_window(wall_seconds: float) -> float:
+    """A goodput window giving about 20 windows over the run, on a round number of seconds
+    (a fixed minute is one flat block for a short smoke run)."""
+    target = max(wall_seconds / 20, 1)
+    return float(next((n for n in _NICE if n >= target), _NICE[-1]))
+
+
 @dataclasses.dataclass
 class GoodputReport:
     """Goodput of a run and where the rest of the wall time went."""

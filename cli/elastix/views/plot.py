@@ -17,7 +17,7 @@ from typing import Any
 
 from elastix.errors import UsageError
 from elastix.measure.events import Event, Recovery
-from elastix.measure.goodput import GoodputReport
+from elastix.measure.goodput import GoodputReport, auto_window
 
 # One colour per phase / cause; the recovery phases and their goodput causes share colours.
 COLORS = {
@@ -116,15 +116,6 @@ class Chart:
     """The goodput window the lower panel used (goodput charts)."""
     legend: tuple[str, ...] = ()
     """Every legend entry, in order: each names something drawn."""
-
-
-_NICE = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
-
-
-def auto_window(wall_seconds: float) -> float:
-    """A goodput window giving about 20 bars over the run, on a round number of seconds."""
-    target = max(wall_seconds / 20, 1)
-    return float(next((n for n in _NICE if n >= target), _NICE[-1]))
 
 
 def _pad(span_seconds: float, cap: float) -> float:
