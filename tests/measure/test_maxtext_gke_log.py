@@ -30,8 +30,8 @@ def test_goodput_measures_maxtext_from_the_api_times(head):
     d = json.loads(gke.elastix(head, "workload", "goodput", "demo", "-o", "json").stdout)
     assert d["source"] == "log"
     (r,) = [x for x in d["recoveries"] if x["start"] == "2026-11-29T10:01:13.000Z"]
-    assert r["phases"] == {"detection": 12.92, "cleanup": 1.0, "waiting for slices": 50.0,
-                           "restore": 5.99, "first step": 12.7}
+    assert r["phases"] == {"detection": 12.92, "cleanup": 1.0, "waiting_for_slices": 50.0,
+                           "restore": 5.99, "first_step": 12.7}
     assert r["steps_lost"] == 88 and r["restore_bytes"] is None
     assert r["not_in_log"] == ["restore_bytes", "lost_slices"]
 

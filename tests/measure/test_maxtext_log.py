@@ -84,7 +84,7 @@ def test_a_phase_missing_from_the_log_is_not_in_the_log_never_a_number():
     assert r.not_in_log == ["restore", "first step", "restore_bytes", "lost_slices"]
     d = r.to_json()
     assert d["phases"]["restore"] is None and d["restore_bytes"] is None
-    assert d["not_in_log"] == ["restore", "first step", "restore_bytes", "lost_slices"]
+    assert d["not_in_log"] == ["restore", "first_step", "restore_bytes", "lost_slices"]
     rows = dict(recovery_rows(_measurement(r)))
     assert rows["restore"] == rows["first step"] == "not in the log"
     assert rows["slices lost"] == "not in the log"
