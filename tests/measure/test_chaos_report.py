@@ -152,3 +152,16 @@ def test_the_step_a_stopped_run_names_is_the_trainers_own():
     assert events[-1].data["step"] == 2 and trainer_step(events) == 2
     assert trainer_step(_stream("run_start", "step", "step")) == 2
     assert trainer_step([]) is None
+
+
+def test_a_stopped_run_reports_the_step_of_run_end():
+    """`chaos run` said "failed at step 31" where the trainer's run_end said 24."""
+    from elastix.backends.base import WorkloadStatus
+    from elastix.measure.chaos import _why_stopped
+
+    events = _stream("run_start", "step", "step", "step", "step", "run_end")
+    res = ChaosReport([], goodput(events), [], False, events=events, workload="demo")
+    st = WorkloadStatus("demo", "local", "local", "Failed", None, 2)
+    assert _why_stopped(res, (st, "during kill 1"), 1, 3, False, False, None) == \
+        "the workload failed at step 2 during kill 1"
+    assert res.died and res.outcome is ExitCode.DIED

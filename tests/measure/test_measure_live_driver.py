@@ -72,7 +72,12 @@ def test_measure_one_kill_events_and_log_agree(live_env, tmp_path):
         png = tmp_path / "rec.png"
         p = _cli(live_env, "chaos", "kill-worker", "meas", "--slice", "1", "--host", "0",
                  "--measure", "--timeout", "60s", "-o", "json", "--plot", str(png))
-        (k,) = json.loads(p.stdout)["kills"]  # the report chaos run gives
+        measured = json.loads(p.stdout)
+        (k,) = measured["kills"]  # the report chaos run gives
+        soak = json.loads(_cli(live_env, "chaos", "run", "meas", "--kills", "1", "--timeout",
+                               "60s", "-o", "json").stdout)
+        assert set(soak) == set(measured) and set(soak["kills"][0]) == set(k)
+        assert measured["ok"] and measured["violations"] == [] and measured["exit_code"] == 0
         assert k["in_process"] and k["recovery"]["index"] == 2 and k["kills"][0]["slice"] == 1
         assert k["recovery"]["steps_lost"] == k["recovery"]["last_step"] - k["recovery"][
             "restored_step"]

@@ -235,6 +235,9 @@ def run(
     def progress(i: int, m: KillMeasurement) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
 
+    backend.status(name)  # a wrong name: one error line, before anything else is said
+    err.print(f"[dim]{name}: each kill waits until it is stepping (a step after its first "
+              f"save); {kills} kill{'s' if kills != 1 else ''}, {interval} apart[/]")
     res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
                    bounds=bounds, on_kill=progress)
     if output == "json":

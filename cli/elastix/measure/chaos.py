@@ -123,15 +123,18 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     first recovery that appears afterwards is this kill's.
     """
     deadline = clock() + timeout
-    while True:  # a kill before training steps (or mid-recovery) has no recovery to measure
+    # A kill before the trainer is stepping (or mid-recovery) has no steady-state recovery to
+    # measure: before its first save it restores from init.
+    while True:
         events, _ = read_stream(backend, name)
         before = backend.status(name)
         if stepping(events) or before.state in DEAD_STATES:
             break
         if clock() >= deadline:
-            raise BackendError(f"{name} has not completed a training step in {timeout:g} s; "
-                               "nothing was killed",
-                               hint=f"see elastix logs {name}, or raise --timeout")
+            raise BackendError(f"{name} is not stepping after {timeout:g} s (no step after a "
+                               "committed snapshot or checkpoint); nothing was killed",
+                               hint=f"see elastix logs {name}; does the job save? or raise "
+                                    "--timeout")
         sleep(poll)
     n_before = len(recoveries(events))
     kills = do_kill()
