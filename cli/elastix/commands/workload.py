@@ -1,5 +1,5 @@
-"""`elastix workload` commands: create, list, status, wait, delete and goodput (registered in
-main)."""
+"""`elastix workload` commands: create, list, status, delete and goodput (registered in main;
+`workload wait` is in :mod:`elastix.commands.wait`)."""
 
 from __future__ import annotations
 
@@ -312,33 +312,6 @@ def delete(
     err.print(f"workload [bold]{name}[/]: {gone}")
     if note:
         err.print(f"workload [bold]{name}[/]: {note}")
-
-
-@with_target
-@with_workload_option
-def wait(
-    target: Target,
-    name: WorkloadName,
-    for_: Annotated[str | None, typer.Option(
-        "--for", help="running (the workload's pods are up), stepping (a training step "
-                      "completed after the first committed snapshot or checkpoint: a kill from "
-                      "then on measures a steady-state recovery), completed, or deleted "
-                      "(required).")] = None,
-    timeout: Annotated[float, duration_option(
-        "--timeout", help="Give up after this (exit 6), e.g. 90s or 10m.")] = 600.0,
-) -> None:
-    """Wait until a workload is running, stepping, completed or deleted (as kubectl wait)."""
-    from elastix.measure.wait import CONDITIONS, wait_for
-    from elastix.views.console import console
-
-    if for_ is None:
-        raise UsageError("missing --for", hint=f"elastix workload wait {name} --for stepping")
-    if for_ not in CONDITIONS:
-        raise UsageError(f"--for {for_!r} is not {', '.join(CONDITIONS)}",
-                         hint="e.g. --for stepping (training, after its first save)")
-    backend = get_backend(target)
-    wait_for(backend, name, for_, timeout=timeout)
-    console(stderr=True).print(f"workload [bold]{name}[/]: {for_}")
 
 
 @with_target
