@@ -34,7 +34,7 @@ Junit = Annotated[str | None, typer.Option(
     "--junit", help="Write a JUnit XML report to FILE: one testcase per kill, a failure per "
                     "missed bound.")]
 Summary = Annotated[str | None, typer.Option(
-    "--summary", help="Write a Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY).")]
+    "--summary", help="Append a Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY).")]
 
 
 def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) -> Bounds:
