@@ -71,7 +71,7 @@ def summarise(label: str, d: dict) -> list[str]:
     lost = [r["steps_lost"] for r in recs]
     det = [r["phases"]["detection"] for r in recs]
     restore = [r["phases"]["restore"] for r in recs]
-    first = [r["phases"]["first step"] for r in recs]
+    first = [r["phases"]["first_step"] for r in recs]
     srcs = sorted({r["restore_source"] for r in recs})
     med = lambda xs: f"{statistics.median(xs):.2f}" if xs else "-"  # noqa: E731
     rows = [f"| {label} | {len(recs)}/{len(d['kills'])} | {med(down)} "

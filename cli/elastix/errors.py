@@ -1,16 +1,46 @@
 """Typed errors. Library code raises these; only the entry point prints them and picks the exit code.
 
-Each error carries a one-line message and an optional hint. Exit codes: 2 for bad input (usage,
-spec, template), 1 for runtime failures (cluster, processes), 130 for interrupts.
+Each error carries a one-line message and an optional hint. Every exit code elastix uses is
+listed once, in :class:`ExitCode` (README.md, "Exit codes", shows the same table).
 """
 
 from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Every exit code of every elastix command, so a CI job can tell the outcomes apart.
+
+    3-6 are results, not errors of elastix: the command ran and found the workload short of
+    what was asked (kubectl's habit: ``kubectl wait`` too fails only once its condition cannot
+    be met in time).
+    """
+
+    OK = 0  # done; every kill measured within the bounds; the awaited condition met
+    ERROR = 1  # a runtime failure (cluster, processes, files), the workload not found
+    USAGE = 2  # bad input: flags, spec file, template; nothing was created or killed
+    BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or its --timeout
+    DIED = 4  # the workload failed or was deleted (during a chaos run or a wait)
+    COMPLETED = 5  # the workload completed first: before the last kill, or it can never be
+    # what `workload wait --for` asked (running, stepping) any more
+    TIMED_OUT = 6  # `workload wait`: the condition was not met within --timeout
+    INTERRUPTED = 130  # Ctrl-C
+
+
+EXIT_CODES_HELP = (
+    "Exit codes (every elastix command): 0 done (bounds met, condition met); 1 a runtime "
+    "error; 2 bad input, nothing created or killed; 3 a bound missed (--max-downtime, "
+    "--max-steps-lost, or no recovery within --timeout); 4 the workload failed or was "
+    "deleted; 5 the workload completed first (before the last kill, or before the awaited "
+    "condition); 6 wait timed out; 130 Ctrl-C."
+)
 
 
 class ElastixError(Exception):
     """Base class of every error elastix reports to the user."""
 
-    exit_code = 1
+    exit_code = int(ExitCode.ERROR)
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -24,7 +54,17 @@ class ElastixError(Exception):
 class UsageError(ElastixError):
     """Bad flags, a bad spec file or a bad template: the user's input is wrong."""
 
-    exit_code = 2
+    exit_code = int(ExitCode.USAGE)
+
+
+class OutcomeError(ElastixError):
+    """The command ran, and the workload is short of what was asked: a missed bound, a dead or
+    completed workload, a wait that timed out. Reported after the evidence was printed; its
+    exit code (3-6) says which, so CI can tell them apart."""
+
+    def __init__(self, code: ExitCode, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.exit_code = int(code)
 
 
 class ProblemsError(UsageError):

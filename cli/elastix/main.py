@@ -13,8 +13,8 @@ import click
 import typer
 
 from elastix import __version__
-from elastix.commands import chaos, cluster, examples, image, logs, workload
-from elastix.errors import ElastixError, ProblemsError, UsageError
+from elastix.commands import chaos, cluster, examples, image, logs, wait, workload
+from elastix.errors import EXIT_CODES_HELP, ElastixError, ProblemsError, UsageError
 from elastix.protocol import envvars
 
 HELP_MAX_WIDTH = 120  # --help uses the terminal's width, up to this
@@ -68,7 +68,7 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 # Every command is registered here, by name, so this is the one list of what elastix does.
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "list": workload.list_, "status": workload.status,
-                      "delete": workload.delete}),
+                      "wait": wait.wait, "delete": workload.delete}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs
@@ -77,6 +77,7 @@ app.add_typer(_group({"kill-worker": chaos.kill_worker, "run": chaos.run}),
               name="chaos", help="Inject failures and measure the recovery.")
 app.add_typer(image.app, name="image", help="Build and push the trainer image.")
 app.add_typer(cluster.app, name="cluster", help="Create, describe and delete GKE clusters.")
+app.info.epilog = EXIT_CODES_HELP
 
 
 def _print_version(value: bool) -> None:

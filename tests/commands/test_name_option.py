@@ -14,6 +14,7 @@ from elastix.main import command, main
 NAMED = {
     ("workload", "create"): "--workload", ("workload", "goodput"): "--workload",
     ("workload", "status"): "--workload", ("workload", "delete"): "--workload",
+    ("workload", "wait"): "--workload",
     ("logs",): "--workload", ("chaos", "kill-worker"): "--workload",
     ("chaos", "run"): "--workload",
     ("cluster", "create"): "--cluster", ("cluster", "describe"): "--cluster",

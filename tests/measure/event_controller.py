@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=100000)
     ap.add_argument("--step-delay", type=float, default=0.05)
     ap.add_argument("--ckpt-every", type=int, default=5)
+    ap.add_argument("--ckpt-at", type=int, default=None, help="also commit at this one step")
     ap.add_argument("--no-events", action="store_true")
     args = ap.parse_args()
     out = Out(None if args.no_events else os.environ["ELASTIX_EVENTS_FILE"])
@@ -71,7 +72,7 @@ def main() -> int:
         if first_after:
             out("elastic_first_step", recovery=recovery, step=step, seconds=secs)
             first_after = False
-        if step % args.ckpt_every == 0:
+        if step % args.ckpt_every == 0 or step == args.ckpt_at:
             out("checkpoint_save_started", step=step)
             out("checkpoint_committed", step=step, seconds=0.001, bytes=4096,
                 blocking_seconds=0.001)

@@ -35,8 +35,8 @@ def test_goodput_measures_maxtext_from_the_api_times(head):
     d = json.loads(gke.elastix(head, "workload", "goodput", "demo", "-o", "json").stdout)
     assert d["source"] == "log"
     (r,) = [x for x in d["recoveries"] if x["start"] == DETECTED[:23] + "Z"]
-    assert r["phases"] == {"detection": 0.0, "cleanup": 0.084, "waiting for slices": 10.116,
-                           "restore": 2.86, "first step": 4.576}
+    assert r["phases"] == {"detection": 0.0, "cleanup": 0.084, "waiting_for_slices": 10.116,
+                           "restore": 2.86, "first_step": 4.576}
     assert r["steps_lost"] == 49 and r["restore_bytes"] is None
     assert r["not_in_log"] == ["restore_bytes", "lost_slices"]
 

@@ -29,7 +29,7 @@ def test_json_same_from_events_and_log(tmp_path, capsys):
     assert out[0] == out[1]
     d = out[0]
     assert d["wall_seconds"] == 18.7 and round(d["goodput"], 4) == round(7.2 / 18.7, 4)
-    assert round(d["badput_seconds"]["waiting for slices"], 3) == 2.251
+    assert round(d["badput_seconds"]["waiting_for_slices"], 3) == 2.251
     assert [round(s["seconds"], 1) for s in d["series"]] == [5.0, 10.0, 15.0, 18.7]
     (rec,) = d["recoveries"]
     assert rec["steps_lost"] == 4 and rec["kind"] == "in-process"

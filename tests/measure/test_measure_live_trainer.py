@@ -35,11 +35,11 @@ def test_measure_a_real_recovery(live_env, tmp_path):
         png = tmp_path / "recovery.png"
         p = _cli(live_env, "chaos", "kill-worker", "real", "--slice", "0", "--measure",
                  "--timeout", "3m", "-o", "json", "--plot", str(png))
-        d = json.loads(p.stdout)
+        (d,) = json.loads(p.stdout)["kills"]
         r = d["recovery"]
         assert d["source"] == "events" and r["complete"] and r["kind"] == "in-process"
         ph = r["phases"]
-        assert list(ph) == ["detection", "cleanup", "waiting for slices", "restore", "first step"]
+        assert list(ph) == ["detection", "cleanup", "waiting_for_slices", "restore", "first_step"]
         assert all(v is not None and v >= 0 for v in ph.values())
         assert r["kill"] < r["start"] < r["first_step_at"]  # ordered in time (ISO strings)
         assert r["steps_lost"] == r["last_step"] - r["restored_step"] >= 0

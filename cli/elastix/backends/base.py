@@ -182,11 +182,13 @@ class Backend(abc.ABC):
         raise NotImplementedError
 
     @classmethod
-    def defaults(cls) -> dict[str, Any]:
+    def defaults(cls, smoke: bool = False) -> dict[str, Any]:
         """Spec fields this backend fills in when neither flags nor the spec file give them.
 
-        Applied to workloads that are not headless. A class method: ``workload create`` needs
-        them before the spec (and so before the backend) exists.
+        Applied to workloads that are not headless. ``smoke``: the default job sized for a CI
+        smoke run (``workload create --smoke``), for a backend that has a default job. A class
+        method: ``workload create`` needs them before the spec (and so before the backend)
+        exists.
         """
         return {}
 

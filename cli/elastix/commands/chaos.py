@@ -1,8 +1,12 @@
-"""`elastix chaos` commands: kill-worker and run (registered in main)."""
+"""`elastix chaos` commands: kill-worker and run (registered in main).
+
+Both measure through one driver and print one report (:mod:`elastix.measure.report`): the same
+JSON, bounds, JUnit and Markdown files, and exit codes (:class:`elastix.errors.ExitCode`).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,7 +20,73 @@ from elastix.commands.options import (
     with_target,
     with_workload_option,
 )
-from elastix.errors import BackendError, UsageError
+from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from elastix.measure.report import Bounds, ChaosReport
+
+MaxDowntime = Annotated[str | None, typer.Option(
+    "--max-downtime", help="Fail (exit 3) if a recovery takes longer, kill to the next step "
+                           "(e.g. 3m, 500ms).")]
+MaxStepsLost = Annotated[int | None, typer.Option(
+    "--max-steps-lost", help="Fail (exit 3) if a recovery loses more steps.")]
+Junit = Annotated[str | None, typer.Option(
+    "--junit", help="Write a JUnit XML report to FILE: one testcase per kill, a failure per "
+                    "missed bound.")]
+Summary = Annotated[str | None, typer.Option(
+    "--summary", help="Append a Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY).")]
+
+
+def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) -> Bounds:
+    """The bounds from their flags (exit 2 on a bad one, before anything is killed)."""
+    from elastix.measure.report import Bounds
+
+    if max_steps_lost is not None and max_steps_lost < 0:
+        raise UsageError(f"--max-steps-lost {max_steps_lost} is out of range: 0 or more",
+                         hint="e.g. --max-steps-lost 0 (no step may be lost)")
+    down = parse_duration_in(max_downtime, "--max-downtime") if max_downtime is not None \
+        else None
+    return Bounds(down, max_steps_lost, parse_duration_in(timeout, "--timeout"))
+
+
+def _check_files(junit: str | None, summary: str | None, plot: str | None) -> None:
+    from elastix.views.report import check_report_path
+
+    if junit is not None:
+        check_report_path(junit, "--junit")
+    if summary is not None:
+        check_report_path(summary, "--summary")
+    if plot:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(plot)
+
+
+def _write_files(res: ChaosReport, planned: int, junit: str | None,
+                 summary: str | None) -> None:
+    from elastix.views.report import junit_xml, summary_markdown, write_report
+
+    if junit is not None:
+        write_report(junit, junit_xml(res, planned))
+    if summary is not None:  # appended: $GITHUB_STEP_SUMMARY collects every step's
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(summary_markdown(res, planned))
+
+
+def _finish(res: ChaosReport, name: str, what: str) -> None:
+    """The exit after the report was printed: Ctrl-C, a runtime error, or the outcome."""
+    from elastix.measure.report import ChaosFailed
+
+    if res.interrupted:
+        raise KeyboardInterrupt
+    if res.error is not None:
+        raise BackendError(f"{what} stopped: {res.error}", hint=_where_to_look(name))
+    if not res.ok:
+        n = len(res.violations)
+        missed = f"; {n} bound{'s' if n != 1 else ''} missed" if n else ""
+        raise ChaosFailed(res.outcome, f"{what}: {res.stopped}{missed}",
+                          hint="; ".join(v.text() for v in res.violations)
+                          or _where_to_look(name))
 
 
 @with_target
@@ -35,82 +105,85 @@ def kill_worker(
     output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
     measure: Annotated[bool, typer.Option(
         "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
-                          "lost.")] = False,
+                          "lost (the report chaos run prints).")] = False,
     timeout: Annotated[str, typer.Option(
-        "--timeout", help="--measure: give up after this.")] = "10m",
+        "--timeout", help="--measure: give up on the recovery after this.")] = "10m",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="--measure: draw the timeline to FILE.png.")] = None,
+    max_downtime: MaxDowntime = None,
+    max_steps_lost: MaxStepsLost = None,
+    junit: Junit = None,
+    summary: Summary = None,
 ) -> None:
     """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
     import json
 
+    from elastix.measure.chaos import check_killable
     from elastix.views.status import kill_json, kill_line
 
-    measuring = measure or bool(plot)
+    reporting = [f for f, v in (("--plot", plot), ("--max-downtime", max_downtime),
+                                ("--max-steps-lost", max_steps_lost), ("--junit", junit),
+                                ("--summary", summary)) if v is not None]
+    measuring = measure or bool(reporting)
     if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
         check_output(output, ("text", "json"))
     if measuring and dry_run:
-        raise UsageError("--measure cannot be combined with --dry-run")
+        raise UsageError(f"{'--measure' if measure else reporting[0]} cannot be combined with "
+                         "--dry-run", hint="drop --dry-run to kill and measure")
     if host is not None and slice_ is None:
         raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
     if measuring:
+        bounds = _bounds(max_downtime, max_steps_lost, timeout)
+        _check_files(junit, summary, plot)
         _measured_kill(target, name, slice_=slice_, host=host, seed=seed, output=output,
-                       timeout=timeout, plot=plot)
+                       bounds=bounds, plot=plot, junit=junit, summary=summary)
         return
-    rec = get_backend(target).kill_worker(name, slice=slice_, host=host, seed=seed,
-                                          dry_run=dry_run)
+    backend = get_backend(target)
+    try:
+        rec = backend.kill_worker(name, slice=slice_, host=host, seed=seed, dry_run=dry_run)
+    except BackendError as err:
+        if isinstance(err, NotFoundError):
+            raise
+        check_killable(backend, name)  # a completed workload: exit 5, as chaos run gives
+        raise
     typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
 
 
 def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
-                   seed: int | None, output: str, timeout: str, plot: str | None) -> None:
-    """``kill-worker --measure``: kill, wait for the recovery, print its timeline.
+                   seed: int | None, output: str, bounds: Bounds, plot: str | None,
+                   junit: str | None, summary: str | None) -> None:
+    """``kill-worker --measure``: a chaos run of one pinned kill, reported as chaos run is.
 
-    Everything that can be checked is checked before the kill; once the kill is made, its
-    measurement is printed whatever follows (the plot is drawn after it).
+    Every input was checked before; once the kill is made its measurement is printed (and
+    the files written) whatever follows.
 
     Raises:
-        ChaosFailed: no recovery (exit 3 timed out, 4 the workload died, 5 it completed).
+        ChaosFailed: exit 3 a bound missed or no recovery within --timeout, 4 the workload
+            died, 5 it completed before recovering.
     """
     import json
 
-    from elastix.measure.chaos import ChaosFailed, Outcome, measure_kill, read_stream
+    from elastix.measure.chaos import run_soak
     from elastix.views.console import console
-    from elastix.views.measurement import print_kill
+    from elastix.views.measurement import print_kill, print_verdict
 
-    secs = parse_duration_in(timeout, "--timeout")
-    if plot:
-        from elastix.views.plot import check_plot_path
-
-        check_plot_path(plot)
     backend = get_backend(target)
-    m = measure_kill(backend, name,
-                     lambda: [backend.kill_worker(name, slice=slice_, host=host, seed=seed)],
-                     timeout=secs)
+    res = run_soak(backend, name, kills=1, interval=0, bounds=bounds,
+                   killer=lambda: [backend.kill_worker(name, slice=slice_, host=host,
+                                                       seed=seed)])
     if output == "json":
-        typer.echo(json.dumps(m.to_json(), indent=2))
+        typer.echo(json.dumps(res.to_json(), indent=2))
     else:
-        print_kill(console(), m)
-    if plot and m.recovery is not None and m.recovery.phases():
+        for m in res.measurements:
+            print_kill(console(), m)
+        print_verdict(console(), res)
+    _write_files(res, 1, junit, summary)
+    m = res.measurements[0] if res.measurements else None
+    if plot and m is not None and m.recovery is not None and m.recovery.phases():
         from elastix.views.plot import plot_recovery
 
-        plot_recovery(read_stream(backend, name)[0], m.recovery, plot)
-    if m.outcome is not Outcome.OK:
-        why = {Outcome.BOUND_MISSED: f"training did not resume within {timeout}",
-               Outcome.DIED: f"workload {name} is {m.state_after}",
-               Outcome.COMPLETED_EARLY: f"workload {name} completed before it recovered"}
-        raise ChaosFailed(m.outcome, f"no recovery measured: {why[m.outcome]}",
-                          hint=_where_to_look(name))
-
-
-# The values are measure.chaos.Outcome's (tests/measure checks the two agree).
-EXIT_CODES = (
-    "Exit codes: 0 every kill measured within the bounds; 3 a bound missed (--max-downtime, "
-    "--max-steps-lost, or no recovery within --timeout); 4 the workload failed or was deleted; "
-    "5 the workload completed before the last kill; 1 a runtime error; 2 bad input; 130 Ctrl-C. "
-    "Whatever the code, every recovery measured is printed (with -o json: the goodput so far and "
-    "why the run stopped) and --plot is written."
-)
+        plot_recovery(res.events, m.recovery, plot)
+    _finish(res, name, "kill-worker --measure")
 
 
 @with_target
@@ -120,27 +193,28 @@ def run(
     name: WorkloadName,
     kills: Annotated[int, typer.Option("--kills", help="How many kills.")] = 3,
     interval: Annotated[str, typer.Option(
-        "--interval", help="Time between kills (90s, 2m, 1h).")] = "2m",
+        "--interval", help="Time from one kill to the next (90s, 2m, 1h); the first kill "
+                           "waits until training is stepping.")] = "2m",
     mode: Annotated[str, typer.Option(
         "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
                        "one slice).")] = "random",
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Seed for choosing victims.")] = None,
-    max_downtime: Annotated[str | None, typer.Option(
-        "--max-downtime", help="Fail if a recovery takes longer (e.g. 3m).")] = None,
-    max_steps_lost: Annotated[int | None, typer.Option(
-        "--max-steps-lost", help="Fail if a recovery loses more steps.")] = None,
+    max_downtime: MaxDowntime = None,
+    max_steps_lost: MaxStepsLost = None,
     timeout: Annotated[str, typer.Option(
         "--timeout", help="Give up on a recovery after this.")] = "10m",
     output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
     window: GoodputWindow = None,
+    junit: Junit = None,
+    summary: Summary = None,
 ) -> None:
     """Chaos experiment: kill workers at intervals, measure every recovery and the goodput."""
     import json
 
-    from elastix.measure.chaos import MODES, ChaosFailed, KillMeasurement, run_soak
+    from elastix.measure.chaos import MODES, KillMeasurement, run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_soak
 
@@ -151,52 +225,41 @@ def run(
                          hint="use --mode random, --mode host or --mode slice")
     if kills < 1:
         raise UsageError(f"--kills {kills} is out of range: 1 or more", hint="e.g. --kills 3")
-    if max_steps_lost is not None and max_steps_lost < 0:
-        raise UsageError(f"--max-steps-lost {max_steps_lost} is out of range: 0 or more",
-                         hint="e.g. --max-steps-lost 0 (no step may be lost)")
-    bound = parse_duration_in(max_downtime, "--max-downtime") if max_downtime else None
+    bounds = _bounds(max_downtime, max_steps_lost, timeout)
     every = parse_duration_in(interval, "--interval", allow_zero=True)
-    give_up = parse_duration_in(timeout, "--timeout")
     check_window(window)
-    if plot:
-        from elastix.views.plot import check_plot_path
-
-        check_plot_path(plot)
+    _check_files(junit, summary, plot)
     backend = get_backend(target)
     err = console(stderr=True)
 
     def progress(i: int, m: KillMeasurement) -> None:
         print_kill(err, m, title=f"kill {i}/{kills}")
 
+    backend.status(name)  # a wrong name: one error line, before anything else is said
+    err.print(f"[dim]{name}: each kill waits until it is stepping (a step after its first "
+              f"save); {kills} kill{'s' if kills != 1 else ''}, {interval} apart[/]")
     res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
-                   max_downtime=bound, max_steps_lost=max_steps_lost, timeout=give_up,
-                   on_kill=progress)
+                   bounds=bounds, on_kill=progress)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
         print_soak(console(), res)
+    _write_files(res, kills, junit, summary)
     if plot and res.goodput.end > res.goodput.start:
         from elastix.views.plot import plot_goodput
 
         plot_goodput(res.goodput, res.events, plot, window_seconds=window)
     elif plot:
         err.print(f"no plot written to {plot}: no trainer events to draw")
-    if res.interrupted:
-        raise KeyboardInterrupt
-    if res.error is not None:
-        raise BackendError(f"chaos run stopped: {res.error}", hint=_where_to_look(name))
-    if not res.ok:
-        n = len(res.violations)
-        missed = f"; {n} recover{'y' if n == 1 else 'ies'} missed a bound" if n else ""
-        raise ChaosFailed(res.outcome, f"chaos run: {res.stopped}{missed}",
-                          hint="; ".join(res.violations) or _where_to_look(name))
+    _finish(res, name, "chaos run")
 
 
-run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES}"
+run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES_HELP} Whatever the code, every recovery " \
+    "measured is printed (with -o json: the goodput so far and why the run stopped) and " \
+    "--plot, --junit and --summary are written."
 kill_worker.__doc__ = (
-    f"{kill_worker.__doc__}\n\nWith --measure, exit codes: 0 recovered; 3 no recovery within "
-    "--timeout; 4 the workload failed; 5 it completed before recovering; 1 a runtime error; "
-    "2 bad input; 130 Ctrl-C. The measurement is printed whatever the code.")
+    f"{kill_worker.__doc__}\n\nWith --measure (or any of its report flags) it is a chaos run "
+    f"of this one kill, with the same report. {EXIT_CODES_HELP}")
 
 
 def _where_to_look(name: str) -> str:

@@ -233,16 +233,19 @@ def resolve_target(target: Target) -> Target:
 
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
-_DURATION = re.compile("".join(f"(?:{_NUMBER}{unit})?" for unit in "dhms"))
-_UNIT_SECONDS = (86400, 3600, 60, 1)
+# d, h, m, s, ms parts in that order ("m" not the start of "ms").
+_DURATION = re.compile("".join(f"(?:{_NUMBER}{unit})?" for unit in ("d", "h", "m(?!s)", "s",
+                                                                      "ms")))
+_UNIT_SECONDS = (86400, 3600, 60, 1, 0.001)
 
 
 def parse_duration(text: str, flag: str, minimum: float | None = None) -> float:
-    """A duration flag's value in seconds: ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2d``.
+    """A duration flag's value in seconds: ``90``, ``90s``, ``5m``, ``1.5h``, ``1h30m``, ``2d``,
+    ``250ms``.
 
     Every duration flag (``--since``, ``--timeout``, ``--interval``, ``--max-downtime``,
-    ``--window``) takes this one grammar: a plain number is seconds; otherwise d, h, m, s parts,
-    in that order. Negative numbers, nan and inf are not durations.
+    ``--window``) takes this one grammar: a plain number is seconds; otherwise d, h, m, s, ms
+    parts, in that order. Negative numbers, nan and inf are not durations.
 
     Raises:
         UsageError: anything else, or less than ``minimum`` seconds.

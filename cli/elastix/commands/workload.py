@@ -1,4 +1,5 @@
-"""`elastix workload` commands: create, list, status, delete and goodput (registered in main)."""
+"""`elastix workload` commands: create, list, status, delete and goodput (registered in main;
+`workload wait` is in :mod:`elastix.commands.wait`)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,9 @@ def create(
     skip_preflight: Annotated[bool, typer.Option(
         "--skip-preflight", help="Submit without first checking that the cluster can run it "
                                  "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,
+    smoke: Annotated[bool, typer.Option(
+        "--smoke", help="Local backend: the default job sized for a CI smoke run (a few "
+                        "hundred steps: one kill and its recovery in about a minute).")] = False,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet."""
     from elastix.workload.render import dump, render
@@ -126,6 +130,8 @@ def create(
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
+    if smoke:
+        _check_smoke(kind, flags)
     env_from_file = load_env_file(env_file) if env_file else {}
     for key, field_kind in KINDS.items():
         if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
@@ -140,7 +146,7 @@ def create(
     file_values = load_spec_file(spec_file) if spec_file else {}
     headless = flags["headless"]
     if kind and not (headless if headless is not None else file_values.get("headless")):
-        for field, value in backend_class(kind).defaults().items():
+        for field, value in backend_class(kind).defaults(smoke=smoke).items():
             if flags.get(field) is None and not file_values.get(field):
                 flags[field] = value
     spec = build_spec(file_values, flags)
@@ -150,6 +156,17 @@ def create(
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file, preflight=not skip_preflight)
+
+
+def _check_smoke(kind: str, flags: dict[str, Any]) -> None:
+    """``--smoke`` sizes the local backend's default job: it needs both."""
+    if kind != "local":
+        raise UsageError(f"--smoke sizes the local backend's default job; the {kind} backend "
+                         "has none", hint="on GKE pass --command with a short job (few steps)")
+    if flags.get("command") or flags.get("headless"):
+        raise UsageError("--smoke sizes the default job: it cannot be combined with "
+                         f"--{'command' if flags.get('command') else 'headless'}",
+                         hint="drop --smoke, or drop --command and use the default job")
 
 
 def _emit(text: str, output_file: Path | None) -> None:
@@ -299,16 +316,32 @@ def delete(
         "--timeout", help="How long to wait with --wait, e.g. 300s or 5m.")] = 300.0,
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Local backend: also delete the workload's kept data "
-                              "(the default job's checkpoints).")] = False,
+                              "(the default job's checkpoints), also once the workload itself "
+                              "is deleted.")] = False,
+    ignore_not_found: Annotated[bool, typer.Option(
+        "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
+                                   "as kubectl's flag: for cleanup steps.")] = False,
 ) -> None:
     """Delete a workload (its JobSet, Jobs and pods)."""
+    from elastix.errors import NotFoundError
     from elastix.views.console import console
 
-    note = get_backend(target).delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
+    err = console(stderr=True)
+    try:
+        note = get_backend(target).delete(name, wait=wait, timeout=timeout,
+                                          delete_data=delete_data)
+    except NotFoundError as e:
+        if not ignore_not_found:
+            raise
+        err.print(f"workload [bold]{name}[/]: not found, nothing to delete ({e.message})")
+        return
+    if note and note.startswith("only its data"):  # the workload was gone already
+        err.print(f"workload [bold]{name}[/]: {note}")
+        return
     gone = "deleted; every pod is gone" if wait else "deletion requested"
-    console(stderr=True).print(f"workload [bold]{name}[/]: {gone}")
+    err.print(f"workload [bold]{name}[/]: {gone}")
     if note:
-        console(stderr=True).print(f"workload [bold]{name}[/]: {note}")
+        err.print(f"workload [bold]{name}[/]: {note}")
 
 
 @with_target

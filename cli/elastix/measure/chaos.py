@@ -9,14 +9,13 @@ the timeout has passed. Clock and sleep are injected so callers (and tests) cont
 from __future__ import annotations
 
 import dataclasses
-import enum
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 from elastix.backends.base import Backend, KillRecord, LogOptions, WorkloadStatus
-from elastix.errors import BackendError, ElastixError, NotFoundError, UsageError
+from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
 from elastix.measure.events import (
     Event,
     Recovery,
@@ -26,25 +25,24 @@ from elastix.measure.events import (
     ms_of,
     recoveries,
 )
-from elastix.measure.goodput import GoodputReport, goodput
+from elastix.measure.goodput import goodput
+from elastix.measure.report import (
+    COMPLETED_STATES,
+    DEAD_STATES,
+    Bounds,
+    ChaosFailed,
+    ChaosReport,
+    Violation,
+    check_bounds,
+    trainer_step,
+)
+from elastix.measure.wait import stepping
 from elastix.protocol.timefmt import iso_ms
 
-DEAD_STATES = ("Failed", "Completed", "Succeeded")
-COMPLETED_STATES = ("Completed", "Succeeded")
+__all__ = ["COMPLETED_STATES", "DEAD_STATES", "MODES", "Bounds", "ChaosFailed", "ChaosReport",
+           "KillMeasurement", "Violation", "measure_kill", "read_stream", "run_soak"]
+
 MODES = ("random", "slice", "host")
-
-
-class Outcome(enum.IntEnum):
-    """How a chaos run (or one measured kill) ended: its exit code, documented in the README.
-
-    Chosen apart from 1 (runtime error), 2 (bad input) and 130 (Ctrl-C). When several apply,
-    the highest in this order wins: DIED, BOUND_MISSED, COMPLETED_EARLY.
-    """
-
-    OK = 0  # every kill was carried out and measured within the bounds
-    BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or --timeout
-    DIED = 4  # the workload failed (or was deleted) during the run
-    COMPLETED_EARLY = 5  # the workload completed before the last kill
 
 
 def read_stream(backend: Backend, name: str) -> tuple[list[Event], str]:
@@ -90,13 +88,13 @@ class KillMeasurement:
                     and self.head_restarts == 0 and self.pid_same is not False)
 
     @property
-    def outcome(self) -> Outcome:
-        """``kill-worker --measure``'s exit code: recovered, completed, died or timed out."""
+    def outcome(self) -> ExitCode:
+        """This kill's own exit code: recovered, completed, died or timed out."""
         if self.recovery is not None and self.recovery.complete:
-            return Outcome.OK
+            return ExitCode.OK
         if self.state_after in COMPLETED_STATES:
-            return Outcome.COMPLETED_EARLY
-        return Outcome.DIED if self.state_after in DEAD_STATES else Outcome.BOUND_MISSED
+            return ExitCode.COMPLETED
+        return ExitCode.DIED if self.state_after in DEAD_STATES else ExitCode.BOUND_MISSED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,15 +123,18 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     first recovery that appears afterwards is this kill's.
     """
     deadline = clock() + timeout
-    while True:  # a kill before training steps (or mid-recovery) has no recovery to measure
+    # A kill before the trainer is stepping (or mid-recovery) has no steady-state recovery to
+    # measure: before its first save it restores from init.
+    while True:
         events, _ = read_stream(backend, name)
         before = backend.status(name)
-        if _stepping(events) or before.state in DEAD_STATES:
+        if stepping(events) or before.state in DEAD_STATES:
             break
         if clock() >= deadline:
-            raise BackendError(f"{name} has not completed a training step in {timeout:g} s; "
-                               "nothing was killed",
-                               hint=f"see elastix logs {name}, or raise --timeout")
+            raise BackendError(f"{name} is not stepping after {timeout:g} s (no step after a "
+                               "committed snapshot or checkpoint); nothing was killed",
+                               hint=f"see elastix logs {name}; does the job save? or raise "
+                                    "--timeout")
         sleep(poll)
     n_before = len(recoveries(events))
     kills = do_kill()
@@ -157,85 +158,6 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     return KillMeasurement(kills, rec, source, st.state,
                            st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
                            h0[1], h1[1], timed_out)
-
-
-def _stepping(events: list[Event]) -> bool:
-    """The trainer has completed a step since it last started, and is not mid-recovery."""
-    last_start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=-1)
-    if not any(e.name == "step" for e in events[last_start + 1:]):
-        return False
-    return all(r.complete for r in recoveries(events))
-
-
-@dataclasses.dataclass
-class SoakResult:
-    """A chaos experiment: every kill's measurement, the run's goodput, what missed a bound,
-    and why it stopped (``stopped``: "all N kills done", "completed at step S before kill K"...).
-    """
-
-    measurements: list[KillMeasurement]
-    goodput: GoodputReport
-    violations: list[str]
-    died: bool
-    stopped: str = ""
-    completed_early: bool = False
-    error: str | None = None  # a kill that could not be carried out, the workload still running
-    interrupted: bool = False  # by Ctrl-C
-    events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and not self.died and not self.completed_early \
-            and self.error is None
-
-    @property
-    def outcome(self) -> Outcome:
-        if self.died:
-            return Outcome.DIED
-        if self.violations:
-            return Outcome.BOUND_MISSED
-        if self.completed_early:
-            return Outcome.COMPLETED_EARLY
-        return Outcome.OK
-
-    def to_json(self) -> dict[str, Any]:
-        downs = [m.recovery.downtime for m in self.measurements
-                 if m.recovery and m.recovery.downtime is not None]
-        lost = [m.recovery.steps_lost for m in self.measurements
-                if m.recovery and m.recovery.steps_lost is not None]
-        return {
-            "kills": [m.to_json() for m in self.measurements],
-            "totals": {"kills": len(self.measurements), "recovered": len(downs),
-                       "downtime_seconds": sum(downs), "mean_downtime_seconds":
-                       sum(downs) / len(downs) if downs else None,
-                       "max_downtime_seconds": max(downs, default=None),
-                       "steps_lost": sum(lost), "goodput": self.goodput.goodput},
-            "goodput": self.goodput.to_json(), "violations": self.violations, "died": self.died,
-            "completed_early": self.completed_early, "stopped": self.stopped,
-            "error": self.error, "exit_code": int(self.outcome) if self.error is None else 1,
-            "ok": self.ok,
-        }
-
-
-def check_bounds(m: KillMeasurement, i: int, max_downtime: float | None,
-                 max_steps_lost: int | None) -> list[str]:
-    """Why kill ``i`` (1-based) missed a bound; empty when it did not.
-
-    A workload that completed instead of recovering missed no bound: the soak reports it as
-    having stopped early (:attr:`Outcome.COMPLETED_EARLY`).
-    """
-    r = m.recovery
-    if r is None or not r.complete:
-        if m.state_after in COMPLETED_STATES:
-            return []
-        why = "the workload died" if m.state_after in DEAD_STATES else "no recovery in time"
-        return [f"kill {i}: {why} (state {m.state_after})"]
-    out = []
-    if max_downtime is not None and r.downtime is not None and r.downtime > max_downtime:
-        out.append(f"kill {i}: downtime {r.downtime:.1f} s > {max_downtime:g} s")
-    if max_steps_lost is not None and r.steps_lost is not None and r.steps_lost > max_steps_lost:
-        out.append(f"kill {i}: {r.steps_lost} steps lost > {max_steps_lost}")
-    return out
 
 
 def _killer(backend: Backend, name: str, mode: str, rng: random.Random
@@ -269,40 +191,50 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random
 
 
 def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: str = "random",
-             seed: int | None = None, max_downtime: float | None = None,
-             max_steps_lost: int | None = None, timeout: float = 600.0, poll: float = 1.0,
+             seed: int | None = None, bounds: Bounds | None = None, poll: float = 1.0,
+             killer: Callable[[], list[KillRecord]] | None = None,
              on_kill: Callable[[int, KillMeasurement], None] | None = None,
              clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> SoakResult:
-    """Kill ``kills`` times, ``interval`` seconds apart (at least), measuring each recovery.
+             sleep: Callable[[float], None] = time.sleep) -> ChaosReport:
+    """Kill ``kills`` times, at least ``interval`` seconds from one kill to the next, measuring
+    each recovery. No kill lands before the trainer is stepping (:func:`~elastix.measure.wait.
+    stepping`): the wait for it is not counted in the interval.
 
+    ``killer`` replaces ``mode``'s choice of victims (``kill-worker --measure``'s pinned pod).
     Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
-    carried out, Ctrl-C), the result holds every measurement made, the goodput so far and why
+    carried out, Ctrl-C), the report holds every measurement made, the goodput so far and why
     it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports progress. A Ctrl-C is
-    re-raised by the caller after it has reported (``SoakResult.interrupted``).
+    re-raised by the caller after it has reported (``ChaosReport.interrupted``).
     """
     if mode not in MODES:
         raise UsageError(f"unknown chaos mode {mode!r}", hint="use random, slice or host")
     if kills < 1 or interval < 0:
         raise UsageError("--kills must be >= 1 and --interval >= 0")
-    rng = random.Random(seed)
-    kill = _killer(backend, name, mode, rng)
+    bounds = bounds or Bounds()
+    chosen = killer or _killer(backend, name, mode, random.Random(seed))
+    last_kill: list[float] = []  # the clock at the previous kill
+
+    def kill() -> list[KillRecord]:
+        last_kill[:] = [clock()]
+        return chosen()
+
     out: list[KillMeasurement] = []
-    violations: list[str] = []
+    violations: list[Violation] = []
     ended: tuple[WorkloadStatus, str] | None = None  # the workload's end: its status, when
     error: str | None = None
     interrupted = deleted = False
     i = 0
     try:
         for i in range(1, kills + 1):
-            started = clock()
+            if last_kill:  # counted from the previous kill, not from before its wait
+                sleep(max(0.0, last_kill[0] + interval - clock()))
             st = backend.status(name)
             if st.state in DEAD_STATES:
                 ended = st, f"before kill {i}"
                 break
             try:
-                m = measure_kill(backend, name, kill, timeout=timeout, poll=poll, clock=clock,
-                                 sleep=sleep)
+                m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
+                                 clock=clock, sleep=sleep)
             except ElastixError as err:  # e.g. no running worker left: did the workload end?
                 st = backend.status(name)
                 if st.state in DEAD_STATES:
@@ -311,14 +243,12 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                     error = f"kill {i} failed: {err.message}"
                 break
             out.append(m)
-            violations += check_bounds(m, i, max_downtime, max_steps_lost)
+            violations += check_bounds(m, i, bounds)
             if on_kill:
                 on_kill(i, m)
             if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
                 ended = backend.status(name), f"during kill {i}"
                 break
-            if i < kills:
-                sleep(max(0.0, interval - (clock() - started)))
     except KeyboardInterrupt:
         interrupted = True
     except NotFoundError:
@@ -327,27 +257,50 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
         deleted = True
     events = _events_or_none(backend, name)
     report = goodput(events or [], kills=[ms_of(m.kills[0].time) for m in out])
-    res = SoakResult(out, report, violations, died=deleted, error=error, interrupted=interrupted,
-                     events=events or [])
-    at = f" at step {report.last_step}" if report.last_step is not None else ""
+    res = ChaosReport(out, report, violations, died=deleted, error=error,
+                      interrupted=interrupted, events=events or [], workload=name,
+                      bounds=bounds)
+    res.stopped = _why_stopped(res, ended, i, kills, deleted, interrupted, error)
+    return res
+
+
+def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: int,
+                 kills: int, deleted: bool, interrupted: bool, error: str | None) -> str:
+    """The report's ``stopped`` line (and its completed/died flags). The step named is the
+    trainer's own record of where it ended (its ``run_end``), not the last step seen."""
+    step = trainer_step(res.events)
+    at = f" at step {step}" if step is not None else ""
     if ended is not None:
         st, when = ended
         if st.state in COMPLETED_STATES:
             res.completed_early = True
-            res.stopped = f"the workload completed{at} {when}"
-        else:
-            res.died = True
-            res.stopped = f"the workload {st.state.lower()}{at} {when}" + (
-                f": {st.message}" if st.message else "")
-    elif deleted:
-        res.stopped = f"the workload was deleted during kill {i}"
-    elif interrupted:
-        res.stopped = f"interrupted (Ctrl-C) during kill {i}{at}"
-    elif error is not None:
-        res.stopped = error
-    else:
-        res.stopped = f"all {kills} kill{'s' if kills != 1 else ''} done"
-    return res
+            return f"the workload completed{at} {when}"
+        res.died = True
+        return f"the workload {st.state.lower()}{at} {when}" + (
+            f": {st.message}" if st.message else "")
+    if deleted:
+        return f"the workload was deleted during kill {i}"
+    if interrupted:
+        return f"interrupted (Ctrl-C) during kill {i}{at}"
+    if error is not None:
+        return error
+    return f"all {kills} kill{'s' if kills != 1 else ''} done"
+
+
+def check_killable(backend: Backend, name: str) -> WorkloadStatus:
+    """The workload's status, when a kill can be made: else the code ``chaos run`` gives.
+
+    Raises:
+        ChaosFailed: the workload completed (exit 5) or failed (exit 4): nothing was killed.
+    """
+    st = backend.status(name)
+    if st.state in COMPLETED_STATES:
+        raise ChaosFailed(ExitCode.COMPLETED, f"workload {name} has completed: nothing to kill",
+                          hint=f"create it again: elastix workload create {name} --replace")
+    if st.state in DEAD_STATES:
+        raise ChaosFailed(ExitCode.DIED, f"workload {name} is {st.state}: nothing to kill",
+                          hint=f"see elastix workload status {name}")
+    return st
 
 
 def _events_or_none(backend: Backend, name: str) -> list[Event] | None:
@@ -356,15 +309,3 @@ def _events_or_none(backend: Backend, name: str) -> list[Event] | None:
         return read_stream(backend, name)[0]
     except ElastixError:
         return None
-
-
-class ChaosFailed(ElastixError):
-    """A chaos run or a measured kill that ended badly, reported after its evidence was printed.
-
-    Its exit code is the :class:`Outcome` (3, 4 or 5), so a CI job can tell a missed bound from
-    a dead workload from one that simply finished first.
-    """
-
-    def __init__(self, outcome: Outcome, message: str, hint: str | None = None) -> None:
-        super().__init__(message, hint)
-        self.exit_code = int(outcome)

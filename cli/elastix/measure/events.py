@@ -280,6 +280,12 @@ def _last_t(events: list[Event]) -> int:
     return 0
 
 
+def snake(name: str) -> str:
+    """A phase or cause as a JSON key: ``waiting for slices`` -> ``waiting_for_slices``
+    (tables print the words; JSON consumers index keys)."""
+    return name.replace(" ", "_").replace("-", "_")
+
+
 PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart")
 
 
@@ -404,7 +410,8 @@ class Recovery:
         d.update(complete=self.complete, detection_from=self.detection_from,
                  downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
-                 phases=self.phase_seconds(), not_in_log=self.not_in_log)
+                 phases={snake(k): v for k, v in self.phase_seconds().items()},
+                 not_in_log=[snake(k) for k in self.not_in_log])
         return d
 
 

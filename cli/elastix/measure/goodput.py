@@ -20,7 +20,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from elastix.measure.events import Event, Recovery, assign_kills, recoveries, time_goes_back
+from elastix.measure.events import (
+    Event,
+    Recovery,
+    assign_kills,
+    recoveries,
+    snake,
+    time_goes_back,
+)
 
 # Highest priority first.
 CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "recompile", "restart",
@@ -84,7 +91,8 @@ class GoodputReport:
         return {
             "start": fmt_ms(self.start), "end": fmt_ms(self.end),
             "wall_seconds": self.wall_seconds, "productive_seconds": self.productive_seconds,
-            "goodput": self.goodput, "badput_seconds": self.badput,
+            "goodput": self.goodput,
+            "badput_seconds": {snake(c): v for c, v in self.badput.items()},
             "last_step": self.last_step, "steps_redone": self.steps_redone,
             "recoveries": [r.to_json() for r in self.recoveries],
             "problem": self.problem,

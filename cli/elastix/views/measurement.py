@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastix.measure.chaos import KillMeasurement, SoakResult
+from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import Recovery, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
+from elastix.measure.report import ChaosReport
 
 
 def _s(x: float | None) -> str:
@@ -78,7 +79,7 @@ def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> Non
     console.print(t)
 
 
-def print_soak(console: Any, res: SoakResult) -> None:
+def print_soak(console: Any, res: ChaosReport) -> None:
     from rich.table import Table
 
     t = Table(title="chaos run", title_justify="left")
@@ -101,8 +102,13 @@ def print_soak(console: Any, res: SoakResult) -> None:
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
                   f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
+    print_verdict(console, res)
+
+
+def print_verdict(console: Any, res: ChaosReport) -> None:
+    """The missed bounds and why the run stopped, under either table."""
     for v in res.violations:
-        console.print(f"[red]bound missed:[/] {v}")
+        console.print(f"[red]bound missed:[/] {v.text()}")
     if res.stopped:
         console.print(f"stopped: {res.stopped}", markup=False)
 

@@ -61,6 +61,7 @@ from elastix.workload import labels
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
+SMOKE_STEPS = 300  # `workload create --smoke`: 30 s of steps at 0.1 s, more under load
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 
 
@@ -264,6 +265,11 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ delete
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
+        d = self._dir(name, must_exist=False)
+        if not (d / "plan.json").exists() and delete_data and data_dir(d).is_dir():
+            # deleted before, its data kept: what --delete-data then said it would remove
+            shutil.rmtree(data_dir(d), ignore_errors=True)
+            return f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
         d = self._dir(name)
         try:
             plan, st = self._raw(d)
@@ -351,14 +357,19 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ policy
     @classmethod
-    def defaults(cls) -> dict[str, Any]:
+    def defaults(cls, smoke: bool = False) -> dict[str, Any]:
         """The local job: the tiny trainer, checkpointing into the workload's kept data directory
         (it survives ``create --replace`` and ``delete``), slow enough per step to watch a
         recovery. The image is only a label here: the local
-        backend runs the command, not the image."""
+        backend runs the command, not the image.
+
+        ``smoke``: the same job, :data:`SMOKE_STEPS` steps long: long enough that a kill after
+        it is stepping and its recovery finish well before the end on a loaded 2-core machine,
+        short enough that a forgotten one ends by itself within minutes."""
+        steps = SMOKE_STEPS if smoke else 3000
         return {
             "docker_image": "elastix-trainer:local",
-            "command": ("elastix-train --preset tiny --steps 3000 --step-delay 0.1 "
+            "command": (f"elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
                         "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" "
                         "--checkpoint-period 20 --snapshot-period 5"),
         }

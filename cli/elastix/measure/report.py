@@ -1,0 +1,178 @@
+"""The one report of a chaos experiment: ``chaos run`` and ``chaos kill-worker --measure`` alike.
+
+Both commands drive :func:`elastix.measure.chaos.run_soak` (a measured kill is a soak of one
+kill) and print this report: the same JSON schema (snake_case keys, ``ok``, violations as
+``{kill, bound, limit, value}``), the same bounds and the same exit code. The JUnit and Markdown
+renderings (:mod:`elastix.views.report`) read only :meth:`ChaosReport.to_json`, so a CI job sees
+the numbers the JSON has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from elastix.errors import ExitCode, OutcomeError
+from elastix.measure.events import Event
+from elastix.measure.goodput import GoodputReport
+
+if TYPE_CHECKING:
+    from elastix.measure.chaos import KillMeasurement
+
+DEAD_STATES = ("Failed", "Completed", "Succeeded")
+COMPLETED_STATES = ("Completed", "Succeeded")
+SCHEMA_VERSION = 1  # bumped when a key changes meaning or goes away
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """What every recovery must meet; None: not bounded."""
+
+    max_downtime: float | None = None  # seconds, kill to the first step after it
+    max_steps_lost: int | None = None
+    timeout: float = 600.0  # seconds to wait for a recovery: beyond it, it missed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_downtime_seconds": self.max_downtime, "max_steps_lost": self.max_steps_lost,
+                "timeout_seconds": self.timeout}
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One missed bound: kill ``kill`` (1-based) had ``value`` where ``bound`` allows ``limit``.
+
+    ``bound`` is ``max_downtime`` (seconds), ``max_steps_lost`` (steps) or ``recovery`` (no
+    recovery within ``limit`` seconds, the ``--timeout``; ``value`` is then None).
+    """
+
+    kill: int
+    bound: str
+    limit: float | int
+    value: float | int | None
+    state: str | None = None  # recovery: the workload's state when it was given up
+
+    def text(self) -> str:
+        if self.bound == "max_downtime":
+            return f"kill {self.kill}: downtime {self.value:.3f} s > {self.limit:g} s"
+        if self.bound == "max_steps_lost":
+            return f"kill {self.kill}: {self.value} steps lost > {self.limit}"
+        why = ("the workload died" if self.state in DEAD_STATES
+               else f"no recovery within {self.limit:g} s")
+        return f"kill {self.kill}: {why} (state {self.state})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kill": self.kill, "bound": self.bound, "limit": self.limit, "value": self.value}
+
+
+def check_bounds(m: KillMeasurement, i: int, bounds: Bounds) -> list[Violation]:
+    """The bounds kill ``i`` (1-based) missed; empty when it met them all.
+
+    A workload that completed instead of recovering missed no bound: the report says it
+    stopped early (:attr:`ExitCode.COMPLETED`).
+    """
+    r = m.recovery
+    if r is None or not r.complete:
+        if m.state_after in COMPLETED_STATES:
+            return []
+        return [Violation(i, "recovery", bounds.timeout, None, m.state_after)]
+    out = []
+    if bounds.max_downtime is not None and r.downtime is not None \
+            and r.downtime > bounds.max_downtime:
+        out.append(Violation(i, "max_downtime", bounds.max_downtime, r.downtime))
+    if bounds.max_steps_lost is not None and r.steps_lost is not None \
+            and r.steps_lost > bounds.max_steps_lost:
+        out.append(Violation(i, "max_steps_lost", bounds.max_steps_lost, r.steps_lost))
+    return out
+
+
+@dataclasses.dataclass
+class ChaosReport:
+    """A chaos experiment: every kill's measurement, the run's goodput, what missed a bound,
+    and why it stopped (``stopped``: "all N kills done", "completed at step S before kill K"...).
+    """
+
+    measurements: list[KillMeasurement]
+    goodput: GoodputReport
+    violations: list[Violation]
+    died: bool
+    stopped: str = ""
+    completed_early: bool = False
+    error: str | None = None  # a kill that could not be carried out, the workload still running
+    interrupted: bool = False  # by Ctrl-C
+    events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
+    workload: str = ""
+    bounds: Bounds = dataclasses.field(default_factory=Bounds)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.died and not self.completed_early \
+            and self.error is None
+
+    @property
+    def outcome(self) -> ExitCode:
+        """The exit code. When several apply: died, then a missed bound, then completed."""
+        if self.died:
+            return ExitCode.DIED
+        if self.violations:
+            return ExitCode.BOUND_MISSED
+        if self.completed_early:
+            return ExitCode.COMPLETED
+        return ExitCode.OK
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitCode.ERROR) if self.error is not None else int(self.outcome)
+
+    def kill_violations(self, i: int) -> list[Violation]:
+        return [v for v in self.violations if v.kill == i]
+
+    def to_json(self) -> dict[str, Any]:
+        downs = [m.recovery.downtime for m in self.measurements
+                 if m.recovery and m.recovery.downtime is not None]
+        lost = [m.recovery.steps_lost for m in self.measurements
+                if m.recovery and m.recovery.steps_lost is not None]
+        kills = []
+        for i, m in enumerate(self.measurements, 1):
+            d = {"index": i, **m.to_json()}
+            d["ok"] = not self.kill_violations(i) and m.recovery is not None \
+                and m.recovery.complete
+            kills.append(d)
+        return {
+            "schema_version": SCHEMA_VERSION, "workload": self.workload,
+            "ok": self.ok, "exit_code": self.exit_code,
+            "bounds": self.bounds.to_json(),
+            "violations": [v.to_json() for v in self.violations],
+            "kills": kills,
+            "totals": {"kills": len(self.measurements), "recovered": len(downs),
+                       "downtime_seconds": sum(downs), "mean_downtime_seconds":
+                       sum(downs) / len(downs) if downs else None,
+                       "max_downtime_seconds": max(downs, default=None),
+                       "steps_lost": sum(lost), "goodput": self.goodput.goodput},
+            "goodput": self.goodput.to_json(), "died": self.died,
+            "completed_early": self.completed_early, "stopped": self.stopped,
+            "error": self.error, "interrupted": self.interrupted,
+        }
+
+
+class ChaosFailed(OutcomeError):
+    """A chaos run or a measured kill that ended badly, reported after its evidence was printed.
+
+    Its exit code is the report's outcome (3, 4 or 5), so a CI job can tell a missed bound from
+    a dead workload from one that simply finished first.
+    """
+
+    def __init__(self, outcome: ExitCode, message: str, hint: str | None = None) -> None:
+        super().__init__(outcome, message, hint)
+
+
+def trainer_step(events: list[Event]) -> int | None:
+    """The step the trainer itself says it ended at (its last ``run_end``), else its last step.
+
+    A recovery can roll steps back (work done after a loss is not kept), so the last ``step``
+    event may be later than where the run really stands: its own record wins.
+    """
+    last_start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=-1)
+    for e in reversed(events[last_start + 1:]):
+        if e.name == "run_end" and e.data.get("step") is not None:
+            return e.data["step"]
+    return next((e.data["step"] for e in reversed(events) if e.name == "step"), None)

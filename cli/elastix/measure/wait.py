@@ -1,0 +1,107 @@
+"""``elastix workload wait``: poll a workload until a condition holds, on any backend.
+
+Only the backend interface is used (``status``, and the trainer's events or the head's log
+through :func:`elastix.measure.chaos.read_stream`'s sources), so the local and the GKE backend
+wait alike. Like ``kubectl wait``: the condition met is exit 0, the timeout a distinct code
+(:attr:`ExitCode.TIMED_OUT`); unlike it, a workload that can no longer meet the condition (it
+failed, or completed while ``running`` was awaited) ends the wait at once with its own code,
+so a CI job does not sit out the timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from elastix.backends.base import Backend, LogOptions, WorkloadStatus
+from elastix.errors import ExitCode, NotFoundError, OutcomeError
+from elastix.measure.events import Event, events_from_log, events_from_records, recoveries
+
+CONDITIONS = ("running", "stepping", "completed", "deleted")
+_COMPLETED = ("Completed", "Succeeded")
+# A save whose state a kill made now restores from: not from init.
+_SAVED = ("snapshot_taken", "checkpoint_committed")
+
+
+def stepping(events: list[Event]) -> bool:
+    """The trainer is in steady state: it completed a step after its first committed snapshot
+    or checkpoint of this run, and is not mid-recovery.
+
+    A kill from then on restores from that save, never from init (a kill right after the first
+    step, as the first snapshot was copied, once restored from init and lost every step). A
+    start-up ``restore`` of a saved step counts as a save: it is on storage. A stream without
+    a ``run_start`` is another trainer's log (MaxText): it says nothing of its saves, so a step
+    after the start is all that can be known.
+    """
+    starts = [i for i, e in enumerate(events) if e.name == "run_start"]
+    run = events[starts[-1] + 1:] if starts else events
+    if starts:
+        saved = next((i for i, e in enumerate(run) if e.name in _SAVED or (
+            e.name == "restore" and (e.data.get("step") or 0) > 0)), None)
+        if saved is None:
+            return False
+        run = run[saved + 1:]
+    if not any(e.name == "step" for e in run):
+        return False
+    return all(r.complete for r in recoveries(events))
+
+
+def read_events(backend: Backend, name: str) -> list[Event]:
+    """The workload's normalised events: the trainer's file when reachable, else the head's log."""
+    recs = backend.read_events(name)
+    if recs is not None:
+        return events_from_records(recs)
+    lines = [e.text for e in backend.logs(name, LogOptions(follow=False, timestamps=True))
+             if not e.notice]
+    return events_from_log(lines)
+
+
+def _met(cond: str, backend: Backend, name: str, st: WorkloadStatus) -> bool:
+    """Whether ``cond`` holds now; raises when it never can any more."""
+    if st.state == "Failed":
+        raise OutcomeError(ExitCode.DIED, f"workload {name} failed while waiting for it to be "
+                           f"{cond}" + (f": {st.message}" if st.message else ""),
+                           hint=f"see elastix logs {name} and elastix workload status {name}")
+    if cond == "completed":
+        return st.state in _COMPLETED
+    if st.state in _COMPLETED:
+        raise OutcomeError(ExitCode.COMPLETED, f"workload {name} completed before it was {cond}",
+                           hint="give the job more steps (or wait --for completed)")
+    if cond == "running":
+        return st.state == "Running"
+    return stepping(read_events(backend, name))
+
+
+def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: float = 1.0,
+             clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> WorkloadStatus | None:
+    """Wait until workload ``name`` is ``cond`` (one of :data:`CONDITIONS`).
+
+    Returns the status that met it (None for ``deleted``).
+
+    Raises:
+        NotFoundError: the workload does not exist (when not waiting for ``deleted``).
+        OutcomeError: exit 4 it failed or was deleted, 5 it completed before ``running`` or
+            ``stepping``, 6 ``timeout`` seconds passed first.
+    """
+    deadline = clock() + timeout
+    seen = False
+    while True:
+        try:
+            st = backend.status(name)
+        except NotFoundError:
+            if cond == "deleted":
+                return None
+            if not seen:
+                raise
+            raise OutcomeError(ExitCode.DIED, f"workload {name} was deleted while waiting for "
+                               f"it to be {cond}") from None
+        seen = True
+        if cond != "deleted" and _met(cond, backend, name, st):
+            return st
+        if clock() >= deadline:
+            why = f"; {st.reasons[0]}" if st.reasons else ""
+            raise OutcomeError(ExitCode.TIMED_OUT, f"timed out after {timeout:g} s waiting for "
+                               f"workload {name} to be {cond} (it is {st.state}{why})",
+                               hint=f"see elastix workload status {name}, or raise --timeout")
+        sleep(poll)

@@ -1,0 +1,166 @@
+"""A chaos report for CI: JUnit XML (``--junit``) and Markdown (``--summary``).
+
+JUnit: one ``testsuite`` of one ``testcase`` per kill (a ``failure`` per missed bound, the
+recovery's phase table in ``system-out``); a kill the run never got to (the workload completed
+or died first) is a ``skipped`` or ``error`` testcase, so the count of testcases is always the
+count of kills asked for. The numbers are ``property`` elements of the suite (``kill.N.KEY``):
+the schema CI tools read has no properties inside a testcase. That schema is Jenkins'
+``junit-10.xsd`` (jenkinsci/xunit-plugin,
+``src/main/resources/org/jenkinsci/plugins/xunit/types/model/xsd/junit-10.xsd`` @ 0c37522),
+vendored in ``tests/fixtures/junit/`` and validated against in the tests.
+
+Markdown: a heading with the verdict, the kills' table and the missed bounds, for
+``$GITHUB_STEP_SUMMARY`` (or any CI page that renders Markdown).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from elastix.errors import BackendError, UsageError
+from elastix.measure.report import ChaosReport
+from elastix.views.measurement import recovery_rows
+
+_PHASES = ("detection", "cleanup", "waiting_for_slices", "restore", "first_step")
+
+
+def check_report_path(path: str, flag: str) -> None:
+    """Refuse, before anything is killed, a report path that cannot be written (exit 2)."""
+    p = Path(path)
+    if not path or p.is_dir():
+        raise UsageError(f"{flag} {path!r} is a directory, not a file",
+                         hint=f"e.g. {flag} chaos.xml")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path!r}: folder {str(parent)!r} does not exist",
+                         hint="create it first, or write the file elsewhere")
+
+
+def write_report(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise BackendError(f"cannot write {path!r}: {e.strerror or e}",
+                           hint="the measurement above was printed; check the path") from None
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _kill_props(i: int, k: dict[str, Any]) -> list[tuple[str, Any]]:
+    r = k.get("recovery") or {}
+    phases = r.get("phases") or {}
+    out = [(f"kill.{i}.pod", ", ".join(x["pod"] for x in k["kills"])),
+           (f"kill.{i}.time", k["kills"][0]["time"]),
+           (f"kill.{i}.downtime_seconds", r.get("downtime_seconds")),
+           (f"kill.{i}.steps_lost", r.get("steps_lost")),
+           (f"kill.{i}.restored_step", r.get("restored_step")),
+           (f"kill.{i}.restore_source", r.get("restore_source")),
+           (f"kill.{i}.in_process", k["in_process"])]
+    out += [(f"kill.{i}.{p}_seconds", phases.get(p)) for p in _PHASES]
+    return out
+
+
+def junit_xml(res: ChaosReport, planned: int) -> str:
+    """The report as a JUnit XML document (``planned``: the kills asked for)."""
+    d = res.to_json()
+    name = d["workload"]
+    suite = ET.Element("testsuite", name=f"elastix chaos {name}",
+                       timestamp=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+                       hostname=socket.gethostname())
+    props = ET.SubElement(suite, "properties")
+    b = d["bounds"]
+    pairs: list[tuple[str, Any]] = [
+        ("workload", name), ("exit_code", d["exit_code"]), ("ok", d["ok"]),
+        ("stopped", d["stopped"]), ("goodput", d["totals"]["goodput"]),
+        ("max_downtime_seconds", b["max_downtime_seconds"]),
+        ("max_steps_lost", b["max_steps_lost"]), ("timeout_seconds", b["timeout_seconds"])]
+    for k in d["kills"]:
+        pairs += _kill_props(k["index"], k)
+    for key, value in pairs:
+        ET.SubElement(props, "property", name=key, value=_fmt(value))
+    failures = errors = skipped = 0
+    total = 0.0
+    for m, k in zip(res.measurements, d["kills"], strict=True):
+        i = k["index"]
+        r = k.get("recovery") or {}
+        secs = r.get("downtime_seconds") or 0.0
+        total += secs
+        case = ET.SubElement(suite, "testcase", name=f"kill {i}: {k['kills'][0]['pod']}",
+                             classname=f"elastix.chaos.{name}", time=f"{secs:.3f}")
+        for v in res.kill_violations(i):
+            failures += 1
+            f = ET.SubElement(case, "failure", type=v.bound, message=v.text())
+            f.text = f"bound {v.bound}: limit {_fmt(v.limit)}, value {_fmt(v.value)}"
+        out = ET.SubElement(case, "system-out")
+        out.text = "\n".join(f"{what:<24} {val}" for what, val in recovery_rows(m)) + "\n"
+    for i in range(len(res.measurements) + 1, max(planned, len(res.measurements)) + 1):
+        case = ET.SubElement(suite, "testcase", name=f"kill {i}",
+                             classname=f"elastix.chaos.{name}", time="0")
+        if res.completed_early:
+            skipped += 1
+            ET.SubElement(case, "skipped", message=f"not made: {d['stopped']}")
+        else:
+            errors += 1
+            e = ET.SubElement(case, "error", type="not_made", message=f"not made: {d['stopped']}")
+            e.text = d["error"] or d["stopped"]
+    sysout = ET.SubElement(suite, "system-out")
+    sysout.text = f"stopped: {d['stopped']}\nexit code: {d['exit_code']}\n"
+    tests = len(suite.findall("testcase"))
+    suite.set("tests", str(tests))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
+    suite.set("time", f"{total:.3f}")
+    root = ET.Element("testsuites", name="elastix chaos", tests=str(tests),
+                      failures=str(failures), errors=str(errors), time=f"{total:.3f}")
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
+        + "\n"
+
+
+def _cell(v: Any, unit: str = " s") -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}{unit}" if isinstance(v, float) else str(v)
+
+
+def summary_markdown(res: ChaosReport, planned: int) -> str:
+    """The report as Markdown: verdict, kills table, missed bounds, why it stopped."""
+    d = res.to_json()
+    verdict = "passed" if d["ok"] else f"failed (exit {d['exit_code']})"
+    b = d["bounds"]
+    bounds = ", ".join(x for x in (
+        f"max downtime {b['max_downtime_seconds']:g} s" if b["max_downtime_seconds"] is not None
+        else "", f"max steps lost {b['max_steps_lost']}" if b["max_steps_lost"] is not None
+        else "", f"recovery timeout {b['timeout_seconds']:g} s") if x)
+    lines = [f"### elastix chaos `{d['workload']}`: {verdict}", "",
+             f"{len(d['kills'])} of {planned} kill{'s' if planned != 1 else ''} made; "
+             f"bounds: {bounds}; goodput {_cell(d['totals']['goodput'], '')}", "",
+             "| kill | pod | detection | cleanup | waiting for slices | restore | first step "
+             "| downtime | steps lost | restored from | result |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for k in d["kills"]:
+        r = k.get("recovery") or {}
+        ph = r.get("phases") or {}
+        src = (f"step {r['restored_step']} ({r['restore_source']})"
+               if r.get("restored_step") is not None else "-")
+        lines.append("| " + " | ".join([
+            str(k["index"]), ", ".join(f"`{x['pod']}`" for x in k["kills"]),
+            *(_cell(ph.get(p)) for p in _PHASES), _cell(r.get("downtime_seconds")),
+            _cell(r.get("steps_lost")), src, "ok" if k["ok"] else "**missed**"]) + " |")
+    lines.append("")
+    for v in res.violations:
+        lines.append(f"- bound missed: {v.text()}")
+    lines += [f"- stopped: {d['stopped']}", ""]
+    return "\n".join(lines)

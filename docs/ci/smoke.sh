@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# elastix chaos smoke test for any CI: create a workload, wait until it trains, kill a worker,
+# measure the recovery against bounds, keep the evidence, clean up.
+#
+#   bash docs/ci/smoke.sh all        # every step below, cleanup even on failure
+#   bash docs/ci/smoke.sh create|wait|chaos|collect|cleanup   # one step (CI systems with steps)
+#
+# Settings (environment, all optional):
+#   ELASTIX         the elastix command                       [elastix]
+#   ELASTIX_TARGET  target flags for every command, e.g. "--backend gke --cluster C --project P
+#                   --location L"                             [--backend local]
+#   WORKLOAD        workload name (a DNS label)               [elastix-smoke]
+#   CREATE_ARGS     workload create flags                     [the local smoke job: 2 slices]
+#   KILLS           kills                                     [1]
+#   INTERVAL        time from one kill to the next            [60s]
+#   MAX_DOWNTIME    bound per recovery, kill to next step     [2m]
+#   MAX_STEPS_LOST  bound per recovery                        [10]
+#   TIMEOUT         give up on one recovery after             [5m]
+#   WAIT_TIMEOUT    give up waiting for training after        [10m]
+#   OUT             folder for the evidence                   [elastix-smoke]
+# Evidence in $OUT: chaos.json (the report), junit.xml, summary.md (also appended to
+# $GITHUB_STEP_SUMMARY when set), goodput.png, head.log, status.json.
+# Exit codes are elastix's (README.md, "Exit codes"): 0 every bound met, 3 a bound missed,
+# 4 the workload died, 5 it completed before the last kill, 6 it never trained in time.
+set -euo pipefail
+
+elastix=${ELASTIX:-elastix}
+workload=${WORKLOAD:-elastix-smoke}
+out=${OUT:-elastix-smoke}
+# Flags as a shell would split them, quotes kept (a --command "..." is one flag value): they
+# come from the CI's own configuration, not from the change under test.
+eval "target=(${ELASTIX_TARGET:---backend local})"
+eval "create=(${CREATE_ARGS:---tpu-type v5litepod-8 --num-slices 2 --elastic-slices 2 \
+  --max-slice-restarts 5 --smoke})"
+
+output() {  # a step output for GitHub Actions; nothing elsewhere
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then echo "$1=$2" >> "$GITHUB_OUTPUT"; fi
+}
+
+step_create() {
+  mkdir -p "$out"
+  "$elastix" workload create "$workload" "${create[@]}" "${target[@]}" --replace
+  output workload "$workload"
+}
+
+step_wait() {
+  # stepping: a step after the first committed snapshot or checkpoint, so the kill below
+  # measures a steady-state recovery (never a restore from init)
+  "$elastix" workload wait "$workload" --for stepping --timeout "${WAIT_TIMEOUT:-10m}" \
+    "${target[@]}"
+}
+
+step_chaos() {
+  mkdir -p "$out"
+  rm -f "$out/summary.md"  # --summary appends
+  local rc=0
+  "$elastix" chaos run "$workload" --kills "${KILLS:-1}" --interval "${INTERVAL:-60s}" \
+    --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
+    --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \
+    --plot "$out/goodput.png" "${target[@]}" > "$out/chaos.json" || rc=$?
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/summary.md" ]; then
+    cat "$out/summary.md" >> "$GITHUB_STEP_SUMMARY"
+  fi
+  output exit_code "$rc"
+  return "$rc"
+}
+
+step_collect() {  # best effort: the evidence of a failed run matters most
+  mkdir -p "$out"
+  "$elastix" logs "$workload" "${target[@]}" > "$out/head.log" 2>&1 || true
+  "$elastix" workload status "$workload" -o json "${target[@]}" > "$out/status.json" 2>&1 || true
+}
+
+step_cleanup() {
+  "$elastix" workload delete "$workload" --wait --ignore-not-found --delete-data "${target[@]}"
+}
+
+case "${1:-all}" in
+  create) step_create ;;
+  wait) step_wait ;;
+  chaos) step_chaos ;;
+  collect) step_collect ;;
+  cleanup) step_cleanup ;;
+  all)
+    trap 'step_collect; step_cleanup || true' EXIT
+    step_create
+    step_wait
+    step_chaos
+    ;;
+  *) echo "usage: $0 [all|create|wait|chaos|collect|cleanup]" >&2; exit 2 ;;
+esac

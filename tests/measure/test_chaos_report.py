@@ -1,0 +1,167 @@
+"""The one chaos report: its JSON, its JUnit (valid against the vendored JUnit XSD), its Markdown,
+the stepping condition that gates every kill, and the step a stopped run names."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from elastix.backends.base import KillRecord
+from elastix.errors import ExitCode
+from elastix.measure.chaos import KillMeasurement
+from elastix.measure.events import Event, Recovery, events_from_records
+from elastix.measure.goodput import goodput
+from elastix.measure.report import Bounds, ChaosReport, Violation, check_bounds, trainer_step
+from elastix.measure.wait import stepping
+from elastix.views.report import junit_xml, summary_markdown
+
+XSD = Path(__file__).resolve().parents[1] / "fixtures" / "junit" / "junit-10.xsd"
+T0 = 1_764_000_000_000  # ms
+
+
+def validate_junit(text: str) -> etree._Element:
+    """Parse ``text`` and validate it against Jenkins' junit-10.xsd; the root on success."""
+    schema = etree.XMLSchema(etree.parse(str(XSD)))
+    doc = etree.fromstring(text.encode())
+    schema.assertValid(doc)
+    return doc
+
+
+def _kill(i: int, downtime_ms: int = 1181, lost: int = 2) -> KillMeasurement:
+    t = T0 + i * 60_000
+    rec = Recovery(i, "in-process", kill=t, start=t + 41, cleanup_done=t + 42,
+                   slices_ready=t + 1064, restored=t + 1072, first_step_at=t + downtime_ms,
+                   last_step=100 * i + lost, restored_step=100 * i, restore_source="snapshot",
+                   restore_bytes=1234, restore_seconds=0.003, first_step=100 * i + 1,
+                   first_step_seconds=0.1, pid_before=7, pid_after=7)
+    when = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc)
+    return KillMeasurement([KillRecord("demo", f"demo-worker-0-{i}", 0, 0, "localhost", when,
+                                       pid=40 + i)], rec, "events", "Running", 0, 0, 7, 7, False)
+
+
+def _report(measurements, bounds: Bounds, **kw) -> ChaosReport:
+    violations = [v for i, m in enumerate(measurements, 1) for v in check_bounds(m, i, bounds)]
+    return ChaosReport(measurements, goodput([]), violations, False, workload="demo",
+                       bounds=bounds, **kw)
+
+
+def test_a_missed_bound_is_structured_in_json_junit_and_markdown():
+    res = _report([_kill(1), _kill(2, downtime_ms=300, lost=0)],
+                  Bounds(max_downtime=0.5, max_steps_lost=1, timeout=60), stopped="all 2 kills done")
+    d = json.loads(json.dumps(res.to_json()))
+    assert d["ok"] is False and d["exit_code"] == ExitCode.BOUND_MISSED == 3
+    assert d["violations"] == [
+        {"kill": 1, "bound": "max_downtime", "limit": 0.5, "value": 1.181},
+        {"kill": 1, "bound": "max_steps_lost", "limit": 1, "value": 2}]
+    assert d["bounds"] == {"max_downtime_seconds": 0.5, "max_steps_lost": 1,
+                           "timeout_seconds": 60}
+    assert [k["ok"] for k in d["kills"]] == [False, True]
+    assert list(d["kills"][0]["recovery"]["phases"]) == [
+        "detection", "cleanup", "waiting_for_slices", "restore", "first_step"]
+    assert all(" " not in key for key in d["goodput"]["badput_seconds"])
+
+    doc = validate_junit(junit_xml(res, planned=2))
+    (suite,) = doc.findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "2", "0")
+    first, second = suite.findall("testcase")
+    assert [f.get("type") for f in first.findall("failure")] == ["max_downtime",
+                                                                 "max_steps_lost"]
+    assert first.find("failure").get("message") == "kill 1: downtime 1.181 s > 0.5 s"
+    assert second.findall("failure") == [] and second.get("time") == "0.300"
+    assert "waiting for slices" in first.findtext("system-out")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["kill.1.downtime_seconds"] == "1.181" and props["kill.2.steps_lost"] == "0"
+    assert props["kill.1.waiting_for_slices_seconds"] == "1.022" and props["exit_code"] == "3"
+
+    md = summary_markdown(res, planned=2)
+    assert md.startswith("### elastix chaos `demo`: failed (exit 3)")
+    assert "- bound missed: kill 1: 2 steps lost > 1" in md
+    assert "| 2 | `demo-worker-0-2` | 0.041 s |" in md and "**missed**" in md
+
+
+def test_a_passing_run_has_no_failure_and_exit_0():
+    res = _report([_kill(1, downtime_ms=300, lost=0)], Bounds(max_downtime=3.0),
+                  stopped="all 1 kill done")
+    assert res.ok and res.to_json()["exit_code"] == 0
+    suite = validate_junit(junit_xml(res, planned=1)).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+    assert summary_markdown(res, 1).startswith("### elastix chaos `demo`: passed")
+
+
+def test_kills_never_made_are_testcases_too():
+    """Completed first: the kills not made are skipped; a kill that failed is an error."""
+    early = _report([_kill(1)], Bounds(), completed_early=True,
+                    stopped="the workload completed at step 300 before kill 2")
+    assert early.outcome is ExitCode.COMPLETED
+    suite = validate_junit(junit_xml(early, planned=3)).find("testsuite")
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("errors")) == ("3", "2", "0")
+    assert suite.findall("testcase")[2].find("skipped").get("message").endswith("before kill 2")
+    failed = _report([], Bounds(), error="kill 1 failed: no running worker",
+                     stopped="kill 1 failed: no running worker")
+    suite = validate_junit(junit_xml(failed, planned=1)).find("testsuite")
+    assert suite.get("errors") == "1" and failed.to_json()["exit_code"] == 1
+
+
+def test_no_recovery_within_the_timeout_is_a_violation():
+    m = _kill(1)
+    m.recovery.first_step_at = None
+    (v,) = check_bounds(m, 1, Bounds(timeout=90))
+    assert v == Violation(1, "recovery", 90, None, "Running")
+    assert v.to_json() == {"kill": 1, "bound": "recovery", "limit": 90, "value": None}
+    assert v.text() == "kill 1: no recovery within 90 s (state Running)"
+
+
+def _stream(*names: str) -> list[Event]:
+    """Events named ``names`` (``step`` numbered in order), one second apart."""
+    recs, step = [], 0
+    for i, name in enumerate(names):
+        ts = dt.datetime.fromtimestamp(T0 / 1000 + i, dt.timezone.utc)
+        rec = {"event": name, "ts": ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "pid": 1}
+        if name == "step":
+            step += 1
+            rec.update(step=step, seconds=0.1)
+        elif name in ("snapshot_taken", "checkpoint_committed", "restore"):
+            rec.update(step=step if name != "restore" else 20, source="checkpoint")
+        elif name == "run_end":
+            rec.update(step=2, status="failed", reason="x")
+        recs.append(rec)
+    return events_from_records(recs)
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (("run_start", "step", "step"), False),  # stepping, but nothing saved: a kill restores init
+    (("run_start", "step", "snapshot_taken"), False),  # saved, no step after it yet
+    (("run_start", "step", "snapshot_taken", "step"), True),
+    (("run_start", "step", "checkpoint_committed", "step"), True),
+    (("run_start", "step", "snapshot_taken", "step", "run_start", "step"), False),  # restarted
+    (("run_start", "restore", "step"), True),  # resumed from a committed checkpoint
+    (("step", "step"), True),  # another trainer's log (no run_start): a step is all it says
+    (("run_start", "step", "snapshot_taken", "step", "elastic_detected"), False),  # recovering
+])
+def test_stepping_means_a_step_after_the_first_committed_save(names, expected):
+    assert stepping(_stream(*names)) is expected
+
+
+def test_the_step_a_stopped_run_names_is_the_trainers_own():
+    """Steps done after a loss are not kept: run_end's step, not the last step event, counts."""
+    events = _stream("run_start", "step", "step", "step", "step", "run_end")
+    assert events[-1].data["step"] == 2 and trainer_step(events) == 2
+    assert trainer_step(_stream("run_start", "step", "step")) == 2
+    assert trainer_step([]) is None
+
+
+def test_a_stopped_run_reports_the_step_of_run_end():
+    """`chaos run` said "failed at step 31" where the trainer's run_end said 24."""
+    from elastix.backends.base import WorkloadStatus
+    from elastix.measure.chaos import _why_stopped
+
+    events = _stream("run_start", "step", "step", "step", "step", "run_end")
+    res = ChaosReport([], goodput(events), [], False, events=events, workload="demo")
+    st = WorkloadStatus("demo", "local", "local", "Failed", None, 2)
+    assert _why_stopped(res, (st, "during kill 1"), 1, 3, False, False, None) == \
+        "the workload failed at step 2 during kill 1"
+    assert res.died and res.outcome is ExitCode.DIED
