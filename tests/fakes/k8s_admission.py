@@ -23,8 +23,9 @@ Where this fake and a real server can differ (also in docs/gke.md):
 - the mutating webhook's defaults are applied to a copy for validation and not stored;
 - only the metadata, the JobSet rules and a few pod/Job name rules are checked: the rest of a
   Pod's or Job's validation is not (containers, resources, volumes...);
-- volumeClaimPolicies and the rules behind feature gates that are off by default are not
-  checked (see ``not_enforced`` in the rules file);
+- a volume claim template is not compared with an existing PVC of its name, and the rules
+  behind feature gates that are off by default are not checked (``not_enforced`` in the rules
+  file);
 - the fake's JobSet controller does not re-validate the Jobs and Pods it makes: the webhook's
   name rules keep those valid, as they do for the real controller;
 - messages follow the sources' wording, causes in the order the sources check them; a map's keys

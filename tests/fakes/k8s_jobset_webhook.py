@@ -53,8 +53,9 @@ def _internal(rule: str, msg: str) -> Cause:
 
 
 def crd_rules(js: dict, old: dict | None) -> list[Cause]:
-    """The CRD's CEL rules (jobset_types.go L120; L130, L138, L145, L150, L193, L346), which the
-    API server evaluates before any webhook: rules crd-startup-depends-on, crd-immutable."""
+    """The CRD's CEL rules (jobset_types.go L120; L572; L130, L138, L145, L150, L193, L346),
+    which the API server evaluates before any webhook: rules crd-startup-depends-on,
+    crd-volume-claim-namespace, crd-immutable."""
     spec = js.get("spec") or {}
     out = []
     rjobs = spec.get("replicatedJobs") or []
@@ -62,6 +63,12 @@ def crd_rules(js: dict, old: dict | None) -> list[Cause]:
             "dependsOn" in rj for rj in rjobs):
         out.append(Cause("crd-startup-depends-on", "invalid", "spec",
                          "StartupPolicy and DependsOn APIs are mutually exclusive", "object"))
+    for i, policy in enumerate(spec.get("volumeClaimPolicies") or []):  # jobset_types.go L572
+        if any(((t.get("metadata") or {}).get("namespace") or "")
+               for t in policy.get("templates") or []):
+            out.append(Cause("crd-volume-claim-namespace", "invalid",
+                             f"spec.volumeClaimPolicies[{i}]",
+                             "namespace cannot be set for VolumeClaimPolicies templates", "object"))
     if old is not None:
         ospec = old.get("spec") or {}
         for f in ("network", "successPolicy", "failurePolicy", "startupPolicy",
@@ -112,6 +119,55 @@ def validate_create(js: dict) -> list[Cause]:
         out += _failure_policy(fp, rjobs, seen)
     if spec.get("coordinator") is not None:  # L292-296
         out += _coordinator(js)
+    if spec.get("volumeClaimPolicies"):  # L298-301
+        out += _volume_claim_policies(name, spec["volumeClaimPolicies"], rjobs)
+    return out
+
+
+def _volume_claim_policies(js_name: str, policies: list[dict], rjobs: list[dict]) -> list[Cause]:
+    """``validateVolumeClaimPolicies`` (L536-609) without its look-up of an existing PVC of the
+    same name (the fake answers as if there were none), and ``validateReplicatedJobsVolumeClaims``
+    (L611-655). The PVC is named ``<template>-<jobset>`` (controllers/volume_claim_policy.go
+    ``GeneratePVCName`` L74-77) and may have at most 63 characters (L50, L560-567)."""
+    out: list[Cause] = []
+    seen: set[str] = set()
+    for i, policy in enumerate(policies):
+        for j, tmpl in enumerate(policy.get("templates") or []):
+            path = f"spec.volumeClaimPolicies[{i}].template[{j}].name"
+            claim = (tmpl.get("metadata") or {}).get("name") or ""
+            if claim in seen:
+                out.append(Cause("js-volume-claim-policies", "invalid", path,
+                                 "names must be unique for VolumeClaimPolicies template", claim))
+            out += [Cause("js-volume-claim-policies", "invalid", path, m, claim)
+                    for m in dns1123_subdomain(claim)]
+            if len(f"{claim}-{js_name}") > 63:
+                out.append(Cause("js-volume-claim-policies", "invalid", path,
+                                 "VolumeClaimPolicies template name is too long", claim))
+            out += _claim_mounts(claim, rjobs)
+            seen.add(claim)
+    return out
+
+
+def _claim_mounts(claim: str, rjobs: list[dict]) -> list[Cause]:
+    """No pod volume may take the claim's name, and some container must mount it (L611-655)."""
+    out, mounted = [], False
+    for i, rj in enumerate(rjobs):
+        pod = (((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get(
+            "spec") or {}
+        for k, vol in enumerate(pod.get("volumes") or []):
+            if vol.get("name") == claim:
+                out.append(Cause("js-volume-claim-policies", "invalid",
+                                 f"spec.replicatedJobs[{i}].template.spec.template.spec."
+                                 f"volumes[{k}].name", "volume name conflicts with "
+                                 f"VolumeClaimPolicy template name: {claim}", claim))
+        mounted = mounted or any(m.get("name") == claim
+                                 for c in (pod.get("initContainers") or [])
+                                 + (pod.get("containers") or [])
+                                 for m in c.get("volumeMounts") or [])
+    if not mounted:
+        out.append(Cause("js-volume-claim-policies", "invalid", "spec.replicatedJobs",
+                         "replicatedJob containers don't have a matching volumeMount: "
+                         f"{claim} from VolumeClaimPolicies", rjobs))
     return out
 
 

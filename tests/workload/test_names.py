@@ -153,3 +153,24 @@ def test_help_states_the_computed_limit():
     out = CliRunner().invoke(app, ["workload", "create", "--help"], env={"COLUMNS": "300"})
     limit = stated_limit("v5litepod-16", "elastic")
     assert f"at most {limit} characters" in " ".join(out.output.split())
+
+
+def test_volume_claim_pvc_names_count(tmp_path):
+    """A template's volume claim makes a PVC <claim>-<name> that JobSet caps at 63 characters."""
+    from elastix.templates import __file__ as templates_init
+
+    claim = "c" * 45
+    text = (Path(templates_init).parent / "pathways-jobset.yaml.j2").read_text()
+    text = text.replace("spec:\n  coordinator:", "spec:\n  volumeClaimPolicies: [{templates: "
+                        f"[{{metadata: {{name: {claim}}}, spec: {{}}}}]}}]\n  coordinator:", 1)
+    mount = '[{"name": "shared-tmp", "mountPath": "/tmp"}]'
+    head, _, tail = text.rpartition(mount)
+    text = head + mount[:-1] + f', {{"name": "{claim}", "mountPath": "/cache"}}]' + tail
+    tpl = tmp_path / "claims.yaml.j2"
+    tpl.write_text(text)
+    spec = build_spec(None, spec_values("v5litepod-16", "multi", "a" * 18))
+    with pytest.raises(SpecError) as err:
+        render(spec, tpl)
+    msg = err.value.problems[0][1]
+    assert f"PVC name of volume claim {claim}" in msg and "use at most 17 characters" in msg, msg
+    assert not refusals(render(_named(spec, "a" * 17), tpl))

@@ -10,7 +10,9 @@ Sources (read, not copied; the rules are re-stated here):
 - kubernetes-sigs/jobset v0.12.0 (f22e565): ``pkg/webhooks/jobset_webhook.go`` ``ValidateCreate``
   (job names and pod names with a 5-character suffix must be DNS-1035 labels, L234-256; the
   subdomain a DNS-1123 subdomain and a DNS-1035 label, L182-198; group names DNS-1035, L227-233;
-  the coordinator label value a label value, ``validateCoordinatorLabelValue`` L526-533);
+  the coordinator label value a label value, ``validateCoordinatorLabelValue`` L526-533;
+  a volume claim's PVC ``<claim>-<jobset>`` at most 63 characters, L560-567, named by
+  ``pkg/controllers/volume_claim_policy.go`` ``GeneratePVCName``);
   ``pkg/util/placement/placement.go`` ``GenJobName`` / ``GenPodName``;
   ``pkg/controllers/jobset_controller.go`` ``CoordinatorEndpoint`` (L1373,
   ``<jobset>-<rjob>-<jobIndex>-<podIndex>.<subdomain>``), ``GetSubdomain`` (L1090, the JobSet
@@ -56,6 +58,7 @@ RULES: dict[str, tuple[int, re.Pattern[str], str]] = {
     "label-value": (63, _LABEL_VALUE, "a label value"),
     "path-segment": (10**9, re.compile(r"^(?!\.\.?$)[^/%]+$"), "a path segment name"),
     "annotations": (ANNOTATIONS_LIMIT, re.compile(r"(?s).*"), "at most 256 KiB of annotations"),
+    "pvc-name": (63, _DNS1123_SUBDOMAIN, "a DNS-1123 subdomain of at most 63 characters"),
 }
 POD_SUFFIX = "-abcde"
 """The 5 random characters the Job controller adds to a pod's name, as JobSet's webhook counts
@@ -110,6 +113,11 @@ def derived(manifest: dict[str, Any]) -> list[Derived]:
                     f"{coord.get('podIndex', 0)}.{subdomain}")
         out.append(Derived("the coordinator label (jobset.sigs.k8s.io/coordinator)", endpoint,
                            "label-value", "JobSet"))
+    for policy in spec.get("volumeClaimPolicies") or []:  # controllers GeneratePVCName
+        for tmpl in policy.get("templates") or []:
+            claim = (tmpl.get("metadata") or {}).get("name") or ""
+            out.append(Derived(f"PVC name of volume claim {claim}", f"{claim}-{js}", "pvc-name",
+                               "JobSet"))
     head = rbac.wanted(manifest)
     if head is not None:
         for _, _, obj in rbac.objects(head, md.get("namespace") or "default"):

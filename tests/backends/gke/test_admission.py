@@ -131,6 +131,10 @@ CREATE_BREAKS = {
         {"name": "same", "action": "FailJobSet"}, {"name": "same", "action": "FailJobSet"}]),
     "js-coordinator": _set("spec.coordinator.jobIndex", 3),
     "js-coordinator-label": lambda m: m["metadata"].update(name="d" * 23),
+    "js-volume-claim-policies": _set("spec.volumeClaimPolicies", [
+        {"templates": [{"metadata": {"name": "cache"}, "spec": {}}]}]),  # nothing mounts it
+    "crd-volume-claim-namespace": lambda m: (_claim(m, "cache"), m["spec"][
+        "volumeClaimPolicies"][0]["templates"][0]["metadata"].update(namespace="other")),
 }
 UPDATE_BREAKS = {
     "crd-immutable": _set("spec.network.subdomain", "other"),
@@ -211,6 +215,23 @@ def test_suspended_jobset_may_change_pod_scheduling_fields(fake):
     changed["spec"]["suspend"] = False
     pod_template(changed, 1)["spec"]["containers"][0]["image"] = "other:2"
     assert send(fake, "PUT", f"{JOBSETS}/suspended", changed)[0] == 422
+
+
+def _claim(m: dict, name: str) -> None:
+    """A volume claim policy whose PVC the worker pods mount."""
+    m["spec"]["volumeClaimPolicies"] = [{"templates": [{"metadata": {"name": name}, "spec": {}}]}]
+    pod_template(m, 1)["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": name, "mountPath": "/cache"})
+
+
+def test_volume_claim_policies(fake):
+    """A mounted claim is admitted; its PVC name <claim>-<jobset> counts against 63."""
+    m = base()
+    _claim(m, "cache")
+    assert send(fake, "POST", JOBSETS, m)[0] == 201
+    _claim(m, "c" * 59)  # c..c-demo: 64
+    code, body = send(fake, "POST", JOBSETS, m)
+    assert code == 422 and "VolumeClaimPolicies template name is too long" in body["message"]
 
 
 @pytest.mark.parametrize("rule", sorted(POD_BREAKS))
