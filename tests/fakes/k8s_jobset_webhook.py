@@ -73,14 +73,15 @@ def crd_rules(js: dict, old: dict | None) -> list[Cause]:
         ospec = old.get("spec") or {}
         for f in ("network", "successPolicy", "failurePolicy", "startupPolicy",
                   "volumeClaimPolicies"):
-            if f in ospec and spec.get(f) != ospec.get(f):
+            # a transition rule runs only when the field has an old and a new value
+            if f in ospec and f in spec and spec[f] != ospec[f]:
                 out.append(Cause("crd-immutable", "invalid", f"spec.{f}", "Value is immutable",
                                  "object" if isinstance(ospec[f], dict) else "array"))
         olds = {rj.get("name"): rj for rj in ospec.get("replicatedJobs") or []}
         for i, rj in enumerate(rjobs):
             before = olds.get(rj.get("name"))
-            if before is not None and "dependsOn" in before and rj.get("dependsOn") != before[
-                    "dependsOn"]:
+            if (before is not None and "dependsOn" in before and "dependsOn" in rj
+                    and rj["dependsOn"] != before["dependsOn"]):
                 out.append(Cause("crd-immutable", "invalid",
                                  f"spec.replicatedJobs[{i}].dependsOn", "Value is immutable",
                                  "array"))
@@ -306,7 +307,10 @@ _SUSPEND_MUTABLE = ("nodeSelector", "tolerations", "schedulingGates")
 def validate_update(old: dict, new: dict) -> list[Cause]:
     """``ValidateUpdate`` (L312-407; the ElasticJobSet gate is off by default, features.go L75):
     replicatedJobs and managedBy are immutable, but a suspended (or suspending) JobSet's pod
-    templates may change labels, annotations, nodeSelector, tolerations and schedulingGates."""
+    templates may change labels, annotations, nodeSelector, tolerations and schedulingGates.
+
+    Compared as sent: the real webhook compares typed, defaulted objects, so an update that
+    only spells out a default (``groupName: default``) passes there and is refused here."""
     ospec, nspec = old.get("spec") or {}, new.get("spec") or {}
     munged = copy.deepcopy(nspec.get("replicatedJobs") or [])
     olds = {rj.get("name"): rj for rj in ospec.get("replicatedJobs") or []}
