@@ -26,8 +26,9 @@ Where this fake and a real server can differ (also in docs/gke.md):
 - a volume claim template is not compared with an existing PVC of its name, and the rules
   behind feature gates that are off by default are not checked (``not_enforced`` in the rules
   file);
-- the fake's JobSet controller does not re-validate the Jobs and Pods it makes: the webhook's
-  name rules keep those valid, as they do for the real controller;
+- the fake's JobSet controller checks the Jobs it makes with these rules (an invalid one is a
+  ``JobCreationFailed`` event, as for real), not the Pods: the webhook's name rules keep the
+  pods' names valid;
 - messages follow the sources' wording, causes in the order the sources check them; a map's keys
   (labels) are visited in insertion order here, in random order by Go.
 """
@@ -185,23 +186,24 @@ _NAME_RULES = {"services": dns1035_label, "namespaces": dns1123_label,
                "events": None, "customresourcedefinitions": None}
 
 
-def object_meta(plural: str, md: dict, creating: bool) -> list[Cause]:
-    """Rules k8s-name, k8s-label-key, k8s-label-value, k8s-annotation-key, k8s-annotations-size."""
+def object_meta(plural: str, md: dict, creating: bool, path: str = "metadata") -> list[Cause]:
+    """Rules k8s-name, k8s-label-key, k8s-label-value, k8s-annotation-key, k8s-annotations-size
+    (``path``: where the metadata is, e.g. a Job's ``spec.template.metadata``)."""
     out: list[Cause] = []
     rule = _NAME_RULES.get(plural, dns1123_subdomain)
     name = md.get("name") or ""
     if creating and rule is not None and name:
-        out += [Cause("k8s-name", "invalid", "metadata.name", m, name) for m in rule(name)]
+        out += [Cause("k8s-name", "invalid", f"{path}.name", m, name) for m in rule(name)]
     for k, v in (md.get("labels") or {}).items():
-        out += [Cause("k8s-label-key", "invalid", "metadata.labels", m, k) for m in label_key(k)]
-        out += [Cause("k8s-label-value", "invalid", "metadata.labels", m, str(v))
+        out += [Cause("k8s-label-key", "invalid", f"{path}.labels", m, k) for m in label_key(k)]
+        out += [Cause("k8s-label-value", "invalid", f"{path}.labels", m, str(v))
                 for m in label_value(str(v))]
     annotations = md.get("annotations") or {}
     for k in annotations:
-        out += [Cause("k8s-annotation-key", "invalid", "metadata.annotations", m, k)
+        out += [Cause("k8s-annotation-key", "invalid", f"{path}.annotations", m, k)
                 for m in label_key(k.lower())]
     if sum(len(k) + len(str(v)) for k, v in annotations.items()) > 256 * 1024:
-        out.append(Cause("k8s-annotations-size", "too-long", "metadata.annotations",
+        out.append(Cause("k8s-annotations-size", "too-long", f"{path}.annotations",
                          "may not be more than 262144 bytes"))
     return out
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_cluster import start_fake, stop
+from fake_cluster import start_fake, stop, wait_for
 from render_cases import COMBOS, spec_values, tpu_types
 
 from elastix.backends.gke.backend import GKEBackend
@@ -252,3 +252,26 @@ def test_refusal_reaches_the_user_in_one_line(fake):
     assert 'admission webhook "vjobset.kb.io" denied the request' in msg
     assert err.value.exit_code == 2
 
+
+
+def test_admitted_jobset_whose_jobs_are_refused(fake):
+    """The webhook does not check pod template labels: the JobSet is admitted, and the Job the
+    controller makes is refused by the API server, a JobCreationFailed event on the JobSet."""
+    m = base()
+    m["metadata"]["name"] = "badlabel"
+    pod_template(m, 1)["metadata"]["labels"]["team"] = "x" * 64
+    code, body = send(fake, "POST", JOBSETS, m, dry_run=False)
+    assert code == 201, body
+    try:
+        def failed():
+            return [msg for msg in fake.events("JobCreationFailed")
+                    if 'Job.batch "badlabel-worker-' in msg]
+        msgs = wait_for(failed, what="JobCreationFailed event")
+        assert "spec.template.metadata.labels: Invalid value" in msgs[0]
+        jobs = fake.get("/apis/batch/v1/namespaces/default/jobs")["items"]
+        names = {j["metadata"]["name"] for j in jobs}
+        assert "badlabel-pathways-head-0" in names and not any(
+            n.startswith("badlabel-worker") for n in names)
+    finally:
+        req = urllib.request.Request(f"{fake.url}{JOBSETS}/badlabel", method="DELETE")
+        urllib.request.urlopen(req, timeout=10).close()
