@@ -15,7 +15,10 @@ line led by its RFC3339 time, a recorded log);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod. Dry-run, strict
 field validation for CRDs, 409 on existing names and
-preconditions on delete behave as the real API server's do.
+preconditions on delete behave as the real API server's do. Creates and updates pass the
+admission rules of ``k8s_admission`` and ``k8s_jobset_webhook`` (Kubernetes' name and label
+rules, the JobSet CRD's CEL rules and the JobSet v0.12.0 webhook), refused with the 422 Status a
+real API server sends.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import yaml
 from aiohttp import web
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import k8s_jobset_webhook  # noqa: E402
+from k8s_admission import invalid_status, object_meta, pod_and_job  # noqa: E402
 from k8s_jobset import Cluster, Config  # noqa: E402
 from k8s_store import Resource, Store, merge_patch, now, ts  # noqa: E402
 from k8s_validate import unknown_fields  # noqa: E402
@@ -283,6 +288,9 @@ class Api:
             )
         if not md.get("name") and not md.get("generateName"):
             return status(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
+        refused = self.admission(res, obj)  # before storage finds a name taken, as for real
+        if refused is not None:
+            return refused
         if md.get("name") and self.store.get(res, ns, md["name"]) is not None:
             what = f"{res.plural}.{res.group}" if res.group else res.plural
             return status(
@@ -303,6 +311,29 @@ class Api:
         if res.plural == "pods":
             obj.setdefault("status", {"phase": "Pending"})
         return web.json_response(self.store.put(res, obj, "ADDED"), status=201)
+
+    @staticmethod
+    def admission(res: Resource, obj: dict, old: dict | None = None) -> web.Response | None:
+        """The 422 a real API server answers for an object its field validation or the JobSet
+        webhook refuses (``old``: the stored object, for an update), else None. Field errors
+        come first: the API server validates before it calls validating webhooks (apiserver
+        v0.36.0 ``pkg/registry/generic/registry/store.go`` L509-515)."""
+        md = obj.get("metadata") or {}
+        name = md.get("name") or ""
+        causes = object_meta(res.plural, md, creating=old is None)
+        if old is None:
+            causes += pod_and_job(res.plural, obj)
+        webhook: list = []
+        if (res.group, res.plural) == ("jobset.x-k8s.io", "jobsets"):
+            crd, webhook = k8s_jobset_webhook.admit(obj, old)
+            causes += crd
+        if causes:
+            return web.json_response(invalid_status(res.kind, res.group, name, causes), status=422)
+        if webhook:
+            return web.json_response(invalid_status(res.kind, res.group, name, webhook,
+                                                    webhook=k8s_jobset_webhook.WEBHOOK),
+                                     status=422)
+        return None
 
     def register_crd(self, crd: dict) -> None:
         spec = crd.get("spec", {})
@@ -357,6 +388,9 @@ class Api:
                     if k in ("labels", "annotations", "finalizers", "ownerReferences")
                 }
             )
+            refused = self.admission(res, new, old)
+            if refused is not None:
+                return refused
         if q.get("dryRun") == "All":
             return web.json_response(new)
         return web.json_response(self.store.put(res, new))
@@ -379,6 +413,9 @@ class Api:
                     if k in ("labels", "annotations", "finalizers", "ownerReferences")
                 },
             )
+        refused = self.admission(res, new, old)
+        if refused is not None:
+            return refused
         if q.get("dryRun") == "All":
             return web.json_response(new)
         if res.plural == "customresourcedefinitions":

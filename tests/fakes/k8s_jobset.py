@@ -27,6 +27,7 @@ import datetime as dt
 import hashlib
 import uuid
 
+from k8s_admission import invalid_status, object_meta, pod_and_job
 from k8s_scheduler import occupying, schedule
 from k8s_store import Resource, Store, now, ts
 
@@ -148,6 +149,10 @@ class Cluster:
                     "spec": tmpl.get("spec", {}),
                     "status": {"active": 0, "failed": 0, "succeeded": 0},
                 }
+                refused = _job_refused(job)
+                if refused:  # the real controller's create fails the same way, and it says so
+                    self.event(js, "Warning", "JobCreationFailed", refused)
+                    continue
                 job = self.store.put(self.jobs, job)
                 for c in range(job["spec"].get("completions") or job["spec"].get("parallelism", 1)):
                     self.create_pod(
@@ -416,7 +421,7 @@ class Cluster:
                     "namespace": md["namespace"],
                 },
                 "involvedObject": {
-                    "kind": "Pod",
+                    "kind": pod.get("kind", "Pod"),
                     "name": md["name"],
                     "namespace": md["namespace"],
                     "uid": md["uid"],
@@ -479,6 +484,21 @@ class Cluster:
                 buf.cond.notify_all()
 
         asyncio.get_running_loop().create_task(notify())
+
+
+def _job_refused(job: dict) -> str | None:
+    """What the API server answers the JobSet controller creating ``job``, when it refuses it:
+    the Job's metadata, its pod template's labels and an Indexed Job's last hostname
+    (kubernetes pkg/apis/batch/validation ValidateJob). JobSet v0.12.0 records the error as a
+    Warning event ``JobCreationFailed`` on the JobSet (pkg/controllers/jobset_controller.go
+    L711, pkg/constants/constants.go L66). The webhook does not check pod template labels, so a
+    JobSet can be admitted and still make no Jobs."""
+    tmpl = (job["spec"].get("template") or {}).get("metadata") or {}
+    causes = object_meta("jobs", job["metadata"], creating=True) + pod_and_job("jobs", job)
+    causes += object_meta("pods", tmpl, creating=False, path="spec.template.metadata")
+    if not causes:
+        return None
+    return invalid_status("Job", "batch", job["metadata"]["name"], causes)["message"]
 
 
 def _unschedulable(msg: str) -> dict:

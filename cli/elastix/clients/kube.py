@@ -372,7 +372,9 @@ class Translator:
             return ConflictError(f"conflict while {what}: {msg}",
                                  hint="the object changed or already exists; try again")
         if code in (400, 422):
-            causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes", [])]
+            # A 422's message already lists its causes (NewInvalid): add only the ones it lacks.
+            causes = [c.get("message", "") for c in (body.get("details") or {}).get("causes", [])
+                      if c.get("message") and c.get("message") not in msg]
             text = msg if not causes else f"{msg} ({'; '.join(causes)})"
             if _WAITING in msg:
                 return ContainerWaiting(f"{text} (while {what})")

@@ -95,7 +95,8 @@ def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def create(
     target: Target,
     name: Annotated[str | None, typer.Argument(
-        help="Workload name (a DNS label, at most 40 characters; or --workload NAME).")] = None,
+        help="Workload name (or --workload NAME): a DNS label short enough for every name "
+             "JobSet derives from it, at most 22 characters with the built-in template.")] = None,
     spec_file: Annotated[Path | None, typer.Option(
         "--spec", help="YAML spec file; flags override it.")] = None,
     flags: dict[str, Any] | None = None,
@@ -121,7 +122,11 @@ def create(
         "--smoke", help="Local backend: the default job sized for a CI smoke run (a few "
                         "hundred steps: one kill and its recovery in about a minute).")] = False,
 ) -> None:
-    """Render, validate and submit a Pathways elastic JobSet."""
+    """Render, validate and submit a Pathways elastic JobSet.
+
+    NAME is a DNS label short enough for every name JobSet derives from it: at most 22
+    characters with the built-in template (its coordinator label is 2n+19 <= 63 characters).
+    """
     from elastix.workload.render import dump, render
 
     flags = dict(flags or {})

@@ -16,6 +16,7 @@ before anything uses it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -25,7 +26,7 @@ import jinja2
 
 from elastix.errors import ManifestError, yaml_where
 from elastix.protocol import envvars
-from elastix.workload import crd, labels, pathways_images, platform, rbac, sandbox
+from elastix.workload import crd, labels, names, pathways_images, platform, rbac, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
 
 TEMPLATE = "pathways-jobset.yaml.j2"
@@ -215,9 +216,18 @@ def parse(text: str) -> dict[str, Any]:
 
 
 def render(spec: WorkloadSpec, template: str | Path | None = None) -> dict[str, Any]:
-    """Render, parse and CRD-validate: the manifest every backend receives."""
+    """Render, parse, CRD-validate and check the names derived from the workload's name: the
+    manifest every backend receives.
+
+    Raises:
+        SpecError: the name is too long for what JobSet and Kubernetes derive from it (the
+            longest that fits is computed by rendering the same spec with other names).
+        ManifestError: the template does not render a valid JobSet.
+    """
     manifest = parse(render_text(spec, template))
     crd.validate(manifest)
+    names.check(manifest,
+                lambda name: parse(render_text(dataclasses.replace(spec, name=name), template)))
     return manifest
 
 

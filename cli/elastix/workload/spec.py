@@ -55,7 +55,9 @@ class WorkloadSpec:
     """
 
     name: str = ""
-    """Workload (JobSet) name: a DNS label of at most 40 characters."""
+    """Workload (JobSet) name: a DNS label short enough for every name JobSet and Kubernetes
+    derive from it (checked on the rendered manifest: at most 22 characters with the built-in
+    template, where the coordinator label is 2n+19 characters)."""
     cluster: str | None = None
     """GKE cluster name."""
     project: str | None = None

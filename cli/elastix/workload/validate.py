@@ -20,14 +20,16 @@ _QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-MAX_NAME = 40
+DNS_LABEL_MAX = 63
+"""The longest a DNS label may be. How long a workload name may be depends on what Kubernetes and
+JobSet derive from it in the rendered manifest: :mod:`elastix.workload.names` checks that."""
 
 
 def _valid_name(name: str) -> str:
     """The nearest valid workload name to suggest ('' when nothing is left)."""
-    # the hint must itself pass: lowercase, starts with a letter, at most MAX_NAME
+    # lowercase, starting with a letter; its length is checked on the rendered manifest
     fixed = re.sub(r"[^a-z0-9-]+", "-", name.lower()).lstrip("0123456789-")
-    return fixed[:MAX_NAME].rstrip("-")
+    return fixed[:DNS_LABEL_MAX].rstrip("-")
 
 
 def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str, str, str | None]]:
@@ -41,10 +43,6 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     name = spec.name
     if not name:
         add("name", "a workload name is required", "pass NAME, e.g. elastix workload create demo")
-    elif len(name) > MAX_NAME:
-        fixed = _valid_name(name)
-        add("name", f"{name!r} is {len(name)} characters; at most {MAX_NAME} are allowed",
-            f"shorten it, e.g. {fixed!r}" if fixed else "shorten it")
     elif not _DNS_LABEL.match(name):
         fixed = _valid_name(name)
         add("name", f"{name!r} is not a DNS label (lowercase letters, digits and '-', "
