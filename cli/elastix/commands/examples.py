@@ -109,6 +109,9 @@ def argument_help(path: str, name: str) -> str | None:
         return None
     if path.startswith("cluster "):
         return "Cluster name (or --cluster NAME)."
+    if path == "workload create":
+        return ("Workload name (or --workload NAME): a DNS label short enough for every name "
+                "JobSet derives from it, at most 22 characters with the built-in template.")
     return "Workload name (or --workload NAME)."
 
 
