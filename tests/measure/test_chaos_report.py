@@ -165,3 +165,34 @@ def test_a_stopped_run_reports_the_step_of_run_end():
     assert _why_stopped(res, (st, "during kill 1"), 1, 3, False, False, None) == \
         "the workload failed at step 2 during kill 1"
     assert res.died and res.outcome is ExitCode.DIED
+
+
+def test_the_chaos_summary_and_goodput_tables_fit_80_columns_whole():
+    """Headers whole (no "dete…"), values on one line, the goodput caption unbroken."""
+    from rich.console import Console
+
+    from elastix.views.measurement import SOAK_COLUMNS, print_goodput, print_soak
+
+    res = _report([_kill(1), _kill(2, downtime_ms=61_234, lost=120)],
+                  Bounds(max_downtime=None, max_steps_lost=None, timeout=60),
+                  stopped="all 2 kills done")
+    c = Console(width=80, record=True, highlight=False)
+    with c.capture() as cap:
+        print_soak(c, res)
+    out = cap.get()
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, out
+    header = next(ln for ln in lines if ln.lstrip().startswith("kill"))
+    assert header.split() == " ".join(SOAK_COLUMNS).split(), out
+    assert "…" not in out
+    row2 = next(ln for ln in lines if ln.lstrip().startswith("2 "))
+    assert "61.234" in row2 and " 120 " in row2 and "0/0" in row2
+    events = events_from_records([
+        {"ts": "2026-12-01T10:00:00.000Z", "event": "run_start", "pid": 1, "num_slices": 2,
+         "devices": 4, "config": {}},
+        *({"ts": f"2026-12-01T10:00:{s:02d}.000Z", "event": "step", "pid": 1, "step": s,
+           "seconds": 1.0, "live_slices": 2} for s in range(1, 30))])
+    with c.capture() as cap:
+        print_goodput(c, goodput(events), "events")
+    caption = cap.get().splitlines()[0]
+    assert caption.startswith("goodput ") and caption.endswith("last step 29)"), cap.get()

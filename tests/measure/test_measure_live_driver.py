@@ -73,6 +73,7 @@ def test_measure_one_kill_events_and_log_agree(live_env, tmp_path):
         p = _cli(live_env, "chaos", "kill-worker", "meas", "--slice", "1", "--host", "0",
                  "--measure", "--timeout", "60s", "-o", "json", "--plot", str(png))
         measured = json.loads(p.stdout)
+        assert f"elastix: wrote recovery timeline to {png}" in p.stderr  # said, on stderr
         (k,) = measured["kills"]  # the report chaos run gives
         soak = json.loads(_cli(live_env, "chaos", "run", "meas", "--kills", "1", "--timeout",
                                "60s", "-o", "json").stdout)
@@ -102,6 +103,7 @@ def test_chaos_run_reports_and_fails_on_bound(live_env, tmp_path):
                  "--mode", "host", "--seed", "7", "--max-steps-lost", "0", "--timeout", "60s",
                  "-o", "json", "--plot", str(png), "--window", "2", check=False)
         assert p.returncode == 3, p.stderr  # Outcome.BOUND_MISSED
+        assert f"elastix: wrote goodput chart to {png}" in p.stderr
         d = json.loads(p.stdout)
         assert d["stopped"] == "all 2 kills done" and d["exit_code"] == 3
         assert len(d["kills"]) == 2 and d["totals"]["recovered"] == 2

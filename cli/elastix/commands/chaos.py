@@ -68,9 +68,25 @@ def _write_files(res: ChaosReport, planned: int, junit: str | None,
 
     if junit is not None:
         write_report(junit, junit_xml(res, planned))
+        _wrote(junit, "JUnit report")
     if summary is not None:  # appended: $GITHUB_STEP_SUMMARY collects every step's
         with open(summary, "a", encoding="utf-8") as f:
             f.write(summary_markdown(res, planned))
+        _wrote(summary, "Markdown summary (appended)")
+
+
+def _wrote_none(path: str) -> None:
+    import sys
+
+    sys.stderr.write(f"elastix: no plot written to {path}: no measured recovery or trainer "
+                     "events to draw\n")
+
+
+def _wrote(path: str, what: str) -> None:
+    """Say where a file went (on stderr: stdout may be the JSON report)."""
+    import sys
+
+    sys.stderr.write(f"elastix: wrote {what} to {path}\n")
 
 
 def _finish(res: ChaosReport, name: str, what: str) -> None:
@@ -183,6 +199,9 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
         from elastix.views.plot import plot_recovery
 
         plot_recovery(res.events, m.recovery, plot)
+        _wrote(plot, "recovery timeline")
+    elif plot:
+        _wrote_none(plot)
     _finish(res, name, "kill-worker --measure")
 
 
@@ -249,8 +268,9 @@ def run(
         from elastix.views.plot import plot_goodput
 
         plot_goodput(res.goodput, res.events, plot, window_seconds=window)
+        _wrote(plot, "goodput chart")
     elif plot:
-        err.print(f"no plot written to {plot}: no trainer events to draw")
+        _wrote_none(plot)
     _finish(res, name, "chaos run")
 
 

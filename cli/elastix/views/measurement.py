@@ -79,25 +79,49 @@ def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> Non
     console.print(t)
 
 
+def _victims(m: KillMeasurement) -> str:
+    """``1/0`` (slice 1, host 0); a slice killed whole is ``1/all``."""
+    slices = sorted({k.slice for k in m.kills})
+    if len(m.kills) > 1 and len(slices) == 1:
+        return f"{slices[0]}/all"
+    return ", ".join(f"{k.slice}/{k.host}" for k in m.kills)
+
+
+def _n(secs: float | None) -> str:
+    return "-" if secs is None else f"{secs:.3f}"
+
+
+SOAK_COLUMNS = ("kill", "slice/host", "detect", "wait", "restore", "1st step", "downtime",
+                "lost", "in-process")
+"""The summary's columns: whole words that fit 80 columns with three-decimal seconds (the
+units are in the title; the per-kill tables above carry the pods and every detail)."""
+
+
 def print_soak(console: Any, res: ChaosReport) -> None:
     from rich.table import Table
 
-    t = Table(title="chaos run", title_justify="left")
-    for col in ("kill", "pod", "detection", "from", "slices", "restore", "first step",
-                "downtime", "steps lost", "in-process"):
-        t.add_column(col, justify="left" if col == "pod" else "right")
+    t = Table(title="chaos run (seconds; steps lost)", title_justify="left", box=None,
+              pad_edge=False, header_style="bold")
+    for col in SOAK_COLUMNS:
+        t.add_column(col, justify="left" if col == "slice/host" else "right", no_wrap=True)
+    unknown = False
     for i, m in enumerate(res.measurements, 1):
         r = m.recovery
         ph = r.phase_seconds() if r else {}
-        t.add_row(str(i), ", ".join(k.pod for k in m.kills),
-                  _phase(r, "detection", ph.get("detection")),
-                  (r.detection_from if r else None) or "-",
-                  _phase(r, "waiting for slices", ph.get("waiting for slices")),
-                  _phase(r, "restore", ph.get("restore")),
-                  _phase(r, "first step", ph.get("first step")), _s(r.downtime if r else None),
+        cells = [_phase(r, p, ph.get(p)) if r else "-"
+                 for p in ("detection", "waiting for slices", "restore", "first step")]
+        unknown = unknown or NOT_IN_LOG in cells
+        cells = ["?" if c == NOT_IN_LOG else c.removesuffix(" s") for c in cells]
+        t.add_row(str(i), _victims(m), *cells, _n(r.downtime if r else None),
                   "-" if not r or r.steps_lost is None else str(r.steps_lost),
                   _yn(m.in_process))
     console.print(t)
+    if unknown:
+        console.print(f"?: {NOT_IN_LOG}", markup=False)
+    origins = sorted({m.recovery.detection_from for m in res.measurements
+                      if m.recovery and m.recovery.detection_from})
+    if origins:
+        console.print(f"detection counted from: {' and '.join(origins)}", markup=False)
     tot = res.to_json()["totals"]
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
@@ -118,9 +142,10 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
 
     wall = rep.wall_seconds
     n = len(rep.recoveries)
-    t = Table(title=f"goodput {_pct(rep.goodput)} over {wall:.1f} s ({source}; {n} "
-                    f"recover{'y' if n == 1 else 'ies'}, last step {rep.last_step})",
-              title_justify="left")
+    # The caption on a line of its own: as a table title it wraps at the narrow table's width.
+    console.print(f"goodput {_pct(rep.goodput)} over {wall:.1f} s ({source}; {n} "
+                  f"recover{'y' if n == 1 else 'ies'}, last step {rep.last_step})", markup=False)
+    t = Table()
     t.add_column("time spent")
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")
