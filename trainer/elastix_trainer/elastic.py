@@ -232,6 +232,11 @@ class ElasticRuntime:
                 outcome = self._handle(e, mesh)
                 if outcome is not None:
                     return outcome
+                if tr.stop_requested:  # stopping: no recovery, keep what host memory holds
+                    outcome = self._fail(str(tr.stop_after_loss()), hint="it stopped on "
+                                         "request; re-run with the same --checkpoint-dir to "
+                                         "resume")
+                    return dataclasses.replace(outcome, exit_code=143)
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
                 except TimeoutError as e2:

@@ -365,6 +365,32 @@ class Trainer:
             committed = self.ckpt.latest_committed()
         raise Terminated(why, s.step, committed, seconds, note)
 
+    def stop_after_loss(self) -> Terminated:
+        """A stop was requested and the slices went before the current step was committed (on
+        GKE a JobSet's deletion sends SIGTERM to every pod at once, so the hosts may go first):
+        the device state is gone, so commit the newest host snapshot if it is newer than the
+        newest committed checkpoint, then say what is on storage. Returns the ``Terminated``
+        to end the run with."""
+        why = self.stop_requested or "a stop request"
+        snap, committed, seconds, note = self.snapshots.latest, None, 0.0, "no --checkpoint-dir"
+        if self.ckpt is not None:
+            t0 = time.monotonic()
+            note = "its slices went while it stopped"
+            try:
+                newest = self.ckpt.latest_committed()
+                if snap is not None and (newest is None or snap.step > newest):
+                    self.ckpt.save(snap.step, None, snap.data_state, host_state=snap.host_state)
+                    ok = self.ckpt.settle(timeout=self.cfg.term_save_timeout)
+                    note += (f": saved the host snapshot of step {snap.step}" if ok else
+                             f": the host snapshot of step {snap.step} did not commit")
+            except SaveTimeout as e:
+                note += f": {e}; raise --term-save-timeout (and the pod's grace period) to keep it"
+            except Exception as e:  # noqa: BLE001 - the run is stopping: say it, keep the reason
+                note += f": saving the host snapshot failed ({type(e).__name__})"
+            seconds = time.monotonic() - t0
+            committed = self.ckpt.latest_committed()
+        return Terminated(why, self.last_completed, committed, seconds, note)
+
     def finish(self, session: Session | None = None) -> None:
         """Make sure the final state is committed, then release the checkpoint manager.
 
