@@ -54,6 +54,7 @@ from elastix.backends.local.state import (
     trainer_lost_slices,
     write_json_atomic,
 )
+from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol import envvars, timefmt
 from elastix.protocol.timefmt import utc_now
@@ -272,7 +273,8 @@ class LocalBackend(Backend):
         sup = self._supervisor(d, st)
         if sup and proc_matches(sup["pid"], sup.get("create_time")):
             os.kill(sup["pid"], signal.SIGTERM)  # it stops its pods gracefully, then exits
-            deadline = time.monotonic() + min(timeout, 15.0)
+            # The head's grace (its final save), then the hosts': what the supervisor allows.
+            deadline = time.monotonic() + min(timeout, HEAD_TERM_GRACE + TERM_GRACE + 5.0)
             while proc_matches(sup["pid"], sup.get("create_time")):
                 if time.monotonic() > deadline:
                     os.kill(sup["pid"], signal.SIGKILL)
