@@ -29,7 +29,11 @@ def test_checkpoints_survive_replace_and_delete_unless_asked(cli, state_dir):
     cli(*CREATE)
     try:
         wait_until(lambda: _committed(state_dir), 240, "a committed checkpoint")
-        cli(*CREATE, "--replace")
+        replaced = cli(*CREATE, "--replace")
+        kept = state_dir / ".data" / "keep"
+        assert (f"note: replaced keep: the previous run's events, logs and measurements are "
+                f"removed with it; kept its data (checkpoints) in {kept}; --delete-data removes "
+                f"it") in " ".join(replaced.stderr.split())
         restore = wait_until(lambda: [e for e in _events(state_dir) if e["event"] == "restore"],
                              240, "the replaced workload's restore")
         assert restore[0]["source"] == "checkpoint" and restore[0]["step"] >= 20

@@ -76,6 +76,7 @@ class LocalBackend(Backend):
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root else default_root()
+        self.notices: list[str] = []
 
     @classmethod
     def from_target(cls, target: Any) -> LocalBackend:
@@ -122,7 +123,10 @@ class LocalBackend(Backend):
                 raise ConflictError(f"workload {name!r} already exists (local, {d})",
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
-            self.delete(name, wait=True)
+            kept = self.delete(name, wait=True)
+            # The previous run's events, logs and measurements lived in its state directory.
+            self.notices.append(f"replaced {name}: the previous run's events, logs and "
+                                f"measurements are removed with it" + (f"; {kept}" if kept else ""))
         try:
             (d / "logs").mkdir(parents=True)
             write_json_atomic(d / "manifest.json", manifest)
