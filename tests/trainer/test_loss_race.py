@@ -15,6 +15,8 @@ import threading
 import time
 
 import jax.numpy as jnp
+import pytest
+from fake_gcs import emulator_env
 from trainer_helpers import losses, make_cfg, run_elastic
 
 from elastix_trainer.checkpoint import Checkpointer
@@ -116,9 +118,17 @@ def test_a_hang_found_late_falls_back_to_the_previous_snapshot(reference, tmp_pa
     assert losses(ev) == reference["losses"]
 
 
-def test_a_save_in_flight_of_a_discarded_step_never_commits(tmp_path):
+@pytest.mark.parametrize("where", ["disk", "gcs"])
+def test_a_save_in_flight_of_a_discarded_step_never_commits(where, tmp_path, request,
+                                                            monkeypatch):
+    if where == "gcs":
+        for k, v in emulator_env(request.getfixturevalue("gcs")).items():
+            monkeypatch.setenv(k, v)
+        directory = "gs://ckpts/raced"
+    else:
+        directory = str(tmp_path / "ck")
     events = EventLog(None)
-    ck = Checkpointer(str(tmp_path / "ck"), 4, events)
+    ck = Checkpointer(directory, 4, events)
     held = threading.Event()
     ck.hold = held.wait  # a writer job that waits: the save of step 4 stays in flight
     ck._writer.put(("hold", ()))
@@ -132,4 +142,5 @@ def test_a_save_in_flight_of_a_discarded_step_never_commits(tmp_path):
     assert "completed after a slice was gone" in failed["error"]
     assert ck.committed_steps() == [] and ck.uncommitted()
     ck.cleanup_uncommitted()
-    assert os.listdir(tmp_path / "ck") == []
+    assert ck.committed_steps() == [] and ck.uncommitted() == []
+    ck.close()
