@@ -13,7 +13,9 @@ cache state (cold first, then warm) and each round:
 - **restore**: ``Checkpointer.restore`` onto the mesh's target shardings, until the arrays are
   ready (``jax.block_until_ready``),
 
-rotating which goes first. GB/s is the checkpoint's bytes on disk over the wall time; what a
+rotating which goes first. A restore checks every file against the checksums recorded at its
+commit before reading it (``manifest.verify``); the seconds that took are reported beside the
+restore's, as a share of it. GB/s is the checkpoint's bytes on disk over the wall time; what a
 read produced is freed after the clock stops (the raw read frees nothing inside its time). The
 CPU seconds (user, system) and minor page faults of each timed read are reported beside it.
 "Cold" evicts the checkpoint's files from the page cache before each timed read (``sync``, then
@@ -129,8 +131,14 @@ def main() -> int:
         nbytes = tree_bytes(step_dir)
         jax.block_until_ready(ck.restore(1, abstract)[0])  # warm-up: code paged in, compiled
 
+        verify: dict[str, list[tuple[float, float]]] = {}  # cache -> (verify s, restore s)
+
         def restore():
-            return jax.block_until_ready(ck.restore(1, abstract)[0])
+            t0 = time.perf_counter()
+            out = jax.block_until_ready(ck.restore(1, abstract)[0])
+            assert ck.last_verify[0], "the bench's checkpoint has no checksums"
+            verify.setdefault(cache, []).append((ck.last_verify[1], time.perf_counter() - t0))
+            return out
 
         reads = (("raw", lambda: raw_read(files)), ("fresh", lambda: fresh_read(files, nbytes)),
                  ("restore", restore))
@@ -181,6 +189,15 @@ def main() -> int:
     for (cache, name), xs in usage.items():
         user, system, faults = (statistics.median(x[i] for x in xs) for i in range(3))
         print(f"| {cache} | {name} | {user:.2f} | {system:.2f} | {faults:,.0f} |")
+    print("\nChecksum verification inside each restore (crc32c of every file, medians of the "
+          "rounds):\n")
+    print("| page cache | restore s | of which verification s | verification share |")
+    print("|---|---|---|---|")
+    for cache in ("cold", "warm"):
+        pairs = verify[cache]
+        v, r = (statistics.median(x[i] for x in pairs) for i in range(2))
+        share = statistics.median(a / b for a, b in pairs)
+        print(f"| {cache} | {r:.3f} | {v:.3f} | {share:.0%} |")
     return 0
 
 

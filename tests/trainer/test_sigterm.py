@@ -100,3 +100,40 @@ def test_sigterm_reaches_the_trainer_as_pid_1(tmp_path):
             except ProcessLookupError:
                 pass
     _check_stopped(tmp_path, events_file, proc.returncode, stderr)
+
+
+def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
+    """On GKE a JobSet's deletion sends SIGTERM to every pod at once: the slices may go before
+    the head's final save. It does not wait for them to come back (they will not); it commits
+    its newest host snapshot, newer than the last checkpoint, and exits 143."""
+    from trainer_helpers import make_cfg, run_elastic
+
+    from elastix_trainer.elastic import _stop_on_sigterm
+    from elastix_trainer.health import ManualHealth
+
+    health = ManualHealth(4)
+    health.on_wait = lambda h, required: h.set_up(1, 2)  # a waiter would get them back, later
+    ck_dir = tmp_path / "ck"
+    cfg = make_cfg(checkpoint_dir=str(ck_dir), steps=100, snapshot_period=5)
+
+    def term_and_lose(trainer, n):
+        if n == 7:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the handler the CLI sets
+            health.set_down(1, 2)
+
+    def setup(trainer, runtime):
+        _stop_on_sigterm(trainer)
+        trainer.before_step.append(term_and_lose)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert outcome.exit_code == 143, outcome
+    assert outcome.reason.startswith("stopped by SIGTERM after step 6: newest committed "
+                                     "checkpoint: step 5 ("), outcome.reason
+    assert outcome.reason.endswith("; its slices went while it stopped: saved the host "
+                                   "snapshot of step 5")
+    assert health.waits == [4]  # start-up only: no wait for slices that will not return
+    assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 5]

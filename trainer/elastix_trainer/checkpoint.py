@@ -33,7 +33,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec
-from elastix_trainer import storage
+from elastix_trainer import manifest, storage
 from elastix_trainer.events import EventLog, log
 from elastix_trainer.snapshot import host_copy
 
@@ -151,8 +151,11 @@ class Checkpointer:
         """Committed steps that failed to read (step -> the error's first line): skipped."""
         self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
         self.void: set[int] = set()
-        """Steps saved after a slice was gone (local backend): never restored, deleted once
-        nothing is in flight (``cleanup_uncommitted``)."""
+        """Steps this process saved that completed after a slice was gone (local backend):
+        never restored. One still being written is un-committed before it is reported committed
+        (``_declare``); one already reported stays on storage, skipped."""
+        self.last_verify: tuple[bool, float] | None = None
+        """(verified against its manifest, seconds) of the last restore."""
         # One-time set-up (importing Orbax, making the manager and the directory) runs now on
         # the writer, beside compilation, instead of inside the first save.
         self._writer = _Writer(self)
@@ -225,10 +228,12 @@ class Checkpointer:
             self.reset()
             self.cleanup_uncommitted()
         if step in self.damaged:  # saving this step again: keep the damaged files, moved aside
-            root = storage.epath(self.directory)
-            (root / str(step)).rename(root / f"{step}.damaged-{int(time.time())}")
+            self._move_aside(step, "damaged")
             del self.damaged[step]
-            self.reset()  # the manager listed the old directory as this step
+        if step in self.void:  # committed before its loss was known: kept, moved aside
+            if step in self.committed_steps():
+                self._move_aside(step, "void")
+            self.void.discard(step)
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step,
                          line=eventspec.line(eventspec.CHECKPOINT_SAVE_STARTED, step=step))
         start = time.monotonic()
@@ -257,6 +262,11 @@ class Checkpointer:
             self._writer.put(("_finish", (mgr, pending, write, data_state)))
             pending.blocking = time.monotonic() - entered  # handing it over included
 
+    def _move_aside(self, step: int, why: str) -> None:
+        root = storage.epath(self.directory)
+        (root / str(step)).rename(root / f"{step}.{why}-{int(time.time())}")
+        self.reset()  # the manager listed the old directory as this step
+
     def _finish(self, mgr, pending: PendingSave, host: Any = None,
                 data_state: dict | None = None) -> None:
         """Write ``host`` (a host copy; None: ``mgr`` already has the device arrays) or wait
@@ -281,6 +291,8 @@ class Checkpointer:
                     pending.blocking = time.monotonic() - pending.entered
                 blocking = pending.blocking
             if pending.error is None and step in self.committed_steps():
+                pending.error = self._declare(step)
+            if pending.error is None:
                 pending.ok = True  # on storage: true even if reporting it fails below
                 nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
                 self.events.emit(
@@ -298,6 +310,36 @@ class Checkpointer:
         finally:
             pending.ok = bool(pending.ok)
             pending.done.set()
+
+    def _declare(self, step: int) -> str | None:
+        """Make Orbax-committed ``step`` elastix-committed: record its checksums, then, unless
+        the step was voided meanwhile (it completed after a slice was gone), count it as
+        reported. Returns why it is not committed, or None.
+
+        The check runs under the lock that ``void_newer`` takes: a save voided before it is
+        un-committed here, before anyone was told it was committed; one voided after it was
+        reported committed and stays on storage (skipped, never deleted).
+        """
+        step_dir = f"{self.directory}/{step}"
+        try:
+            manifest.write(step_dir, step)
+        except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
+            log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
+                        "restored unverified", step, _first_line(e))
+        with self._lock:
+            if step not in self.void:
+                return None
+        self._uncommit(step)
+        return "it holds a step completed after a slice was gone: not committed"
+
+    def _uncommit(self, step: int) -> None:
+        """Turn Orbax-committed ``step`` (never reported committed) back into an uncommitted
+        directory, which ``cleanup_uncommitted`` then removes."""
+        root = storage.epath(self.directory)
+        if storage.is_gcs(self.directory):
+            (root / str(step) / COMMIT_MARKER).unlink(missing_ok=True)
+        else:
+            (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
 
     def _failed(self, step: int, error: str) -> None:
         self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error,
@@ -378,11 +420,14 @@ class Checkpointer:
                 steps.append(int(p.name))
         return sorted(steps)
 
-    def void_after(self, t: float) -> list[int]:
-        """Void the steps this process saved after monotonic time ``t`` (their device-to-host
-        copy ended after a slice was gone); returns them."""
-        steps = sorted(s for s, at in self._copied_at.items() if at > t and s not in self.void)
-        self.void.update(steps)
+    def void_newer(self, step: int, since: float) -> list[int]:
+        """Void the steps after ``step`` that this process saved after monotonic time
+        ``since`` (they completed after a slice was gone); returns them. A save of one still in
+        flight will not commit; one already reported committed stays on storage, skipped."""
+        with self._lock:
+            steps = sorted(s for s, at in self._copied_at.items()
+                           if s > step and at > since and s not in self.void)
+            self.void.update(steps)
         return steps
 
     def latest_committed(self) -> int | None:
@@ -398,8 +443,8 @@ class Checkpointer:
         """
         why = _first_line(error)
         self.damaged[step] = why
-        log.warning("elastix: the checkpoint of step %d in %s cannot be read (%s); trying the "
-                    "next older one", step, self.directory, why)
+        # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
+        # line follows, naming the step it fell back to).
         self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why,
                          line=eventspec.line(eventspec.CHECKPOINT_DAMAGED, step=step, error=why))
 
@@ -431,12 +476,6 @@ class Checkpointer:
             (root / name).rmtree(missing_ok=True)
         if names:
             log.info("elastix: removed uncommitted checkpoint directories %s", names)
-        for step in sorted(self.void):
-            (root / str(step)).rmtree(missing_ok=True)
-            log.info("elastix: removed the checkpoint of step %d (saved after a slice was "
-                     "gone)", step)
-            self._copied_at.pop(step, None)
-        self.void.clear()
         return names
 
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
@@ -449,6 +488,7 @@ class Checkpointer:
 
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
+        self.verify(step)
         one, full = _one_replica(abstract_state)
         if pathways_persistence():
             read = ocp.args.StandardRestore(one)
@@ -469,6 +509,26 @@ class Checkpointer:
             state = jax.device_put(state, full)
         nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
         return state, dict(restored["data"]), nbytes
+
+
+    def verify(self, step: int) -> bool:
+        """Check committed ``step``'s files against the checksums recorded at its commit.
+
+        Returns False (with a one-line warning) for a step without a manifest: written by an
+        elastix that recorded none, or its process died between Orbax's commit and the
+        manifest. Its files are complete (Orbax committed them), only unverified.
+
+        Raises:
+            manifest.ChecksumMismatch: a file differs from what was written (the restore
+                then skips the step: ``mark_damaged``).
+        """
+        t0 = time.monotonic()
+        ok = manifest.verify(f"{self.directory}/{step}")
+        self.last_verify = (ok, time.monotonic() - t0)
+        if not ok:
+            log.warning("elastix: the checkpoint of step %d in %s has no checksums (%s): "
+                        "restoring it unverified", step, self.directory, manifest.NAME)
+        return ok
 
 
 CHUNK_BYTES = 16 << 20

@@ -232,6 +232,11 @@ class ElasticRuntime:
                 outcome = self._handle(e, mesh)
                 if outcome is not None:
                     return outcome
+                if tr.stop_requested:  # stopping: no recovery, keep what host memory holds
+                    outcome = self._fail(str(tr.stop_after_loss()), hint="it stopped on "
+                                         "request; re-run with the same --checkpoint-dir to "
+                                         "resume")
+                    return dataclasses.replace(outcome, exit_code=143)
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
                 except TimeoutError as e2:
@@ -410,6 +415,23 @@ def _stop_on_sigterm(trainer: Trainer) -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def absolute_checkpoint_dir(cfg):
+    """``cfg`` with a relative local ``--checkpoint-dir`` made absolute against the working
+    directory, said once.
+
+    Resolved, not refused: a relative path means "here" to every other command-line tool, and
+    the local backend runs the head in the directory ``workload create`` ran in. Orbax itself
+    refuses one ("Checkpoint path should be absolute") on every save, which used to fail each
+    save of a whole run and end it with a wrong hint.
+    """
+    ck = cfg.checkpoint_dir
+    if not ck or ck.startswith("gs://") or os.path.isabs(ck):
+        return cfg
+    absolute = os.path.abspath(ck)
+    log.info("elastix: --checkpoint-dir %s is relative: using %s", ck, absolute)
+    return dataclasses.replace(cfg, checkpoint_dir=absolute)
+
+
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
     from elastix_trainer.events import quiet_libraries, setup_logging
@@ -418,6 +440,7 @@ def run(cfg) -> int:
 
     setup_logging()
     quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
+    cfg = absolute_checkpoint_dir(cfg)
     compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
     board = None

@@ -43,24 +43,41 @@ def host_copy(state: Any) -> Any:
 
 
 class SnapshotStore:
-    """Keeps the newest snapshot only (one state's worth of host RAM)."""
+    """Keeps the two newest snapshots (two states' worth of host RAM).
+
+    Why two: a snapshot is only known good once the run has gone on past it without a slice
+    loss dated before its step (the local backend dates a loss after the fact, see
+    ``Trainer.discard_after``). With one slot, a loss 3 ms after step 340 dropped the snapshot of
+    340 and, with it, the only copy: the valid snapshot of 335 had already been overwritten and
+    the run went back to checkpoint 320 (or to step 0 right after a session's first snapshot).
+    Keeping the previous one until a newer one exists costs one more state in host RAM.
+    """
+
+    SLOTS = 2
 
     def __init__(self, events: EventLog) -> None:
         self.events = events
-        self.latest: Snapshot | None = None
+        self.slots: list[Snapshot] = []  # oldest first
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot kept, or None."""
+        return self.slots[-1] if self.slots else None
 
     def take(self, step: int, state: Any, data_state: dict, *, emit: bool = True) -> Snapshot:
         """Copy ``state`` (device arrays) to host memory now."""
         start = time.monotonic()
         host = host_copy(state)
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host)))
-        self.latest = Snapshot(step, host, dict(data_state), nbytes, time.monotonic())
+        snap = Snapshot(step, host, dict(data_state), nbytes, time.monotonic())
+        # A snapshot of an older step (the run went back) makes the newer ones meaningless.
+        self.slots = [s for s in self.slots if s.step < step][-(self.SLOTS - 1):] + [snap]
         if emit:
             seconds = time.monotonic() - start
             self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,
                              line=eventspec.line(eventspec.SNAPSHOT_TAKEN, step=step, bytes=nbytes,
                                          seconds=seconds))
-        return self.latest
+        return snap
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:
         """The latest snapshot placed onto the shardings of ``abstract_state``."""
@@ -71,6 +88,12 @@ class SnapshotStore:
                              abstract_state)
         return state, snap
 
+    def drop_newer(self, step: int | None) -> list[Snapshot]:
+        """Drop the snapshots of steps after ``step`` (None: all); returns them."""
+        gone = [s for s in self.slots if step is None or s.step > step]
+        self.slots = [s for s in self.slots if s not in gone]
+        return gone
+
     def clear(self) -> None:
-        """Forget the snapshot."""
-        self.latest = None
+        """Forget every snapshot."""
+        self.slots = []

@@ -199,6 +199,8 @@ class Trainer:
         self.timeline.append((time.monotonic(), step))
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
                 "path": path}
+        if source == "checkpoint" and self.ckpt.last_verify is not None:
+            info["verified"] = self.ckpt.last_verify[0]  # against the checksums of its commit
         rec = self.events.emit(eventspec.RESTORE, **info, line=eventspec.line(
             eventspec.RESTORE, step=step, source=source, bytes=nbytes, seconds=seconds))
         info["ts"] = rec["ts"]  # a recovery's elastic_restored dates from this instant
@@ -322,22 +324,25 @@ class Trainer:
         """Forget the work done after monotonic time ``t``, when a slice was already gone.
 
         Steps completed after ``t`` ran on the stand-in devices of a dead slice: they are not
-        counted (``last_completed`` goes back), the host snapshot copied after ``t`` is
-        dropped and checkpoints saved after ``t`` are voided (deleted once settled), so
-        nothing from them is restored. Returns (kept step, last step before) when something
-        went back, else None.
+        counted (``last_completed`` goes back), and the snapshots and checkpoints of those steps
+        are never restored. What counts is when a step *completed*, not when its host copy
+        ended: the state of a step completed before ``t`` is the same bytes whenever it is
+        copied (a kill 3 ms after step 340 used to drop the snapshot and delete the committed
+        checkpoint of 340, whose copies ended after the kill). A committed checkpoint is never
+        deleted here: the checkpointer un-commits an in-flight save of a discarded step before
+        reporting it committed, and only skips one it already reported. Returns (kept step,
+        last step before) when something went back, else None.
         """
         good = self.step_at(t)
         before = self.last_completed
-        snap = self.snapshots.latest
-        if snap is not None and snap.taken_at > t:
-            self.snapshots.clear()
-            log.warning("elastix: the host snapshot of step %d was copied after a slice was "
-                        "gone: dropped", snap.step)
+        newest_kept = good if good is not None else -1
+        for snap in self.snapshots.drop_newer(newest_kept):
+            log.warning("elastix: the host snapshot of step %d holds a step completed after a "
+                        "slice was gone: dropped", snap.step)
         if self.ckpt is not None:
-            for step in self.ckpt.void_after(t):
-                log.warning("elastix: the checkpoint of step %d was saved after a slice was "
-                            "gone: it will be deleted, never restored", step)
+            for step in self.ckpt.void_newer(newest_kept, since=t):
+                log.warning("elastix: the checkpoint of step %d holds a step completed after a "
+                            "slice was gone: it is never restored", step)
         if good is None or good >= before:
             return None
         self.last_completed = good
@@ -365,6 +370,32 @@ class Trainer:
             seconds = time.monotonic() - t0
             committed = self.ckpt.latest_committed()
         raise Terminated(why, s.step, committed, seconds, note)
+
+    def stop_after_loss(self) -> Terminated:
+        """A stop was requested and the slices went before the current step was committed (on
+        GKE a JobSet's deletion sends SIGTERM to every pod at once, so the hosts may go first):
+        the device state is gone, so commit the newest host snapshot if it is newer than the
+        newest committed checkpoint, then say what is on storage. Returns the ``Terminated``
+        to end the run with."""
+        why = self.stop_requested or "a stop request"
+        snap, committed, seconds, note = self.snapshots.latest, None, 0.0, "no --checkpoint-dir"
+        if self.ckpt is not None:
+            t0 = time.monotonic()
+            note = "its slices went while it stopped"
+            try:
+                newest = self.ckpt.latest_committed()
+                if snap is not None and (newest is None or snap.step > newest):
+                    self.ckpt.save(snap.step, None, snap.data_state, host_state=snap.host_state)
+                    ok = self.ckpt.settle(timeout=self.cfg.term_save_timeout)
+                    note += (f": saved the host snapshot of step {snap.step}" if ok else
+                             f": the host snapshot of step {snap.step} did not commit")
+            except SaveTimeout as e:
+                note += f": {e}; raise --term-save-timeout (and the pod's grace period) to keep it"
+            except Exception as e:  # noqa: BLE001 - the run is stopping: say it, keep the reason
+                note += f": saving the host snapshot failed ({type(e).__name__})"
+            seconds = time.monotonic() - t0
+            committed = self.ckpt.latest_committed()
+        return Terminated(why, self.last_completed, committed, seconds, note)
 
     def finish(self, session: Session | None = None) -> None:
         """Make sure the final state is committed, then release the checkpoint manager.

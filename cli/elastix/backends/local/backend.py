@@ -54,6 +54,7 @@ from elastix.backends.local.state import (
     trainer_lost_slices,
     write_json_atomic,
 )
+from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol import envvars, timefmt
 from elastix.protocol.timefmt import utc_now
@@ -76,6 +77,7 @@ class LocalBackend(Backend):
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root else default_root()
+        self.notices: list[str] = []
 
     @classmethod
     def from_target(cls, target: Any) -> LocalBackend:
@@ -122,7 +124,10 @@ class LocalBackend(Backend):
                 raise ConflictError(f"workload {name!r} already exists (local, {d})",
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
-            self.delete(name, wait=True)
+            kept = self.delete(name, wait=True)
+            # The previous run's events, logs and measurements lived in its state directory.
+            self.notices.append(f"replaced {name}: the previous run's events, logs and "
+                                f"measurements are removed with it" + (f"; {kept}" if kept else ""))
         try:
             (d / "logs").mkdir(parents=True)
             write_json_atomic(d / "manifest.json", manifest)
@@ -278,7 +283,8 @@ class LocalBackend(Backend):
         sup = self._supervisor(d, st)
         if sup and proc_matches(sup["pid"], sup.get("create_time")):
             os.kill(sup["pid"], signal.SIGTERM)  # it stops its pods gracefully, then exits
-            deadline = time.monotonic() + min(timeout, 15.0)
+            # The head's grace (its final save), then the hosts': what the supervisor allows.
+            deadline = time.monotonic() + min(timeout, HEAD_TERM_GRACE + TERM_GRACE + 5.0)
             while proc_matches(sup["pid"], sup.get("create_time")):
                 if time.monotonic() > deadline:
                     os.kill(sup["pid"], signal.SIGKILL)

@@ -52,6 +52,10 @@ from elastix.protocol import envvars, timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
+HEAD_TERM_GRACE = 30.0
+"""Seconds a deleted workload's head gets to commit its final step and exit before SIGKILL:
+Kubernetes' default ``terminationGracePeriodSeconds`` (30 s), which the rendered JobSet's head
+pod keeps, and more than the trainer's ``--term-save-timeout`` (20 s)."""
 
 
 @dataclasses.dataclass
@@ -190,12 +194,27 @@ class Supervisor:
     def _all_pods(self) -> list[Pod]:
         return [pod for pod in [self.head, *self.workers.values()] if pod is not None]
 
-    def stop_pods(self, reason: str, phase: str = "Failed") -> None:
-        """SIGTERM every running pod's process group, SIGKILL what is left after the grace."""
+    def stop_pods(self, reason: str, phase: str = "Failed", head_first: bool = False) -> None:
+        """SIGTERM every running pod's process group, SIGKILL what is left after the grace.
+
+        ``head_first`` (a deleted workload): the head alone first, with its own grace, and the
+        slice hosts only once it has exited. A head that is told to stop commits its current
+        step on the slices; stopped together, the hosts died first, the head saw a slice loss
+        instead and was killed before its final save (the steps since the last checkpoint were
+        lost). On GKE a JobSet's deletion sends SIGTERM to every pod at once; there the trainer
+        saves its newest host snapshot when its slices go while it stops (docs/architecture.md).
+        """
+        if head_first and self.head is not None and self.head.popen is not None \
+                and self.head.popen.poll() is None:
+            self._stop([self.head], reason, phase, HEAD_TERM_GRACE)
         running = [pod for pod in self._all_pods() if pod.popen and pod.popen.poll() is None]
+        self._stop(running, reason, phase, TERM_GRACE)
+        self.due.clear()
+
+    def _stop(self, running: list[Pod], reason: str, phase: str, grace: float) -> None:
         for pod in running:
             _killpg(pod.pid, signal.SIGTERM)
-        deadline = time.monotonic() + TERM_GRACE
+        deadline = time.monotonic() + grace
         for pod in running:
             try:
                 pod.popen.wait(max(0.0, deadline - time.monotonic()))
@@ -209,7 +228,6 @@ class Supervisor:
                 pod.stamper.pump()
                 pod.stamper.close()
                 pod.stamper = None
-        self.due.clear()
 
     def workload_failed(self, reason: str) -> None:
         """A Job failed: recreate everything while maxRestarts allows, else fail for good."""
@@ -335,7 +353,7 @@ class Supervisor:
                 self.log("stop requested: terminating every process")
                 self.state, self.message = "Terminating", "deleted"
                 self.write_state()
-                self.stop_pods("Deleted")
+                self.stop_pods("Deleted", head_first=True)
                 sweep(self.dir, self.plan.marker)
                 return 0
             self.reap()
