@@ -75,6 +75,13 @@ class ConflictError(BackendError):
     """The workload already exists (HTTP 409 or a local state directory in use)."""
 
 
+class AlreadyExists(ConflictError):
+    """Creating a workload whose name is taken: bad input (exit 2) like any other usage error;
+    the hint names ``--replace``."""
+
+    exit_code = 2
+
+
 def yaml_where(err: BaseException) -> str:
     """``" at line N"`` for a YAML parser error that knows where it is, else ``""``."""
     mark = getattr(err, "problem_mark", None)

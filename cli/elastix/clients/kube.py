@@ -77,9 +77,17 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     from kubernetes.config.config_exception import ConfigException
 
     paths = kubeconfig.split(os.pathsep) if kubeconfig else [os.path.expanduser("~/.kube/config")]
-    for path in paths:
-        if path and os.path.exists(path):
-            check_kubeconfig(path)
+    present = [path for path in paths if path and os.path.exists(path)]
+    if not present:
+        where = kubeconfig or paths[0]
+        raise UsageError(f"no kubeconfig at {where}" + ("" if kubeconfig else
+                         " (no --kubeconfig, no KUBECONFIG)"),
+                         hint="pass --kubeconfig FILE (or set KUBECONFIG), or "
+                              "--cluster/--project/--location to look the cluster up")
+    for path in present:
+        check_kubeconfig(path)
+    if context is not None:
+        _check_context(kubeconfig, context, ", ".join(present))
     cfg = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context,
@@ -89,9 +97,10 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
         raise UsageError(f"kubeconfig {kubeconfig or paths[0]!r} is not a valid kubeconfig "
                          f"({type(err).__name__}: {err})", hint=_KUBECONFIG_HINT) from None
     except ConfigException as err:
-        raise BackendError(f"cannot use kubeconfig: {err}",
-                           hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
-                                "--location to look the cluster up") from None
+        text = str(err).removeprefix("Invalid kube-config file. ").rstrip(".")
+        raise UsageError(f"cannot use kubeconfig {', '.join(present)}: {text}",
+                         hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
+                              "--location to look the cluster up") from None
     except FileNotFoundError as err:
         raise BackendError(f"kubeconfig not found: {err.filename}",
                            hint="pass --kubeconfig FILE, or --cluster/--project/--location") from None
@@ -101,6 +110,22 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
             _, current = config.list_kube_config_contexts(config_file=kubeconfig)
             ctx = current["name"]
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
+
+
+def _check_context(kubeconfig: str | None, context: str, where: str) -> None:
+    """A ``--context`` the kubeconfig does not have, said in elastix's words with the choices."""
+    from kubernetes import config
+
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # noqa: BLE001 - the loader reports the file's own problem just after
+        return
+    names = [c.get("name") for c in contexts or [] if isinstance(c, dict)]
+    if context not in names:
+        have = ", ".join(str(n) for n in names) if names else "none"
+        raise UsageError(f"--context {context!r} is not in kubeconfig {where} (its contexts: "
+                         f"{have})", hint="pass --context with one of them, or leave it out "
+                                          "for the current context")
 
 
 _KUBECONFIG_HINT = ("fix the file, or pass another with --kubeconfig (the KUBECONFIG variable "

@@ -174,6 +174,7 @@ def test_log_stream_cut_midway(httpserver, run):
 
 def test_bad_kubeconfig_context(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:1")))
-    assert main(["workload", "list", "--context", "nope"]) == 1
+    assert main(["workload", "list", "--context", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "cannot use kubeconfig" in err and "nope" in err and "Traceback" not in err
+    assert "error: --context 'nope' is not in kubeconfig" in err and "(its contexts: " in err
+    assert "hint: pass --context with one of them" in err and "Traceback" not in err
