@@ -552,6 +552,17 @@ def _spec_axes(spec) -> set:
     return out
 
 
+# Orbax's read errors end with "See full TensorStore details: <bound method ... spec of
+# TensorStore({...": a repr of a pybind11 method, useless in a line for a user. The reason it
+# stands for is the error's cause (e.g. "OUT_OF_RANGE: ... byte range ... is not valid").
+_TENSORSTORE_TAIL = re.compile(r"\s*See full TensorStore details:.*", re.S)
+
+
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:500]
+    """One readable line of an error (storage and Orbax errors run to pages)."""
+    text = str(e).strip()
+    cut = _TENSORSTORE_TAIL.sub("", text)
+    line = (cut.splitlines() or [type(e).__name__])[0].strip() or type(e).__name__
+    if cut != text and e.__cause__ is not None:
+        line = f"{line.rstrip('.')}: {_first_line(e.__cause__)}"
+    return line[:500]
