@@ -305,6 +305,25 @@ def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path)
             p.wait()
 
 
+def test_a_wait_that_times_out_names_the_hung_host(tmp_path):
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, num_slices=2, timeout=0.5) as health:
+            procs = [_host(addr, s, 0) for s in range(2)]
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            os.kill(procs[1].pid, signal.SIGSTOP)
+            wait_until(lambda: health.live_slices() == frozenset({0}), 10, "slice 1 stale")
+            with pytest.raises(SliceWaitTimeout) as err:
+                health.wait_for(2, timeout=0.5)
+            assert (f"slice 1 host 0 (pid {procs[1].pid}) silent for " in str(err.value)
+                    and str(err.value).endswith("its process still there (hung))"))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_saturated_machine_does_not_look_like_a_dead_slice(tmp_path):
     """Every core busy (twice over) for longer than the heartbeat timeout: no slice is ever
     seen down. Liveness rests on exits and on heartbeats credited for deaf periods, not on the

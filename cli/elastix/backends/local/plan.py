@@ -24,6 +24,9 @@ from elastix.workload.manifest import replicated_job
 
 DEFAULT_SCHEDULING_DELAY = 1.0
 """Seconds before a replacement worker starts, unless ``ELASTIX_LOCAL_SCHEDULING_DELAY`` says."""
+DEFAULT_HUNG_HOST_TIMEOUT = 30.0
+"""Seconds without progress before a hung slice host is replaced (``elastix.backends.local.
+liveness``), unless ``ELASTIX_LOCAL_HUNG_HOST_TIMEOUT`` says."""
 
 
 @dataclasses.dataclass
@@ -55,6 +58,8 @@ class Plan:
     worker_env: list[dict[str, Any]]
     marker: str
     """``ELASTIX_LOCAL_MARKER`` of every process of this workload."""
+    hung_host_timeout: float = DEFAULT_HUNG_HOST_TIMEOUT
+    """Seconds a slice host may make no progress before it is killed and replaced (0: never)."""
 
     def to_json(self) -> dict[str, Any]:
         """The ``plan.json`` object."""
@@ -62,8 +67,9 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        """From a ``plan.json`` object (keys this version does not know are ignored)."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        """From a ``plan.json`` object (keys this version does not know are ignored, keys it
+        added since take their defaults)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 def data_dir(workload_dir: Path) -> Path:
@@ -197,6 +203,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         head_command=list(main.get("command") or []) + list(main.get("args") or []),
         head_env=main.get("env") or [],
         worker_env=wcont.get("env") or [],
+        hung_host_timeout=float(env.get(envvars.LOCAL_HUNG_HOST_TIMEOUT,
+                                        DEFAULT_HUNG_HOST_TIMEOUT)),
         marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
     )
 
