@@ -46,7 +46,6 @@ from elastix.backends.local.state import (
     proc_matches,
     proc_stopped,
     read_json,
-    read_jsonl,
     read_procs,
     read_record,
     record_proc,
@@ -54,8 +53,14 @@ from elastix.backends.local.state import (
     trainer_lost_slices,
     write_json_atomic,
 )
-from elastix.errors import AlreadyExists, BackendError, NotFoundError, UsageError
-from elastix.protocol import envvars, timefmt
+from elastix.errors import (
+    AlreadyExists,
+    BackendError,
+    EventsUnreadable,
+    NotFoundError,
+    UsageError,
+)
+from elastix.protocol import envvars, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
@@ -231,9 +236,13 @@ class LocalBackend(Backend):
         d = self._dir(name)
         path = Path(read_record(d / "plan.json", Plan.from_json).events_file)
         try:
-            return read_jsonl(path)
+            text = path.read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return None  # a command that writes no events: measurement reads the head's log
+        records, bad, total = eventspec.split_jsonl(text)  # the rule of --events FILE too
+        if bad:
+            raise EventsUnreadable(f"events file {path}", bad, total)
+        return records
 
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
