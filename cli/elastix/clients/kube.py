@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -267,19 +268,31 @@ class NoAnswer(TimeoutError):
     """Raised by :meth:`Http.request`: the server stayed silent for ``seconds`` (then
     :class:`Translator` says while doing what)."""
 
-    def __init__(self, seconds: float | None, connecting: bool) -> None:
+    def __init__(self, seconds: float | None, connecting: bool, handshake: bool = False) -> None:
         super().__init__(f"no answer in {seconds} s")
         self.seconds = seconds
         self.connecting = connecting
+        self.handshake = handshake
 
 
 def _silence(err: Exception, timeout: Any) -> NoAnswer | None:
-    """A :class:`NoAnswer` for a connect or read timeout (possibly inside a MaxRetryError)."""
+    """A :class:`NoAnswer` for a connect or read timeout (possibly inside a MaxRetryError).
+
+    A TLS handshake that never completes is reported by urllib3 as a *read* timeout, but under
+    the connect timeout (the socket's timeout until the connection is up; urllib3 2.x
+    ``connectionpool._raise_timeout`` names it: ``(read timeout=10.0)``). The bound that
+    actually ran out is taken from there, so a server that accepts and never answers TLS is
+    not said to have been waited on for the read timeout.
+    """
     from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError, ReadTimeoutError
 
     reason = err.reason if isinstance(err, MaxRetryError) else err
     connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
     if isinstance(reason, ReadTimeoutError):
+        m = re.search(r"read timeout=([0-9.]+)\)", str(reason))
+        ran_out = float(m.group(1)) if m else read
+        if connect != read and connect is not None and ran_out == float(connect):
+            return NoAnswer(connect, connecting=True, handshake=True)
         return NoAnswer(read, connecting=False)
     if isinstance(reason, ConnectTimeoutError) and not isinstance(reason, NewConnectionError):
         return NoAnswer(connect, connecting=True)
@@ -339,7 +352,8 @@ class Translator:
             return self._api(err, what, kind, namespace, invalid)
         if isinstance(err, NoAnswer):
             seconds = f" in {err.seconds:g} s" if err.seconds else ""
-            doing = "accept a connection" if err.connecting else "answer"
+            doing = ("complete the TLS handshake" if err.handshake else
+                     "accept a connection" if err.connecting else "answer")
             return ApiTimeout(f"timed out {what}: the Kubernetes API server did not {doing}"
                               f"{seconds} ({self.where})",
                               hint="the API server is overloaded or unreachable; check the "
