@@ -463,9 +463,9 @@ def run(cfg) -> int:
         _stop_on_sigterm(trainer)
         trainer.check_resume()
         run_start_event(trainer, cfg)
-        limit = (cfg.watchdog_timeout if cfg.watchdog_timeout is not None
-                 else default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout))
-        dog = (Watchdog(events, limit, lambda: trainer.last_completed).start()
+        default = default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout)
+        limit = cfg.watchdog_timeout if cfg.watchdog_timeout is not None else default
+        dog = (Watchdog(events, limit, lambda: trainer.last_completed, startup=default).start()
                if limit > 0 else None)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())

@@ -151,9 +151,13 @@ class Trainer:
                                     name="elastix-build-step", daemon=True)
         building.start()
         try:
-            return self._restore_onto(ids, mesh)
+            session = self._restore_onto(ids, mesh)
         finally:  # whatever happened, no compile may outlive this call (see precompile)
             building.join()
+        # Built: the watchdog measures from here, so a step that then hangs is timed alone,
+        # not together with a first compile that took long on a loaded machine.
+        self.events.progress()
+        return session
 
     def _build_quietly(self, mesh) -> None:
         try:
