@@ -428,7 +428,7 @@ class Checkpointer:
         names = self.uncommitted()
         root = storage.epath(self.directory)
         for name in names:
-            (root / name).rmtree(missing_ok=True)
+            _remove_tree(root / name)
         if names:
             log.info("elastix: removed uncommitted checkpoint directories %s", names)
         for step in sorted(self.void):
@@ -550,6 +550,28 @@ def _spec_axes(spec) -> set:
         elif entry is not None:
             out.add(entry)
     return out
+
+
+REMOVE_PATIENCE = 10.0
+"""Seconds an uncommitted directory's removal outlasts the writers still adding to it."""
+
+
+def _remove_tree(path: Any) -> None:
+    """``rmtree`` that outlasts writers still finishing. A save that failed part-way (a full
+    disk) raises at its first failed write while TensorStore may still be writing the other
+    arrays for a moment; each adds a file to the directory being removed, and ``rmtree`` then
+    fails with "Directory not empty" (seen on a loaded machine: the final save's retry then
+    failed with that instead of saying the final checkpoint did not commit). So removal is
+    retried until the directory is gone, for up to ``REMOVE_PATIENCE`` seconds."""
+    deadline = time.monotonic() + REMOVE_PATIENCE
+    while True:
+        try:
+            path.rmtree(missing_ok=True)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 # Orbax's read errors end with "See full TensorStore details: <bound method ... spec of

@@ -387,8 +387,12 @@ class Trainer:
                 error = self.ckpt.last_error() or "not committed on storage"
                 log.warning("elastix: the final checkpoint (step %d) did not commit (%s); "
                             "saving it again", final, error)
-                self.ckpt.save(final, session.state, self.data.state())
-                if self.ckpt.settle() is not True:
+                try:
+                    self.ckpt.save(final, session.state, self.data.state())
+                    ok = self.ckpt.settle()
+                except OSError as e:  # clearing the failed attempt's files failed too
+                    ok, error = False, (str(e).splitlines() or [type(e).__name__])[0]
+                if ok is not True:
                     raise FinalSaveFailed(final, self.ckpt.last_error() or error,
                                           self.ckpt.latest_committed())
         finally:
