@@ -107,7 +107,7 @@ def test_409_on_create_offers_replace(httpserver, run):
     rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
                   "--docker-image", "img:1", "--command", "true", "--backend", "gke",
                   "--skip-preflight")
-    assert rc == 1
+    assert rc == 2  # bad input, as every other usage error
     assert "workload 'demo' already exists in namespace default" in err and "--replace" in err
     [req] = _posts(httpserver)
     assert req.args.get("fieldValidation") == "Strict" and "dryRun" not in req.args
