@@ -103,6 +103,18 @@ class ManifestError(UsageError):
     """A rendered manifest (ours or a user template's) is not a valid JobSet."""
 
 
+class EventsUnreadable(UsageError):
+    """Lines of an events file that are not events (``eventspec.split_jsonl``), said once with
+    the first of them; the same for a live file and ``--events FILE``."""
+
+    def __init__(self, source: str, bad: list[tuple[int, str]], total: int) -> None:
+        first, why = bad[0]
+        super().__init__(f"{source}: {len(bad)} of {total} lines unreadable (first: line "
+                         f"{first}, {why})",
+                         hint="events must follow docs/events.md, one JSON object a line (only "
+                              "a torn last line, a file still being written, is skipped)")
+
+
 class BackendError(ElastixError):
     """A backend (cluster or local processes) failed to do what was asked."""
 
@@ -113,6 +125,13 @@ class NotFoundError(BackendError):
 
 class ConflictError(BackendError):
     """The workload already exists (HTTP 409 or a local state directory in use)."""
+
+
+class AlreadyExists(ConflictError):
+    """Creating a workload whose name is taken: bad input (exit 2) like any other usage error;
+    the hint names ``--replace``."""
+
+    exit_code = 2
 
 
 def yaml_where(err: BaseException) -> str:

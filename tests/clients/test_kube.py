@@ -38,6 +38,68 @@ def test_a_silent_server_is_one_bounded_wait_named_in_the_error(tmp_path, fake, 
     assert err.value.exit_code == 1  # a runtime failure, not bad input
 
 
+@pytest.fixture
+def silent_tls(tmp_path):
+    """A local HTTPS endpoint that accepts connections and never answers: ``(url, ca, mode)``
+    with ``mode["tls"]`` False (no TLS handshake ever) or True (a handshake, then silence)."""
+    import socket
+    import ssl
+    import threading
+
+    from fake_cluster import self_signed
+
+    self_signed(tmp_path / "tls")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "tls" / "cert.pem", tmp_path / "tls" / "key.pem")
+    srv = socket.create_server(("127.0.0.1", 0))
+    mode, held, stop = {"tls": False}, [], threading.Event()
+
+    def serve():
+        srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            if mode["tls"]:
+                try:
+                    conn = ctx.wrap_socket(conn, server_side=True)
+                except (OSError, ssl.SSLError):
+                    pass
+            held.append(conn)  # kept open, never read from, never written to
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield f"https://127.0.0.1:{srv.getsockname()[1]}", str(tmp_path / "tls" / "cert.pem"), mode
+    stop.set()
+    t.join(5)
+    for c in held:
+        c.close()
+    srv.close()
+
+
+@pytest.mark.parametrize(("tls", "says"), [
+    (False, "did not complete the TLS handshake in 0.5 s"),
+    (True, "did not answer in 1.5 s"),
+])
+def test_a_silent_tls_server_is_said_to_have_run_out_the_bound_that_ran_out(
+        tmp_path, monkeypatch, silent_tls, tls, says):
+    """A handshake that never completes runs out the *connect* timeout (urllib3 calls it a read
+    timeout): the error used to name the read timeout, after the connect timeout had passed."""
+    from elastix.backends.gke import backend as gke
+
+    url, ca, mode = silent_tls
+    mode["tls"] = tls
+    monkeypatch.setattr(gke, "TIMEOUT", (0.5, 1.5))  # small bounds for the test
+    api, where = api_client_from_kubeconfig(str(write_kubeconfig(tmp_path / "kc", url, ca)),
+                                            None)
+    with api:
+        with pytest.raises(ApiTimeout) as err:
+            GKEBackend(api, "default", where).list()
+    assert err.value.message == (f"timed out listing workloads: the Kubernetes API server {says}"
+                                 f" (context fake ({url}))")
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (b"a: [b\n::: {\n", "is not valid YAML at line 2: expected ',' or ']', but got ':'"),
     (b"- a\n- b\n", "is not a kubeconfig: a list, not a mapping"),

@@ -143,3 +143,40 @@ def test_a_full_disk_run_says_so_in_one_line(small_disk):
     assert err[1].startswith("hint: make the storage writable again")
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "checkpoint save failed: step 8" in proc.stdout
+
+
+def test_a_failed_final_save_whose_files_cannot_be_cleared_says_so(reference, small_disk,
+                                                                     monkeypatch):
+    """The final write runs out of space and its half-written directory cannot be removed
+    before the retry (here a mount inside it: EBUSY; on a loaded machine, TensorStore writes of
+    the failed save still landing, "Directory not empty"). The run fails saying the final
+    checkpoint did not commit, not with a bare OSError classified as "not a slice loss"."""
+    from elastix_trainer import checkpoint
+
+    monkeypatch.setattr(checkpoint, "REMOVE_PATIENCE", 0.2)  # it can never succeed here
+    cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=4)
+    held = []
+
+    def setup(trainer, runtime):
+        emit = trainer.events.emit
+
+        def pin_the_final_tmp_dir(event, **kw):
+            emit(event, **kw)
+            tmp = small_disk / "ck" / "8.orbax-checkpoint-tmp"
+            if event == "checkpoint_save_failed" and kw.get("step") == 8 and not held:
+                (tmp / "pinned").mkdir(parents=True, exist_ok=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs",
+                                str(tmp / "pinned")], check=True)
+                held.append(tmp / "pinned")
+        trainer.events.emit = pin_the_final_tmp_dir
+
+    try:
+        outcome, trainer, _ = run_elastic(cfg, setup=setup)
+    finally:
+        for d in held:
+            subprocess.run(["umount", str(d)], check=False)
+    assert held, "the final write should have run out of space"
+    assert outcome.status == "failed", outcome
+    assert outcome.reason.startswith("the final checkpoint (step 8) did not commit: "), outcome
+    assert "Device or resource busy" in outcome.reason
+    assert not [e for e in trainer.events.of("elastic_detected")]

@@ -46,6 +46,22 @@ def test_events_keep_it_quiet():
         dog.stop()
 
 
+def test_start_up_is_bounded_by_the_start_up_limit_then_the_timeout():
+    """A first compile slower than a short --watchdog-timeout (a loaded machine) is start-up,
+    bounded by ``startup``; from the built session on, the timeout counts."""
+    clock = [0.0]
+    events = EventLog(None)
+    events.last_emit = 0.0
+    exits = []
+    dog = Watchdog(events, 8.0, lambda: 0, startup=100.0, clock=lambda: clock[0],
+                   exit=exits.append)
+    clock[0] = 50.0
+    assert dog._limit() == 100.0  # compiling for 50 s: still start-up, no fire
+    events.progress()  # the session is built
+    assert events.started and dog._limit() == 8.0
+    assert Watchdog(EventLog(None), 8.0, lambda: 0)._limit() == 8.0  # no start-up limit given
+
+
 def test_a_trainer_stuck_in_a_step_exits_3_with_run_end(tmp_path):
     events_file = tmp_path / "events.jsonl"
     args = ["--preset", "tiny", "--steps", "50", "--batch-per-device", "1", "--seq-len", "32",

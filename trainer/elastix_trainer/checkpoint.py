@@ -473,7 +473,7 @@ class Checkpointer:
         names = self.uncommitted()
         root = storage.epath(self.directory)
         for name in names:
-            (root / name).rmtree(missing_ok=True)
+            _remove_tree(root / name)
         if names:
             log.info("elastix: removed uncommitted checkpoint directories %s", names)
         return names
@@ -612,6 +612,39 @@ def _spec_axes(spec) -> set:
     return out
 
 
+REMOVE_PATIENCE = 10.0
+"""Seconds an uncommitted directory's removal outlasts the writers still adding to it."""
+
+
+def _remove_tree(path: Any) -> None:
+    """``rmtree`` that outlasts writers still finishing. A save that failed part-way (a full
+    disk) raises at its first failed write while TensorStore may still be writing the other
+    arrays for a moment; each adds a file to the directory being removed, and ``rmtree`` then
+    fails with "Directory not empty" (seen on a loaded machine: the final save's retry then
+    failed with that instead of saying the final checkpoint did not commit). So removal is
+    retried until the directory is gone, for up to ``REMOVE_PATIENCE`` seconds."""
+    deadline = time.monotonic() + REMOVE_PATIENCE
+    while True:
+        try:
+            path.rmtree(missing_ok=True)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+# Orbax's read errors end with "See full TensorStore details: <bound method ... spec of
+# TensorStore({...": a repr of a pybind11 method, useless in a line for a user. The reason it
+# stands for is the error's cause (e.g. "OUT_OF_RANGE: ... byte range ... is not valid").
+_TENSORSTORE_TAIL = re.compile(r"\s*See full TensorStore details:.*", re.S)
+
+
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0][:500]
+    """One readable line of an error (storage and Orbax errors run to pages)."""
+    text = str(e).strip()
+    cut = _TENSORSTORE_TAIL.sub("", text)
+    line = (cut.splitlines() or [type(e).__name__])[0].strip() or type(e).__name__
+    if cut != text and e.__cause__ is not None:
+        line = f"{line.rstrip('.')}: {_first_line(e.__cause__)}"
+    return line[:500]

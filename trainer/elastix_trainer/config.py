@@ -79,7 +79,8 @@ class TrainConfig:
     watchdog_timeout: float | None = None
     """Seconds without any event (step, checkpoint, recovery phase) before the run fails with
     every thread's stack logged (exit 3); default: the longer of --slice-wait-timeout and
-    --checkpoint-timeout plus 10 minutes; 0 turns it off."""
+    --checkpoint-timeout plus 10 minutes; 0 turns it off. Start-up (until the first step is
+    compiled and the state restored) is bounded by at least that default."""
     checkpoint_timeout: float = 1200.0
     """Seconds a background checkpoint write may take before it counts as failed (Orbax's own
     default); a hung write then fails the run instead of stalling it silently."""

@@ -43,6 +43,11 @@ from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Terminated
 from elastix_trainer.watchdog import Watchdog, default_timeout
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
+WAIT_HINT = ("`elastix workload status` shows the missing slice's hosts; a longer "
+             "--slice-wait-timeout waits longer (on GKE a hung TPU VM's pod is evicted after "
+             "about 5 min), and replica-resize with --min-slices below the slice count goes on "
+             "without it")
+"""The hint of a run that gave up waiting for slices (a slice that never came back)."""
 
 
 class SliceLost(RuntimeError):
@@ -192,7 +197,7 @@ class ElasticRuntime:
         try:
             use = self._wait_at_start()
         except TimeoutError as e:  # SliceWaitTimeout from every health source, or a third party's
-            return self._fail(f"not enough slices to start: {e}")
+            return self._fail(f"not enough slices to start: {e}", hint=WAIT_HINT)
         while True:
             session = None
             try:
@@ -215,7 +220,9 @@ class ElasticRuntime:
                     forget(new - session.slice_ids)
                 self._resize_event(session.slice_ids, new, "scale up")
                 use = new
-            except (SliceWaitTimeout, TrainingFailed) as e:
+            except SliceWaitTimeout as e:
+                return self._fail(str(e), hint=WAIT_HINT)
+            except TrainingFailed as e:
                 return self._fail(str(e))
             except CheckpointsUnreadable as e:
                 return self._fail(e.message, hint=e.hint)
@@ -240,7 +247,8 @@ class ElasticRuntime:
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
                 except TimeoutError as e2:
-                    return self._fail(f"gave up waiting for slices after slice loss: {e2}")
+                    return self._fail(f"gave up waiting for slices after slice loss: {e2}",
+                                      hint=WAIT_HINT)
                 self._resize_event(mesh, new, "resize")
                 use = new
 
@@ -400,6 +408,19 @@ def health_from_env(num_slices: int) -> HealthSource:
     return StaticHealth(num_slices)
 
 
+def _make_local_dir(flag: str, path: str | None) -> None:
+    """Create a local output directory up front: one that cannot exist (``/proc/x``, under a
+    file, no permission) is bad input said in one line, not an OSError from the first write."""
+    if not path or path.startswith("gs://"):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot create it ({e.strerror or e})",
+                         hint="give a writable local directory (created if missing) or a "
+                              "gs:// URL") from None
+
+
 def _stop_on_sigterm(trainer: Trainer) -> None:
     """SIGTERM (a deleted, failed or preempted workload) stops the run at the next step
     boundary, after committing a checkpoint if ``--term-save-timeout`` allows, with ``run_end``
@@ -441,6 +462,11 @@ def run(cfg) -> int:
     setup_logging()
     quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
     cfg = absolute_checkpoint_dir(cfg)
+    _make_local_dir("--checkpoint-dir", cfg.checkpoint_dir)
+    events_file = cfg.resolved_events_file()
+    if events_file and not events_file.startswith("gs://"):
+        _make_local_dir("the events file's directory",
+                        os.path.dirname(os.path.abspath(events_file)))
     compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
     board = None
@@ -460,13 +486,14 @@ def run(cfg) -> int:
         _stop_on_sigterm(trainer)
         trainer.check_resume()
         run_start_event(trainer, cfg)
-        limit = (cfg.watchdog_timeout if cfg.watchdog_timeout is not None
-                 else default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout))
-        dog = (Watchdog(events, limit, lambda: trainer.last_completed).start()
+        default = default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout)
+        limit = cfg.watchdog_timeout if cfg.watchdog_timeout is not None else default
+        dog = (Watchdog(events, limit, lambda: trainer.last_completed, startup=default).start()
                if limit > 0 else None)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = ElasticRuntime(trainer, health).run()
+        fault.drain()  # a failed step's error must not resurface in JAX's atexit handlers
         end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
         if dog is not None:
             dog.stop()

@@ -179,6 +179,16 @@ class EventLog:
         if self._gcs_path:
             self._uploader = _Uploader(self._snapshot, self._gcs_path, upload_every)
 
+    def progress(self) -> None:
+        """Count as progress for the watchdog without writing an event: a session's compile and
+        restore ended (``Trainer.start``), which write none of their own on a fresh start. The
+        run has started from then on (``started``)."""
+        self.last_emit = time.monotonic()
+        self.started = True
+
+    started = False
+    """A session was built (see ``progress``): the run is past its start-up."""
+
     def _snapshot(self) -> bytes:
         with self._lock:  # whole lines only: emit writes and flushes a line under this lock
             with open(self._local, "rb") as f:

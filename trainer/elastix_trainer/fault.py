@@ -94,6 +94,18 @@ def _wait_for_dispatched() -> None:
         jax.effects_barrier()
     except Exception:  # noqa: BLE001 - likewise
         pass
+    # The barrier keeps a token that failed (it raises before clearing), and JAX's own atexit
+    # handlers (``wait_for_tokens``, ``clean_up``) would raise it again at exit: two "Exception
+    # ignored in atexit" tracebacks after the run's error line. Every token was awaited above.
+    clear = getattr(dispatch.runtime_tokens, "clear", None)
+    if clear is not None:
+        clear()
+
+
+def drain() -> None:
+    """Await and drop what the steps dispatched (a failed step's error included): at the end
+    of a run, so the process exits on its own last line."""
+    _wait_for_dispatched()
 
 
 def _check(step: np.ndarray, rows: int) -> np.ndarray:

@@ -12,6 +12,10 @@ is called (the runtime's recovery waits for slices; a waiter wants the replaceme
 goes unseen however long the step in flight takes (a latch that expired after one timeout let a
 kill during a long step or a checkpoint's blocking copy pass unnoticed), as on TPU, where any
 in-flight operation on the dead host fails, and every caller until then sees the same answer.
+A loss already handled needs no latch: a host that was known dead (exited or stale) when
+``wait_for`` returned has been dealt with, and its replacement counts the moment it is heard. In
+replica-resize mode that ``wait_for`` returns on the survivors and no other follows, so a latch
+there held the returning slice down for good and the runtime never scaled back up.
 
 Silence is only counted while the controller could hear. A controller that was stopped
 (SIGSTOP, a debugger) or starved of CPU for longer than ``DEAF_AFTER`` did not drain its socket,
@@ -100,6 +104,7 @@ class LocalHeartbeatHealth:
         self._died: dict[tuple[int, int], float] = {}  # when the host stopped counting
         self._pidfds: dict[int, tuple[tuple[int, int], int]] = {}  # fd -> (key, pid)
         self._exited_now: set[tuple[int, int]] = set()  # exited, no replacement heard yet
+        self._handled: dict[tuple[int, int], int] = {}  # host -> pid whose loss wait_for saw
         family, sockaddr = heartbeat.parse_address(address)
         is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
         self._path = sockaddr if is_file else None
@@ -173,7 +178,7 @@ class LocalHeartbeatHealth:
                 last = self._last.get(key, float("-inf"))
                 if ts >= last:
                     old = self._pids.get(key, pid)
-                    if old != pid:
+                    if old != pid and self._handled.pop(key, None) != old:
                         # The old host is gone: it stopped counting at its last heartbeat,
                         # unless its pidfd already said exactly when.
                         self._died.setdefault(key, self._heard.get(key, ts))
@@ -283,6 +288,8 @@ class LocalHeartbeatHealth:
         with self._cond:
             for key in [k for k in self._died if k[0] in wanted]:
                 del self._died[key]
+            for key in [k for k in self._handled if k[0] in wanted]:
+                del self._handled[key]
 
     def host_pids(self) -> dict[tuple[int, int], int]:
         """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""
@@ -305,14 +312,43 @@ class LocalHeartbeatHealth:
                 if len(live) >= required:
                     self._latched.clear()  # replacements that arrived while waiting count too
                     self._died.clear()  # the loss is handled: what comes back counts afresh
+                    self._note_handled(live)
                     return live
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     raise SliceWaitTimeout(
                         f"only {len(live)} of {required} required slices live after "
-                        f"{timeout:.1f} s (live: {sorted(live)})")
+                        f"{timeout:.1f} s (live: {sorted(live)}{self._why_missing(live)})")
                 # Heartbeats notify; the short cap re-evaluates staleness as time passes.
                 self._cond.wait(min(left, 0.1))
+
+    def _why_missing(self, live: frozenset[int]) -> str:
+        """``; slice 1 host 0 (pid 42) silent for 300 s, its process still there (hung)``: what
+        each missing slice's hosts did, so a timed-out wait says which host to look at."""
+        now = self._clock()
+        notes = []
+        for s in range(self.num_slices):
+            if s in live:
+                continue
+            for h in range(self.hosts_per_slice):
+                key, pid = (s, h), self._pids.get((s, h))
+                if pid is None:
+                    notes.append(f"slice {s} host {h} never heartbeated")
+                elif key in self._exited_now:
+                    notes.append(f"slice {s} host {h} (pid {pid}) exited, no replacement heard")
+                elif now - self._last[key] > self.timeout:
+                    there = _process_exists(pid)
+                    notes.append(f"slice {s} host {h} (pid {pid}) silent for "
+                                 f"{now - self._heard[key]:.0f} s"
+                                 + (", its process still there (hung)" if there else ""))
+        return "; " + "; ".join(notes) if notes else ""
+
+    def _note_handled(self, live: frozenset[int]) -> None:
+        """Remember the dead hosts of the slices left out of ``live``: their losses are
+        handled, so their replacements are not latched (see the module docstring)."""
+        now = self._clock()
+        self._handled = {key: pid for key, pid in self._pids.items() if key[0] not in live
+                         and (key in self._exited_now or now - self._last[key] > self.timeout)}
 
     def close(self) -> None:
         """Stop receiving and remove the socket file. Idempotent."""
@@ -337,3 +373,14 @@ class LocalHeartbeatHealth:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _process_exists(pid: int) -> bool:
+    """True if ``pid`` exists on this machine (the local backend's hosts are local)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, not ours to signal
+    return True

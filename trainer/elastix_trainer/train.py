@@ -152,9 +152,13 @@ class Trainer:
                                     name="elastix-build-step", daemon=True)
         building.start()
         try:
-            return self._restore_onto(ids, mesh)
+            session = self._restore_onto(ids, mesh)
         finally:  # whatever happened, no compile may outlive this call (see precompile)
             building.join()
+        # Built: the watchdog measures from here, so a step that then hangs is timed alone,
+        # not together with a first compile that took long on a loaded machine.
+        self.events.progress()
+        return session
 
     def _build_quietly(self, mesh) -> None:
         try:
@@ -420,8 +424,12 @@ class Trainer:
                 error = self.ckpt.last_error() or "not committed on storage"
                 log.warning("elastix: the final checkpoint (step %d) did not commit (%s); "
                             "saving it again", final, error)
-                self.ckpt.save(final, session.state, self.data.state())
-                if self.ckpt.settle() is not True:
+                try:
+                    self.ckpt.save(final, session.state, self.data.state())
+                    ok = self.ckpt.settle()
+                except OSError as e:  # clearing the failed attempt's files failed too
+                    ok, error = False, (str(e).splitlines() or [type(e).__name__])[0]
+                if ok is not True:
                     raise FinalSaveFailed(final, self.ckpt.last_error() or error,
                                           self.ckpt.latest_committed())
         finally:

@@ -1,8 +1,10 @@
 """The watchdog: a run that makes no progress for too long fails loudly instead of hanging.
 
-Progress is any event (a step, a checkpoint event, a recovery phase). When none arrives for
-``timeout`` seconds, the watchdog logs every thread's stack once (where it hangs is the first
-thing anyone asks), writes ``run_end`` with the reason, and ends the process with exit code
+Progress is any event (a step, a checkpoint event, a recovery phase), and the end of a
+session's build (compile and restore: on a fresh start they write no event of their own); until
+the first session is built the run is starting up, bounded by at least the default. When
+none arrives for ``timeout`` seconds, the watchdog logs every thread's stack once (where it hangs
+is the first thing anyone asks), writes ``run_end`` with the reason, and ends the process with exit code
 ``EXIT_CODE``, so the JobSet restarts the head (or gives up within its budget) instead of
 leaving a live, silent workload that looks Running.
 
@@ -54,9 +56,11 @@ class Watchdog:
     """
 
     def __init__(self, events: EventLog, timeout: float, last_step: Callable[[], int], *,
+                 startup: float | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  exit: Callable[[int], None] = os._exit) -> None:
         self.events, self.timeout, self._last_step = events, timeout, last_step
+        self.startup = startup
         self._clock, self._exit = clock, exit
         self._stop = threading.Event()
         self.fired = False
@@ -70,14 +74,23 @@ class Watchdog:
         poll = min(5.0, max(0.05, self.timeout / 10))
         while not self._stop.wait(poll):
             idle = self._clock() - self.events.last_emit
-            if idle >= self.timeout:
+            if idle >= self._limit():
                 self._fire(idle)
                 return
+
+    def _limit(self) -> float:
+        """``timeout``, or until the first session is built (``EventLog.started``) at least
+        ``startup``: start-up waits for slices and compiles, silent phases the default bound
+        (``default_timeout``) is made for, so a short ``--watchdog-timeout`` meant for a stuck
+        step does not end a run whose first compile is slow on a loaded machine."""
+        if self.startup is None or self.events.started:
+            return self.timeout
+        return max(self.timeout, self.startup)
 
     def _fire(self, idle: float) -> None:
         self.fired = True
         reason = (f"no progress for {idle:.0f} s (no step, checkpoint or recovery event; "
-                  f"watchdog at {self.timeout:g} s)")
+                  f"watchdog at {self._limit():g} s)")
         log.error("elastix: %s: every thread's stack follows, then the process exits %d",
                   reason, EXIT_CODE)
         log.error("%s", thread_stacks())

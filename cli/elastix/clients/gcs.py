@@ -10,7 +10,8 @@ import json
 import os
 from typing import Any
 
-from elastix.errors import BackendError, UsageError
+from elastix.errors import BackendError, EventsUnreadable, UsageError
+from elastix.protocol import eventspec
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -40,7 +41,8 @@ def _client():
 def read_jsonl(uri: str) -> list[dict[str, Any]] | None:
     """The JSON objects of a JSONL object on GCS; None when it does not exist (yet).
 
-    A torn last line (the trainer uploads the whole file while it is written) is skipped.
+    A torn last line (the trainer uploads the whole file while it is written) is skipped; any
+    other line that is not an event is an error (``EventsUnreadable``), as for a local file.
     """
     from google.api_core import exceptions as gexc
 
@@ -55,16 +57,10 @@ def read_jsonl(uri: str) -> list[dict[str, Any]] | None:
     except gexc.GoogleAPIError as e:
         raise BackendError(f"reading {uri} failed: {e}", hint="check the bucket and try again") \
             from None
-    out = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+    records, bad, total = eventspec.split_jsonl(data.decode("utf-8", errors="replace"))
+    if bad:  # the rule of a local events file and of --events FILE
+        raise EventsUnreadable(f"events file {uri}", bad, total)
+    return records
 
 
 class JsonlTail:

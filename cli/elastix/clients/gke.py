@@ -33,8 +33,23 @@ def credentials() -> tuple[Any, str | None]:
     try:
         return google.auth.default(scopes=SCOPES)
     except DefaultCredentialsError as err:
-        raise BackendError(f"no Google Cloud credentials: {str(err).splitlines()[0]}",
-                           hint=ADC_HINT) from None
+        # google-auth raises with (message, cause) at times: str() of that is a tuple.
+        first = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
+        why = _readable(first.splitlines()[0] if first else type(err).__name__)
+        named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        if named:  # the user's own setting: bad input, said about the variable
+            raise UsageError(f"GOOGLE_APPLICATION_CREDENTIALS={named} is unusable: {why}",
+                             hint="point it at a service-account key or an authorized-user "
+                                  "file (`gcloud auth application-default login` writes one), "
+                                  "or unset it") from None
+        raise BackendError(f"no Google Cloud credentials: {why}", hint=ADC_HINT) from None
+
+
+def _readable(text: str) -> str:
+    """google-auth's message with its Python tuples of names as plain lists: ``expected one of
+    ('a', 'b')`` reads ``expected one of a, b``."""
+    return re.sub(r"\(('[^']*'(?:, )?)+\)",
+                  lambda m: ", ".join(re.findall(r"'([^']*)'", m.group(0))), text)
 
 
 def cluster_manager(creds: Any = None) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,9 +78,17 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
     from kubernetes.config.config_exception import ConfigException
 
     paths = kubeconfig.split(os.pathsep) if kubeconfig else [os.path.expanduser("~/.kube/config")]
-    for path in paths:
-        if path and os.path.exists(path):
-            check_kubeconfig(path)
+    present = [path for path in paths if path and os.path.exists(path)]
+    if not present:
+        where = kubeconfig or paths[0]
+        raise UsageError(f"no kubeconfig at {where}" + ("" if kubeconfig else
+                         " (no --kubeconfig, no KUBECONFIG)"),
+                         hint="pass --kubeconfig FILE (or set KUBECONFIG), or "
+                              "--cluster/--project/--location to look the cluster up")
+    for path in present:
+        check_kubeconfig(path)
+    if context is not None:
+        _check_context(kubeconfig, context, ", ".join(present))
     cfg = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context,
@@ -89,9 +98,10 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
         raise UsageError(f"kubeconfig {kubeconfig or paths[0]!r} is not a valid kubeconfig "
                          f"({type(err).__name__}: {err})", hint=_KUBECONFIG_HINT) from None
     except ConfigException as err:
-        raise BackendError(f"cannot use kubeconfig: {err}",
-                           hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
-                                "--location to look the cluster up") from None
+        text = str(err).removeprefix("Invalid kube-config file. ").rstrip(".")
+        raise UsageError(f"cannot use kubeconfig {', '.join(present)}: {text}",
+                         hint="pass --kubeconfig FILE and --context NAME, or --cluster/--project/"
+                              "--location to look the cluster up") from None
     except FileNotFoundError as err:
         raise BackendError(f"kubeconfig not found: {err.filename}",
                            hint="pass --kubeconfig FILE, or --cluster/--project/--location") from None
@@ -101,6 +111,22 @@ def api_client_from_kubeconfig(kubeconfig: str | None, context: str | None) -> t
             _, current = config.list_kube_config_contexts(config_file=kubeconfig)
             ctx = current["name"]
     return client.ApiClient(cfg), f"context {ctx or '?'} ({cfg.host})"
+
+
+def _check_context(kubeconfig: str | None, context: str, where: str) -> None:
+    """A ``--context`` the kubeconfig does not have, said in elastix's words with the choices."""
+    from kubernetes import config
+
+    try:
+        contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
+    except Exception:  # noqa: BLE001 - the loader reports the file's own problem just after
+        return
+    names = [c.get("name") for c in contexts or [] if isinstance(c, dict)]
+    if context not in names:
+        have = ", ".join(str(n) for n in names) if names else "none"
+        raise UsageError(f"--context {context!r} is not in kubeconfig {where} (its contexts: "
+                         f"{have})", hint="pass --context with one of them, or leave it out "
+                                          "for the current context")
 
 
 _KUBECONFIG_HINT = ("fix the file, or pass another with --kubeconfig (the KUBECONFIG variable "
@@ -242,19 +268,31 @@ class NoAnswer(TimeoutError):
     """Raised by :meth:`Http.request`: the server stayed silent for ``seconds`` (then
     :class:`Translator` says while doing what)."""
 
-    def __init__(self, seconds: float | None, connecting: bool) -> None:
+    def __init__(self, seconds: float | None, connecting: bool, handshake: bool = False) -> None:
         super().__init__(f"no answer in {seconds} s")
         self.seconds = seconds
         self.connecting = connecting
+        self.handshake = handshake
 
 
 def _silence(err: Exception, timeout: Any) -> NoAnswer | None:
-    """A :class:`NoAnswer` for a connect or read timeout (possibly inside a MaxRetryError)."""
+    """A :class:`NoAnswer` for a connect or read timeout (possibly inside a MaxRetryError).
+
+    A TLS handshake that never completes is reported by urllib3 as a *read* timeout, but under
+    the connect timeout (the socket's timeout until the connection is up; urllib3 2.x
+    ``connectionpool._raise_timeout`` names it: ``(read timeout=10.0)``). The bound that
+    actually ran out is taken from there, so a server that accepts and never answers TLS is
+    not said to have been waited on for the read timeout.
+    """
     from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError, ReadTimeoutError
 
     reason = err.reason if isinstance(err, MaxRetryError) else err
     connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
     if isinstance(reason, ReadTimeoutError):
+        m = re.search(r"read timeout=([0-9.]+)\)", str(reason))
+        ran_out = float(m.group(1)) if m else read
+        if connect != read and connect is not None and ran_out == float(connect):
+            return NoAnswer(connect, connecting=True, handshake=True)
         return NoAnswer(read, connecting=False)
     if isinstance(reason, ConnectTimeoutError) and not isinstance(reason, NewConnectionError):
         return NoAnswer(connect, connecting=True)
@@ -314,7 +352,8 @@ class Translator:
             return self._api(err, what, kind, namespace, invalid)
         if isinstance(err, NoAnswer):
             seconds = f" in {err.seconds:g} s" if err.seconds else ""
-            doing = "accept a connection" if err.connecting else "answer"
+            doing = ("complete the TLS handshake" if err.handshake else
+                     "accept a connection" if err.connecting else "answer")
             return ApiTimeout(f"timed out {what}: the Kubernetes API server did not {doing}"
                               f"{seconds} ({self.where})",
                               hint="the API server is overloaded or unreachable; check the "

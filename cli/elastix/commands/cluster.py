@@ -192,6 +192,23 @@ def _nodes(api) -> list[dict] | None:
         return None
 
 
+def _confirm(question: str) -> bool:
+    """``typer.confirm``, except that no answer at all (stdin at its end: a script, a CI job,
+    ``</dev/null``) is bad usage with the ``--yes`` hint, not an interrupt (130)."""
+    import sys
+
+    from elastix.errors import UsageError
+
+    try:
+        return typer.confirm(question)
+    except typer.Abort:
+        if sys.stdin is None or not sys.stdin.isatty():
+            typer.echo("")  # end the prompt's line
+            raise UsageError("no answer to the confirmation: stdin is not a terminal",
+                             hint="pass --yes to delete without being asked") from None
+        raise  # Ctrl-C at the prompt: an interrupt
+
+
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")
 def delete(
     name: str | None = NameArg,
@@ -213,7 +230,7 @@ def delete(
     if dry_run:
         _print_steps(out, cfg, steps)
         return
-    if not yes and not typer.confirm(
+    if not yes and not _confirm(
             f"Delete cluster {cfg.name} in {cfg.project}/{cfg.zone} and every workload on it?"):
         # A "no" is an answer, not an interrupt (130): exit 1, as gcloud does.
         raise ElastixError(f"cluster {cfg.name} was not deleted: the confirmation was declined",

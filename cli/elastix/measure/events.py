@@ -14,12 +14,11 @@ locally; on GKE they differ by the NTP skew between the machines (usually millis
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from elastix.errors import UsageError
+from elastix.errors import EventsUnreadable, UsageError
 from elastix.measure import maxtext
 from elastix.protocol import eventspec, timefmt
 
@@ -82,32 +81,12 @@ def events_from_jsonl(text: str) -> list[Event]:
     """Parse and normalise the text of an events.jsonl file; a torn last line is ignored.
 
     Raises:
-        UsageError: lines that are not JSON objects with an ``event`` (all counted, the first
-            named), or a record without a valid ``ts``.
+        EventsUnreadable: lines that are not JSON objects with an ``event`` (all counted, the
+            first named; ``eventspec.split_jsonl``), or a record without a valid ``ts``.
     """
-    records = []
-    bad: list[tuple[int, str]] = []  # (line number, why)
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            if i == len(lines) - 1 and records:  # the writer may be mid-line
-                break
-            bad.append((i + 1, "not JSON"))
-            continue
-        if not isinstance(rec, dict) or "event" not in rec:
-            bad.append((i + 1, "not an object with an 'event'"))
-            continue
-        records.append(rec)
+    records, bad, total = eventspec.split_jsonl(text)
     if bad:
-        n = sum(1 for line in lines if line.strip())
-        first, why = bad[0]
-        raise UsageError(f"events file: {len(bad)} of {n} lines unreadable (first: line {first}, "
-                         f"{why})", hint="events must follow docs/events.md, one JSON object a "
-                                         "line") from None
+        raise EventsUnreadable("events file", bad, total)
     return events_from_records(records)
 
 

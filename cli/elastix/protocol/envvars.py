@@ -42,6 +42,9 @@ LOCAL_MARKER = "ELASTIX_LOCAL_MARKER"
 # -- read from the submitting (CLI) environment by the local backend -------------------------
 LOCAL_SCHEDULING_DELAY = "ELASTIX_LOCAL_SCHEDULING_DELAY"
 """Seconds before a dead worker's replacement starts (a scheduler's delay)."""
+LOCAL_HUNG_HOST_TIMEOUT = "ELASTIX_LOCAL_HUNG_HOST_TIMEOUT"
+"""Seconds a slice host may make no progress (stopped, deadlocked) before the supervisor kills
+and replaces it, as the platform replaces a hung TPU VM's pod; 0 never does."""
 LOCAL_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
 """CPU devices per slice instead of the default (1-2, so a multislice run fits a laptop)."""
 STATE_DIR = "ELASTIX_STATE_DIR"

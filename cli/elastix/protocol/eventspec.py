@@ -13,6 +13,7 @@ measured value (the step's loss, the resize's slice list) is free to change.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import string
 from typing import Any
@@ -171,3 +172,32 @@ def next_lost(lost: dict[int, str], event: dict[str, Any]) -> dict[int, str]:
     except (KeyError, TypeError, ValueError):
         return lost  # not an event of ours
     return {} if name in _LOST_ENDS else lost
+
+
+def split_jsonl(text: str) -> tuple[list[dict[str, Any]], list[tuple[int, str]], int]:
+    """The records of an events file, its unreadable lines and its count of non-blank lines.
+
+    One rule for every reader (a live file and ``--events FILE`` alike): a torn *last* line is
+    what a file being written looks like (the trainer mid-line, or killed in it), so it is
+    skipped without a word; any other line that is not a JSON object with an ``event`` is
+    damage, returned as ``(line number, why)`` for the caller to report.
+    """
+    records: list[dict[str, Any]] = []
+    bad: list[tuple[int, str]] = []
+    lines = text.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            if i == last and records:  # the writer may be mid-line
+                break
+            bad.append((i + 1, "not JSON"))
+            continue
+        if not isinstance(rec, dict) or "event" not in rec:
+            bad.append((i + 1, "not an object with an 'event'"))
+            continue
+        records.append(rec)
+    return records, bad, sum(1 for ln in lines if ln.strip())

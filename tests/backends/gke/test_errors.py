@@ -107,7 +107,7 @@ def test_409_on_create_offers_replace(httpserver, run):
     rc, err = run("workload", "create", "demo", "--tpu-type", "v5litepod-16",
                   "--docker-image", "img:1", "--command", "true", "--backend", "gke",
                   "--skip-preflight")
-    assert rc == 1
+    assert rc == 2  # bad input, as every other usage error
     assert "workload 'demo' already exists in namespace default" in err and "--replace" in err
     [req] = _posts(httpserver)
     assert req.args.get("fieldValidation") == "Strict" and "dryRun" not in req.args
@@ -174,6 +174,7 @@ def test_log_stream_cut_midway(httpserver, run):
 
 def test_bad_kubeconfig_context(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:1")))
-    assert main(["workload", "list", "--context", "nope"]) == 1
+    assert main(["workload", "list", "--context", "nope"]) == 2
     err = capsys.readouterr().err
-    assert "cannot use kubeconfig" in err and "nope" in err and "Traceback" not in err
+    assert "error: --context 'nope' is not in kubeconfig" in err and "(its contexts: " in err
+    assert "hint: pass --context with one of them" in err and "Traceback" not in err

@@ -74,7 +74,7 @@ def test_create_grants_the_head_pod_read_on_pods_and_delete_removes_it(fake_clus
 
     # A second create of the same name fails and leaves the running one's access alone.
     again = elastix(fake, *CREATE, check=False)
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert again.returncode == 2 and "already exists" in again.stderr
     assert access(fake) == DEMO
 
     elastix(fake, "workload", "delete", "demo")

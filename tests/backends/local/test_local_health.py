@@ -275,6 +275,55 @@ def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path):
             p.wait()
 
 
+def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path):
+    """replica-resize: the recovery's wait returns on the survivor and none follows. The dead
+    host's replacement (heard well within the timeout) must make its slice live without another
+    wait, or the runtime's scale-up check never sees it."""
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
+            procs[3].wait(10)
+            wait_until(lambda: health.live_slices() == frozenset({0}), 5, "slice 1 lost")
+            assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
+            procs.append(_host(addr, 1, 1))
+            wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
+                       "the replaced slice to count again")
+            health.forget({1})  # the runtime scales up onto it
+            # A fast replacement of a host *in* the mesh is still latched down until handled.
+            os.kill(procs[0].pid, signal.SIGKILL)  # slice 0, host 0
+            procs[0].wait(10)
+            procs.append(_host(addr, 0, 0))
+            wait_until(lambda: health.host_pids()[(0, 0)] == procs[-1].pid, 30, "replacement")
+            assert 0 not in health.live_slices()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_wait_that_times_out_names_the_hung_host(tmp_path):
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, num_slices=2, timeout=0.5) as health:
+            procs = [_host(addr, s, 0) for s in range(2)]
+            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+            os.kill(procs[1].pid, signal.SIGSTOP)
+            wait_until(lambda: health.live_slices() == frozenset({0}), 10, "slice 1 stale")
+            with pytest.raises(SliceWaitTimeout) as err:
+                health.wait_for(2, timeout=0.5)
+            assert (f"slice 1 host 0 (pid {procs[1].pid}) silent for " in str(err.value)
+                    and str(err.value).endswith("its process still there (hung))"))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_saturated_machine_does_not_look_like_a_dead_slice(tmp_path):
     """Every core busy (twice over) for longer than the heartbeat timeout: no slice is ever
     seen down. Liveness rests on exits and on heartbeats credited for deaf periods, not on the

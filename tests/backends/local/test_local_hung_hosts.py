@@ -18,10 +18,12 @@ from elastix.backends.base import LogOptions
 
 
 def _create(cli, name: str, events: bool) -> None:
+    # The supervisor's replacement of hung hosts off: these tests look at a host while it hangs
+    # (test_local_hung_replaced.py covers the replacement).
     cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
         "--elastic-slices", "2", "--command",
         f"{sys.executable} {STANDIN} --steps 100000 --step-delay 0.05"
-        + (" --events" if events else ""))
+        + (" --events" if events else ""), env={"ELASTIX_LOCAL_HUNG_HOST_TIMEOUT": "0"})
 
 
 def _status(cli, name: str) -> dict:

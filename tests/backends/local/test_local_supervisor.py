@@ -219,7 +219,7 @@ def test_create_conflict_replace_and_default_backend_message(cli, backend):
     assert "no cluster configured: using the local backend" in out.stderr
     out = cli("workload", "create", "twice", "--tpu-type", "v5litepod-8", "--command", "true",
               check=False)
-    assert out.returncode == 1 and "already exists" in out.stderr and "--replace" in out.stderr
+    assert out.returncode == 2 and "already exists" in out.stderr and "--replace" in out.stderr
     assert "Traceback" not in out.stderr
     old = backend.status("twice").head.pid
     cli("workload", "create", "twice", "--tpu-type", "v5litepod-8", "--replace", "--command",

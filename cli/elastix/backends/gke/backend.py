@@ -28,7 +28,7 @@ from elastix.clients.kube import (
     api_path,
     close_stream,
 )
-from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
+from elastix.errors import AlreadyExists, BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels, rbac
 
@@ -198,7 +198,7 @@ class GKEBackend(Backend):
         except ConflictError:  # the head's account is the running workload's: keep it
             if dry_run and replace:
                 return name  # the server decoded and validated it before finding the old one
-            raise ConflictError(f"workload {name!r} already exists in namespace {self.namespace}",
+            raise AlreadyExists(f"workload {name!r} already exists in namespace {self.namespace}",
                                 hint="pass --replace to delete it and submit again, or choose "
                                      "another name") from None
         except BaseException:

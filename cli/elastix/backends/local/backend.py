@@ -46,7 +46,6 @@ from elastix.backends.local.state import (
     proc_matches,
     proc_stopped,
     read_json,
-    read_jsonl,
     read_procs,
     read_record,
     record_proc,
@@ -55,8 +54,14 @@ from elastix.backends.local.state import (
     write_json_atomic,
 )
 from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
-from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
-from elastix.protocol import envvars, timefmt
+from elastix.errors import (
+    AlreadyExists,
+    BackendError,
+    EventsUnreadable,
+    NotFoundError,
+    UsageError,
+)
+from elastix.protocol import envvars, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
@@ -86,6 +91,7 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ helpers
     def _dir(self, name: str, must_exist: bool = True) -> Path:
+        self._check_root()
         if not _NAME.match(name or ""):
             raise UsageError(f"{name!r} is not a valid workload name",
                              hint="lowercase letters, digits and '-', as in Kubernetes names")
@@ -121,7 +127,7 @@ class LocalBackend(Backend):
             return name
         if d.exists():
             if not replace:
-                raise ConflictError(f"workload {name!r} already exists (local, {d})",
+                raise AlreadyExists(f"workload {name!r} already exists (local, {d})",
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
             kept = self.delete(name, wait=True)
@@ -166,7 +172,15 @@ class LocalBackend(Backend):
         shutil.rmtree(d, ignore_errors=True)
 
     # ------------------------------------------------------------------ status
+    def _check_root(self) -> None:
+        """A state dir that exists as something else (a file) is bad input, not "no workloads"."""
+        if self.root.exists() and not self.root.is_dir():
+            raise UsageError(f"--state-dir {self.root} is not a directory",
+                             hint="give a directory (created if missing), or leave --state-dir "
+                                  "and ELASTIX_STATE_DIR unset for the default")
+
     def list(self) -> list[WorkloadStatus]:
+        self._check_root()
         if not self.root.is_dir():
             return []
         out = []
@@ -228,26 +242,20 @@ class LocalBackend(Backend):
         d = self._dir(name)
         path = Path(read_record(d / "plan.json", Plan.from_json).events_file)
         try:
-            return read_jsonl(path)
+            text = path.read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return None  # a command that writes no events: measurement reads the head's log
+        records, bad, total = eventspec.split_jsonl(text)  # the rule of --events FILE too
+        if bad:
+            raise EventsUnreadable(f"events file {path}", bad, total)
+        return records
 
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         d = self._dir(name)
         plan, st = self._raw(d)
-        # The same checks and errors as the GKE backend: a command must not depend on which
-        # backend runs the workload to tell a typo from a workload that is between pods.
-        num = plan.num_slices
-        if slice is not None and not 0 <= slice < num:
-            raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                             f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
-        hosts = plan.hosts_per_slice
-        if host is not None and not 0 <= host < hosts:
-            raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                             f"slice (0-{hosts - 1})",
-                             hint=f"see them with: elastix workload status {name}")
+        _check_pod_index(name, plan, slice, host)
         pods = [p for s in st.slices for p in s.pods
                 if p.phase == "Running" and proc_matches(p.pid, p.create_time)
                 and (slice is None or p.slice == slice) and (host is None or p.host == host)]
@@ -319,6 +327,8 @@ class LocalBackend(Backend):
             return self._stamped(name, opts)
         container = opts.container
         if opts.slice is not None or opts.host is not None:
+            _check_pod_index(name, read_record(d / "plan.json", Plan.from_json), opts.slice,
+                             opts.host)
             if container not in (None, labels.WORKER_CONTAINER):
                 raise NotFoundError(f"worker pods have no container {container!r}",
                                     hint=f"the worker container is {labels.WORKER_CONTAINER}")
@@ -513,3 +523,18 @@ def _tail(d: Path, files, current: Path, pos: int) -> Iterator[LogEvent]:
                 yield LogEvent(line)
             return
         time.sleep(0.1)
+
+
+def _check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
+    """``--slice``/``--host`` within the workload's shape, or bad input naming the range. The
+    same checks and errors as the GKE backend: a command must not depend on which backend runs
+    the workload to tell a typo from a workload that is between pods."""
+    num = plan.num_slices
+    if slice is not None and not 0 <= slice < num:
+        raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
+                         f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
+    hosts = plan.hosts_per_slice
+    if host is not None and not 0 <= host < hosts:
+        raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
+                         f"slice (0-{hosts - 1})",
+                         hint=f"see them with: elastix workload status {name}")

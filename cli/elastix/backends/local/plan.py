@@ -25,6 +25,9 @@ from elastix.workload.manifest import replicated_job
 
 DEFAULT_SCHEDULING_DELAY = 1.0
 """Seconds before a replacement worker starts, unless ``ELASTIX_LOCAL_SCHEDULING_DELAY`` says."""
+DEFAULT_HUNG_HOST_TIMEOUT = 30.0
+"""Seconds without progress before a hung slice host is replaced (``elastix.backends.local.
+liveness``), unless ``ELASTIX_LOCAL_HUNG_HOST_TIMEOUT`` says."""
 
 
 @dataclasses.dataclass
@@ -56,6 +59,8 @@ class Plan:
     worker_env: list[dict[str, Any]]
     marker: str
     """``ELASTIX_LOCAL_MARKER`` of every process of this workload."""
+    hung_host_timeout: float = DEFAULT_HUNG_HOST_TIMEOUT
+    """Seconds a slice host may make no progress before it is killed and replaced (0: never)."""
     maxtext: str = ""
     """A MaxText head (``elastix.backends.local.maxtext``): its Pathways stand-in, ``elastic``
     or ``fault``, ``none`` without one; empty for any other head."""
@@ -212,6 +217,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         head_command=mt.command if mt else command,
         head_env=main.get("env") or [],
         worker_env=wcont.get("env") or [],
+        hung_host_timeout=float(env.get(envvars.LOCAL_HUNG_HOST_TIMEOUT,
+                                        DEFAULT_HUNG_HOST_TIMEOUT)),
         marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
         maxtext=(mt.standin or "none") if mt else "",
         head_note=(mt.note or "") if mt else "",

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from elastix.backends.local import maxtext as maxtext_head
+from elastix.backends.local.liveness import Liveness
 from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
 from elastix.backends.local.stamp import LineStamper
 from elastix.backends.local.state import (
@@ -88,6 +89,7 @@ class Supervisor:
         self.stopping = False
         self.guard: int | None = None
         self.me = {"pid": os.getpid(), "create_time": create_time_of(os.getpid())}
+        self.liveness = Liveness(self.plan.hung_host_timeout)
 
     # ------------------------------------------------------------------ bookkeeping
     def log(self, msg: str) -> None:
@@ -320,6 +322,24 @@ class Supervisor:
                 if rc is not None:
                     self.on_exit(pod, rc)
 
+    def replace_hung(self) -> None:
+        """Kill and replace a slice host that made no progress for ``hung_host_timeout``
+        seconds, as the platform evicts a hung host's pod (``elastix.backends.local.liveness``)."""
+        running = {key: pod.pid for key, pod in self.workers.items()
+                   if pod.phase == "Running" and pod.popen is not None
+                   and pod.popen.poll() is None}
+        for (s, h), stuck in self.liveness.hung(running):
+            pod = self.workers[(s, h)]
+            if pod.phase != "Running":  # its slice went down with an earlier host of this pass
+                continue
+            _killpg(pod.pid, signal.SIGKILL)
+            pod.popen.wait()
+            self.liveness.forget((s, h))
+            pod.exit_code = pod.popen.returncode
+            self.slice_down(s, h, f"hung (no progress for {stuck:.0f} s, more than "
+                            f"{envvars.LOCAL_HUNG_HOST_TIMEOUT}={self.plan.hung_host_timeout:g}): "
+                            "killed, as the platform replaces a hung host's pod")
+
     def start_due(self) -> None:
         now = time.monotonic()
         for key, t in sorted(self.due.items(), key=lambda kv: kv[1]):
@@ -357,6 +377,8 @@ class Supervisor:
                 sweep(self.dir, self.plan.marker)
                 return 0
             self.reap()
+            if self.state == "Running":
+                self.replace_hung()
             self.start_due()
             self.write_state()
         self.write_state()
