@@ -95,5 +95,5 @@ def test_goodput_of_the_real_log(maxtext_run, capsys):
     (rec,) = d["recoveries"]
     assert rec["kind"] == "restart" and d["steps_redone"] == rec["steps_lost"]
     saves = sum(1 for x in r.lines if "Saved a checkpoint at step" in x)
-    assert saves >= 3 and d["badput_seconds"]["checkpoint stall"] > 0
+    assert saves >= 3 and d["badput_seconds"]["checkpoint_stall"] > 0
     assert d["last_step"] == STEPS - 1

@@ -271,7 +271,7 @@ def list_(target: Target, output: Annotated[str, typer.Option(
 
 
 def _progress_json(p: Any) -> dict[str, Any] | None:
-    return None if p is None else p.to_json()
+    return None if p is None or p is False else p.to_json()
 
 
 def _dump(data: Any, output: str) -> str:

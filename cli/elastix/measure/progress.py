@@ -61,9 +61,17 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
                     recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"))
 
 
-def read_progress(backend: Backend, name: str) -> Progress | None:
-    """The workload's progress from its events file, or None when the backend has none to
-    read (no log is scanned: ``list`` asks for every workload, and a log is the whole run)."""
+def read_progress(backend: Backend, name: str) -> Progress | bool | None:
+    """The workload's progress from its events file; None when it has none to read; False
+    where reading it is not cheap (no log is scanned: ``list`` asks for every workload, and a
+    log is the whole run).
+
+    Only the local backend's events are a local file. On GKE each workload's events object
+    would cost a JobSet read and a download per workload and refresh (``list`` and ``status``
+    keep to one list per kind, ``tests/backends/gke/test_scale_requests.py``): not shown there.
+    """
+    if backend.name != "local":
+        return False
     try:
         records = backend.read_events(name)
         if records is None:

@@ -59,7 +59,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
-                    progress: dict[str, Progress | None] | None = None,
+                    progress: dict[str, Progress | bool | None] | None = None,
                     wide: bool = False) -> Any:
     """One row per workload: state, slices ready, the last step and how long ago it came,
     the loss, slice restarts and age; ``wide`` (``-o wide``) adds pods, step time, goodput so
@@ -79,7 +79,7 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
     for col in cols:
         table.add_column(col, no_wrap=col in ("NAME", "STATE"))
     for st in items:
-        p = progress.get(st.name)
+        p = progress.get(st.name) or None  # False: not read for this backend
         pods = [p_ for s in st.slices for p_ in s.pods] + ([st.head] if st.head else [])
         ready = sum(1 for s in st.slices if s.state == "Ready")
         running = sum(1 for p_ in pods if p_.phase == "Running")

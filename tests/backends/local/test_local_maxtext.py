@@ -72,14 +72,18 @@ def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
         head_pid = json.loads(cli("workload", "status", name, "-o", "json").stdout)["head"]["pid"]
         saved = set(_count(SAVED, _lines(backend, name)))
 
-        m = json.loads(cli("chaos", "kill-worker", name, "--slice", "0", "--measure",
-                           "--timeout", "10m", "-o", "json", timeout=900).stdout)
+        report = json.loads(cli("chaos", "kill-worker", name, "--slice", "0", "--measure",
+                                "--timeout", "10m", "-o", "json", timeout=900).stdout)
+        assert report["ok"] and report["violations"] == [], report
+        (m,) = report["kills"]  # the one report chaos run gives
         r = m["recovery"]
         assert m["source"].startswith("log"), m["source"]  # MaxText's own lines, no events
         assert m["in_process"] and m["pid_same"] and m["jobset_restarts"] == 0, m
         assert r["kind"] == "in-process" and r["complete"], r
-        for phase in ("detection", "cleanup", "waiting for slices"):
+        # Every phase, from MaxText's, pathwaysutils' and Orbax 0.12's own lines.
+        for phase in ("detection", "cleanup", "waiting_for_slices", "restore", "first_step"):
             assert r["phases"][phase] is not None, (phase, r)
+        assert r["restored_step"] in saved and r["steps_lost"] is not None, r
         assert r["first_step"] is not None and r["downtime_seconds"] > 0, r
 
         lines = _lines(backend, name)
