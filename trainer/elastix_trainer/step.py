@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -209,6 +210,27 @@ def abstract_state(model: ModelConfig, opt: OptConfig, mesh, seed: int):
                         shapes, shardings)
 
 
+@functools.lru_cache(maxsize=16)
+def init_fn(model: ModelConfig, opt: OptConfig, mesh, seed: int):
+    """The jitted fresh-state program for ``mesh`` (one per arguments, so one compile each)."""
+    shardings = jax.tree.map(lambda a: a.sharding, abstract_state(model, opt, mesh, seed))
+
+    def fresh_init():
+        return init_state(model, opt, seed)
+
+    return jax.jit(fresh_init, out_shardings=shardings)
+
+
+def fresh_state(model: ModelConfig, opt: OptConfig, mesh, seed: int) -> dict:
+    """A fresh state on ``mesh``, compiled and run in the caller's thread.
+
+    It needs only shapes and shardings, not the step: a fresh start calls it while the step
+    compiles in another thread. Called as ``StepFns.init`` instead, it waited for the step's
+    compile and then compiled on its own (half as long again, on CPU), the second core idle.
+    """
+    return init_fn(model, opt, mesh, seed)()
+
+
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
            seed: int, with_seam: bool) -> StepFns:
     tx = make_optimizer(opt)
@@ -231,7 +253,7 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
                 metrics.astype(jnp.float32))
 
     batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
-    init = jax.jit(lambda: init_state(model, opt, seed), out_shardings=shardings)
+    init = init_fn(model, opt, mesh, seed)
     if with_seam:
         seam = jax.jit(lambda step: fault.seam(mesh, step + 1, rows), out_shardings=bsh)
         seam_c = seam.lower(abstract["step"]).compile()

@@ -35,6 +35,7 @@ from elastix_trainer.step import (
     OptConfig,
     StepFns,
     abstract_state,
+    fresh_state,
     init_state,
     precompile,
     step_fns,
@@ -177,8 +178,9 @@ class Trainer:
                 self.data.restore({"next_index": 0})
                 self.last_completed = 0
                 self.timeline.append((time.monotonic(), 0))
-                fns = self.step_fns_for(mesh)
-                return Session(ids, mesh, fns, fns.init(), 0, gb)
+                # the init program compiles here while the step compiles in start()'s thread
+                state = fresh_state(self.model, self.opt, mesh, self.cfg.seed)
+                return Session(ids, mesh, self.step_fns_for(mesh), state, 0, gb)
             source, step = cand
             t0 = time.monotonic()
             if source == "snapshot":

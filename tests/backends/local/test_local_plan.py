@@ -117,10 +117,10 @@ def test_the_quickstart_with_dry_run_prints_the_local_job(cli, tmp_path):
     the local backend never uses."""
     r = cli("workload", "create", "demo", "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--dry-run", "-o", "json",
-            env={"HOME": str(tmp_path), "ELASTIX_STATE_DIR": str(tmp_path / "state")})
+            env={"HOME": str(tmp_path), "ELASTIX_STATE_DIR": str(tmp_path / "dry-state")})
     assert r.returncode == 0, r.stderr
     head = json.loads(r.stdout)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     main = head["spec"]["containers"][0]
     assert "elastix-train --preset tiny" in " ".join(main["args"] if "args" in main
                                                       else main["command"])
-    assert not (tmp_path / "state").exists()  # a dry run creates nothing
+    assert not (tmp_path / "dry-state").exists()  # a dry run creates nothing

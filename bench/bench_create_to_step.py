@@ -1,0 +1,231 @@
+"""Start-up as a user meets it: ``elastix workload create`` -> first step, beside the trainer alone.
+
+The README quickstart's workload on the local backend (``--tpu-type v5litepod-8 --num-slices 2
+--elastic-slices 2``: the supervisor, one slice-host process per worker pod sending heartbeats,
+the trainer as head), timed from just before the ``elastix workload create`` process starts to
+the ``ts`` of the trainer's first ``step`` event. Beside it, in the same run and alternating, the
+head's command alone (``elastix-train`` with the quickstart's flags and layout, no supervisor, no
+slice hosts, every slice taken as live):
+
+- cold: a fresh state directory (so an empty JAX compilation cache in ``.data/<name>``); the
+  trainer alone gets an empty ``--compilation-cache-dir``;
+- warm: ``workload delete`` then ``create`` again in the same state directory, so the trainer
+  reads the compilation cache the previous run kept in ``<state-dir>/.data/<name>`` (and resumes
+  from the checkpoint the deleted trainer committed on SIGTERM, as a re-created workload does);
+  the trainer alone reuses the cache directory of its cold run.
+
+Where the seconds go, from the files the run leaves (all wall-clock, one clock): the CLI until
+``create`` returns, the supervisor's first log line, the head's start, the trainer's
+``run_start`` event (imports, JAX, the resume check done), the first step.
+
+    .venv/bin/python bench/bench_create_to_step.py [--runs 5]
+
+Prints Markdown for docs/benchmarks.md, with the load average before and after. Nothing
+asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+NAME = "demo"
+CREATE = ["workload", "create", NAME, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+          "--elastic-slices", "2", "--backend", "local"]
+BIN = Path(sys.executable).parent
+LAYOUT: dict[str, str] = {}  # the head's device layout, from the first plan.json
+
+
+def _ts(s: str) -> float:
+    from elastix.protocol.timefmt import parse
+
+    return parse(s).timestamp()
+
+
+def env(state: Path | None = None) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("ELASTIX_", "JAX_", "XLA_"))}
+    e.update(PYTHONUNBUFFERED="1", COLUMNS="100")
+    if state is not None:
+        e["ELASTIX_STATE_DIR"] = str(state)
+    return e
+
+
+def _wait_step(events: Path, proc: subprocess.Popen | None = None,
+               timeout: float = 300.0) -> list[dict]:
+    """The events file's records once it holds a ``step`` event (a bench poll, not a test)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists():
+            recs = [json.loads(line) for line in events.read_text().splitlines()
+                    if line.endswith("}")]
+            if any(r["event"] == "step" for r in recs):
+                return recs
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"trainer exited {proc.returncode} before its first step")
+        time.sleep(0.01)
+    raise TimeoutError(f"no step in {events} after {timeout} s")
+
+
+def _supervisor_marks(wdir: Path) -> dict[str, float]:
+    """Wall-clock times of the supervisor's first line and of its head start."""
+    marks = {}
+    for line in (wdir / "supervisor.log").read_text().splitlines():
+        ts, _, msg = line.partition(" ")
+        if msg.startswith("supervisor ") and "supervisor" not in marks:
+            marks["supervisor"] = _ts(ts)
+        elif msg.startswith("started head") and "head" not in marks:
+            marks["head"] = _ts(ts)
+    return marks
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used so far (Linux ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_by_role(wdir: Path) -> dict[str, float]:
+    """CPU seconds so far of the supervisor, all slice hosts together, and the head."""
+    out = {"cpu: supervisor": 0.0, "cpu: slice hosts (all)": 0.0, "cpu: trainer": 0.0}
+    role = {"supervisor": "cpu: supervisor", "worker": "cpu: slice hosts (all)",
+            "head": "cpu: trainer"}
+    for line in (wdir / "procs.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["role"] in role:
+            out[role[rec["role"]]] += cpu_seconds(rec["pid"])
+    return out
+
+
+def quickstart(state: Path) -> dict[str, float]:
+    """One ``workload create``; seconds from its start to each mark, the first step last,
+    then the CPU seconds each part used until then."""
+    wdir = state / NAME
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    subprocess.run([str(BIN / "elastix"), *CREATE], env=env(state), check=True,
+                   capture_output=True)
+    returned = time.time()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    recs = _wait_step(wdir / "events.jsonl")
+    cpu = {"cpu: `workload create` (CLI)": after.ru_utime + after.ru_stime
+           - before.ru_utime - before.ru_stime, **_cpu_by_role(wdir)}
+    marks = _supervisor_marks(wdir)
+    start = next(r for r in recs if r["event"] == "run_start")
+    first = next(r for r in recs if r["event"] == "step")
+    plan = json.loads((wdir / "plan.json").read_text())
+    LAYOUT.update(ELASTIX_NUM_SLICES=str(plan["num_slices"]),
+                  ELASTIX_DEVICES_PER_SLICE=str(plan["devices_per_slice"]), JAX_PLATFORMS="cpu")
+    out = {"create returned": returned - t0, "supervisor up": marks["supervisor"] - t0,
+           "head started": marks["head"] - t0, "run_start": _ts(start["ts"]) - t0,
+           "first step": _ts(first["ts"]) - t0, **cpu}
+    subprocess.run([str(BIN / "elastix"), "workload", "delete", NAME, "--wait",
+                    "--backend", "local"], env=env(state), check=True, capture_output=True)
+    return out
+
+
+def head_command() -> list[str]:
+    """The quickstart head's trainer flags (the local backend's default job), minus its dirs."""
+    from elastix.backends.local.backend import LocalBackend
+
+    cmd = LocalBackend.defaults()["command"].split()
+    i = cmd.index("--checkpoint-dir")
+    return cmd[1:i] + cmd[i + 2:]
+
+
+def trainer_alone(tmp: Path, cache: Path, layout: dict[str, str]) -> dict[str, float]:
+    """The head's command as a lone process: seconds from spawn to run_start, first step."""
+    run = tmp / f"alone-{time.time_ns()}"
+    events = run / "events.jsonl"
+    e = env()
+    e.update(layout)
+    t0 = time.time()
+    proc = subprocess.Popen([str(BIN / "elastix-train"), *head_command(),
+                             "--checkpoint-dir", str(run / "ckpt"),
+                             "--compilation-cache-dir", str(cache), "--events-file", str(events)],
+                            env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        recs = _wait_step(events, proc)
+        cpu = cpu_seconds(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    start = next(r for r in recs if r["event"] == "run_start")
+    first = next(r for r in recs if r["event"] == "step")
+    return {"run_start": _ts(start["ts"]) - t0, "first step": _ts(first["ts"]) - t0,
+            "cpu: trainer": cpu}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-c2s-"))
+    load0 = os.getloadavg()
+    rows: dict[str, list[dict]] = {k: [] for k in ("create cold", "create warm", "alone cold",
+                                                   "alone warm")}
+    try:
+        for i in range(a.runs):
+            state = tmp / f"state-{i}"
+            for kind in ("cold", "warm"):
+                rows[f"create {kind}"].append(quickstart(state))
+                print(f"create {kind}", i + 1, rows[f"create {kind}"][-1], file=sys.stderr,
+                      flush=True)
+            cache = tmp / f"alone-cache-{i}"
+            for kind in ("cold", "warm"):
+                rows[f"alone {kind}"].append(trainer_alone(tmp, cache, LAYOUT))
+                print(f"alone {kind}", i + 1, rows[f"alone {kind}"][-1], file=sys.stderr,
+                      flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(rows, a.runs, load0, os.getloadavg())
+
+
+def report(rows: dict[str, list[dict]], runs: int, load0, load1) -> None:
+    def med(xs):
+        return statistics.median(xs)
+
+    def cell(rs, key):
+        xs = [r[key] for r in rs]
+        return f"{med(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+
+    print(f"{runs} runs of each; load average (1, 5, 15 min) before "
+          f"{', '.join(f'{x:.1f}' for x in load0)}, after {', '.join(f'{x:.1f}' for x in load1)}\n")
+    print("| path | cache | start → first step, median (min–max) s |")
+    print("|---|---|---|")
+    for key, rs in rows.items():
+        path, kind = key.split()
+        label = "`workload create` → first step" if path == "create" else "trainer alone"
+        print(f"| {label} | {kind} | {cell(rs, 'first step')} |")
+    print()
+    for kind in ("cold", "warm"):
+        c, t = (med([r["first step"] for r in rows[f"{p} {kind}"]]) for p in ("create", "alone"))
+        print(f"- {kind}: create → first step is {c / t:.2f}× the trainer alone "
+              f"(+{c - t:.2f} s)")
+    print("\n| `workload create`: seconds from its start to (median); CPU seconds used by then "
+          "| cold | warm |")
+    print("|---|---|---|")
+    for key in rows["create cold"][0]:
+        print(f"| {key} | {med([r[key] for r in rows['create cold']]):.2f} | "
+              f"{med([r[key] for r in rows['create warm']]):.2f} |")
+    print("\n| trainer alone: seconds from spawn to (median); CPU seconds by then | cold | warm |")
+    print("|---|---|---|")
+    for key in rows["alone cold"][0]:
+        print(f"| {key} | {med([r[key] for r in rows['alone cold']]):.2f} | "
+              f"{med([r[key] for r in rows['alone warm']]):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
