@@ -47,7 +47,7 @@ def test_journey(fake_cluster):
     out = elastix(fake, *CREATE, "--max-restarts", "1").stderr
     assert "created" in out and "demo" in out
     again = elastix(fake, *CREATE, check=False)
-    assert again.returncode == 1
+    assert again.returncode == 2  # bad input: the name is taken
     assert "already exists" in again.stderr and "--replace" in again.stderr
     assert "Traceback" not in again.stderr
 

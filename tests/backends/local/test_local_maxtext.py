@@ -83,7 +83,8 @@ def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
         # Every phase, from MaxText's, pathwaysutils' and Orbax 0.12's own lines.
         for phase in ("detection", "cleanup", "waiting_for_slices", "restore", "first_step"):
             assert r["phases"][phase] is not None, (phase, r)
-        assert r["restored_step"] in saved and r["steps_lost"] is not None, r
+        assert r["restored_step"] in set(_count(SAVED, _lines(backend, name))), r
+        assert r["steps_lost"] == r["last_step"] - r["restored_step"], r
         assert r["first_step"] is not None and r["downtime_seconds"] > 0, r
 
         lines = _lines(backend, name)
