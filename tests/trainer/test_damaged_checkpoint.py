@@ -39,7 +39,20 @@ def test_truncated_newest_step_falls_back_to_the_older_one(reference, tmp_path):
     assert outcome.status == "completed", outcome
     (damaged,) = trainer.events.of("checkpoint_damaged")
     assert damaged["step"] == 8 and damaged["error"]
-    # One readable line: Orbax's reason, not the repr of a pybind11 method it points at.
+    # The checksum manifest catches it before Orbax reads: the file and its sizes, one line.
+    assert "were written" in damaged["error"] and "\n" not in damaged["error"]
+
+
+def test_truncated_step_without_a_manifest_says_orbaxs_reason_in_one_line(reference, tmp_path):
+    """An older checkpoint (no checksum manifest) is caught by Orbax's own read: the line says
+    its reason, not the repr of the pybind11 method it points at."""
+    ck = _copy(reference, tmp_path)
+    (ck / "8" / "elastix-manifest.json").unlink()
+    _truncate_largest(ck / "8")
+    outcome, trainer, _ = _resume(ck)
+    assert outcome.status == "completed", outcome
+    (damaged,) = trainer.events.of("checkpoint_damaged")
+    assert damaged["step"] == 8
     assert "bound method" not in damaged["error"] and "TensorStore(" not in damaged["error"]
     assert "OUT_OF_RANGE" in damaged["error"]
     assert trainer.events.of("restore")[0]["step"] == 4
