@@ -46,6 +46,29 @@ def _opt(default: Any = None, *decls: str, factory: Any = None, **meta: Any) -> 
     return dataclasses.field(default=default, metadata=_flag(*decls, **meta))
 
 
+# The head pod's containers whose CPU and memory limits are options: field prefix ->
+# (its key in platform.HEAD_SIZES, the container).
+_SIZED = {
+    "head": ("main", "the head's trainer container (the JAX client)"),
+    "proxy": ("proxy", "the Pathways IFRT proxy sidecar"),
+    "rm": ("rm", "the Pathways resource manager sidecar"),
+}
+_UNITS = {"cpu": ("CPU", "in cores, e.g. 8 or 500m"), "memory": ("Memory", "e.g. 64G or 48Gi")}
+
+
+def _size(prefix: str, resource: str) -> Any:
+    """A head-pod size field (``head_cpu`` ... ``rm_memory``), from :data:`_SIZED`.
+
+    Its default is the platform catalogue's: ``cluster create`` checks the head machine against
+    the head pod these defaults render, so the two cannot drift apart.
+    """
+    key, container = _SIZED[prefix]
+    default = platform.HEAD_SIZES[key][("cpu", "memory").index(resource)]
+    limit, unit = _UNITS[resource]
+    return _opt(default, f"--{prefix}-{resource}", quantity=True,
+                help=f"{limit} limit of {container}, {unit} [{default}].")
+
+
 @dataclasses.dataclass
 class WorkloadSpec:
     """A Pathways elastic workload. Field docs double as the spec-file reference.
@@ -120,39 +143,39 @@ class WorkloadSpec:
         help="ENABLE_PATHWAYS_PERSISTENCE=1 (hosts write checkpoints).")
     """Set ENABLE_PATHWAYS_PERSISTENCE=1: TPU hosts read/write checkpoints directly."""
     # Sizes and pool come from the platform catalogue, which cluster create reads too.
-    head_cpu: str = _opt(platform.HEAD_SIZES["main"][0], "--head-cpu", quantity=True,
-                         help=f"CPU limit of the head's trainer container "
-                              f"[{platform.HEAD_SIZES['main'][0]}].")
-    head_memory: str = _opt(platform.HEAD_SIZES["main"][1], "--head-memory", quantity=True,
-                            help=f"Memory limit of the head's trainer container "
-                                 f"[{platform.HEAD_SIZES['main'][1]}].")
-    proxy_cpu: str = _opt(platform.HEAD_SIZES["proxy"][0], "--proxy-cpu", quantity=True,
-                          help=f"CPU limit of the Pathways proxy sidecar "
-                               f"[{platform.HEAD_SIZES['proxy'][0]}].")
-    proxy_memory: str = _opt(platform.HEAD_SIZES["proxy"][1], "--proxy-memory", quantity=True,
-                             help=f"Memory limit of the Pathways proxy sidecar "
-                                  f"[{platform.HEAD_SIZES['proxy'][1]}].")
-    rm_cpu: str = _opt(platform.HEAD_SIZES["rm"][0], "--rm-cpu", quantity=True,
-                       help=f"CPU limit of the Pathways resource manager sidecar "
-                            f"[{platform.HEAD_SIZES['rm'][0]}].")
-    rm_memory: str = _opt(platform.HEAD_SIZES["rm"][1], "--rm-memory", quantity=True,
-                          help=f"Memory limit of the Pathways resource manager "
-                               f"[{platform.HEAD_SIZES['rm'][1]}].")
+    head_cpu: str = _size("head", "cpu")
+    head_memory: str = _size("head", "memory")
+    proxy_cpu: str = _size("proxy", "cpu")
+    proxy_memory: str = _size("proxy", "memory")
+    rm_cpu: str = _size("rm", "cpu")
+    rm_memory: str = _size("rm", "memory")
     head_node_pool: str = _opt(platform.HEAD_POOL, "--head-node-pool",
-                               help="Node pool of the head.")
+                               help=f"Node pool of the head pod [{platform.HEAD_POOL}].")
     """Node pool of the head pod."""
     termination_grace_period: int = _opt(30, "--termination-grace-period",
-                                         help="Worker grace, seconds.")
+                                         help="Seconds a worker pod gets to stop before it is "
+                                              "killed [30].")
     """terminationGracePeriodSeconds of the worker pods."""
     colocated_python_image: str | None = _opt(
         None, "--colocated-python-sidecar-image",
         help="Image of a colocated-python sidecar on every worker (off by default).")
     """Image of the colocated-python sidecar on the workers (off by default)."""
-    headless: bool = _opt(False, "--headless", help="No main container.")
+    headless: bool = _opt(False, "--headless",
+                          help="No main container: connect to the proxy from outside the "
+                               "cluster.")
     """No main container: connect to the proxy from outside the cluster."""
-    proxy_args: list[str] = _opt(None, "--custom-proxy-arg", factory=list, help="Repeatable.")
-    rm_args: list[str] = _opt(None, "--custom-rm-arg", factory=list, help="Repeatable.")
-    worker_args: list[str] = _opt(None, "--custom-worker-arg", factory=list, help="Repeatable.")
+    proxy_args: list[str] = _opt(None, "--custom-proxy-arg", factory=list,
+                                 help="One more argument of the Pathways proxy, e.g. "
+                                      "--custom-proxy-arg=--flag=value; repeatable.")
+    """Arguments appended to the Pathways proxy's."""
+    rm_args: list[str] = _opt(None, "--custom-rm-arg", factory=list,
+                              help="One more argument of the Pathways resource manager; "
+                                   "repeatable.")
+    """Arguments appended to the Pathways resource manager's."""
+    worker_args: list[str] = _opt(None, "--custom-worker-arg", factory=list,
+                                  help="One more argument of every Pathways worker; "
+                                       "repeatable.")
+    """Arguments appended to every Pathways worker's."""
     labels: dict[str, str] = _opt(None, "--label", factory=dict,
                                   help="KEY=VALUE label; repeatable.", kv="key=value")
     """Extra labels on the JobSet and its pods."""
