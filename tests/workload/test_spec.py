@@ -3,7 +3,8 @@
 import pytest
 
 from elastix.errors import SpecError, UsageError
-from elastix.workload.spec import build_spec, load_env_file, load_spec_file, parse_kv
+from elastix.workload.resolve import load_env_file, load_spec_file, parse_kv
+from elastix.workload.spec import build_spec
 
 BASE = {"name": "demo", "tpu_type": "v5litepod-16", "docker_image": "img:1",
         "command": "python3 train.py"}

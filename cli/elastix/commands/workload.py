@@ -15,25 +15,29 @@ import typer
 from elastix.backends import Target, backend_class, choose_backend, get_backend
 from elastix.commands import xpk
 from elastix.commands.options import (
+    BackendOpt,
+    ClusterOpt,
+    ContextOpt,
     GoodputWindow,
+    KubeconfigOpt,
+    LocationOpt,
+    NamespaceOpt,
+    ProjectOpt,
+    StateDirOpt,
     WorkloadName,
+    WorkloadOpt,
     check_output,
     check_window,
     duration_option,
+    one_name,
     replace_params,
+    resolve_target,
     with_target,
     with_workload_option,
 )
 from elastix.errors import UsageError
-from elastix.workload.spec import (
-    FIELDS,
-    KINDS,
-    build_spec,
-    load_env_file,
-    load_spec_file,
-    parse_kv,
-    read_user_text,
-)
+from elastix.workload.resolve import FlagValue, resolve_spec
+from elastix.workload.spec import FIELDS, KINDS, read_user_text
 
 if TYPE_CHECKING:
     from elastix.workload.spec import WorkloadSpec
@@ -66,42 +70,37 @@ def _spec_parameters() -> list[inspect.Parameter]:
 
 
 def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Put the spec-field options where ``fn`` has ``flags``, and pass them as that dict.
+    """List the spec-field options where ``fn`` has ``spec_flags``, and pass them in it.
 
-    ``env_file`` is listed right after ``--env``, where it belongs.
+    The one signature rewrite ``create`` keeps, because Typer reads options only from a
+    signature: the thirty spec options are declared once, on the spec's fields (spellings,
+    help, kind), and written out as parameters they would be named three times (field,
+    parameter, the call that collects them). Every other option of ``create`` is a plain
+    parameter.
     """
-    own = inspect.signature(fn, eval_str=True).parameters
     options = _spec_parameters()
-    fields = [p.name for p in options]
     params: list[inspect.Parameter] = []
-    for p in own.values():
-        if p.name == "flags":
-            for q in options:
-                params.append(q)
-                if q.name == "env":
-                    params.append(own["env_file"])
-        elif p.name != "env_file":
-            params.append(p)
+    for p in inspect.signature(fn, eval_str=True).parameters.values():
+        params += options if p.name == "spec_flags" else [p]
 
     def call(kwargs: dict[str, Any]) -> Any:
-        return fn(flags={f: kwargs.pop(f) for f in fields}, **kwargs)
+        return fn(spec_flags={p.name: kwargs.pop(p.name) for p in options}, **kwargs)
 
     return replace_params(fn, params, call)
 
 
-@with_target(namespace=None)
-@with_workload_option(required=False)
 @with_spec_options
 def create(
-    target: Target,
     name: Annotated[str | None, typer.Argument(
         help="Workload name (or --workload NAME): a DNS label short enough for every name "
              "JobSet derives from it, at most 22 characters with the built-in template.")] = None,
+    workload: WorkloadOpt = None,
     spec_file: Annotated[Path | None, typer.Option(
         "--spec", help="YAML spec file; flags override it.")] = None,
-    flags: dict[str, Any] | None = None,
     env_file: Annotated[Path | None, typer.Option(
-        "--env-file", help="File of KEY=VALUE lines.")] = None,
+        "--env-file", help="File of KEY=VALUE lines for the trainer; --env overrides it, it "
+                           "overrides the spec file's env.")] = None,
+    spec_flags: dict[str, FlagValue] | None = None,
     template: Annotated[Path | None, typer.Option(
         "--template", help="Your own Jinja2 JobSet template.")] = None,
     client_dry_run: Annotated[bool, typer.Option(
@@ -121,6 +120,14 @@ def create(
     smoke: Annotated[bool, typer.Option(
         "--smoke", help="Local backend: the default job sized for a CI smoke run (a few "
                         "hundred steps: one kill and its recovery in about a minute).")] = False,
+    backend: BackendOpt = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    namespace: NamespaceOpt = None,  # None: the spec file's namespace, else default
+    cluster: ClusterOpt = None,
+    project: ProjectOpt = None,
+    location: LocationOpt = None,
+    state_dir: StateDirOpt = None,
 ) -> None:
     """Render, validate and submit a Pathways elastic JobSet.
 
@@ -129,7 +136,11 @@ def create(
     """
     from elastix.workload.render import dump, render
 
-    flags = dict(flags or {})
+    name = one_name(name, workload, flag="--workload", required=False)
+    target = resolve_target(Target(backend=backend, context=context, kubeconfig=kubeconfig,
+                                   namespace=namespace, cluster=cluster, project=project,
+                                   location=location, state_dir=state_dir))
+    flags = dict(spec_flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     check_output(output, ("yaml", "json"))
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
@@ -137,24 +148,10 @@ def create(
     kind = choose_backend(target)
     if smoke:
         _check_smoke(kind, flags)
-    env_from_file = load_env_file(env_file) if env_file else {}
-    for key, field_kind in KINDS.items():
-        if field_kind == "map" and key in flags:  # KEY=VALUE options, given as lists
-            meta = FIELDS[key].metadata
-            flags[key] = parse_kv(flags[key] or [], meta["flags"][0], meta["kv"])
-        if key == "env":
-            flags[key] = {**env_from_file, **flags[key]}  # --env wins over --env-file
-        if field_kind in ("map", "list") and key in flags:
-            flags[key] = flags[key] or None  # an empty option leaves the spec file's value
     flags.update(name=name, cluster=target.cluster, project=target.project,
                  location=target.location, namespace=target.namespace)
-    file_values = load_spec_file(spec_file) if spec_file else {}
-    headless = flags["headless"]
-    if kind and not (headless if headless is not None else file_values.get("headless")):
-        for field, value in backend_class(kind).defaults(smoke=smoke).items():
-            if flags.get(field) is None and not file_values.get(field):
-                flags[field] = value
-    spec = build_spec(file_values, flags)
+    spec = resolve_spec(flags, spec_file=spec_file, env_file=env_file,
+                        backend_defaults=backend_class(kind).defaults(smoke=smoke))
     manifest = render(spec, template)
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)

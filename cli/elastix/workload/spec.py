@@ -1,9 +1,10 @@
 """WorkloadSpec: the one validated model of a workload.
 
-Built from a spec file (YAML, ``--spec``) and flags (flags win). Validation happens here and only
-here (the rules are in :mod:`elastix.workload.validate`); it collects every problem before raising
-one :class:`SpecError`, each with its field and a fix. Everything downstream (rendering,
-backends) trusts a validated spec.
+Built from spec-file values and flags (flags win; which source gives each field, env file and
+backend defaults included, is decided in :mod:`elastix.workload.resolve`). Validation happens
+here and only here (the rules are in :mod:`elastix.workload.validate`); it collects every
+problem before raising one :class:`SpecError`, each with its field and a fix. Everything
+downstream (rendering, backends) trusts a validated spec.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix.errors import SpecError, UsageError, yaml_where
+from elastix.errors import SpecError, UsageError
 from elastix.workload import pathways_images, platform
 
 if TYPE_CHECKING:
@@ -246,68 +247,6 @@ def read_user_text(path: Path, what: str, flag: str, utf8_hint: str) -> str:
     except UnicodeDecodeError as e:
         raise UsageError(f"{what} {str(path)!r} is not UTF-8 text (byte {e.start})",
                          hint=utf8_hint) from None
-
-
-def load_spec_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML spec file into a plain mapping (keys may use - or _)."""
-    import yaml
-
-    p = Path(path)
-    text = read_user_text(p, "spec file", "--spec", "save it as UTF-8 YAML")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        where = yaml_where(e)
-        raise UsageError(f"spec file {str(p)!r} is not valid YAML{where}",
-                         hint="fix the YAML syntax (indentation, quotes, ': ')") from None
-    except RecursionError:  # the parser and constructor recurse once per nesting level
-        raise UsageError(f"spec file {str(p)!r} is nested too deeply to be a workload spec",
-                         hint="a spec is a mapping of fields to strings, numbers, lists and "
-                              "mappings, a few levels deep") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UsageError(f"spec file {str(p)!r} must be a mapping of fields",
-                         hint="e.g. 'name: demo' and 'tpu_type: v5litepod-16' on separate lines")
-    return data
-
-
-def load_env_file(path: str | Path) -> dict[str, str]:
-    """Read ``KEY=VALUE`` lines (``#`` comments, blank lines and ``export`` allowed)."""
-    p = Path(path)
-    lines = read_user_text(p, "env file", "--env-file",
-                           "save it as UTF-8 KEY=VALUE lines").splitlines()
-    out: dict[str, str] = {}
-    for n, line in enumerate(lines, 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        if s.startswith("export "):
-            s = s[len("export "):].lstrip()
-        if "=" not in s:
-            raise UsageError(f"{p}:{n}: expected KEY=VALUE, got {line!r}",
-                             hint="one KEY=VALUE per line; quote nothing")
-        k, v = s.split("=", 1)
-        v = v.strip()
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
-            v = v[1:-1]
-        out[k.strip()] = v
-    return out
-
-
-def parse_kv(items: list[str], flag: str, example: str = "key=value") -> dict[str, str]:
-    """Repeated ``FLAG KEY=VALUE`` values to a dict; a value may contain ``=``.
-
-    Raises:
-        UsageError: an item without ``=``; the hint shows ``FLAG example``.
-    """
-    out: dict[str, str] = {}
-    for item in items:
-        if "=" not in item:
-            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} {example}")
-        k, v = item.split("=", 1)
-        out[k] = v
-    return out
 
 
 def build_spec(file_values: Mapping[str, Any] | None, flag_values: Mapping[str, Any]) -> WorkloadSpec:
