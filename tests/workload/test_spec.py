@@ -153,3 +153,20 @@ def test_env_file_and_flags(tmp_path):
     with pytest.raises(UsageError) as e:
         load_env_file(f)
     assert ":1: expected KEY=VALUE" in e.value.message
+
+
+def test_head_pod_sizes_are_the_platform_catalogues_each_with_its_own_help():
+    from elastix.workload import platform
+    from elastix.workload.spec import FIELDS, WorkloadSpec
+
+    spec, helps = WorkloadSpec(), set()
+    for prefix, key in (("head", "main"), ("proxy", "proxy"), ("rm", "rm")):
+        for resource, default in zip(("cpu", "memory"), platform.HEAD_SIZES[key], strict=True):
+            field = f"{prefix}_{resource}"
+            meta = FIELDS[field].metadata
+            assert getattr(spec, field) == default
+            assert meta["flags"] == (f"--{prefix}-{resource}",) and meta["quantity"]
+            assert meta["help"].startswith("CPU" if resource == "cpu" else "Memory")
+            assert meta["help"].endswith(f"[{default}].")
+            helps.add(meta["help"])
+    assert len(helps) == 6
