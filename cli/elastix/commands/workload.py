@@ -297,13 +297,14 @@ def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Opti
     backend = get_backend(target)
     if output in ("json", "yaml"):
         st = backend.status(name)
-        data = {**st.to_json(), "training": _progress_json(read_progress(backend, name))}
+        data = {**st.to_json(),
+                "training": _progress_json(read_progress(backend, name, whole=True))}
         typer.echo(_dump(data, output), nl=False)
         return
 
     def render() -> Any:
         st = backend.status(name)
-        return status_renderable(st, progress=read_progress(backend, name))
+        return status_renderable(st, progress=read_progress(backend, name, whole=True))
 
     if watch:
         _watch(render, interval)
