@@ -17,8 +17,10 @@ from elastix.commands import xpk
 from elastix.commands.options import (
     GoodputWindow,
     WorkloadName,
+    WorkloadOpt,
     check_output,
     check_window,
+    complete_workload_name,
     duration_option,
     replace_params,
     with_target,
@@ -40,6 +42,11 @@ if TYPE_CHECKING:
 
 TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
+Selector = Annotated[str | None, typer.Option(
+    "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
+                             "key!=value, 'key in (a,b)', key, !key; joined by commas "
+                             "(labels are set with workload create --label).",
+    show_default=False)]
 Interval = Annotated[float, duration_option(
     "--interval", help="Time between refreshes, e.g. 2s (at least 0.1 s).", minimum=0.1)]
 
@@ -242,26 +249,30 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 def list_(target: Target, output: Annotated[str, typer.Option(
               "--output", "-o", help="table, wide (with step time, goodput, pods, JobSet "
                                      "restarts, head), json or yaml.")] = "table",
+          selector: Selector = None,
           watch: Watch = False, interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, last step and when, loss, restarts, age."""
     from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import workloads_table
+    from elastix.workload.selector import parse
 
     check_output(output, ("table", "wide", "json", "yaml"))
+    chosen = parse(selector) if selector is not None else None
     backend = get_backend(target)
     if output in ("json", "yaml"):
         items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
-                 for s in backend.list()]
+                 for s in backend.list(chosen)]
         typer.echo(_dump(items, output), nl=False)
         return
 
     def render() -> Any:
-        items = backend.list()
+        items = backend.list(chosen)
         if not items:
             from rich.text import Text
 
-            return Text(f"no {backend.name} workloads in {backend.where()}")
+            match = f" match -l {selector}" if selector is not None else ""
+            return Text(f"no {backend.name} workloads in {backend.where()}{match}")
         return workloads_table(items, progress={s.name: read_progress(backend, s.name)
                                                 for s in items}, wide=output == "wide")
 
@@ -312,10 +323,13 @@ def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Opti
 
 
 @with_target
-@with_workload_option
 def delete(
     target: Target,
-    name: WorkloadName,
+    names: Annotated[list[str] | None, typer.Argument(
+        help="Workload names (or --workload NAME, or -l SELECTOR for every match).",
+        show_default=False, autocompletion=complete_workload_name)] = None,
+    workload: WorkloadOpt = None,
+    selector: Selector = None,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Return only once every pod is gone.")] = False,
     timeout: Annotated[float, duration_option(
@@ -328,14 +342,61 @@ def delete(
         "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
                                    "as kubectl's flag: for cleanup steps.")] = False,
 ) -> None:
-    """Delete a workload (its JobSet, Jobs and pods)."""
-    from elastix.errors import NotFoundError
+    """Delete workloads (each one's JobSet, Jobs and pods), by name or by label (-l).
+
+    Several names are all checked first: if one does not exist, nothing is deleted.
+    """
     from elastix.views.console import console
 
     err = console(stderr=True)
+    backend = get_backend(target)
+    chosen = _delete_targets(backend, names or [], workload, selector, ignore_not_found)
+    if chosen is None:
+        err.print(f"no {backend.name} workloads in {backend.where()} match -l {selector}")
+        return
+    for name in chosen:
+        _delete_one(backend, name, err, wait=wait, timeout=timeout, delete_data=delete_data,
+                    ignore_not_found=ignore_not_found)
+
+
+def _delete_targets(backend: Any, names: list[str], workload: str | None,
+                    selector: str | None, ignore_not_found: bool) -> list[str] | None:
+    """The names ``delete`` acts on (None: a selector that matches none), all checked first.
+
+    Raises:
+        UsageError: names and a selector both given, or neither; a name of several that does
+            not exist (without ``--ignore-not-found``): nothing is deleted then.
+    """
+    from elastix.workload.selector import parse
+
+    if workload is not None:
+        names = [*names, workload]
+    if selector is not None:
+        if names:
+            raise UsageError("give workload NAMEs or -l SELECTOR, not both",
+                             hint="elastix workload delete NAME [NAME...], or "
+                                  "elastix workload delete -l key=value")
+        return [w.name for w in backend.list(parse(selector))] or None
+    if not names:
+        raise UsageError("missing workload NAME", hint="elastix workload delete NAME [NAME...] "
+                         "(or --workload NAME, or -l key=value)")
+    names = list(dict.fromkeys(names))  # a name given twice is deleted once
+    if len(names) > 1 and not ignore_not_found:
+        missing = [n for n in names if not backend.exists(n)]
+        if missing:
+            raise UsageError(f"workload{'s' if len(missing) > 1 else ''} not found in "
+                             f"{backend.where()}: {', '.join(missing)}; nothing was deleted",
+                             hint="check the names with: elastix workload list "
+                                  "(or pass --ignore-not-found to delete the others)")
+    return names
+
+
+def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float,
+                delete_data: bool, ignore_not_found: bool) -> None:
+    from elastix.errors import NotFoundError
+
     try:
-        note = get_backend(target).delete(name, wait=wait, timeout=timeout,
-                                          delete_data=delete_data)
+        note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
     except NotFoundError as e:
         if not ignore_not_found:
             raise
