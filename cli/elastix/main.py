@@ -131,6 +131,13 @@ def _no_section(ctx: click.Context, formatter: click.HelpFormatter) -> None:
     return None
 
 
+def _complete_tpu_type(ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[str]:
+    from elastix.commands.options import complete_tpu_type
+
+    return complete_tpu_type(incomplete)
+
+
 def command() -> click.Command:
     """The click command tree of ``app``, every command formatting its help with ours, its
     summary whole in its group's listing and its examples at the end of its help."""
@@ -144,6 +151,10 @@ def command() -> click.Command:
         for param in cmd.params:
             if isinstance(param, click.Argument) and not getattr(param, "help", None):
                 param.help = examples.argument_help(" ".join(path), param.name or "")
+            if isinstance(param, click.Option) and "--tpu-type" in param.opts:
+                # workload create's comes from the spec's fields, cluster create's is its own:
+                # one completion for both (what click's shell_complete= sets).
+                param._custom_shell_complete = _complete_tpu_type
             if isinstance(param, click.Option) and param.metavar == "DURATION" \
                     and isinstance(param.default, (int, float)) \
                     and not isinstance(param.default, bool):

@@ -22,6 +22,7 @@ from elastix.commands.options import (
     check_window,
     complete_workload_name,
     duration_option,
+    output_option,
     replace_params,
     with_target,
     with_workload_option,
@@ -40,7 +41,11 @@ from elastix.workload.spec import (
 if TYPE_CHECKING:
     from elastix.workload.spec import WorkloadSpec
 
-TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
+GOODPUT_OUTPUTS = ("table", "json")
+LIST_OUTPUTS = ("table", "wide", "json", "yaml")
+STATUS_OUTPUTS = ("table", "json", "yaml")
+CREATE_OUTPUTS = ("yaml", "json")
+TableOrJson = Annotated[str, output_option(GOODPUT_OUTPUTS, "table or json.")]
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
 Selector = Annotated[str | None, typer.Option(
     "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
@@ -115,8 +120,7 @@ def create(
         "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API "
                           "server to validate it instead.")] = False,
     server_dry_run: Annotated[bool, typer.Option("--server-dry-run", hidden=True)] = False,
-    output: Annotated[str, typer.Option(
-        "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
+    output: Annotated[str, output_option(CREATE_OUTPUTS, "yaml or json (with --dry-run).")] = "yaml",
     output_file: Annotated[Path | None, typer.Option(
         "--output-file", *xpk.aliases("workload create", "--output-file"),
         help="Write the manifest here.")] = None,
@@ -138,7 +142,7 @@ def create(
 
     flags = dict(flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
-    check_output(output, ("yaml", "json"))
+    check_output(output, CREATE_OUTPUTS)
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
@@ -246,9 +250,9 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 
 
 @with_target
-def list_(target: Target, output: Annotated[str, typer.Option(
-              "--output", "-o", help="table, wide (with step time, goodput, pods, JobSet "
-                                     "restarts, head), json or yaml.")] = "table",
+def list_(target: Target, output: Annotated[str, output_option(
+              LIST_OUTPUTS, "table, wide (with step time, goodput, pods, JobSet restarts, "
+                            "head), json or yaml.")] = "table",
           selector: Selector = None,
           watch: Watch = False, interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, last step and when, loss, restarts, age."""
@@ -257,7 +261,7 @@ def list_(target: Target, output: Annotated[str, typer.Option(
     from elastix.views.status import workloads_table
     from elastix.workload.selector import parse
 
-    check_output(output, ("table", "wide", "json", "yaml"))
+    check_output(output, LIST_OUTPUTS)
     chosen = parse(selector) if selector is not None else None
     backend = get_backend(target)
     if output in ("json", "yaml"):
@@ -295,8 +299,8 @@ def _dump(data: Any, output: str) -> str:
 
 @with_target
 @with_workload_option
-def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Option(
-               "--output", "-o", help="table, json or yaml.")] = "table",
+def status(target: Target, name: WorkloadName, output: Annotated[str, output_option(
+               STATUS_OUTPUTS, "table, json or yaml.")] = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
     """One workload: how training goes, head, per-slice pods and phases, restarts, and why it
     is stuck."""
@@ -304,7 +308,7 @@ def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Opti
     from elastix.views.console import console
     from elastix.views.status import status_renderable
 
-    check_output(output, ("table", "json", "yaml"))
+    check_output(output, STATUS_OUTPUTS)
     backend = get_backend(target)
     if output in ("json", "yaml"):
         st = backend.status(name)
@@ -432,7 +436,7 @@ def goodput(
     from elastix.views.console import console
     from elastix.views.measurement import print_goodput
 
-    check_output(output, ("table", "json"))
+    check_output(output, GOODPUT_OUTPUTS)
     check_window(window)
     if plot:
         from elastix.views.plot import check_plot_path
