@@ -22,6 +22,7 @@ from elastix.commands.options import (
     check_window,
     complete_workload_name,
     duration_option,
+    one_name,
     output_option,
     replace_params,
     with_target,
@@ -374,7 +375,8 @@ def _delete_targets(backend: Any, names: list[str], workload: str | None,
     from elastix.workload.selector import parse
 
     if workload is not None:
-        names = [*names, workload]
+        one_name(names[0] if names else None, workload, flag="--workload")  # both: exit 2
+        names = [workload]
     if selector is not None:
         if names:
             raise UsageError("give workload NAMEs or -l SELECTOR, not both",
@@ -382,8 +384,7 @@ def _delete_targets(backend: Any, names: list[str], workload: str | None,
                                   "elastix workload delete -l key=value")
         return [w.name for w in backend.list(parse(selector))] or None
     if not names:
-        raise UsageError("missing workload NAME", hint="elastix workload delete NAME [NAME...] "
-                         "(or --workload NAME, or -l key=value)")
+        one_name(None, None, flag="--workload")  # the same missing-NAME line as every command
     names = list(dict.fromkeys(names))  # a name given twice is deleted once
     if len(names) > 1 and not ignore_not_found:
         missing = [n for n in names if not backend.exists(n)]
