@@ -124,3 +124,11 @@ def test_gke_labels_are_the_jobsets_and_the_selector_goes_to_the_api(tmp_path, m
         gke.wait_for(lambda: sorted(_names(capsys)) == ["c"], what="a and b deleted")
     finally:
         gke.stop(fake)
+
+
+def test_delete_several_takes_a_workload_with_a_damaged_state_file(local, capsys):
+    """A damaged state file is a workload to delete (alone it is), among several too."""
+    (local / "b" / "state.json").write_text("{not json")
+    capsys.readouterr()
+    assert main(["workload", "delete", "a", "b"]) == 0, capsys.readouterr().err
+    assert not (local / "a").exists() and not (local / "b").exists()

@@ -282,6 +282,11 @@ class LocalBackend(Backend):
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
     # ------------------------------------------------------------------ delete
+    def exists(self, name: str) -> bool:
+        """Whether its state directory has a plan, as ``delete`` needs (a damaged state file
+        is still a workload to delete)."""
+        return (self._dir(name, must_exist=False) / "plan.json").exists()
+
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
         d = self._dir(name, must_exist=False)
