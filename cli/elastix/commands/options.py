@@ -58,6 +58,11 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
+Selector = Annotated[str | None, typer.Option(
+    "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
+                             "key!=value, 'key in (a,b)', key, !key; joined by commas "
+                             "(labels are set with workload create --label).",
+    show_default=False)]
 COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for workload names before it gets none
 
 
