@@ -7,6 +7,7 @@ be those the local backend shows for the same run from its events file.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import fake_cluster as gke
@@ -118,3 +119,20 @@ def test_no_head_log_yet_is_said_not_an_error(fake, capsys):
     capsys.readouterr()
     assert main(["workload", "status", "demo"]) == 0
     assert "training: no step completed yet" in capsys.readouterr().out
+
+
+def test_after_a_log_rotation_the_goodput_is_not_the_runs(fake, capsys):
+    """The kubelet serves only the latest log file: once rotated, the lines no longer reach
+    the head's first line, so status shows the last step but claims no goodput so far."""
+    recs, _ = recorded_run()
+    head = _head_with(fake, to_log(recs))
+    where = {"pod": head["metadata"]["name"], "container": head["spec"]["containers"][0]["name"]}
+    assert _json(capsys, "workload", "status", "demo", "-o", "json")["training"]["goodput"]
+    fake.admin("rotate_log", where)
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)  # an hour into the run
+    stamp = later.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    fake.admin("log", {**where, "timestamps": True,
+                       "lines": [f"{stamp} {line}" for line in to_log(recs)[-6:]]})
+    training = _json(capsys, "workload", "status", "demo", "-o", "json")["training"]
+    assert training["last_step"] == 20 and training["loss"] == 4.8
+    assert training["goodput"] is None and training["recoveries"] is None

@@ -6,7 +6,11 @@ and it carries the same events as lines (docs/events.md, "Log lines"), which mea
 with the parser ``workload goodput`` uses, so the two never disagree.
 
 ``list`` asks for the last :data:`LIST_TAIL` lines of each head (``tailLines``); ``status``
-for all the log the kubelet keeps of the current container. A refresh (``--watch``) asks only
+for all the log the kubelet keeps of the current container: only its latest log file, which
+the kubelet rotates at ``containerLogMaxSize`` (default 10Mi; kubernetes/website
+``content/en/docs/concepts/cluster-administration/logging.md``, "Log rotation", at commit
+909cf8b), so one read is bounded. A head whose log was rotated no longer reaches its first
+line: its goodput is then not shown (``HeadLog.from_start``). A refresh (``--watch``) asks only
 for the lines since the last one it has (``sinceSeconds``, then lines at or before that time
 dropped), as ``logs -f`` resumes after a cut stream.
 """
@@ -20,13 +24,18 @@ from typing import TYPE_CHECKING
 
 from elastix.backends.base import HeadLog, LogOptions
 from elastix.backends.gke.logs import _container, _pick, _read_lines, _request, _split_ts
-from elastix.backends.gke.status import object_labels
+from elastix.backends.gke.status import object_labels, parse_time
 from elastix.clients.kube import ContainerWaiting
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
 if TYPE_CHECKING:
     from elastix.backends.gke.backend import GKEBackend
+
+LOG_START_SLACK = 300.0
+"""Seconds between the container's start and the first line served within which the lines
+count as reaching the container's first line (a trainer may be silent a while at start-up;
+a rotation needs 10Mi of lines, which takes far longer)."""
 
 LIST_TAIL = 400
 """Lines ``list`` reads per head: the trainer logs a line per step and a few per checkpoint or
@@ -85,7 +94,8 @@ class HeadLogReader:
                     lines, from_start = lines[-LIST_TAIL:], False
             else:
                 lines = self._get(pod, container, since=None, tail=None if whole else LIST_TAIL)
-                from_start = whole or len(lines) < LIST_TAIL
+                from_start = (whole or len(lines) < LIST_TAIL) and _reaches_start(
+                    pod, container, lines)
         except ContainerWaiting:  # started, restarting: no log to read this time
             return None
         last = next((t for t in (_split_ts(x)[0] for x in reversed(lines)) if t), None)
@@ -98,3 +108,17 @@ class HeadLogReader:
                         timestamps=True)
         with self.backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
             return [x for x in _read_lines(resp) if x]
+
+
+def _reaches_start(pod: dict, container: str, lines: list[str]) -> bool:
+    """Whether the first line served is the container's first (not the first of a rotated
+    file): it came within :data:`LOG_START_SLACK` of the container's ``startedAt``."""
+    first = next((t for t in (_split_ts(x)[0] for x in lines) if t), None)
+    st = pod.get("status") or {}
+    cs = next((c for c in st.get("containerStatuses") or [] if c.get("name") == container), {})
+    state = cs.get("state") or {}
+    started = parse_time((state.get("running") or state.get("terminated") or {})
+                          .get("startedAt"))
+    if first is None or started is None:
+        return first is None  # no line yet; or no start to compare with: not claimed
+    return (first - started).total_seconds() <= LOG_START_SLACK
