@@ -7,7 +7,7 @@ the two are timed interleaved (ABAB) so both share the noise of a shared machine
 
 Run by hand::
 
-    .venv/bin/python bench/bench_train_help.py --runs 10 [--baseline /tmp/old/trainer]
+    .venv/bin/python bench/bench_train_help.py --runs 10 [--baseline OLD/trainer]
 """
 
 from __future__ import annotations
