@@ -13,7 +13,7 @@ import click
 import typer
 
 from elastix import __version__
-from elastix.commands import chaos, cluster, examples, image, logs, wait, workload
+from elastix.commands import chaos, cluster, delete, examples, image, logs, wait, workload
 from elastix.errors import EXIT_CODES_HELP, ElastixError, ProblemsError, UsageError
 from elastix.protocol import envvars
 
@@ -68,7 +68,7 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 # Every command is registered here, by name, so this is the one list of what elastix does.
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "list": workload.list_, "status": workload.status,
-                      "wait": wait.wait, "delete": workload.delete}),
+                      "wait": wait.wait, "delete": delete.delete}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs
@@ -131,6 +131,13 @@ def _no_section(ctx: click.Context, formatter: click.HelpFormatter) -> None:
     return None
 
 
+def _complete_tpu_type(ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[str]:
+    from elastix.commands.options import complete_tpu_type
+
+    return complete_tpu_type(incomplete)
+
+
 def command() -> click.Command:
     """The click command tree of ``app``, every command formatting its help with ours, its
     summary whole in its group's listing and its examples at the end of its help."""
@@ -144,6 +151,10 @@ def command() -> click.Command:
         for param in cmd.params:
             if isinstance(param, click.Argument) and not getattr(param, "help", None):
                 param.help = examples.argument_help(" ".join(path), param.name or "")
+            if isinstance(param, click.Option) and "--tpu-type" in param.opts:
+                # workload create's comes from the spec's fields, cluster create's is its own:
+                # one completion for both (what click's shell_complete= sets).
+                param._custom_shell_complete = _complete_tpu_type
             if isinstance(param, click.Option) and param.metavar == "DURATION" \
                     and isinstance(param.default, (int, float)) \
                     and not isinstance(param.default, bool):

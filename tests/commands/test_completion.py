@@ -1,4 +1,5 @@
-"""Issue #16: shell completion (workload names from the backend) and ``elastix --version``.
+"""Shell completion (workload names from the backend, option values from their choices) and
+``elastix --version``.
 
 Completion runs through the shell protocol of the real entry point (``_ELASTIX_COMPLETE``), as
 bash and zsh call it; the name callback is also called directly to show it never raises.
@@ -85,3 +86,50 @@ def test_completion_can_be_shown_and_installed(cli):
 def test_version_flag(cli):
     r = cli("--version")
     assert (r.returncode, r.stdout) == (0, f"elastix {__version__}\n")
+
+
+def _offered(line: str) -> list[str]:
+    """What click's completion machinery offers for the last word of ``elastix LINE``."""
+    from click.shell_completion import ShellComplete
+
+    words = line.split()
+    args, incomplete = (words, "") if line.endswith(" ") else (words[:-1], words[-1])
+    comp = ShellComplete(command(), {}, "elastix", "_ELASTIX_COMPLETE")
+    return [c.value for c in comp.get_completions(args, incomplete)]
+
+
+@pytest.mark.parametrize(("line", "want"), [
+    ("workload list -o ", ["table", "wide", "json", "yaml"]),
+    ("workload list --output w", ["wide"]),
+    ("workload status demo -o ", ["table", "json", "yaml"]),
+    ("workload create demo -o ", ["yaml", "json"]),
+    ("workload goodput demo -o ", ["table", "json"]),
+    ("chaos kill-worker demo -o ", ["text", "json"]),
+    ("chaos run demo -o ", ["table", "json"]),
+    ("chaos run demo --mode ", ["random", "slice", "host"]),
+    ("chaos run demo --mode s", ["slice"]),
+    ("workload list --backend ", ["gke", "local"]),
+    ("logs demo --backend l", ["local"]),
+])
+def test_option_values_complete_their_choices(line, want):
+    assert _offered(line) == want
+
+
+@pytest.mark.parametrize("cmd", ["workload create demo", "cluster create"])
+def test_tpu_types_complete_from_the_catalogue(cmd):
+    from elastix.workload import tpu
+
+    got = _offered(f"{cmd} --tpu-type v5litepod-1")
+    assert "v5litepod-16" in got and "v5litepod-128" in got
+    assert all(n in tpu.catalogue() and n.startswith("v5litepod-1") for n in got)
+    assert _offered(f"{cmd} --tpu-type v6e-") and not _offered(f"{cmd} --tpu-type zz")
+
+
+def test_value_completion_through_the_shell_protocol(cli):
+    """The bash protocol end to end (the real entry point, as bash calls it)."""
+    r = _complete(cli, "elastix workload list -o ")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["table", "wide", "json", "yaml"]
+    r = _complete(cli, "elastix workload create demo --tpu-type v5litepod-6")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["v5litepod-64"]

@@ -70,7 +70,7 @@ def test_every_option_and_argument_is_described_and_an_example_shown(path, monke
     args = out.split("\nArguments:\n", 1)
     for p in cmd.params:
         if isinstance(p, click.Argument):  # listed with its words, not a bare [NAME]
-            assert len(args) == 2 and re.search(rf"\[?{p.name.upper()}\]?\s+\w", args[1]), out
+            assert len(args) == 2 and re.search(rf"\[?{p.name.upper()}\]?(\.\.\.)?\s+\w", args[1]), out
     assert "Examples:" in out, out
     examples = out.split("Examples:", 1)[1]
     assert f"elastix {' '.join(path)}" in examples, out

@@ -34,7 +34,8 @@ def test_every_positional_name_has_its_option():
     """A new command with a NAME must take the xpk spelling too (add it to NAMED)."""
     found = {}
     for path, cmd in _walk(command()):
-        if any(isinstance(p, click.Argument) and p.name == "name" for p in cmd.params):
+        if any(isinstance(p, click.Argument) and p.name in ("name", "names")
+               for p in cmd.params):
             found[path] = next((o for o in ("--workload", "--cluster")
                                 for p in cmd.params if o in getattr(p, "opts", ())), None)
     assert found == NAMED

@@ -13,7 +13,9 @@ line led by its RFC3339 time, a recorded log);
 ``GET /_fake/requests`` is the log of every API request (method, path, query; ``POST`` with
 ``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
-``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod. Dry-run, strict
+``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod;
+``POST /_fake/rotate_log`` rotates one container's log as the kubelet does (only the new file
+is served). Dry-run, strict
 field validation for CRDs, 409 on existing names and
 preconditions on delete behave as the real API server's do. Creates and updates pass the
 admission rules of ``k8s_admission`` and ``k8s_jobset_webhook`` (Kubernetes' name and label
@@ -624,6 +626,10 @@ class Api:
             if body.get("clear"):
                 self.requests.clear()
             return web.json_response(out)
+        if parts == ["rotate_log"]:
+            self.cluster.rotate_log(body.get("namespace", "default"), body["pod"],
+                                    body["container"])
+            return web.json_response({"ok": True})
         if parts == ["cut"]:
             n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
             return web.json_response({"cut": n})

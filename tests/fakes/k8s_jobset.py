@@ -469,6 +469,11 @@ class Cluster:
         buf.lines.append((now(), text))
         self._wake(buf)
 
+    def rotate_log(self, ns: str, pod: str, container: str) -> None:
+        """The kubelet rotating a container's log file: the API serves only the new, empty
+        file from now on (kubernetes.io, "Logging Architecture", "Log rotation")."""
+        self.buffer(ns, pod, container).lines.clear()
+
     def cut_logs(self, ns: str, pod: str) -> int:
         """Make every follower of the pod's logs drop its connection mid-stream."""
         bufs = [b for (n, p, _), b in self.logs.items() if (n, p) == (ns, pod)]

@@ -59,4 +59,4 @@ def test_list_fits_80_columns_and_counts_slice_restarts_as_status_does():
     assert "GOODPUT" in wide and f"{p.goodput * 100:.1f} %" in wide
     line = training_line(p, now)
     assert line.startswith(f"training: step {p.last_step} (7s ago)") and "goodput" in line
-    assert "training: no events" in _render(status_renderable(_status(), progress=None))
+    assert "training: nothing to read yet" in _render(status_renderable(_status(), progress=None))

@@ -17,7 +17,6 @@ from typing import Any
 
 from elastix.errors import ProblemsError
 from elastix.protocol import envvars
-from elastix_trainer.model import PRESETS
 
 MODES = ("pause-resume", "replica-resize")
 
@@ -121,6 +120,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise ConfigError listing every bad field."""
+        from elastix_trainer.model import PRESETS  # JAX: not for --help
+
         p: list[tuple[str, str, str | None]] = []
         if self.preset not in PRESETS:
             near = difflib.get_close_matches(self.preset, PRESETS, n=1)
@@ -281,8 +282,44 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError([("flags", message, hint)])
 
 
+def preset_names() -> list[str]:
+    """The model presets' names, read from ``model.py``'s source: importing it imports JAX,
+    seconds that ``--help`` should not cost (``tests/trainer`` checks the two agree)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("elastix_trainer.model")
+    tree = ast.parse(open(spec.origin, encoding="utf-8").read())  # type: ignore[union-attr]
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "PRESETS" and \
+                isinstance(node.value, ast.Dict):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    return []
+
+
+def _default_text(name: str, doc: str) -> str:
+    """A field's default as ``--help`` shows it (``(default: 50)``; unset ones say so, unless
+    their doc already says what unset means: ``default: the longer of ...``)."""
+    value = _FIELDS[name].default
+    if value is None and "default" in doc:
+        return ""
+    if name in _BOOLS:
+        shown = "--" + ("" if value else "no-") + name.replace("_", "-")
+    elif value is None:
+        shown = "unset"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = str(value)
+    return f" (default: {shown})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """``elastix-train`` flags; every default is SUPPRESS so only given flags override."""
+    """``elastix-train`` flags; every default is SUPPRESS so only given flags override, and
+    each flag's help ends with the default it leaves (argparse's own ``%(default)s`` would
+    show SUPPRESS)."""
     ap = _Parser(
         prog="elastix-train", argument_default=argparse.SUPPRESS,
         description="Train a Qwen3-style LM on a slice mesh with elastic recovery. "
@@ -291,9 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
     docs = _field_docs()
     for name in _FIELDS:
         flag = "--" + name.replace("_", "-")
-        doc = docs.get(name)
+        doc = docs.get(name, "")
         if name == "preset":
-            doc = f"Model preset: {', '.join(PRESETS)}."
+            doc = f"Model preset: {', '.join(preset_names())}."
+        doc += _default_text(name, doc).replace("%", "%%")
         if name in _BOOLS:
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, help=doc)
         else:

@@ -12,10 +12,13 @@ import abc
 import dataclasses
 import datetime as dt
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.backends import Target
 from elastix.protocol import timefmt
+
+if TYPE_CHECKING:
+    from elastix.workload.selector import Selector
 
 
 @dataclasses.dataclass
@@ -103,6 +106,8 @@ class WorkloadStatus:
     slices: list[SliceStatus] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)  # why it is stuck, if it is
     message: str | None = None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The workload's labels (GKE: the JobSet's; local: kept in its plan), ``-l`` selects on."""
 
     def age_seconds(self, now: dt.datetime | None = None) -> float | None:
         if self.created is None:
@@ -155,6 +160,16 @@ class LogOptions:
     tail_lines: int | None = None
     previous: bool = False  # the container's previous instance (locally: the previous head attempt)
     timestamps: bool = False  # each line led by the time the log API recorded (GKE), as kubectl
+
+
+@dataclasses.dataclass
+class HeadLog:
+    """Lines of the head's log, each led by the time the log API recorded (``timestamps``)."""
+
+    lines: list[str]
+    from_start: bool
+    """The lines reach back to the head container's first line: a goodput over them is the
+    goodput of the run so far (of the current head, on GKE: a replaced pod's log is gone)."""
 
 
 @dataclasses.dataclass
@@ -214,8 +229,19 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def list(self) -> list[WorkloadStatus]:
-        """Every elastix workload this backend knows about, oldest first."""
+    def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
+        """Every elastix workload this backend knows about, oldest first; with ``selector``
+        (``-l``), only those whose labels it selects."""
+
+    def exists(self, name: str) -> bool:
+        """Whether the workload is there (``delete`` checks every name before deleting any)."""
+        from elastix.errors import NotFoundError
+
+        try:
+            self.status(name)
+        except NotFoundError:
+            return False
+        return True
 
     @abc.abstractmethod
     def status(self, name: str) -> WorkloadStatus:
@@ -229,6 +255,15 @@ class Backend(abc.ABC):
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
+
+    def training_log(self, name: str, *, whole: bool) -> HeadLog | None:
+        """The head's log lines for ``list`` and ``status``'s training columns, or None where
+        the backend reads the trainer's events instead (local) or there is no log yet.
+
+        ``whole``: all the log the backend keeps (``status``); else only its last lines, enough
+        for the last steps (``list``, one read per workload).
+        """
+        return None
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's JSONL events (docs/events.md) if this backend can reach them, else None.

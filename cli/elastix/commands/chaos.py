@@ -16,6 +16,7 @@ from elastix.commands.options import (
     WorkloadName,
     check_output,
     check_window,
+    output_option,
     parse_duration_in,
     with_target,
     with_workload_option,
@@ -24,6 +25,16 @@ from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageEr
 
 if TYPE_CHECKING:
     from elastix.measure.report import Bounds, ChaosReport
+
+KILL_OUTPUTS = ("text", "json")
+RUN_OUTPUTS = ("table", "json")
+
+
+def _complete_mode(incomplete: str) -> list[str]:
+    from elastix.measure.chaos import MODES  # imported when completing, not for --help
+
+    return [m for m in MODES if m.startswith(incomplete)]
+
 
 MaxDowntime = Annotated[str | None, typer.Option(
     "--max-downtime", help="Fail (exit 3) if a recovery takes longer, kill to the next step "
@@ -118,7 +129,7 @@ def kill_worker(
         "--seed", help="Seed of the random choice (reproducible).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show which pod would be killed.")] = False,
-    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    output: Annotated[str, output_option(KILL_OUTPUTS, "text or json.")] = "text",
     measure: Annotated[bool, typer.Option(
         "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
                           "lost (the report chaos run prints).")] = False,
@@ -142,7 +153,7 @@ def kill_worker(
                                 ("--summary", summary)) if v is not None]
     measuring = measure or bool(reporting)
     if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
-        check_output(output, ("text", "json"))
+        check_output(output, KILL_OUTPUTS)
     if measuring and dry_run:
         raise UsageError(f"{'--measure' if measure else reporting[0]} cannot be combined with "
                          "--dry-run", hint="drop --dry-run to kill and measure")
@@ -216,14 +227,14 @@ def run(
                            "waits until training is stepping.")] = "2m",
     mode: Annotated[str, typer.Option(
         "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
-                       "one slice).")] = "random",
+                       "one slice).", autocompletion=_complete_mode)] = "random",
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Seed for choosing victims.")] = None,
     max_downtime: MaxDowntime = None,
     max_steps_lost: MaxStepsLost = None,
     timeout: Annotated[str, typer.Option(
         "--timeout", help="Give up on a recovery after this.")] = "10m",
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    output: Annotated[str, output_option(RUN_OUTPUTS, "table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
     window: GoodputWindow = None,
@@ -238,7 +249,7 @@ def run(
     from elastix.views.measurement import print_kill, print_soak
 
     # Every input is checked before the first kill.
-    check_output(output, ("table", "json"))
+    check_output(output, RUN_OUTPUTS)
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r} is not {', '.join(MODES)}",
                          hint="use --mode random, --mode host or --mode slice")

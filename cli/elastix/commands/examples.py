@@ -35,7 +35,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "workload list": (
         "elastix workload list",
-        "elastix workload list -o json",
+        "elastix workload list -l team=ml -o wide",
     ),
     "workload status": (
         "elastix workload status demo",
@@ -44,6 +44,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "workload delete": (
         "elastix workload delete demo",
         "elastix workload delete demo --delete-data   # its checkpoints too",
+        "elastix workload delete run1 run2 run3",
+        "elastix workload delete -l team=ml            # every workload labelled so",
     ),
     "workload wait": (
         "elastix workload wait demo --for stepping --timeout 5m",
@@ -105,6 +107,8 @@ def argument_help(path: str, name: str) -> str | None:
     to None: ``--help`` listed ``[NAME]`` with no words. The help is therefore restored here
     from one table; ``tests/commands/test_help.py`` checks every argument has it.
     """
+    if path == "workload delete" and name == "names":
+        return "Workload names (or --workload NAME, or -l SELECTOR for every match)."
     if name != "name":
         return None
     if path.startswith("cluster "):

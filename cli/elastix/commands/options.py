@@ -18,9 +18,31 @@ import typer
 from elastix.backends import Target, get_backend
 from elastix.errors import UsageError
 
+
+def complete_from(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """A Typer ``autocompletion`` that offers ``choices`` (the values an option takes)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in choices if c.startswith(incomplete)]
+
+    return complete
+
+
+def complete_tpu_type(incomplete: str) -> list[str]:
+    """Every TPU type spelling the catalogue knows (``v5litepod-16``, ``v5litepod-4x4``...)."""
+    from elastix.workload import tpu
+
+    return sorted(n for n in tpu.catalogue() if n.startswith(incomplete))
+
+
+def output_option(choices: tuple[str, ...], help: str) -> Any:
+    """``-o/--output``, completing its ``choices`` (checked by :func:`check_output`)."""
+    return typer.Option("--output", "-o", help=help, autocompletion=complete_from(choices))
+
+
 BackendOpt = Annotated[str | None, typer.Option(
     "--backend", help="gke or local (default: gke when a cluster is configured, else local).",
-    envvar="ELASTIX_BACKEND")]
+    envvar="ELASTIX_BACKEND", autocompletion=complete_from(("gke", "local")))]
 ContextOpt = Annotated[str | None, typer.Option(
     "--context", help="kubeconfig context (default: current).")]
 KubeconfigOpt = Annotated[str | None, typer.Option(
@@ -36,6 +58,11 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
+Selector = Annotated[str | None, typer.Option(
+    "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
+                             "key!=value, 'key in (a,b)', key, !key; joined by commas "
+                             "(labels are set with workload create --label).",
+    show_default=False)]
 COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for workload names before it gets none
 
 

@@ -1,5 +1,6 @@
-"""`elastix workload` commands: create, list, status, delete and goodput (registered in main;
-`workload wait` is in :mod:`elastix.commands.wait`)."""
+"""`elastix workload` commands: create, list, status and goodput (registered in main;
+`workload wait` is in :mod:`elastix.commands.wait`, `workload delete` in
+:mod:`elastix.commands.delete`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from elastix.commands.options import (
     LocationOpt,
     NamespaceOpt,
     ProjectOpt,
+    Selector,
     StateDirOpt,
     WorkloadName,
     WorkloadOpt,
@@ -30,6 +32,7 @@ from elastix.commands.options import (
     check_window,
     duration_option,
     one_name,
+    output_option,
     replace_params,
     resolve_target,
     with_target,
@@ -42,7 +45,11 @@ from elastix.workload.spec import FIELDS, KINDS, read_user_text
 if TYPE_CHECKING:
     from elastix.workload.spec import WorkloadSpec
 
-TableOrJson = Annotated[str, typer.Option("--output", "-o", help="table or json.")]
+GOODPUT_OUTPUTS = ("table", "json")
+LIST_OUTPUTS = ("table", "wide", "json", "yaml")
+STATUS_OUTPUTS = ("table", "json", "yaml")
+CREATE_OUTPUTS = ("yaml", "json")
+TableOrJson = Annotated[str, output_option(GOODPUT_OUTPUTS, "table or json.")]
 Watch = Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")]
 Interval = Annotated[float, duration_option(
     "--interval", help="Time between refreshes, e.g. 2s (at least 0.1 s).", minimum=0.1)]
@@ -107,8 +114,7 @@ def create(
         "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API "
                           "server to validate it instead.")] = False,
     server_dry_run: Annotated[bool, typer.Option("--server-dry-run", hidden=True)] = False,
-    output: Annotated[str, typer.Option(
-        "--output", "-o", help="yaml or json (with --dry-run).")] = "yaml",
+    output: Annotated[str, output_option(CREATE_OUTPUTS, "yaml or json (with --dry-run).")] = "yaml",
     output_file: Annotated[Path | None, typer.Option(
         "--output-file", *xpk.aliases("workload create", "--output-file"),
         help="Write the manifest here.")] = None,
@@ -142,7 +148,7 @@ def create(
                                    location=location, state_dir=state_dir))
     flags = dict(spec_flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
-    check_output(output, ("yaml", "json"))
+    check_output(output, CREATE_OUTPUTS)
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
@@ -236,29 +242,33 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 
 
 @with_target
-def list_(target: Target, output: Annotated[str, typer.Option(
-              "--output", "-o", help="table, wide (with step time, goodput, pods, JobSet "
-                                     "restarts, head), json or yaml.")] = "table",
+def list_(target: Target, output: Annotated[str, output_option(
+              LIST_OUTPUTS, "table, wide (with step time, goodput, pods, JobSet restarts, "
+                            "head), json or yaml.")] = "table",
+          selector: Selector = None,
           watch: Watch = False, interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, last step and when, loss, restarts, age."""
     from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import workloads_table
+    from elastix.workload.selector import parse
 
-    check_output(output, ("table", "wide", "json", "yaml"))
+    check_output(output, LIST_OUTPUTS)
+    chosen = parse(selector) if selector is not None else None
     backend = get_backend(target)
     if output in ("json", "yaml"):
         items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
-                 for s in backend.list()]
+                 for s in backend.list(chosen)]
         typer.echo(_dump(items, output), nl=False)
         return
 
     def render() -> Any:
-        items = backend.list()
+        items = backend.list(chosen)
         if not items:
             from rich.text import Text
 
-            return Text(f"no {backend.name} workloads in {backend.where()}")
+            match = f" match -l {selector}" if selector is not None else ""
+            return Text(f"no {backend.name} workloads in {backend.where()}{match}")
         return workloads_table(items, progress={s.name: read_progress(backend, s.name)
                                                 for s in items}, wide=output == "wide")
 
@@ -281,8 +291,8 @@ def _dump(data: Any, output: str) -> str:
 
 @with_target
 @with_workload_option
-def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Option(
-               "--output", "-o", help="table, json or yaml.")] = "table",
+def status(target: Target, name: WorkloadName, output: Annotated[str, output_option(
+               STATUS_OUTPUTS, "table, json or yaml.")] = "table",
            watch: Watch = False, interval: Interval = 2.0) -> None:
     """One workload: how training goes, head, per-slice pods and phases, restarts, and why it
     is stuck."""
@@ -290,60 +300,22 @@ def status(target: Target, name: WorkloadName, output: Annotated[str, typer.Opti
     from elastix.views.console import console
     from elastix.views.status import status_renderable
 
-    check_output(output, ("table", "json", "yaml"))
+    check_output(output, STATUS_OUTPUTS)
     backend = get_backend(target)
     if output in ("json", "yaml"):
         st = backend.status(name)
-        data = {**st.to_json(), "training": _progress_json(read_progress(backend, name))}
+        data = {**st.to_json(),
+                "training": _progress_json(read_progress(backend, name, whole=True))}
         typer.echo(_dump(data, output), nl=False)
         return
 
     def render() -> Any:
         st = backend.status(name)
-        return status_renderable(st, progress=read_progress(backend, name))
+        return status_renderable(st, progress=read_progress(backend, name, whole=True))
 
     if watch:
         _watch(render, interval)
     console().print(render())
-
-
-@with_target
-@with_workload_option
-def delete(
-    target: Target,
-    name: WorkloadName,
-    wait: Annotated[bool, typer.Option(
-        "--wait", help="Return only once every pod is gone.")] = False,
-    timeout: Annotated[float, duration_option(
-        "--timeout", help="How long to wait with --wait, e.g. 300s or 5m.")] = 300.0,
-    delete_data: Annotated[bool, typer.Option(
-        "--delete-data", help="Local backend: also delete the workload's kept data "
-                              "(the default job's checkpoints), also once the workload itself "
-                              "is deleted.")] = False,
-    ignore_not_found: Annotated[bool, typer.Option(
-        "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
-                                   "as kubectl's flag: for cleanup steps.")] = False,
-) -> None:
-    """Delete a workload (its JobSet, Jobs and pods)."""
-    from elastix.errors import NotFoundError
-    from elastix.views.console import console
-
-    err = console(stderr=True)
-    try:
-        note = get_backend(target).delete(name, wait=wait, timeout=timeout,
-                                          delete_data=delete_data)
-    except NotFoundError as e:
-        if not ignore_not_found:
-            raise
-        err.print(f"workload [bold]{name}[/]: not found, nothing to delete ({e.message})")
-        return
-    if note and note.startswith("only its data"):  # the workload was gone already
-        err.print(f"workload [bold]{name}[/]: {note}")
-        return
-    gone = "deleted; every pod is gone" if wait else "deletion requested"
-    err.print(f"workload [bold]{name}[/]: {gone}")
-    if note:
-        err.print(f"workload [bold]{name}[/]: {note}")
 
 
 @with_target
@@ -367,7 +339,7 @@ def goodput(
     from elastix.views.console import console
     from elastix.views.measurement import print_goodput
 
-    check_output(output, ("table", "json"))
+    check_output(output, GOODPUT_OUTPUTS)
     check_window(window)
     if plot:
         from elastix.views.plot import check_plot_path

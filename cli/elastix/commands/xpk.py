@@ -67,15 +67,17 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
     "workload list": {
         "--filter-by-status": (None, "the table shows every workload's state; "
                                      "-o json to filter it"),
-        "--filter-by-job": (None, "-o json to filter by name"),
+        "--filter-by-job": (None, "-l key=value selects by label; -o json to filter by name"),
         "--wait-for-job-completion": (None, "elastix workload status NAME --watch follows one "
                                             "workload"),
         "--timeout": (None, "elastix workload status NAME --watch follows one workload"),
         "--dry-run": (None, _READS),
     },
     "workload delete": {
-        "--filter-by-job": (None, "delete one workload by NAME"),
-        "--filter-by-status": (None, "delete one workload by NAME"),
+        "--filter-by-job": (None, "delete by NAME (several: NAME NAME ...) or by label, "
+                                  "-l key=value"),
+        "--filter-by-status": (None, "delete by NAME (several: NAME NAME ...) or by label, "
+                                     "-l key=value"),
         "--force": (None, "elastix workload delete does not ask for confirmation"),
         "--dry-run": (None, "elastix workload status NAME shows what would be deleted"),
     },

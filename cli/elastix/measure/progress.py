@@ -4,18 +4,26 @@ The pods say whether a workload runs; only the trainer's events say whether it t
 last step and how long ago it completed (a stuck trainer shows as a growing age beside
 Running pods), the step time, the loss, the goodput so far and the recoveries it made. The
 same normalised events as every measurement (:mod:`elastix.measure.events`), so these numbers
-and ``elastix workload goodput`` never disagree.
+and ``elastix workload goodput`` never disagree. On GKE the events are read from the head pod's
+log lines (the same events, docs/events.md), the same columns for both backends.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from typing import Any
 
-from elastix.backends.base import Backend
+from elastix.backends.base import Backend, HeadLog
 from elastix.errors import ElastixError
-from elastix.measure.events import Event, events_from_records, fmt_ms, recoveries
+from elastix.measure.events import (
+    Event,
+    events_from_log,
+    events_from_records,
+    fmt_ms,
+    recoveries,
+)
 from elastix.measure.goodput import goodput
 
 RECENT_STEPS = 20
@@ -33,7 +41,8 @@ class Progress:
     step_seconds: float | None = None
     loss: float | None = None
     goodput: float | None = None
-    recoveries: int = 0
+    recoveries: int | None = 0
+    """None where only the log's last lines were read (``list`` on GKE)."""
     live_slices: int | None = None
 
     def seconds_since_step(self, now_ms: int) -> float | None:
@@ -61,18 +70,19 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
                     recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"))
 
 
-def read_progress(backend: Backend, name: str) -> Progress | bool | None:
-    """The workload's progress from its events file; None when it has none to read; False
-    where reading it is not cheap (no log is scanned: ``list`` asks for every workload, and a
-    log is the whole run).
+def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progress | None:
+    """The workload's progress, or None when there is nothing to read yet.
 
-    Only the local backend's events are a local file. On GKE each workload's events object
-    would cost a JobSet read and a download per workload and refresh (``list`` and ``status``
-    keep to one list per kind, ``tests/backends/gke/test_scale_requests.py``): not shown there.
+    Locally from its events file. On GKE from the head pod's log (``Backend.training_log``:
+    ``whole`` for ``status``, the last lines for ``list``): the events file is in a bucket, a
+    JobSet read and a download per workload and refresh, where the log is one request.
     """
-    if backend.name != "local":
-        return False
     try:
+        log = backend.training_log(name, whole=whole)
+        if log is not None:
+            return progress_from_log(log)
+        if backend.name != "local":
+            return None
         records = backend.read_events(name)
         if records is None:
             return None
@@ -81,4 +91,28 @@ def read_progress(backend: Backend, name: str) -> Progress | bool | None:
         return progress(events_from_records(records),
                         loss if isinstance(loss, (int, float)) else None)
     except (ElastixError, OSError, ValueError):
-        return None  # the pods' view still shows; the events are a bonus here
+        return None  # the pods' view still shows; the training columns are a bonus here
+
+
+# The loss at the end of a ``completed step`` line: elastix's template (eventspec's ``step``,
+# after its measured values) and MaxText's (``..., total_weights: N, loss: X``) both end so.
+_LOSS = re.compile(r"\bcompleted step: \d+,.*\bloss: ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
+
+
+def progress_from_log(log: HeadLog) -> Progress:
+    """Progress from the head's log lines, read as ``workload goodput`` reads them.
+
+    The goodput and the recoveries are the run's so far only when the lines reach back to the
+    head's first line (``log.from_start``); from a tail they would be the tail's, so they are
+    left out (None) rather than shown as the run's.
+    """
+    loss = None
+    for line in reversed(log.lines):
+        m = _LOSS.search(line)
+        if m:
+            loss = float(m.group(1))
+            break
+    p = progress(events_from_log(log.lines), loss)
+    if not log.from_start:
+        p = dataclasses.replace(p, goodput=None, recoveries=None)
+    return p

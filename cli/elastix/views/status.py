@@ -103,7 +103,7 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
     """``training: step 1234 (3s ago), 0.105 s/step, loss 4.2100, goodput 96.1 % so far,
     1 recovery`` (or that the trainer has not completed a step)."""
     if p is None:
-        return "training: no events to read (the head's log has the trainer's own lines)"
+        return "training: nothing to read yet (no trainer events, no head log)"
     if p.last_step is None:
         return "training: no step completed yet"
     now = now or utc_now()
@@ -116,7 +116,8 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
         parts.append(f"goodput {p.goodput:.1%} so far")
     if p.live_slices is not None:
         parts.append(f"{p.live_slices} live slice{'' if p.live_slices == 1 else 's'}")
-    parts.append(f"{p.recoveries} recover{'y' if p.recoveries == 1 else 'ies'}")
+    if p.recoveries is not None:
+        parts.append(f"{p.recoveries} recover{'y' if p.recoveries == 1 else 'ies'}")
     return "training: " + ", ".join(parts)
 
 

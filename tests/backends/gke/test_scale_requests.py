@@ -83,15 +83,18 @@ def test_status_is_one_jobset_get_and_one_list_each(settled):
         ("GET", JOBSET, ""),
         ("GET", PODS, f"jobset.sigs.k8s.io/jobset-name={NAME}"),
         ("GET", "/apis/batch/v1/namespaces/default/jobs", ""),
+        ("GET", PODS + "/<pod>/log", ""),  # the head's, for the training line
     ]
 
 
 def test_list_is_one_list_per_kind(settled):
+    """And one read of the head's log per workload (its training columns), not per pod."""
     fake, _ = settled
     calls = _run(fake, "workload", "list")
     assert [c[:2] for c in calls] == [
         ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"),
-        ("GET", PODS), ("GET", "/apis/batch/v1/namespaces/default/jobs")]
+        ("GET", PODS), ("GET", "/apis/batch/v1/namespaces/default/jobs"),
+        ("GET", PODS + "/<pod>/log")]
 
 
 def test_kill_worker_lists_workers_once_and_deletes_one_pod(settled):

@@ -12,10 +12,17 @@ import json
 import random
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.backends import Target
-from elastix.backends.base import Backend, KillRecord, LogEvent, LogOptions, WorkloadStatus
+from elastix.backends.base import (
+    Backend,
+    HeadLog,
+    KillRecord,
+    LogEvent,
+    LogOptions,
+    WorkloadStatus,
+)
 from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
@@ -31,6 +38,9 @@ from elastix.clients.kube import (
 from elastix.errors import AlreadyExists, BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels, rbac
+
+if TYPE_CHECKING:
+    from elastix.workload.selector import Selector
 
 TIMEOUT = (10.0, 20.0)  # (connect, read) seconds for ordinary requests: an API server
 # answers a GET, a create or a delete in well under a second; 20 s of silence is already a fault.
@@ -59,6 +69,7 @@ class GKEBackend(Backend):
         self.cluster_name = cluster_name
         self.notices: list[str] = []
         self.lost = LostSlices()  # the trainer's view, read incrementally from gs://
+        self._training: Any = None  # HeadLogReader, made when first asked
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
@@ -291,16 +302,19 @@ class GKEBackend(Backend):
             return False
         return True
 
-    def list(self) -> list[WorkloadStatus]:
+    def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
         from elastix.backends.gke.status import object_labels, workload_status
 
-        # Only elastix's workloads: other JobSets in the namespace are someone else's.
+        # Only elastix's workloads: other JobSets in the namespace are someone else's. The
+        # API server ANDs the requirements of one selector: the user's narrow it further.
+        wanted = labels.WORKLOAD + (f",{selector.text()}" if selector else "")
         jobsets = self._get("listing workloads", "jobsets",
-                            query={"labelSelector": labels.WORKLOAD}).get("items") or []
+                            query={"labelSelector": wanted}).get("items") or []
         if not jobsets:
             return []
         pods, _ = self.pods(labels.JOBSET_NAME)
         jobs = self._jobs(labels.JOBSET_NAME)
+        self._head_logs().note_pods([js["metadata"]["name"] for js in jobsets], pods)
 
         def mine(objs: list[dict], name: str) -> list[dict]:
             return [o for o in objs if object_labels(o).get(labels.JOBSET_NAME) == name]
@@ -315,6 +329,7 @@ class GKEBackend(Backend):
         js = self.get_jobset(name)
         sel = f"{labels.JOBSET_NAME}={name}"
         pods, _ = self.pods(sel)
+        self._head_logs().note_pods([name], pods)
         events: list[dict] = []
         pending = {p["metadata"]["name"] for p in pods
                    if (p.get("status") or {}).get("phase") == "Pending"}
@@ -327,6 +342,18 @@ class GKEBackend(Backend):
         if note:
             out.reasons.append(note)
         return out
+
+    def _head_logs(self) -> Any:
+        if self._training is None:
+            from elastix.backends.gke.training import HeadLogReader
+
+            self._training = HeadLogReader(self)
+        return self._training
+
+    def training_log(self, name: str, *, whole: bool) -> HeadLog | None:
+        """The head pod's log (:mod:`elastix.backends.gke.training`): one request, no list
+        when ``list`` or ``status`` just listed the pods."""
+        return self._head_logs().read(name, whole=whole)
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""

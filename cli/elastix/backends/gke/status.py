@@ -131,7 +131,8 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
         created=parse_time(md.get("creationTimestamp")), num_slices=num_slices,
         jobset_restarts=st.get("restarts", 0) or 0,
         max_restarts=(spec.get("failurePolicy") or {}).get("maxRestarts", 0),
-        head=head, slices=slices, reasons=reasons, message=message)
+        head=head, slices=slices, reasons=reasons, message=message,
+        labels=dict(md.get("labels") or {}))
 
 
 def _state(js, md, spec, st, infos, head) -> tuple[str, str | None]:

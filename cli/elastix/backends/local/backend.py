@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import (
     Backend,
@@ -64,6 +64,9 @@ from elastix.errors import (
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
+
+if TYPE_CHECKING:
+    from elastix.workload.selector import Selector
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
@@ -179,7 +182,7 @@ class LocalBackend(Backend):
                              hint="give a directory (created if missing), or leave --state-dir "
                                   "and ELASTIX_STATE_DIR unset for the default")
 
-    def list(self) -> list[WorkloadStatus]:
+    def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
         self._check_root()
         if not self.root.is_dir():
             return []
@@ -194,6 +197,8 @@ class LocalBackend(Backend):
                                               reasons=[err.message], message=err.message))
                 except (NotFoundError, OSError, ValueError):
                     continue  # deleted or half-written while we looked
+        if selector is not None:
+            out = [w for w in out if selector.matches(w.labels)]
         return sorted(out, key=lambda w: w.created or utc_now())
 
     def status(self, name: str) -> WorkloadStatus:
@@ -236,7 +241,8 @@ class LocalBackend(Backend):
             name=name, namespace="local", backend="local", state=state,
             created=_parse_time(plan.created), num_slices=plan.num_slices,
             jobset_restarts=st.restarts, max_restarts=plan.max_restarts,
-            head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message)
+            head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message,
+            labels=dict(plan.labels))
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         d = self._dir(name)
@@ -276,6 +282,11 @@ class LocalBackend(Backend):
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
     # ------------------------------------------------------------------ delete
+    def exists(self, name: str) -> bool:
+        """Whether its state directory has a plan, as ``delete`` needs (a damaged state file
+        is still a workload to delete)."""
+        return (self._dir(name, must_exist=False) / "plan.json").exists()
+
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
         d = self._dir(name, must_exist=False)

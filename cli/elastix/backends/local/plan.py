@@ -66,6 +66,8 @@ class Plan:
     or ``fault``, ``none`` without one; empty for any other head."""
     head_note: str = ""
     """Said in the supervisor's log when the head starts."""
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The JobSet's labels (``workload create --label``), for ``-l`` selectors."""
 
     @property
     def stamped(self) -> bool:
@@ -81,7 +83,8 @@ class Plan:
     def from_json(cls, data: dict[str, Any]) -> Plan:
         """From a ``plan.json`` object (keys this version does not know are ignored)."""
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)
-                      if f.name in data or f.default is dataclasses.MISSING})
+                      if f.name in data or (f.default is dataclasses.MISSING
+                                            and f.default_factory is dataclasses.MISSING)})
 
 
 def data_dir(workload_dir: Path) -> Path:
@@ -222,6 +225,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         marker=hashlib.sha1(f"{workload_dir}{time.time()}{os.getpid()}".encode()).hexdigest(),
         maxtext=(mt.standin or "none") if mt else "",
         head_note=(mt.note or "") if mt else "",
+        labels=dict((manifest.get("metadata") or {}).get("labels") or {}),
     )
 
 

@@ -1,0 +1,108 @@
+"""`elastix workload delete` (registered in main): by name, several names, or a label selector,
+as kubectl deletes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from elastix.backends import Target, get_backend
+from elastix.commands.options import (
+    Selector,
+    WorkloadOpt,
+    complete_workload_name,
+    duration_option,
+    one_name,
+    with_target,
+)
+from elastix.errors import UsageError
+
+
+@with_target
+def delete(
+    target: Target,
+    names: Annotated[list[str] | None, typer.Argument(
+        help="Workload names (or --workload NAME, or -l SELECTOR for every match).",
+        show_default=False, autocompletion=complete_workload_name)] = None,
+    workload: WorkloadOpt = None,
+    selector: Selector = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Return only once every pod is gone.")] = False,
+    timeout: Annotated[float, duration_option(
+        "--timeout", help="How long to wait with --wait, e.g. 300s or 5m.")] = 300.0,
+    delete_data: Annotated[bool, typer.Option(
+        "--delete-data", help="Local backend: also delete the workload's kept data "
+                              "(the default job's checkpoints), also once the workload itself "
+                              "is deleted.")] = False,
+    ignore_not_found: Annotated[bool, typer.Option(
+        "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
+                                   "as kubectl's flag: for cleanup steps.")] = False,
+) -> None:
+    """Delete workloads (each one's JobSet, Jobs and pods), by name or by label (-l).
+
+    Several names are all checked first: if one does not exist, nothing is deleted.
+    """
+    from elastix.views.console import console
+
+    err = console(stderr=True)
+    backend = get_backend(target)
+    chosen = _delete_targets(backend, names or [], workload, selector, ignore_not_found)
+    if chosen is None:
+        err.print(f"no {backend.name} workloads in {backend.where()} match -l {selector}")
+        return
+    for name in chosen:
+        _delete_one(backend, name, err, wait=wait, timeout=timeout, delete_data=delete_data,
+                    ignore_not_found=ignore_not_found)
+
+
+def _delete_targets(backend: Any, names: list[str], workload: str | None,
+                    selector: str | None, ignore_not_found: bool) -> list[str] | None:
+    """The names ``delete`` acts on (None: a selector that matches none), all checked first.
+
+    Raises:
+        UsageError: names and a selector both given, or neither; a name of several that does
+            not exist (without ``--ignore-not-found``): nothing is deleted then.
+    """
+    from elastix.workload.selector import parse
+
+    if workload is not None:
+        one_name(names[0] if names else None, workload, flag="--workload")  # both: exit 2
+        names = [workload]
+    if selector is not None:
+        if names:
+            raise UsageError("give workload NAMEs or -l SELECTOR, not both",
+                             hint="elastix workload delete NAME [NAME...], or "
+                                  "elastix workload delete -l key=value")
+        return [w.name for w in backend.list(parse(selector))] or None
+    if not names:
+        one_name(None, None, flag="--workload")  # the same missing-NAME line as every command
+    names = list(dict.fromkeys(names))  # a name given twice is deleted once
+    if len(names) > 1 and not ignore_not_found:
+        missing = [n for n in names if not backend.exists(n)]
+        if missing:
+            raise UsageError(f"workload{'s' if len(missing) > 1 else ''} not found in "
+                             f"{backend.where()}: {', '.join(missing)}; nothing was deleted",
+                             hint="check the names with: elastix workload list "
+                                  "(or pass --ignore-not-found to delete the others)")
+    return names
+
+
+def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float,
+                delete_data: bool, ignore_not_found: bool) -> None:
+    from elastix.errors import NotFoundError
+
+    try:
+        note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
+    except NotFoundError as e:
+        if not ignore_not_found:
+            raise
+        err.print(f"workload [bold]{name}[/]: not found, nothing to delete ({e.message})")
+        return
+    if note and note.startswith("only its data"):  # the workload was gone already
+        err.print(f"workload [bold]{name}[/]: {note}")
+        return
+    gone = "deleted; every pod is gone" if wait else "deletion requested"
+    err.print(f"workload [bold]{name}[/]: {gone}")
+    if note:
+        err.print(f"workload [bold]{name}[/]: {note}")
