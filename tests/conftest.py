@@ -21,3 +21,47 @@ os.environ["CLOUDSDK_CONFIG"] = os.path.join(_CACHES, "gcloud")
 for _var in ("CLOUDSDK_CORE_PROJECT", "CLOUDSDK_COMPUTE_ZONE", "CLOUDSDK_COMPUTE_REGION",
              "CLOUDSDK_ACTIVE_CONFIG_NAME"):
     os.environ.pop(_var, None)
+
+
+# -- parallel workers (pytest-xdist; pyproject's addopts asks for ``-n auto``) -------------------
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """Two workers a core: most tests spend their time waiting on processes they started (a
+    trainer's JAX start-up, slice hosts, a fake API server), not on the CPU. ELASTIX_TEST_WORKERS
+    sets the count (0 runs everything in this process, as ``-n 0`` does)."""
+    wanted = os.environ.get("ELASTIX_TEST_WORKERS")
+    if wanted is not None:
+        return int(wanted)
+    return 2 * (os.cpu_count() or 1)
+
+
+# Modules that take minutes (measured with --durations): started first, so the suite does not
+# end on one long module while the other workers sit idle. Order only; a module missing here
+# runs after them in collection order.
+SLOW_FIRST = (
+    "tests/provision/test_image_requirements.py",  # a fresh venv installs the image's set
+    "tests/maxtext/test_real_maxtext.py",  # two real MaxText starts
+    "tests/backends/local/test_local_maxtext.py",
+    "tests/trainer/test_precompile.py",
+    "tests/test_packaging.py",  # builds the wheel
+    "tests/ci/test_ci_workflow.py",
+    "tests/trainer/test_restore_exact.py",
+    "tests/trainer/test_sigterm.py",
+    "tests/trainer/test_watchdog.py",
+    "tests/trainer/test_tensorboard.py",
+    "tests/trainer/test_compilecache.py",
+    "tests/backends/local/test_local_resize_back.py",
+    "tests/backends/local/test_local_e2e.py",
+    "tests/backends/local/test_local_kept_data.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    root = str(config.rootpath)
+
+    def key(item):
+        path = os.path.relpath(str(item.path), root).replace(os.sep, "/")
+        return rank.get(path, len(SLOW_FIRST))
+
+    items.sort(key=key)  # stable: each module's own order is kept

@@ -131,7 +131,10 @@ def start_fake(tmp: Path, config: dict | None = None, crd: bool = True,
     log = open(tmp / "fake.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: port_file.exists() or proc.poll() is not None, what="fake API server")
+        # A bound for a broken server, not a wait: on a loaded machine its Python start-up alone
+        # has taken over 20 s.
+        wait_for(lambda: port_file.exists() or proc.poll() is not None, timeout=180,
+                 what="fake API server")
         if proc.poll() is not None:
             raise AssertionError(f"fake API server exited: {(tmp / 'fake.log').read_text()}")
     except BaseException:

@@ -41,6 +41,8 @@ def main() -> int:
     ap.add_argument("--ckpt-every", type=int, default=5)
     ap.add_argument("--ckpt-at", type=int, default=None, help="also commit at this one step")
     ap.add_argument("--no-events", action="store_true")
+    ap.add_argument("--until-file", default=None,
+                    help="also stop (completed) at the first step after this file exists")
     args = ap.parse_args()
     out = Out(None if args.no_events else os.environ["ELASTIX_EVENTS_FILE"])
     n = int(os.environ["ELASTIX_NUM_SLICES"])
@@ -48,7 +50,7 @@ def main() -> int:
     health = LocalHeartbeatHealth.from_env(n)
     health.wait_for(n, timeout=60)
     step, ckpt, recovery, first_after = 0, 0, 0, False
-    while step < args.steps:
+    while step < args.steps and not (args.until_file and os.path.exists(args.until_file)):
         if len(health.live_slices()) < n:
             recovery += 1
             out("elastic_detected", recovery=recovery, kind="slice_lost", error="DATA_LOSS: gone",

@@ -4,42 +4,58 @@ and an exit code that says how it ended (real local backend, real processes, rea
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 
 from test_measure_live_driver import CONTROLLER, _cli, _wait_steps
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.errors import EXIT_CODES_HELP, ExitCode
-from elastix.measure.chaos import KillMeasurement
+from elastix.measure.chaos import KillMeasurement, read_stream
 from elastix.measure.goodput import goodput
 from elastix.measure.report import ChaosReport, Violation
 
 
 def test_soak_that_outlives_the_workload_reports_and_exits_5(live_env, tmp_path):
     backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
-    # 200 steps of 0.05 s: the first kill lands mid-run (the CLI has 10 s to start, under load),
-    # the second would come 30 s after it, long after the last step.
+    # The workload completes once the first kill's recovery has taken its first step (told by a
+    # file: a fixed step count finished before the first kill on a loaded machine), while the
+    # soak waits 30 s for its second kill.
+    stop = tmp_path / "stop"
     _cli(live_env, "workload", "create", "short", "--tpu-type", "v5litepod-8", "--num-slices",
          "2", "--elastic-slices", "2", "--max-slice-restarts", "5",
-         "--command", f"{sys.executable} {CONTROLLER} --step-delay 0.05 --steps 200")
+         "--command", f"{sys.executable} {CONTROLLER} --step-delay 0.05 --until-file {stop}")
     try:
         _wait_steps(backend, "short", 5)
         png = tmp_path / "soak.png"
-        p = _cli(live_env, "chaos", "run", "short", "--kills", "3", "--interval", "30s",
-                 "--timeout", "60s", "-o", "json", "--plot", str(png), "--window", "1",
-                 check=False)
-        assert p.returncode == ExitCode.COMPLETED == 5, p.stderr
-        d = json.loads(p.stdout)
-        assert d["stopped"] == "the workload completed at step 200 before kill 2", p.stderr
+        soak = subprocess.Popen(
+            [sys.executable, "-m", "elastix", "chaos", "run", "short", "--kills", "3",
+             "--interval", "30s", "--timeout", "60s", "-o", "json", "--plot", str(png),
+             "--window", "1"], env=live_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not any(e.name == "elastic_first_step" for e in read_stream(backend, "short")[0]):
+                assert soak.poll() is None and time.monotonic() < deadline, soak.communicate()
+                time.sleep(0.1)
+            stop.touch()
+            out, err = soak.communicate(timeout=180)
+        finally:
+            soak.kill()
+        assert soak.returncode == ExitCode.COMPLETED == 5, err
+        d = json.loads(out)
+        last = d["goodput"]["last_step"]
+        assert d["stopped"] == f"the workload completed at step {last} before kill 2", err
         assert d["completed_early"] and not d["died"] and d["exit_code"] == 5 and not d["ok"]
         (kill,) = d["kills"]
         assert kill["recovery"]["complete"] and kill["recovery"]["detection_from"] == "kill"
         assert d["totals"]["recovered"] == 1 and 0 < d["totals"]["goodput"] < 1
-        assert d["goodput"]["last_step"] == 200 and d["violations"] == []
+        assert last > 5 and d["violations"] == []
         assert png.read_bytes()[:4] == b"\x89PNG"
-        err = p.stderr.strip().splitlines()
-        assert "error: chaos run: the workload completed at step 200 before kill 2" in err
-        assert "Traceback" not in p.stderr
+        lines = err.strip().splitlines()
+        assert f"error: chaos run: the workload completed at step {last} before kill 2" in lines
+        assert "Traceback" not in err
     finally:
         _cli(live_env, "workload", "delete", "short", "--wait", check=False)
 

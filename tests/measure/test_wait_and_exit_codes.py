@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from pathlib import Path
 
 from test_measure_live_driver import CONTROLLER, _cli
 
@@ -23,9 +24,11 @@ def _create(env, name, command):
 
 def test_wait_for_each_condition_and_its_codes(live_env):
     backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
-    # 2 s before the trainer starts; checkpoints every 5 steps; 60 steps in all
+    # 2 s before the trainer starts; checkpoints every 5 steps; it completes once told to (a
+    # fixed step count finished before a loaded machine had started the first wait)
+    stop = Path(live_env["ELASTIX_STATE_DIR"]).parent / "stop-w"
     _create(live_env, "w", f"sleep 2 && {sys.executable} {CONTROLLER} --step-delay 0.05 "
-                           "--steps 60")
+                           f"--until-file {stop}")
     try:
         _cli(live_env, "workload", "wait", "w", "--for", "running", "--timeout", "60s")
         p = _cli(live_env, "workload", "wait", "w", "--for", "stepping", "--timeout", "60s")
@@ -34,6 +37,7 @@ def test_wait_for_each_condition_and_its_codes(live_env):
         names = [e.name for e in events]
         first_save = names.index("checkpoint_committed")
         assert "step" in names[first_save + 1:]  # a step after the first committed save
+        stop.touch()
         _cli(live_env, "workload", "wait", "w", "--for", "completed", "--timeout", "60s")
         # a completed workload never runs again: exit 5 at once, not at the timeout
         p = _cli(live_env, "workload", "wait", "w", "--for", "running", "--timeout", "10m",

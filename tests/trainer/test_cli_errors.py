@@ -18,7 +18,7 @@ from trainer_helpers import run_cli
      "more, got nan", None),
 ])
 def test_bad_command_lines(argv, error, hint):
-    proc = run_cli(argv, timeout=60)
+    proc = run_cli(argv)  # the default bound: a loaded machine has taken 60 s to start JAX
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [error] + ([hint] if hint else [])
     assert "usage:" not in proc.stderr

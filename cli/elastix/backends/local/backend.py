@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
-SMOKE_STEPS = 300  # `workload create --smoke`: 30 s of steps at 0.1 s, more under load
+SMOKE_STEPS = 1200  # `workload create --smoke`: 2 min of steps at 0.1 s, more under load
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 
 
