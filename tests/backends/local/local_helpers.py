@@ -12,6 +12,19 @@ HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin_controller.py"
 
 
+def tiny_trainer(policy: str) -> str:
+    """The head command of the end-to-end tests: the tiny model, fast steps, a checkpoint in the
+    workload's directory every 4 steps; ``policy`` adds the elastic flags each test is about."""
+    return ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
+            "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "
+            f"--step-delay 0.05 {policy}")
+
+
+def workload_events(backend, name: str) -> list[dict]:
+    """The trainer's events so far (none yet is an empty list)."""
+    return backend.read_events(name) or []
+
+
 class Cli:
     """Runs ``python -m elastix`` with a per-test state dir and process tag."""
 
