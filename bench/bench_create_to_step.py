@@ -38,6 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# Run as a script, so this folder is on the path.
+from bench_startup import cold_warm_table
+
 NAME = "demo"
 CREATE = ["workload", "create", NAME, "--tpu-type", "v5litepod-8", "--num-slices", "2",
           "--elastic-slices", "2", "--backend", "local"]
@@ -214,17 +217,10 @@ def report(rows: dict[str, list[dict]], runs: int, load0, load1) -> None:
         c, t = (med([r["first step"] for r in rows[f"{p} {kind}"]]) for p in ("create", "alone"))
         print(f"- {kind}: create → first step is {c / t:.2f}× the trainer alone "
               f"(+{c - t:.2f} s)")
-    print("\n| `workload create`: seconds from its start to (median); CPU seconds used by then "
-          "| cold | warm |")
-    print("|---|---|---|")
-    for key in rows["create cold"][0]:
-        print(f"| {key} | {med([r[key] for r in rows['create cold']]):.2f} | "
-              f"{med([r[key] for r in rows['create warm']]):.2f} |")
-    print("\n| trainer alone: seconds from spawn to (median); CPU seconds by then | cold | warm |")
-    print("|---|---|---|")
-    for key in rows["alone cold"][0]:
-        print(f"| {key} | {med([r[key] for r in rows['alone cold']]):.2f} | "
-              f"{med([r[key] for r in rows['alone warm']]):.2f} |")
+    cold_warm_table("`workload create`: seconds from its start to (median); CPU seconds used by "
+                    "then", rows["create cold"], rows["create warm"], digits=2)
+    cold_warm_table("trainer alone: seconds from spawn to (median); CPU seconds by then",
+                    rows["alone cold"], rows["alone warm"], digits=2)
 
 
 if __name__ == "__main__":

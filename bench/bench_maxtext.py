@@ -32,8 +32,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+# Run as a script, so this folder is on the path: the same CLI runner and wait as the elastix
+# trainer's recovery bench.
+from bench_local_recovery import elastix as cli
+from bench_local_recovery import wait_for
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.measure.chaos import measure_kill
@@ -64,23 +68,6 @@ MARKS = {
     "restoring": re.compile(r"restoring from this run's directory step (\d+)"),
     "restored": re.compile(r"\[sync\] Finished load in ([\d.]+) seconds"),
 }
-
-
-def cli(env: dict[str, str], *args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p.stdout
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (v := cond()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-    return v
 
 
 def stamped(path: Path) -> list[tuple[dt.datetime, str]]:

@@ -140,6 +140,15 @@ def main() -> None:
     report(rows, parts, a.runs)
 
 
+def cold_warm_table(title: str, cold: list[dict], warm: list[dict], digits: int) -> None:
+    """A Markdown table: one row per key of the runs' dicts, the cold and warm medians."""
+    print(f"\n| {title} | cold | warm |")
+    print("|---|---|---|")
+    for key in cold[0]:
+        print(f"| {key} | {statistics.median([r[key] for r in cold]):.{digits}f} | "
+              f"{statistics.median([r[key] for r in warm]):.{digits}f} |")
+
+
 def report(rows, parts, runs: int) -> None:
     def med(xs):
         return statistics.median(xs)
@@ -156,11 +165,7 @@ def report(rows, parts, runs: int) -> None:
         print(f"| {kind} | " + " | ".join(cells) + " |")
     firsts = {k: med([r["first step"] for r in rs]) for k, rs in rows.items()}
     print(f"\nwarm / cold (median first step): {firsts['warm'] / firsts['cold']:.2f}")
-    print("\n| phase (median s) | cold | warm |")
-    print("|---|---|---|")
-    for key in parts["cold"][0]:
-        print(f"| {key} | {med([p[key] for p in parts['cold']]):.3f} | "
-              f"{med([p[key] for p in parts['warm']]):.3f} |")
+    cold_warm_table("phase (median s)", parts["cold"], parts["warm"], digits=3)
 
 
 if __name__ == "__main__":

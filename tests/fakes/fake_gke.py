@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import ssl
 import threading
@@ -119,6 +120,15 @@ class FakeGke:
             "private_key": pem, "client_email": "elastix-test@proj.iam.gserviceaccount.com",
             "client_id": "1", "token_uri": f"{self.url}/token"}))
         return path
+
+    def cli_env(self, tmp_path: Path) -> dict[str, str]:
+        """The environment of a real ``elastix`` subprocess aimed at this GKE: its endpoint, a
+        key whose tokens come from here, and no kubeconfig, so ``--cluster`` is looked up here."""
+        env = dict(os.environ, COLUMNS="200", ELASTIX_GKE_API_ENDPOINT=self.url,
+                   GOOGLE_APPLICATION_CREDENTIALS=str(self.adc_file(tmp_path / "adc.json")),
+                   KUBECONFIG=str(tmp_path / "no-kubeconfig"))
+        env.pop("ELASTIX_BACKEND", None)
+        return env
 
     # --- behaviour --------------------------------------------------------------------------
 

@@ -68,34 +68,36 @@ def dns1123_label(v: str) -> list[str]:
     return errs
 
 
-def dns1123_subdomain(v: str) -> list[str]:
-    errs = ["must be no more than 253 characters"] if len(v) > 253 else []
-    if not _full(_SUBDOMAIN_FMT, v):
-        errs.append(_regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character", _SUBDOMAIN_FMT,
-            "example.com"))
+def _limited(v: str, limit: int, fmt: str, msg: str, *examples: str) -> list[str]:
+    """A value of at most ``limit`` characters matching ``fmt``: Kubernetes' MaxLenError, then
+    its RegexError with ``msg`` and the examples, the way each IsXxx function reports them."""
+    errs = [f"must be no more than {limit} characters"] if len(v) > limit else []
+    if not _full(fmt, v):
+        errs.append(_regex_error(msg, fmt, *examples))
     return errs
+
+
+def dns1123_subdomain(v: str) -> list[str]:
+    return _limited(
+        v, 253, _SUBDOMAIN_FMT,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+        "'-' or '.', and must start and end with an alphanumeric character", "example.com")
 
 
 def dns1035_label(v: str) -> list[str]:
-    errs = ["must be no more than 63 characters"] if len(v) > 63 else []
-    if not _full(_DNS1035_FMT, v):
-        errs.append(_regex_error(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-            "with an alphabetic character, and end with an alphanumeric character", _DNS1035_FMT,
-            "my-name", "abc-123"))
-    return errs
+    return _limited(
+        v, 63, _DNS1035_FMT,
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+        "with an alphabetic character, and end with an alphanumeric character",
+        "my-name", "abc-123")
 
 
 def label_value(v: str) -> list[str]:
-    errs = ["must be no more than 63 characters"] if len(v) > 63 else []
-    if not _full(_VALUE_FMT, v):
-        errs.append(_regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', "
-            "'_' or '.', and must start and end with an alphanumeric character", _VALUE_FMT,
-            "MyValue", "my_value", "12345"))
-    return errs
+    return _limited(
+        v, 63, _VALUE_FMT,
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', "
+        "'_' or '.', and must start and end with an alphanumeric character",
+        "MyValue", "my_value", "12345")
 
 
 def label_key(v: str) -> list[str]:

@@ -11,7 +11,6 @@ pool ``cluster create`` makes must be the one ``workload create`` selects, and b
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,10 +38,7 @@ def world(tmp_path):
     kube = start_fake(tmp_path, {"start_delay": 0.02, "log_interval": 0.2}, crd=False, tls=True)
     try:
         with FakeGke(kube=kube, ca_pem=kube.ca_pem) as gke:
-            env = dict(os.environ, COLUMNS="200", ELASTIX_GKE_API_ENDPOINT=gke.url,
-                       GOOGLE_APPLICATION_CREDENTIALS=str(gke.adc_file(tmp_path / "adc.json")),
-                       KUBECONFIG=str(tmp_path / "no-kubeconfig"))
-            env.pop("ELASTIX_BACKEND", None)
+            env = gke.cli_env(tmp_path)
             yield kube, gke, env
     finally:
         stop(kube)

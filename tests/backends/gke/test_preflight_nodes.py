@@ -7,7 +7,6 @@ away (as a resize or a repair does) while the pool still says how many it was cr
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import urllib.request
@@ -27,10 +26,7 @@ def world(tmp_path):
     kube = start_fake(tmp_path, {"start_delay": 0.02}, tls=True)
     try:
         with FakeGke(kube=kube, ca_pem=kube.ca_pem) as gke:
-            env = dict(os.environ, COLUMNS="200", ELASTIX_GKE_API_ENDPOINT=gke.url,
-                       GOOGLE_APPLICATION_CREDENTIALS=str(gke.adc_file(tmp_path / "adc.json")),
-                       KUBECONFIG=str(tmp_path / "no-kubeconfig"))
-            env.pop("ELASTIX_BACKEND", None)
+            env = gke.cli_env(tmp_path)
             yield kube, env
     finally:
         stop(kube)

@@ -38,8 +38,14 @@ def _calls(log: list[dict]) -> list[tuple[str, str, str]]:
     return out
 
 
-def _all_running(fake, pods: int) -> None:
+def _selector(job: str | None = None) -> str:
+    """The label selector that lists this workload's pods, or those of one replicated job."""
     sel = f"jobset.sigs.k8s.io/jobset-name={NAME}"
+    return sel if job is None else f"{sel},jobset.sigs.k8s.io/replicatedjob-name={job}"
+
+
+def _all_running(fake, pods: int) -> None:
+    sel = _selector()
     wait_for(lambda: len([p for p in fake.pods(sel) if p["status"].get("phase") == "Running"
                           and not p["metadata"].get("deletionTimestamp")]) == pods + 1,
              timeout=60, what="every pod Running")
@@ -81,7 +87,7 @@ def test_status_is_one_jobset_get_and_one_list_each(settled):
     fake, _ = settled
     assert _run(fake, "workload", "status", NAME) == [
         ("GET", JOBSET, ""),
-        ("GET", PODS, f"jobset.sigs.k8s.io/jobset-name={NAME}"),
+        ("GET", PODS, _selector()),
         ("GET", "/apis/batch/v1/namespaces/default/jobs", ""),
         ("GET", PODS + "/<pod>/log", ""),  # the head's, for the training line
     ]
@@ -101,8 +107,7 @@ def test_kill_worker_lists_workers_once_and_deletes_one_pod(settled):
     fake, _ = settled
     assert _run(fake, "chaos", "kill-worker", NAME, "--seed", "3") == [
         ("GET", JOBSET, ""),
-        ("GET", PODS, f"jobset.sigs.k8s.io/jobset-name={NAME},"
-                      "jobset.sigs.k8s.io/replicatedjob-name=worker"),
+        ("GET", PODS, _selector("worker")),
         ("DELETE", PODS + "/<pod>", ""),
     ]
 
@@ -117,8 +122,7 @@ def test_logs_follow_lists_the_head_only(settled):
     stream.close()
     assert _calls(fake.requests(clear=True)) == [
         ("GET", JOBSET, ""),
-        ("GET", PODS, f"jobset.sigs.k8s.io/jobset-name={NAME},"
-                      "jobset.sigs.k8s.io/replicatedjob-name=pathways-head"),
+        ("GET", PODS, _selector("pathways-head")),
         ("GET", PODS + "/<pod>/log", ""),
     ]
 
@@ -126,7 +130,7 @@ def test_logs_follow_lists_the_head_only(settled):
 def test_pod_watch_is_one_list_then_one_watch_whatever_happens(settled):
     fake, _ = settled
     api, where = api_client_from_kubeconfig(str(fake.kubeconfig), None)
-    sel = f"jobset.sigs.k8s.io/jobset-name={NAME},jobset.sigs.k8s.io/replicatedjob-name=worker"
+    sel = _selector("worker")
     hints: list[tuple] = []
     w = PodWatch(api, "default", NAME, lambda s, gone: hints.append((s, gone))).start()
     try:

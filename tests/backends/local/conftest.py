@@ -35,9 +35,16 @@ def no_strays(tag):
     assert not left, f"processes left running after the test: {left}"
 
 
+@pytest.fixture(scope="session")
+def jax_cache(tmp_path_factory):
+    """One compilation cache for the session's workloads that ask for it (``tiny_trainer``)."""
+    return tmp_path_factory.mktemp("jax-cache")
+
+
 @pytest.fixture
-def cli(state_dir, tag, tmp_path):
-    return Cli({**os.environ, **local_env(tag, state_dir, tmp_path)})
+def cli(state_dir, tag, tmp_path, jax_cache):
+    return Cli({**os.environ, **local_env(tag, state_dir, tmp_path),
+                "ELASTIX_TEST_JAX_CACHE": str(jax_cache)})
 
 
 @pytest.fixture

@@ -12,6 +12,23 @@ HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "standin_controller.py"
 
 
+def tiny_trainer(policy: str) -> str:
+    """The head command of the end-to-end tests: the tiny model, fast steps, a checkpoint in the
+    workload's directory every 4 steps; ``policy`` adds the elastic flags each test is about.
+
+    The compilation cache is the test session's (``cli`` sets ``ELASTIX_TEST_JAX_CACHE``), not
+    the workload's kept data: these workloads compile the same programs, which on a loaded
+    2-core machine took most of a test's minute when each compiled them afresh."""
+    return ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
+            "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "
+            f"--step-delay 0.05 --compilation-cache-dir \"$ELASTIX_TEST_JAX_CACHE\" {policy}")
+
+
+def workload_events(backend, name: str) -> list[dict]:
+    """The trainer's events so far (none yet is an empty list)."""
+    return backend.read_events(name) or []
+
+
 class Cli:
     """Runs ``python -m elastix`` with a per-test state dir and process tag."""
 

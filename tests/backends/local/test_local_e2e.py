@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import json
 
-from local_helpers import wait_until
+from local_helpers import tiny_trainer, wait_until
+from local_helpers import workload_events as _events
 from process_tags import tagged_pids
 
 from elastix.measure.events import events_from_records, recoveries
 
-TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
-         "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "
-         "--elastic-mode pause-resume --max-slice-losses 50 --slice-wait-timeout 120 "
-         "--step-delay 0.05")
-
-
-def _events(backend, name: str) -> list[dict]:
-    return backend.read_events(name) or []
+TRAIN = tiny_trainer("--elastic-mode pause-resume --max-slice-losses 50 --slice-wait-timeout 120")
 
 
 def _recs(backend, name: str):

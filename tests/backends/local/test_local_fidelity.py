@@ -15,17 +15,15 @@ import os
 import signal
 import time
 
-from local_helpers import wait_until
+from local_helpers import tiny_trainer, wait_until
 
 from elastix.measure.events import events_from_records, recoveries
 from elastix.protocol import timefmt
 
 # Checkpoints and snapshots every few steps, fast steps: ~20 steps, 5 checkpoints and 10
 # snapshots would fit in the detection window if work after the loss were kept.
-TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
-         "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 --snapshot-period 2 "
-         "--elastic-mode pause-resume --max-slice-losses 10 --slice-wait-timeout 120 "
-         "--step-delay 0.05")
+TRAIN = tiny_trainer("--snapshot-period 2 --elastic-mode pause-resume --max-slice-losses 10 "
+                     "--slice-wait-timeout 120")
 WORK = ("step", "snapshot_taken", "checkpoint_save_started")
 SLACK = 0.05  # seconds: a step may complete between the signal and the exit being visible
 

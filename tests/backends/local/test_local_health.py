@@ -254,6 +254,17 @@ def test_a_host_exit_is_dated_at_once_and_a_stale_host_from_its_last_heartbeat(t
             p.wait()
 
 
+def _two_slices_then_kill_slice_1_host_1(addr: str, health: LocalHeartbeatHealth,
+                                         procs: list[subprocess.Popen]) -> None:
+    """Two 2-host slices heartbeat, then slice 1's host 1 is SIGKILLed: its exit alone (the
+    timeout is 60 s) must take slice 1 down. ``procs`` gets every host, for the caller to end."""
+    procs.extend(_host(addr, s, h) for s in range(2) for h in range(2))
+    assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+    os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
+    procs[3].wait(10)
+    wait_until(lambda: health.live_slices() == frozenset({0}), 5, "slice 1 lost at once")
+
+
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are seen through a pidfd (Linux)")
 def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path):
     """An exit is detected without waiting out the heartbeat timeout (60 s here); the slice
@@ -262,11 +273,7 @@ def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path):
     procs = []
     try:
         with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
-            procs[3].wait(10)
-            wait_until(lambda: health.live_slices() == frozenset({0}), 5, "slice 1 lost at once")
+            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
             procs.append(_host(addr, 1, 1))
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
     finally:
@@ -283,11 +290,7 @@ def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path)
     procs = []
     try:
         with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
-            procs[3].wait(10)
-            wait_until(lambda: health.live_slices() == frozenset({0}), 5, "slice 1 lost")
+            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
             assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
             procs.append(_host(addr, 1, 1))
             wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,

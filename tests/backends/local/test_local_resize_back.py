@@ -10,16 +10,11 @@ import json
 import os
 import signal
 
-from local_helpers import wait_until
+from local_helpers import tiny_trainer, wait_until
+from local_helpers import workload_events as _events
 
-TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
-         "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "
-         "--elastic-mode replica-resize --min-slices 1 --max-slice-losses 10 "
-         "--slice-wait-timeout 120 --step-delay 0.05")
-
-
-def _events(backend, name: str) -> list[dict]:
-    return backend.read_events(name) or []
+TRAIN = tiny_trainer("--elastic-mode replica-resize --min-slices 1 --max-slice-losses 10 "
+                     "--slice-wait-timeout 120")
 
 
 def _resizes(backend, name: str, seen: int) -> list[tuple[int, int]]:
