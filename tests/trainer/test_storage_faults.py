@@ -10,7 +10,7 @@ import logging
 import pytest
 from fake_gcs import emulator_env
 from fault_proxy import Rule, fault_proxy
-from trainer_helpers import losses, make_cfg, run_cli, run_elastic, shards_on_gcs
+from trainer_helpers import losses, make_cfg, run_cli, run_elastic, shards_on_gcs, wait_until
 
 UPLOAD = r"events\.jsonl"  # the events object's upload (its name is in the query)
 
@@ -56,7 +56,9 @@ def test_transient_errors_are_retried_and_every_event_arrives(proxied, reference
 
 
 def test_a_stalled_upload_does_not_hold_up_training(proxied):
-    proxied.add(Rule("POST", UPLOAD, "stall", seconds=6.0, count=1))
+    # The first upload hangs past the end of training: the final upload must wait for it, or
+    # the stale one lands last and the object holds only the first event.
+    proxied.add(Rule("POST", UPLOAD, "stall", seconds=12.0, count=1))
     done = {}
 
     def setup(trainer, runtime):
@@ -69,6 +71,7 @@ def test_a_stalled_upload_does_not_hold_up_training(proxied):
     assert outcome.status == "completed", outcome
     (stalled,) = [s for s in proxied.matching("POST", UPLOAD) if s.fate == "stalled"]
     assert max(done.values()) < stalled.end  # every step finished while the upload hung
+    wait_until(lambda: stalled.done, 60, "the stalled upload to land")  # it lands, but first
     assert len(_object("gs://ckpts/stall/events.jsonl")) == len(trainer.events.records)
 
 

@@ -132,12 +132,22 @@ class Uploader:
                 pause = min(self.MAX_BACKOFF, max(1.0, pause * 2))
                 self.kick()
 
+    IN_FLIGHT_WAIT = 60.0
+    """How long ``close`` waits for an upload in flight before it writes the final file."""
+
     def close(self, attempts: int = 3) -> bool:
-        """Stop the thread, then upload the final file (a few tries). True if it is up."""
+        """Stop the thread, then upload the final file (a few tries). True if it is up.
+
+        The upload in flight is waited for first: each upload writes the whole object, so one
+        that landed after the final upload would replace the full file with an older, shorter
+        one (seen with a 6 s stall under load, when this waited 5 s)."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=self.IN_FLIGHT_WAIT)
+        if self._thread.is_alive():
+            log.warning("elastix: an events upload to %s is still in flight after %.0f s; the "
+                        "final upload may be replaced by it", self.remote, self.IN_FLIGHT_WAIT)
         for i in range(attempts):
             if i:
                 time.sleep(min(2.0 ** (i - 1), 4.0))
