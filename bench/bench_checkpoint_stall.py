@@ -76,7 +76,7 @@ class PlainOrbax:
 
 def one_run(kind: str, preset: str, slices: int, steps: int, period: int, tmp: str) -> dict:
     from elastix_trainer.config import from_mapping
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
     from elastix_trainer.train import Trainer
 
     ckdir = os.path.join(tmp, f"{kind}-{preset}-{time.time_ns()}")
@@ -113,7 +113,7 @@ def one_run(kind: str, preset: str, slices: int, steps: int, period: int, tmp: s
 
 def warm_up(preset: str, slices: int) -> None:
     from elastix_trainer.config import from_mapping
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
     from elastix_trainer.train import Trainer
 
     cfg = from_mapping(dict(preset=preset, steps=3, batch_per_device=4, seq_len=64,
@@ -124,7 +124,7 @@ def warm_up(preset: str, slices: int) -> None:
 
 def child(args) -> None:
     """One layout, in this process (XLA_FLAGS already set by the parent)."""
-    from elastix_trainer.events import quiet_libraries
+    from elastix_trainer.obs.events import quiet_libraries
 
     quiet_libraries()
     slices = int(args.layout.split("x")[0])

@@ -38,9 +38,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import jax  # noqa: E402
 
 from elastix_trainer.config import from_mapping  # noqa: E402
-from elastix_trainer.elastic import ElasticRuntime  # noqa: E402
-from elastix_trainer.events import EventLog, setup_logging  # noqa: E402
-from elastix_trainer.health import ManualHealth, StaticHealth  # noqa: E402
+from elastix_trainer.elastic.health import ManualHealth, StaticHealth  # noqa: E402
+from elastix_trainer.elastic.runtime import ElasticRuntime  # noqa: E402
+from elastix_trainer.obs.events import EventLog, setup_logging  # noqa: E402
 from elastix_trainer.train import Trainer  # noqa: E402
 
 BASE = dict(preset="tiny", batch_per_device=4, seq_len=64, num_slices=4, warmup_steps=5)

@@ -9,7 +9,7 @@ the same run, the time of one plain ``GET pods?labelSelector=jobset-name=<name>`
 - ``workload status``, ``workload list``, ``chaos kill-worker``: the real CLI, in-process
   (``elastix.main.main``; rendering included, Python start-up not);
 - ``logs -f``: the backend's follower, until it yields its first line of the head's log;
-- pod watch: the head's ``elastix_trainer.podwatch.PodWatch``, from start to its watch open;
+- pod watch: the head's ``elastix_trainer.elastic.podwatch.PodWatch``, from start to its watch open;
   then one kill, and the requests it made until it saw the replacement Ready.
 
 Run by hand from the repo root::
@@ -39,7 +39,7 @@ from elastix.backends.base import LogOptions  # noqa: E402
 from elastix.backends.gke.backend import GKEBackend  # noqa: E402
 from elastix.clients.kube import api_client_from_kubeconfig  # noqa: E402
 from elastix.main import main as cli  # noqa: E402
-from elastix_trainer.podwatch import PodWatch  # noqa: E402
+from elastix_trainer.elastic.podwatch import PodWatch  # noqa: E402
 
 NAME, TPU, SLICES, HOSTS = "scale", "v5litepod-256", 16, 64
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"

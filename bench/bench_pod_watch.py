@@ -5,7 +5,7 @@ Against the fake API server (tests/fakes/fake_k8s.py) running the xpk reference 
 slice is up when all its worker pods are Ready; there is no Pathways here). Two PathwaysHealth
 instances run side by side on the same cluster, both with the real default ``poll`` (10 s):
 
-- ``watch``: its worker-pod watch (elastix_trainer.podwatch) nudges it;
+- ``watch``: its worker-pod watch (elastix_trainer.elastic.podwatch) nudges it;
 - ``poll``: no watch, as before (a down slice is re-probed every ``poll`` seconds).
 
 Each round waits a random part of ``poll`` (seeded: a kill comes at any phase of the poll), then
@@ -48,8 +48,8 @@ from pathways_standin import StandinProbe  # noqa: E402
 
 from elastix.backends.gke.backend import GKEBackend  # noqa: E402
 from elastix.clients.kube import api_client_from_kubeconfig  # noqa: E402
-from elastix_trainer.health import PathwaysHealth  # noqa: E402
-from elastix_trainer.podwatch import PodWatch  # noqa: E402
+from elastix_trainer.elastic.health import PathwaysHealth  # noqa: E402
+from elastix_trainer.elastic.podwatch import PodWatch  # noqa: E402
 
 REFERENCE = ROOT / "tests" / "fixtures" / "xpk-1.16.0-pathways-elastic.yaml"
 NAME, SLICES, HOSTS = "elastic-demo", 3, 4

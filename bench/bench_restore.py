@@ -107,9 +107,9 @@ def main() -> int:
 
     import jax
 
-    from elastix_trainer.checkpoint import Checkpointer
     from elastix_trainer.config import from_mapping
-    from elastix_trainer.events import EventLog, quiet_libraries
+    from elastix_trainer.obs.events import EventLog, quiet_libraries
+    from elastix_trainer.state.checkpoint import Checkpointer
     from elastix_trainer.storage import tree_bytes
     from elastix_trainer.train import Trainer
 

@@ -83,10 +83,10 @@ def _child(ck: str, cache: str, t0: float) -> None:
     import jax
 
     mark("interpreter + import jax")
-    from elastix_trainer import compilecache
     from elastix_trainer.config import parse_args
-    from elastix_trainer.events import EventLog
     from elastix_trainer.mesh import build_mesh
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.state import compilecache
     from elastix_trainer.train import Trainer
 
     mark("trainer imports (orbax, optax, ...)")

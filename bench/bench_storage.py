@@ -57,9 +57,9 @@ def _evict(root: str) -> bool:
 
 
 def restore_bytes(preset: str) -> None:
-    from elastix_trainer.checkpoint import Checkpointer
     from elastix_trainer.config import from_mapping
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.state.checkpoint import Checkpointer
     from elastix_trainer.storage import tree_bytes
     from elastix_trainer.train import Trainer
 
@@ -89,7 +89,7 @@ def restore_bytes(preset: str) -> None:
 def events_cost(n: int) -> None:
     from fake_gcs import emulator_env, fake_gcs
 
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
 
     with tempfile.TemporaryDirectory() as tmp, fake_gcs(Path(tmp), buckets=("bench",)) as url:
         os.environ.update(emulator_env(url))

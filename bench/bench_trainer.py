@@ -25,9 +25,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
 
-from elastix_trainer.checkpoint import Checkpointer  # noqa: E402
 from elastix_trainer.config import from_mapping  # noqa: E402
-from elastix_trainer.events import EventLog  # noqa: E402
+from elastix_trainer.obs.events import EventLog  # noqa: E402
+from elastix_trainer.state.checkpoint import Checkpointer  # noqa: E402
 from elastix_trainer.train import Trainer  # noqa: E402
 
 

@@ -40,6 +40,7 @@ class Seen:
     fate: str  # "forwarded", "status 503", "reset", "stalled"
     start: float
     end: float = 0.0  # 0 while in progress (a stall sets when it will end up front)
+    done: bool = False  # answered (or forwarded after its stall)
     range: str = ""  # the request's Range header ("" when it has none)
 
 
@@ -126,7 +127,7 @@ def _handler(proxy: FaultProxy):
                     time.sleep(rule.seconds)
                 self._forward(body)
             finally:
-                seen.end = time.monotonic()
+                seen.end, seen.done = time.monotonic(), True
 
         def _forward(self, body: bytes) -> None:
             up = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port,

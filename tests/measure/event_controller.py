@@ -17,7 +17,7 @@ import time
 
 from measure_helpers import log_line
 
-from elastix_trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 
 
 class Out:

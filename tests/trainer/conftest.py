@@ -45,7 +45,7 @@ def reference(tmp_path_factory):
 
 # The trainer's CLI keeps Orbax's and asyncio's logs out of its output (see quiet_libraries);
 # so do the in-process tests, whose failed-write cases would otherwise print their tracebacks.
-from elastix_trainer.events import quiet_libraries  # noqa: E402
+from elastix_trainer.obs.events import quiet_libraries  # noqa: E402
 
 quiet_libraries()
 

@@ -15,9 +15,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tensorstore as ts
 
-from elastix_trainer import checkpoint
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state import checkpoint
+from elastix_trainer.state.checkpoint import Checkpointer
 
 
 def _zarr(step_dir, name: str) -> dict:

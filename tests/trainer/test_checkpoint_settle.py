@@ -10,8 +10,8 @@ import time
 import jax.numpy as jnp
 import pytest
 
-from elastix_trainer.checkpoint import Checkpointer, SaveTimeout
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout
 
 
 class _FullDiskEvents(EventLog):

@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from trainer_helpers import make_cfg
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
-from elastix_trainer.snapshot import SnapshotStore
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
+from elastix_trainer.state.snapshot import SnapshotStore
 from elastix_trainer.train import Trainer
 
 
@@ -181,7 +181,7 @@ def test_a_save_after_an_abandoned_write_does_not_queue_behind_it(tmp_path):
 def test_the_writer_thread_ends_with_its_checkpointer(tmp_path, monkeypatch):
     import gc
 
-    from elastix_trainer import checkpoint
+    from elastix_trainer.state import checkpoint
 
     monkeypatch.setattr(checkpoint._Writer, "POLL", 0.05)
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))

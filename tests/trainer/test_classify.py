@@ -6,8 +6,8 @@ import jax
 import pytest
 from pathwaysutils.elastic.elastic import is_error_due_to_slice_down
 
-from elastix_trainer.elastic import classify
-from elastix_trainer.health import ManualHealth
+from elastix_trainer.elastic.classify import classify
+from elastix_trainer.elastic.health import ManualHealth
 
 MESH = {0, 1, 2, 3}
 STATUSES = ["DATA_LOSS", "DEADLINE_EXCEEDED", "NOT_FOUND", "INTERNAL", "UNAVAILABLE",

@@ -11,7 +11,7 @@ import os
 from trainer_helpers import run_cli
 
 from elastix.protocol import envvars
-from elastix_trainer.compilecache import resolve
+from elastix_trainer.state.compilecache import resolve
 
 ARGS = ["--preset", "tiny", "--steps", "3", "--num-slices", "4", "--batch-per-device", "1",
         "--seq-len", "32"]
@@ -70,9 +70,9 @@ import jax
 hits = []
 jax.monitoring.register_event_listener(
     lambda e, **kw: hits.append(e) if e == "/jax/compilation_cache/cache_hits" else None)
-from elastix_trainer import compilecache
+from elastix_trainer.state import compilecache
 from elastix_trainer.config import parse_args
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.train import Trainer
 compilecache.enable(sys.argv[1])

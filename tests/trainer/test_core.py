@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from trainer_helpers import cli_env, losses, make_cfg, run_cli, run_elastic, wait_until
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.train import Trainer
 
 

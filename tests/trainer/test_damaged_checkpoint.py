@@ -10,8 +10,8 @@ import sys
 
 from trainer_helpers import REPO, cli_env, losses, make_cfg, run_elastic
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 
 
 def _copy(reference, tmp_path):

@@ -8,8 +8,8 @@ import jax
 import pytest
 from trainer_helpers import make_cfg, run_cli, run_elastic
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.train import Trainer
 
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from trainer_helpers import losses, make_cfg, run_elastic
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.elastic import classify
-from elastix_trainer.events import EventLog
-from elastix_trainer.health import ManualHealth, StaticHealth
+from elastix_trainer.elastic.classify import classify
+from elastix_trainer.elastic.health import ManualHealth, StaticHealth
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.train import Trainer
 
 

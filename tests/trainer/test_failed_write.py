@@ -16,9 +16,9 @@ import sys
 import pytest
 from trainer_helpers import REPO, cli_env, losses, make_cfg, run_elastic
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
-from elastix_trainer.health import ManualHealth
+from elastix_trainer.elastic.health import ManualHealth
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 
 
 @pytest.fixture
@@ -151,7 +151,7 @@ def test_a_failed_final_save_whose_files_cannot_be_cleared_says_so(reference, sm
     before the retry (here a mount inside it: EBUSY; on a loaded machine, TensorStore writes of
     the failed save still landing, "Directory not empty"). The run fails saying the final
     checkpoint did not commit, not with a bare OSError classified as "not a slice loss"."""
-    from elastix_trainer import checkpoint
+    from elastix_trainer.state import checkpoint
 
     monkeypatch.setattr(checkpoint, "REMOVE_PATIENCE", 0.2)  # it can never succeed here
     cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=4)

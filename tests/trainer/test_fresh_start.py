@@ -15,8 +15,8 @@ import jax
 from trainer_helpers import make_cfg
 
 from elastix_trainer import step as step_mod
-from elastix_trainer.events import EventLog
-from elastix_trainer.health import StaticHealth
+from elastix_trainer.elastic.health import StaticHealth
+from elastix_trainer.obs.events import EventLog
 from elastix_trainer.train import Trainer
 
 _COMPILE = "/jax/core/compile/backend_compile_duration"

@@ -13,9 +13,9 @@ import pytest
 from fake_gcs import emulator_env
 from trainer_helpers import losses, make_cfg, run_cli, run_elastic
 
-from elastix_trainer import manifest
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state import manifest
+from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.storage import epath
 
 

@@ -8,8 +8,8 @@ import pytest
 from fake_gcs import emulator_env
 from trainer_helpers import losses, make_cfg, run_elastic, shards_on_gcs
 
-from elastix_trainer.checkpoint import COMMIT_MARKER, Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import COMMIT_MARKER, Checkpointer
 from elastix_trainer.train import Trainer
 
 
@@ -78,8 +78,8 @@ def test_tensorboard_scalars_upload_to_gcs(gcs_env, tmp_path):
     close; the object reads back as the same scalars."""
     from test_tensorboard import read_scalars
 
+    from elastix_trainer.obs.tboard import TensorBoardSink
     from elastix_trainer.storage import epath
-    from elastix_trainer.tboard import TensorBoardSink
 
     events = EventLog(None)
     board = TensorBoardSink("gs://ckpts/tb", upload_every=0.1).attach(events)

@@ -19,9 +19,9 @@ import pytest
 from fake_gcs import emulator_env
 from trainer_helpers import losses, make_cfg, run_elastic
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
-from elastix_trainer.health import ManualHealth
+from elastix_trainer.elastic.health import ManualHealth
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 
 
 class DatedHealth(ManualHealth):

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 from trainer_helpers import make_cfg
 
-from elastix_trainer.checkpoint import Checkpointer, _one_replica
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer, _one_replica
 from elastix_trainer.train import Trainer
 
 

@@ -16,9 +16,9 @@ from pathways_standin import StandinProbe
 
 from elastix.backends.gke.backend import GKEBackend
 from elastix.clients.kube import api_client_from_kubeconfig
-from elastix_trainer import podwatch
-from elastix_trainer.health import PathwaysHealth
-from elastix_trainer.podwatch import PodWatch
+from elastix_trainer.elastic import podwatch
+from elastix_trainer.elastic.health import PathwaysHealth
+from elastix_trainer.elastic.podwatch import PodWatch
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "xpk-1.16.0-pathways-elastic.yaml"
 NAME, SLICES, HOSTS = "elastic-demo", 3, 4  # the xpk reference: 3 x v5litepod-16

@@ -16,9 +16,9 @@ import threading
 import jax
 from trainer_helpers import losses, make_cfg, run_elastic
 
-from elastix_trainer import fault
-from elastix_trainer.elastic import warm_by_default
-from elastix_trainer.health import ManualHealth
+from elastix_trainer.elastic.health import ManualHealth
+from elastix_trainer.elastic.local import fault
+from elastix_trainer.elastic.runtime import warm_by_default
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.step import warm_up
 
@@ -110,8 +110,8 @@ def test_the_resized_step_has_run_before_the_resize_and_changed_nothing(tmp_path
 def test_warm_up_reads_no_fault_verdict_and_runs_once():
     """A verdict armed for step 1 (the step a zero state's counter would name) neither fails
     the warm-up nor is consumed by it; a second warm-up of the same step does nothing."""
-    from elastix_trainer.events import EventLog
-    from elastix_trainer.health import StaticHealth
+    from elastix_trainer.elastic.health import StaticHealth
+    from elastix_trainer.obs.events import EventLog
     from elastix_trainer.train import Trainer
 
     tr = Trainer(make_cfg(lr=1.4e-2), EventLog(None), StaticHealth(4))

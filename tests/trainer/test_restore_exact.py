@@ -14,10 +14,10 @@ import pytest
 import tensorstore as ts
 from trainer_helpers import make_cfg
 
-from elastix_trainer import checkpoint
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
-from elastix_trainer.snapshot import host_copy
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state import checkpoint
+from elastix_trainer.state.checkpoint import Checkpointer
+from elastix_trainer.state.snapshot import host_copy
 from elastix_trainer.train import Trainer
 
 

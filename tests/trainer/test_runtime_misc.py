@@ -10,8 +10,7 @@ import sys
 import pytest
 from trainer_helpers import losses, make_cfg, run_cli, run_elastic
 
-from elastix_trainer.elastic import health_from_env
-from elastix_trainer.health import (
+from elastix_trainer.elastic.health import (
     HealthSource,
     ManualHealth,
     PathwaysHealth,
@@ -19,16 +18,17 @@ from elastix_trainer.health import (
     StaticHealth,
 )
 from elastix_trainer.mesh import slice_devices
+from elastix_trainer.program import health_from_env
 
 
 def test_health_from_env_defaults_to_static_and_never_imports_local(monkeypatch):
     monkeypatch.delenv("ELASTIX_LOCAL_HEALTH", raising=False)
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    sys.modules.pop("elastix_trainer.local_health", None)
+    sys.modules.pop("elastix_trainer.elastic.local.health", None)
     h = health_from_env(4)
     assert isinstance(h, StaticHealth) and isinstance(h, HealthSource)
     assert h.live_slices() == frozenset(range(4))
-    assert "elastix_trainer.local_health" not in sys.modules
+    assert "elastix_trainer.elastic.local.health" not in sys.modules
     with pytest.raises(SliceWaitTimeout):
         h.wait_for(5, 1)
 

@@ -17,8 +17,8 @@ import sys
 import pytest
 from trainer_helpers import REPO, cli_env, wait_until
 
-from elastix_trainer.checkpoint import Checkpointer
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state.checkpoint import Checkpointer
 
 ARGS = ["--preset", "tiny", "--steps", "100000", "--batch-per-device", "1", "--seq-len", "32",
         "--num-slices", "4", "--step-delay", "0.05", "--checkpoint-period", "1000"]
@@ -108,8 +108,8 @@ def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
     its newest host snapshot, newer than the last checkpoint, and exits 143."""
     from trainer_helpers import make_cfg, run_elastic
 
-    from elastix_trainer.elastic import _stop_on_sigterm
-    from elastix_trainer.health import ManualHealth
+    from elastix_trainer.elastic.health import ManualHealth
+    from elastix_trainer.program import _stop_on_sigterm
 
     health = ManualHealth(4)
     health.on_wait = lambda h, required: h.set_up(1, 2)  # a waiter would get them back, later

@@ -10,7 +10,7 @@ import logging
 import pytest
 from fake_gcs import emulator_env
 from fault_proxy import Rule, fault_proxy
-from trainer_helpers import losses, make_cfg, run_cli, run_elastic, shards_on_gcs
+from trainer_helpers import losses, make_cfg, run_cli, run_elastic, shards_on_gcs, wait_until
 
 UPLOAD = r"events\.jsonl"  # the events object's upload (its name is in the query)
 
@@ -56,7 +56,9 @@ def test_transient_errors_are_retried_and_every_event_arrives(proxied, reference
 
 
 def test_a_stalled_upload_does_not_hold_up_training(proxied):
-    proxied.add(Rule("POST", UPLOAD, "stall", seconds=6.0, count=1))
+    # The first upload hangs past the end of training: the final upload must wait for it, or
+    # the stale one lands last and the object holds only the first event.
+    proxied.add(Rule("POST", UPLOAD, "stall", seconds=12.0, count=1))
     done = {}
 
     def setup(trainer, runtime):
@@ -69,14 +71,15 @@ def test_a_stalled_upload_does_not_hold_up_training(proxied):
     assert outcome.status == "completed", outcome
     (stalled,) = [s for s in proxied.matching("POST", UPLOAD) if s.fate == "stalled"]
     assert max(done.values()) < stalled.end  # every step finished while the upload hung
+    wait_until(lambda: stalled.done, 60, "the stalled upload to land")  # it lands, but first
     assert len(_object("gs://ckpts/stall/events.jsonl")) == len(trainer.events.records)
 
 
 def test_checkpoint_writes_refused_for_one_step(proxied, reference):
     """Every write of step 4's checkpoint is refused (403, which no client retries): that save
     is reported as not committed, training goes on, step 8 commits, and a resume reads 8."""
-    from elastix_trainer.checkpoint import Checkpointer
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.state.checkpoint import Checkpointer
 
     path = "gs://ckpts/ck403"
     proxied.add(Rule("POST", r"ck403(/|%2F)4(/|%2F)", "status", status=403, count=10_000))
@@ -95,12 +98,13 @@ def test_uploads_are_rate_limited_however_many_events(proxied):
     bug let every new event cut the pause short: 760 uploads in 6 s in the benchmark)."""
     import time
 
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
 
     log = EventLog("gs://ckpts/rate/events.jsonl", upload_every=0.5)
     t0 = time.monotonic()
     for step in range(200):
-        log.emit("step", step=step)
+        log.emit("step", step=step, seconds=0.01, loss=1.0, live_slices=1,
+                 tflops_per_device=0.0, global_batch=8)
         time.sleep(0.01)
     elapsed = time.monotonic() - t0
     log.close()
@@ -157,8 +161,8 @@ def test_a_write_that_hangs_past_the_timeout_fails_the_run_in_time(proxied, tmp_
     behaviour: a hung write fails the run instead of stalling it silently). Nothing of step 4
     was committed. A process of its own: the abandoned writes die with it (in this process
     they would hold up the next test's Orbax writes until they drained)."""
-    from elastix_trainer.checkpoint import Checkpointer
-    from elastix_trainer.events import EventLog
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.state.checkpoint import Checkpointer
 
     path = "gs://ckpts/ckstall"
     proxied.add(Rule("POST", r"ckstall(/|%2F)4(/|%2F)", "stall", seconds=8.0, count=10_000))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from trainer_helpers import make_cfg, run_cli, run_elastic
 
-from elastix_trainer.health import ManualHealth
-from elastix_trainer.tboard import TensorBoardSink
+from elastix_trainer.elastic.health import ManualHealth
+from elastix_trainer.obs.tboard import TensorBoardSink
 
 
 def read_scalars(directory: Path) -> dict[str, dict[int, float]]:

@@ -10,8 +10,8 @@ import time
 
 from trainer_helpers import REPO, cli_env
 
-from elastix_trainer.events import EventLog
-from elastix_trainer.watchdog import EXIT_CODE, Watchdog
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.obs.watchdog import EXIT_CODE, Watchdog
 
 
 def _dog(events, timeout):
@@ -39,7 +39,8 @@ def test_events_keep_it_quiet():
     dog, exits = _dog(events, 0.5)
     try:
         for step in range(1, 31):  # 1.5 s of steady progress, three timeouts' worth
-            events.emit("step", step=step)
+            events.emit("step", step=step, seconds=0.05, loss=1.0, live_slices=1,
+                        tflops_per_device=0.0, global_batch=8)
             time.sleep(0.05)
         assert exits == [] and not dog.fired
     finally:

@@ -50,9 +50,9 @@ def losses(events) -> dict[int, float]:
 
 def run_elastic(cfg, health=None, events_path=None, setup=None):
     """Run the elastic runtime in-process. Returns (outcome, trainer, runtime)."""
-    from elastix_trainer.elastic import ElasticRuntime
-    from elastix_trainer.events import EventLog
-    from elastix_trainer.health import StaticHealth
+    from elastix_trainer.elastic.health import StaticHealth
+    from elastix_trainer.elastic.runtime import ElasticRuntime
+    from elastix_trainer.obs.events import EventLog
     from elastix_trainer.train import Trainer
 
     events = EventLog(events_path)

@@ -65,7 +65,7 @@ def _train(argv: list[str]) -> int:
 
     cfg = parse_args(argv)
     _init_platform(cfg.num_slices)
-    from elastix_trainer.elastic import run
+    from elastix_trainer.program import run
 
     return run(cfg)
 

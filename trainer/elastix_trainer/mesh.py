@@ -103,3 +103,8 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 def num_devices(mesh: Mesh) -> int:
     """Devices in the mesh."""
     return math.prod(mesh.devices.shape)
+
+
+def on_pathways() -> bool:
+    """True when JAX talks to Pathways through the IFRT proxy."""
+    return "proxy" in os.environ.get("JAX_PLATFORMS", "")

@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from elastix_trainer import fault
-from elastix_trainer.events import log
+from elastix_trainer.elastic.local import fault
 from elastix_trainer.mesh import batch_sharding, num_devices, state_shardings
 from elastix_trainer.model import ModelConfig, init_params, loss_fn
+from elastix_trainer.obs.events import log
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,15 +21,15 @@ import numpy as np
 
 from elastix.errors import UsageError
 from elastix.protocol import eventspec
-from elastix_trainer import fault
-from elastix_trainer.checkpoint import Checkpointer, SaveTimeout, check_matches
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
-from elastix_trainer.events import EventLog, log
-from elastix_trainer.health import HealthSource, StaticHealth, lost, on_pathways
-from elastix_trainer.mesh import build_mesh, num_devices, slice_devices
+from elastix_trainer.elastic.health import HealthSource, StaticHealth, lost
+from elastix_trainer.elastic.local import fault
+from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
-from elastix_trainer.snapshot import SnapshotStore
+from elastix_trainer.obs.events import EventLog, log
+from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout, check_matches
+from elastix_trainer.state.snapshot import SnapshotStore
 from elastix_trainer.step import (
     OptConfig,
     StepFns,
@@ -203,13 +202,12 @@ class Trainer:
         self.data.restore(data_state)
         self.last_completed = step
         self.timeline.append((time.monotonic(), step))
-        info = {"source": source, "step": step, "bytes": nbytes, "seconds": round(seconds, 6),
-                "path": path}
+        info = {"source": source, "step": step, "bytes": nbytes, "seconds": seconds, "path": path}
         if source == "checkpoint" and self.ckpt.last_verify is not None:
             info["verified"] = self.ckpt.last_verify[0]  # against the checksums of its commit
-        rec = self.events.emit(eventspec.RESTORE, **info, line=eventspec.line(
-            eventspec.RESTORE, step=step, source=source, bytes=nbytes, seconds=seconds))
-        info["ts"] = rec["ts"]  # a recovery's elastic_restored dates from this instant
+        rec = self.events.emit(eventspec.RESTORE, **info)
+        # a recovery's elastic_restored dates from this instant, with the recorded seconds
+        info.update(seconds=rec["seconds"], ts=rec["ts"])
         return Session(ids, mesh, self.step_fns_for(mesh), state, step, gb, info)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -281,15 +279,11 @@ class Trainer:
         self._gate(s, n, now)
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
-        line = eventspec.line(eventspec.STEP, step=n, seconds=seconds, live_slices=len(s.slice_ids),
-                      tflops_per_device=tflops, loss=value)
-        self.events.emit(eventspec.STEP, step=n, seconds=round(seconds, 6), loss=value,
-                         live_slices=len(s.slice_ids), tflops_per_device=round(tflops, 6),
+        self.events.emit(eventspec.STEP, step=n, seconds=seconds, loss=value,
+                         live_slices=len(s.slice_ids), tflops_per_device=tflops,
                          global_batch=s.global_batch, grad_norm=grad_norm, learning_rate=lr,
-                         tokens_per_second_per_device=round(
-                             s.global_batch * self.cfg.seq_len / s.fns.num_devices
-                             / max(seconds, 1e-9), 3),
-                         line=line)
+                         tokens_per_second_per_device=s.global_batch * self.cfg.seq_len
+                         / s.fns.num_devices / max(seconds, 1e-9))
         self.last_completed = n
         self.timeline.append((now, n))
         for hook in self.after_step:
@@ -488,6 +482,4 @@ def run_start_event(trainer: Trainer, cfg: TrainConfig) -> None:
     """``run_start`` with the slice layout and the config."""
     devices = sum(len(d) for d in trainer.slices.values())
     trainer.events.emit(eventspec.RUN_START, num_slices=len(trainer.slices), devices=devices,
-                        config=dataclasses.asdict(cfg),
-                        line=eventspec.line(eventspec.RUN_START, pid=os.getpid(),
-                                            num_slices=len(trainer.slices), devices=devices))
+                        config=dataclasses.asdict(cfg))

@@ -57,7 +57,7 @@ MAXTEXT_PYTHON = "ELASTIX_MAXTEXT_PYTHON"
 MAXTEXT_STANDIN = "ELASTIX_MAXTEXT_STANDIN"
 """``fault`` (a lost slice fails the step) or ``elastic`` (also pathwaysutils' Pathways check,
 slices and probe): which parts of the local Pathways stand-in the MaxText head installs
-(``elastix_trainer.maxtext_standin``)."""
+(``elastix_trainer.elastic.local.maxtext``)."""
 
 # -- user knobs both halves honour ---------------------------------------------------------------
 DEBUG = "ELASTIX_DEBUG"
@@ -79,5 +79,5 @@ read and write checkpoint data themselves. The trainer then saves without OCDBT 
 shards."""
 
 POD_WATCH = "ELASTIX_POD_WATCH"
-"""``0``: the GKE head does not watch its worker pods (``elastix_trainer.podwatch``); a slice
+"""``0``: the GKE head does not watch its worker pods (``elastix_trainer.elastic.podwatch``); a slice
 last seen down is then re-probed on Pathways' poll only. For comparisons; default on."""

@@ -81,8 +81,8 @@ _TYPES = (
     EventType(SNAPSHOT_TAKEN, ("step", "seconds", "bytes"),
               "elastix: snapshot taken: step {step} ({bytes} bytes in {seconds:.3f} s)",
               ("step", "bytes", "seconds")),
-    EventType(RESTORE, ("source", "step", "bytes", "seconds", "path"), _RESTORED,
-              ("step", "source", "bytes", "seconds")),
+    EventType(RESTORE, ("source", "step", "bytes", "seconds", "path", "verified"), _RESTORED,
+              ("step", "source", "bytes", "seconds"), sometimes=("verified",)),
     EventType(ELASTIC_DETECTED, ("recovery", "kind", "error", "last_step", "live_slices",
                                  "lost_slices", "since_loss"),
               "elastix: slice down, retrying (recovery {recovery}, slices lost {lost_slices}, "
@@ -117,6 +117,35 @@ _VALUE_RE = {"seconds": r"(-?\d+(?:\.\d+)?)", "blocking_seconds": r"(-?\d+(?:\.\
              "error": "(.*)", "reason": "(.*)", "status": r"(\w+)",
              "source": "(checkpoint|snapshot|init)", "lost_slices": r"\[([\d, ]*)\]"}
 _INT_RE = r"(-?\d+)"
+
+
+RECORD_DIGITS = {"seconds": 6, "blocking_seconds": 6, "since_loss": 6, "tflops_per_device": 6,
+                 "tokens_per_second_per_device": 3}
+"""Decimals a record keeps of these measured floats (its log line prints its own); every other
+value (a loss, a learning rate) is recorded as it is."""
+
+
+def build(name: str, **values: Any) -> tuple[dict[str, Any], str]:
+    """An event's record fields and its log line, from its values given once.
+
+    The record holds the event's keys (durations rounded: :data:`RECORD_DIGITS`); a value only
+    the template names (``pid``, the resize's slice list and reason) goes to the line alone.
+
+    Raises:
+        KeyError: an unknown event, a value that is neither a key nor in the template, or a
+            value the template needs is missing.
+    """
+    ev = EVENTS[name]
+    in_line = {f for _, f, _, _ in string.Formatter().parse(ev.template) if f}
+    unknown = set(values) - set(ev.keys) - in_line - set(COMMON_KEYS)
+    if unknown:
+        raise KeyError(f"event {name} has no key {sorted(unknown)}")
+    missing = set(ev.keys) - set(ev.sometimes) - set(values)
+    if missing:
+        raise KeyError(f"event {name} needs {sorted(missing)}")
+    record = {k: round(v, RECORD_DIGITS[k]) if k in RECORD_DIGITS and isinstance(v, float) else v
+              for k, v in values.items() if k in ev.keys}
+    return record, line(name, **values)
 
 
 def line(name: str, **values: Any) -> str:

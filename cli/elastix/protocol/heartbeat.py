@@ -2,7 +2,7 @@
 
 A slice-host process (``elastix.backends.local.host``) sends one datagram every
 ``ELASTIX_HEARTBEAT_INTERVAL`` seconds to the address in ``ELASTIX_LOCAL_HEALTH``; the trainer's
-``elastix_trainer.local_health`` receives them.
+``elastix_trainer.elastic.local.health`` receives them.
 
 Addresses:
 

@@ -1,6 +1,6 @@
 """The head pod's Kubernetes identity: a ServiceAccount allowed to watch its namespace's pods.
 
-The trainer in the head pod watches the workload's worker pods (``elastix_trainer.podwatch``),
+The trainer in the head pod watches the workload's worker pods (``elastix_trainer.elastic.podwatch``),
 so that Pathways re-probes a slice the moment its pods change. That needs ``get``, ``list`` and
 ``watch`` on ``pods`` (core API group) in the workload's namespace, and nothing else: a
 namespaced Role bound to a ServiceAccount of the workload's own, named in the head pod's

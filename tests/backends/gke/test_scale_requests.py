@@ -1,7 +1,7 @@
 """Each read of a many-host workload costs one list, not one request per pod.
 
 ``workload status``, ``workload list``, ``chaos kill-worker`` (the real CLI, in-process),
-``logs -f`` and the head's pod watch (``elastix_trainer.podwatch``) against the fake API server,
+``logs -f`` and the head's pod watch (``elastix_trainer.elastic.podwatch``) against the fake API server,
 each counted from the fake's request log (``GET /_fake/requests``): what each makes is a fixed
 set of requests whatever the number of pods. Times are in ``bench/bench_gke_scale.py``.
 """
@@ -17,7 +17,7 @@ from elastix.backends.base import LogOptions
 from elastix.backends.gke.backend import GKEBackend
 from elastix.clients.kube import api_client_from_kubeconfig
 from elastix.main import main
-from elastix_trainer.podwatch import PodWatch
+from elastix_trainer.elastic.podwatch import PodWatch
 
 NAME = "scale"
 SHAPES = {"small": ("v5litepod-16", 2, 4), "large": ("v5litepod-64", 4, 16)}  # type, slices, hosts

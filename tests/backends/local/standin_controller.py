@@ -17,7 +17,7 @@ import sys
 import time
 
 from elastix.protocol import eventspec, timefmt
-from elastix_trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 
 
 def log(msg: str) -> None:

@@ -14,8 +14,8 @@ from local_helpers import wait_until
 from elastix.protocol.heartbeat import decode as decode_heartbeat
 from elastix.protocol.heartbeat import encode as encode_heartbeat
 from elastix.protocol.heartbeat import parse_address
-from elastix_trainer.health import SliceWaitTimeout
-from elastix_trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.elastic.health import SliceWaitTimeout
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 
 
 class Clock:
@@ -164,7 +164,7 @@ def test_a_host_replaced_before_the_timeout_is_reported_lost_until_handled(tmp_p
 
 _WATCHER = """
 import json, sys, time
-from elastix_trainer.local_health import LocalHeartbeatHealth
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 h = LocalHeartbeatHealth(sys.argv[1], num_slices=4, hosts_per_slice=2, timeout=1.0)
 h.wait_for(4, timeout=30)
 print("ready", flush=True)

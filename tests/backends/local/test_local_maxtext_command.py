@@ -115,7 +115,7 @@ def test_the_head_refuses_unknown_versions_before_maxtext_runs(tmp_path):
 
 def maxtext_versions() -> dict[str, str]:
     """The versions the stand-in knows (read from its module's source: no JAX import here)."""
-    from elastix_trainer.maxtext_standin import SUPPORTED
+    from elastix_trainer.elastic.local.maxtext import SUPPORTED
 
     return dict(SUPPORTED)
 

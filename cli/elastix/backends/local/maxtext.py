@@ -9,7 +9,7 @@ that names a Python by path runs that one. Everything is checked at submit, befo
 workload exists: a missing environment, a Python without maxtext, and for
 ``elastic_enabled=true`` the versions the stand-in knows and the slice count.
 
-The head gets the local Pathways stand-in (``elastix_trainer.maxtext_standin``, see
+The head gets the local Pathways stand-in (``elastix_trainer.elastic.local.maxtext``, see
 docs/maxtext.md) through a ``sitecustomize`` first on its ``PYTHONPATH``: a directory of the
 workload's holding links to the ``elastix`` protocol package, the ``elastix_trainer`` package
 and the sitecustomize, so the MaxText environment needs nothing of elastix installed.
@@ -162,7 +162,7 @@ def _check(python: str, submit_env: dict[str, str]) -> tuple[dict[str, str | Non
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)
         env.pop(envvars.MAXTEXT_STANDIN, None)
         try:
-            out = subprocess.run([python, "-m", "elastix_trainer.maxtext_standin", "--check"],
+            out = subprocess.run([python, "-m", "elastix_trainer.elastic.local.maxtext", "--check"],
                                  env=env, capture_output=True, text=True,
                                  timeout=CHECK_TIMEOUT, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -191,7 +191,7 @@ def link_shim(shim: Path) -> Path:
     shim.mkdir(parents=True, exist_ok=True)
     trainer = _package_dir("elastix_trainer")
     links = {"elastix": _package_dir("elastix"), "elastix_trainer": trainer,
-             "sitecustomize.py": trainer / "maxtext_sitecustomize.py"}
+             "sitecustomize.py": trainer / "elastic" / "local" / "maxtext_sitecustomize.py"}
     for name, target in links.items():
         link = shim / name
         if link.is_symlink() or link.exists():

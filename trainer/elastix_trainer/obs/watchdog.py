@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 
 from elastix.protocol import eventspec
-from elastix_trainer.events import EventLog, log
+from elastix_trainer.obs.events import EventLog, log
 
 EXIT_CODE = 3
 """The process's exit code after the watchdog fired (distinct from 1, a failed run)."""
@@ -96,8 +96,7 @@ class Watchdog:
         log.error("%s", thread_stacks())
         end = {"status": "failed", "reason": reason, "step": self._last_step()}
         try:
-            self.events.emit(eventspec.RUN_END, **end, line=eventspec.line(eventspec.RUN_END,
-                                                                          **end))
+            self.events.emit(eventspec.RUN_END, **end)
             self.events.close()
         finally:
             print(f"error: {reason}", file=sys.stderr, flush=True)

@@ -56,7 +56,7 @@ from collections.abc import Callable
 
 from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
-from elastix_trainer.health import SliceWaitTimeout
+from elastix_trainer.elastic.health import SliceWaitTimeout
 
 RECV_WAKE = 0.2
 """The receiver wakes at least this often (its socket timeout), datagrams or not."""
@@ -66,7 +66,7 @@ controller stopped or starved), not as silence of the hosts."""
 
 
 class LocalHeartbeatHealth:
-    """The ``HealthSource`` of the local backend (see ``elastix_trainer.health``).
+    """The ``HealthSource`` of the local backend (see ``elastix_trainer.elastic.health``).
 
     Args:
         address: where to receive heartbeats (``unix:PATH``, ``unix:@NAME``, ``udp:HOST:PORT``).

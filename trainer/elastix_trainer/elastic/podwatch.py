@@ -32,7 +32,7 @@ from typing import Any
 
 from elastix.protocol import envvars
 from elastix.protocol.jobset import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, WORKER_JOB
-from elastix_trainer.events import log
+from elastix_trainer.obs.events import log
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 GRANT_HINT = ("grant the head pod's service account get, list and watch on pods in its "

@@ -38,7 +38,7 @@ import tempfile
 from typing import Any
 
 from elastix.protocol import eventspec, timefmt
-from elastix_trainer.events import EventLog, _Uploader, log
+from elastix_trainer.obs.events import EventLog, Uploader, log
 
 
 class TensorBoardSink:
@@ -59,7 +59,7 @@ class TensorBoardSink:
             self._writer.flush()  # creates the events file: its name is the upload's
             (name,) = [n for n in os.listdir(local) if n.startswith("events.out.tfevents")]
             self._local_file = os.path.join(local, name)
-            self._uploader = _Uploader(self._read, f"{self.directory}/{name}", upload_every)
+            self._uploader = Uploader(self._read, f"{self.directory}/{name}", upload_every)
         self._step = 0
         self._recovery: dict[str, Any] = {}
         self._total_downtime = 0.0

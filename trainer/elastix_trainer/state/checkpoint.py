@@ -33,9 +33,10 @@ from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import envvars, eventspec
-from elastix_trainer import manifest, storage
-from elastix_trainer.events import EventLog, log
-from elastix_trainer.snapshot import host_copy
+from elastix_trainer import storage
+from elastix_trainer.obs.events import EventLog, log
+from elastix_trainer.state import manifest
+from elastix_trainer.state.snapshot import host_copy
 
 COMMIT_MARKER = "commit_success.txt"
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
@@ -234,8 +235,7 @@ class Checkpointer:
             if step in self.committed_steps():
                 self._move_aside(step, "void")
             self.void.discard(step)
-        self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step,
-                         line=eventspec.line(eventspec.CHECKPOINT_SAVE_STARTED, step=step))
+        self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
         start = time.monotonic()
         data_state = dict(data_state)
         if pathways_persistence():  # the hosts write their shards: Orbax copies device arrays
@@ -295,11 +295,8 @@ class Checkpointer:
             if pending.error is None:
                 pending.ok = True  # on storage: true even if reporting it fails below
                 nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-                self.events.emit(
-                    eventspec.CHECKPOINT_COMMITTED, step=step, seconds=round(seconds, 6),
-                    bytes=nbytes, blocking_seconds=round(blocking, 6),
-                    line=eventspec.line(eventspec.CHECKPOINT_COMMITTED, step=step, bytes=nbytes,
-                                        seconds=seconds, blocking_seconds=blocking))
+                self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
+                                 bytes=nbytes, blocking_seconds=blocking)
             else:
                 pending.error = pending.error or "not committed on storage"
                 self._failed(step, pending.error)
@@ -342,8 +339,7 @@ class Checkpointer:
             (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
 
     def _failed(self, step: int, error: str) -> None:
-        self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error,
-                         line=eventspec.line(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error))
+        self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error)
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
@@ -445,8 +441,7 @@ class Checkpointer:
         self.damaged[step] = why
         # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
         # line follows, naming the step it fell back to).
-        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why,
-                         line=eventspec.line(eventspec.CHECKPOINT_DAMAGED, step=step, error=why))
+        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why)
 
     def unreadable(self) -> CheckpointsUnreadable:
         """The error for "nothing committed can be read" (every damaged step named)."""
@@ -580,7 +575,7 @@ def pathways_persistence() -> bool:
 def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
     """(target on the first slice only, full shardings) - or (abstract_state, None) when the
     state is not replicated over a 'slice' axis."""
-    from elastix_trainer.health import on_pathways
+    from elastix_trainer.mesh import on_pathways
 
     if on_pathways() and pathways_persistence():  # each TPU host reads its own shards
         return abstract_state, None

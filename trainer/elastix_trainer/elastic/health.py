@@ -2,8 +2,8 @@
 
 - ``PathwaysHealth``: pathwaysutils' own probe (a tiny pmap per slice, failures classified by
   ``is_error_due_to_slice_down``); reused, not rewritten. On GKE a watch on the worker pods
-  (``elastix_trainer.podwatch``) says when to probe, never what the answer is.
-- ``LocalHeartbeatHealth`` (``elastix_trainer.local_health``, the local backend's): heartbeats
+  (``elastix_trainer.elastic.podwatch``) says when to probe, never what the answer is.
+- ``LocalHeartbeatHealth`` (``elastix_trainer.elastic.local.health``, the local backend's): heartbeats
   from local slice-host processes; imported only when ``ELASTIX_LOCAL_HEALTH`` is set.
 - ``StaticHealth``: every slice always up (plain CPU runs).
 - ``ManualHealth``: tests flip slices down/up; ``on_wait`` lets a test bring slices back exactly
@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -117,7 +116,7 @@ class PathwaysHealth:
     pathwaysutils' own ``Manager`` does (``_check_inactive_slices``): live slices need no probe,
     their failures arrive as errors.
 
-    On GKE the head also watches its worker pods (``elastix_trainer.podwatch``): a pod that
+    On GKE the head also watches its worker pods (``elastix_trainer.elastic.podwatch``): a pod that
     turns Ready or changes wakes the thread to re-check the down slices now, and one that
     terminates or is deleted makes it check every slice now, so ``live_slices()`` drops a lost
     slice before the next error says so. The watch only says *when* to probe; the probe alone
@@ -163,7 +162,7 @@ class PathwaysHealth:
         self._thread.start()
         self.watch = None
         if pod_watch:
-            from elastix_trainer.podwatch import start_from_env
+            from elastix_trainer.elastic.podwatch import start_from_env
 
             self.watch = start_from_env(self.nudge)
 
@@ -234,11 +233,6 @@ class PathwaysHealth:
             self._cond.notify_all()
         if self.watch is not None:
             self.watch.close()
-
-
-def on_pathways() -> bool:
-    """True when JAX talks to Pathways through the IFRT proxy."""
-    return "proxy" in os.environ.get("JAX_PLATFORMS", "")
 
 
 def lost(mesh_slices: Iterable[int], health: HealthSource) -> frozenset[int]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.protocol import timefmt
+from elastix.protocol import eventspec, timefmt
 
 LOGGER_NAME = "elastix_trainer"
 log = logging.getLogger(LOGGER_NAME)
@@ -65,7 +65,7 @@ def quiet_libraries(debug: bool = False) -> None:
     sys.unraisablehook = hook
 
 
-class _Uploader:
+class Uploader:
     """Uploads the local mirror of a ``gs://`` events file from its own thread.
 
     Events must never cost a step or a run: the training thread only appends a line locally
@@ -132,12 +132,22 @@ class _Uploader:
                 pause = min(self.MAX_BACKOFF, max(1.0, pause * 2))
                 self.kick()
 
+    IN_FLIGHT_WAIT = 60.0
+    """How long ``close`` waits for an upload in flight before it writes the final file."""
+
     def close(self, attempts: int = 3) -> bool:
-        """Stop the thread, then upload the final file (a few tries). True if it is up."""
+        """Stop the thread, then upload the final file (a few tries). True if it is up.
+
+        The upload in flight is waited for first: each upload writes the whole object, so one
+        that landed after the final upload would replace the full file with an older, shorter
+        one (seen with a 6 s stall under load, when this waited 5 s)."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=self.IN_FLIGHT_WAIT)
+        if self._thread.is_alive():
+            log.warning("elastix: an events upload to %s is still in flight after %.0f s; the "
+                        "final upload may be replaced by it", self.remote, self.IN_FLIGHT_WAIT)
         for i in range(attempts):
             if i:
                 time.sleep(min(2.0 ** (i - 1), 4.0))
@@ -151,7 +161,7 @@ class EventLog:
 
     A ``gs://`` path is written to a local mirror and uploaded whole (objects cannot be
     appended to) by a background thread, at most every ``upload_every`` seconds and on
-    ``close()``: see ``_Uploader``. A local write that fails (a full disk) is reported once and
+    ``close()``: see ``Uploader``. A local write that fails (a full disk) is reported once and
     training goes on; the in-process ``records`` keep every event.
     """
 
@@ -162,7 +172,7 @@ class EventLog:
         self.records: list[dict] = []  # in-process copy, for tests and benchmarks
         self.listeners: list[Callable[[dict], None]] = []  # called with each record, after it
         self._file = None
-        self._uploader: _Uploader | None = None
+        self._uploader: Uploader | None = None
         self._write_failed = False
         self.last_emit = time.monotonic()
         """``time.monotonic()`` of the newest event (the watchdog's measure of progress)."""
@@ -177,7 +187,7 @@ class EventLog:
         self._local = local
         self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
         if self._gcs_path:
-            self._uploader = _Uploader(self._snapshot, self._gcs_path, upload_every)
+            self._uploader = Uploader(self._snapshot, self._gcs_path, upload_every)
 
     def progress(self) -> None:
         """Count as progress for the watchdog without writing an event: a session's compile and
@@ -194,21 +204,24 @@ class EventLog:
             with open(self._local, "rb") as f:
                 return f.read()
 
-    def emit(self, event: str, line: str | None = None, at: str | None = None,
-             **fields: Any) -> dict:
+    def emit(self, event: str, *, at: str | None = None, logged: bool = True,
+             **values: Any) -> dict:
         """Write one event now, and its log line (docs/events.md) with the same timestamp.
 
         Args:
-            event: the event name.
-            line: the log line's text (without the time prefix); ``None`` for no line.
+            event: the event's name (``eventspec``): its table gives the record's keys and the
+                line's template, so each value is given once.
             at: the ``ts`` to record instead of now (an event that dates from another one).
-            **fields: the event's keys.
+            logged: False for a record whose line another event already logged.
+            **values: the event's values.
 
         Returns:
             The record written.
         """
+        fields, text_line = eventspec.build(event, pid=os.getpid(), **values)
         self.last_emit = time.monotonic()
         when = timefmt.utc_now() if at is None else timefmt.parse(at)
+        line = text_line if logged else None
         record = {"ts": timefmt.iso_us(when), "event": event, "pid": os.getpid(), **fields}
         if line is not None:
             log.info("%s", line, extra={"elastix_when": when})

@@ -18,7 +18,7 @@ Orbax restore run unchanged):
    ``jax.errors.JaxRuntimeError`` with ``DATA_LOSS``, and pathwaysutils' probe
    (``get_active_slice_indices``) finds the slice down until its replacement is up. Here both
    come from the same health source elastix's trainer uses (heartbeats of the local slice-host
-   processes, :class:`elastix_trainer.local_health.LocalHeartbeatHealth`): the probe answers
+   processes, :class:`elastix_trainer.elastic.local.health.LocalHeartbeatHealth`): the probe answers
    from it, and the step raises ``DATA_LOSS`` when it says a slice lost a host. The step is
    MaxText's ``jax.profiler.StepTraceAnnotation("train", step_num=step)`` block (maxtext 0.2.5
    ``trainers/pre_train/train.py``, ``training_loop_iteration``): the error is raised on
@@ -33,7 +33,7 @@ that processes MaxText starts do not stand in a second time.
 
 The stand-in is written against the versions in :data:`SUPPORTED`, the attributes it replaces
 are checked to exist, and on anything else it refuses with one line (``python -m
-elastix_trainer.maxtext_standin --check`` is what the launcher runs before it submits). This
+elastix_trainer.elastic.local.maxtext --check`` is what the launcher runs before it submits). This
 module imports only the standard library at the top: the check runs in the MaxText environment
 (Python 3.12) without elastix's dependencies; JAX and pathwaysutils are imported on activation.
 """
@@ -122,7 +122,7 @@ class StandIn:
 
     def active(self, slice_to_devices=None, checker=None) -> frozenset[int]:
         """pathwaysutils' ``get_active_slice_indices``, answered by the health source."""
-        from elastix_trainer.health import SliceWaitTimeout
+        from elastix_trainer.elastic.health import SliceWaitTimeout
 
         del checker  # its pmap probe cannot fail on CPU: the health source decides
         wanted = self.all if slice_to_devices is None else frozenset(slice_to_devices)
@@ -179,7 +179,7 @@ def activate(env: dict[str, str]) -> StandIn:
     if problem:
         _refuse(problem + "; run MaxText without the stand-in on GKE, or install those "
                           "versions (bash .ci/setup-maxtext)")
-    from elastix_trainer.local_health import LocalHeartbeatHealth
+    from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 
     num_slices = int(env.get(envvars.NUM_SLICES, "1"))
     devices_per_slice = int(env.get(envvars.DEVICES_PER_SLICE, "1"))
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     (what the launcher reads before it submits a MaxText workload)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv != ["--check"]:
-        sys.stderr.write("usage: python -m elastix_trainer.maxtext_standin --check\n")
+        sys.stderr.write("usage: python -m elastix_trainer.elastic.local.maxtext --check\n")
         return 2
     versions = installed()
     print(json.dumps({"versions": versions, "problem": version_problem(versions)}))

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from elastix.protocol import eventspec
-from elastix_trainer.events import EventLog
+from elastix_trainer.obs.events import EventLog
 
 
 @dataclasses.dataclass
@@ -74,9 +74,7 @@ class SnapshotStore:
         self.slots = [s for s in self.slots if s.step < step][-(self.SLOTS - 1):] + [snap]
         if emit:
             seconds = time.monotonic() - start
-            self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=round(seconds, 6), bytes=nbytes,
-                             line=eventspec.line(eventspec.SNAPSHOT_TAKEN, step=step, bytes=nbytes,
-                                         seconds=seconds))
+            self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=seconds, bytes=nbytes)
         return snap
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:

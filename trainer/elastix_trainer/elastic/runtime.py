@@ -19,28 +19,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import threading
 import time
 
 import jax
 
 from elastix.errors import ElastixError, UsageError
-from elastix.protocol import envvars, eventspec, timefmt
-from elastix_trainer import compilecache, fault
-from elastix_trainer.checkpoint import CheckpointsUnreadable, SaveTimeout
-from elastix_trainer.events import EventLog, log
-from elastix_trainer.health import (
+from elastix.protocol import eventspec
+from elastix_trainer.elastic.classify import SliceLost, classify, error_line
+from elastix_trainer.elastic.health import (
     HealthSource,
-    PathwaysHealth,
     SliceWaitTimeout,
-    StaticHealth,
     lost,
-    on_pathways,
-    probe,
-)
+    )
+from elastix_trainer.elastic.local import fault
+from elastix_trainer.mesh import on_pathways
+from elastix_trainer.obs.events import EventLog, log
+from elastix_trainer.state.checkpoint import CheckpointsUnreadable, SaveTimeout
 from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Terminated, Trainer
-from elastix_trainer.watchdog import Watchdog, default_timeout
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 WAIT_HINT = ("`elastix workload status` shows the missing slice's hosts; a longer "
@@ -48,10 +44,6 @@ WAIT_HINT = ("`elastix workload status` shows the missing slice's hosts; a longe
              "about 5 min), and replica-resize with --min-slices below the slice count goes on "
              "without it")
 """The hint of a run that gave up waiting for slices (a slice that never came back)."""
-
-
-class SliceLost(RuntimeError):
-    """The health source reports a slice of the current mesh down (no XLA error needed)."""
 
 
 class TrainingFailed(ElastixError):
@@ -69,56 +61,6 @@ class Outcome:
     """What helps, when re-running from the committed checkpoints would not."""
     exit_code: int = 1
     """The process's exit code when the run did not complete (143 after SIGTERM)."""
-
-
-# pathwaysutils' decision (``pathwaysutils/elastic/elastic.py::is_error_due_to_slice_down``,
-# pathwaysutils 0.1.13, the pinned version): only a JaxRuntimeError can be a slice loss; its
-# message containing DATA_LOSS is one, and so is one containing DEADLINE_EXCEEDED, NOT_FOUND or
-# INTERNAL (with a warning that it "may or may not be due to slice down"); nothing else is.
-SLICE_DOWN_STATUS = "DATA_LOSS"
-MAYBE_SLICE_DOWN_STATUSES = ("DEADLINE_EXCEEDED", "NOT_FOUND", "INTERNAL")
-
-
-def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
-    """``"slice_lost"`` or ``"other"``: pathwaysutils' decision table, with one exception.
-
-    ================================  ==========================  ================
-    error                             a mesh slice probes down    all probe live
-    ================================  ==========================  ================
-    JaxRuntimeError with DATA_LOSS    slice_lost                  slice_lost
-    ... DEADLINE_EXCEEDED, NOT_FOUND  slice_lost                  slice_lost
-    ... INTERNAL                      slice_lost                  other (*)
-    any other error                   other                       other
-    ================================  ==========================  ================
-
-    The probe is fresh (``health.probe``): a cached view can be seconds old, exactly the window
-    in which Pathways reports a lost slice as DEADLINE_EXCEEDED. (*) The one departure from
-    pathwaysutils: an XLA callback that raises in user code surfaces as INTERNAL, and with every
-    slice live retrying it as a slice loss would redo the same failure until the slice-loss
-    budget ran out; it counts against the errors budget instead.
-    """
-    if isinstance(error, SliceLost):
-        return "slice_lost"
-    if not isinstance(error, jax.errors.JaxRuntimeError):
-        return "other"
-    text = str(error)
-    if SLICE_DOWN_STATUS in text:
-        return "slice_lost"
-    maybe = [s for s in MAYBE_SLICE_DOWN_STATUSES if s in text]
-    if not maybe:
-        return "other"
-    if frozenset(mesh_slices) - probe(health):
-        return "slice_lost"
-    return "other" if maybe == ["INTERNAL"] else "slice_lost"
-
-
-def error_line(error: BaseException) -> str:
-    """The informative line of an error (XLA callback errors start with a traceback header)."""
-    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
-    for ln in lines:
-        if "DATA_LOSS" in ln:
-            return ln[:300]
-    return (lines[0] if lines else type(error).__name__)[:300]
 
 
 class ElasticRuntime:
@@ -172,10 +114,7 @@ class ElasticRuntime:
                 self.precompiling = trainer.precompile(smaller, self._stop_precompile, warm)
         if self._first_step_of is not None:
             r, self._first_step_of = self._first_step_of, None
-            self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
-                             seconds=round(seconds, 6),
-                             line=eventspec.line(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step,
-                                         seconds=seconds))
+            self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step, seconds=seconds)
 
     def _scale_up_wanted(self, s: Session) -> bool:
         return bool((self.health.live_slices() & frozenset(self.trainer.slices)) - s.slice_ids)
@@ -278,12 +217,11 @@ class ElasticRuntime:
             r = session.restored
             if r is None:  # nothing was saved yet: training starts over from step 0
                 init = {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
-                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, **init,
-                                 line=eventspec.line(eventspec.ELASTIC_RESTORED, **init))
+                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, **init)
             else:  # the same instant as the restore's own event and log line
-                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, at=r["ts"],
-                                 source=r["source"], step=r["step"], bytes=r["bytes"],
-                                 seconds=r["seconds"])
+                self.events.emit(eventspec.ELASTIC_RESTORED, at=r["ts"], logged=False,
+                                 recovery=self.recoveries, source=r["source"], step=r["step"],
+                                 bytes=r["bytes"], seconds=r["seconds"])
             self._first_step_of = self.recoveries
             self._proof()
 
@@ -320,13 +258,11 @@ class ElasticRuntime:
             since = min(gone.values())
             self.trainer.discard_after(since)
             last = self.trainer.last_completed
-            extra["since_loss"] = round(max(0.0, self.clock() - since), 6)
+            extra["since_loss"] = max(0.0, self.clock() - since)
         live = self._live_known()
-        line = eventspec.line(eventspec.ELASTIC_DETECTED, recovery=r, lost_slices=down, last_step=last,
-                      error=error_line(error))
-        self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost", error=error_line(error),
-                         last_step=last, live_slices=len(live), lost_slices=down, line=line,
-                         **extra)
+        self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost",
+                         error=error_line(error), last_step=last, live_slices=len(live),
+                         lost_slices=down, **extra)
         if self.slice_losses > self.trainer.cfg.max_slice_losses:
             self._cleanup(None)
             return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "
@@ -351,8 +287,7 @@ class ElasticRuntime:
                 ck.cleanup_uncommitted()
         seconds = self.clock() - t0
         if recovery is not None:
-            self.events.emit(eventspec.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=round(seconds, 6),
-                             line=eventspec.line(eventspec.ELASTIC_CLEANUP_DONE, seconds=seconds))
+            self.events.emit(eventspec.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=seconds)
 
     def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
         required = self._required()
@@ -361,19 +296,14 @@ class ElasticRuntime:
         live = live & frozenset(self.trainer.slices)
         waited = self.clock() - t0
         if recovery is not None:
-            self.events.emit(eventspec.ELASTIC_SLICES_READY, recovery=recovery, live_slices=len(live),
-                             required_slices=required, seconds=round(waited, 6),
-                             line=eventspec.line(eventspec.ELASTIC_SLICES_READY, live_slices=len(live),
-                                         required_slices=required, seconds=waited))
+            self.events.emit(eventspec.ELASTIC_SLICES_READY, recovery=recovery,
+                             live_slices=len(live), required_slices=required, seconds=waited)
         return live if self.resize else frozenset(self.trainer.slices)
 
     def _resize_event(self, old: frozenset[int], new: frozenset[int], why: str) -> None:
         if len(old) != len(new):
-            self.events.emit(eventspec.ELASTIC_RESIZE, recovery=self.recoveries, from_slices=len(old),
-                             to_slices=len(new),
-                             line=eventspec.line(eventspec.ELASTIC_RESIZE, recovery=self.recoveries,
-                                         from_slices=len(old), to_slices=len(new),
-                                         slices=sorted(new), why=why))
+            self.events.emit(eventspec.ELASTIC_RESIZE, recovery=self.recoveries,
+                             from_slices=len(old), to_slices=len(new), slices=sorted(new), why=why)
 
     def _fail(self, reason: str, hint: str | None = None) -> Outcome:
         ck = self.trainer.ckpt
@@ -390,122 +320,3 @@ def warm_by_default() -> bool:
     CPU backend: there an executable's first run costs about two steps and the state is small;
     on TPU and Pathways the throw-away state would double the state's footprint in HBM."""
     return jax.default_backend() == "cpu" and not on_pathways()
-
-
-def health_from_env(num_slices: int) -> HealthSource:
-    """The health source for this process: the local backend's heartbeats when it set an
-    address, pathwaysutils' probe on Pathways, else every slice is taken as live.
-
-    Here rather than in ``health``: ``local_health`` builds on ``health``, so the module that
-    picks between them sits above both.
-    """
-    if os.environ.get(envvars.LOCAL_HEALTH):
-        from elastix_trainer.local_health import LocalHeartbeatHealth
-
-        return LocalHeartbeatHealth.from_env(num_slices)
-    if on_pathways():
-        return PathwaysHealth()
-    return StaticHealth(num_slices)
-
-
-def _make_local_dir(flag: str, path: str | None) -> None:
-    """Create a local output directory up front: one that cannot exist (``/proc/x``, under a
-    file, no permission) is bad input said in one line, not an OSError from the first write."""
-    if not path or path.startswith("gs://"):
-        return
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"{flag} {path}: cannot create it ({e.strerror or e})",
-                         hint="give a writable local directory (created if missing) or a "
-                              "gs:// URL") from None
-
-
-def _stop_on_sigterm(trainer: Trainer) -> None:
-    """SIGTERM (a deleted, failed or preempted workload) stops the run at the next step
-    boundary, after committing a checkpoint if ``--term-save-timeout`` allows, with ``run_end``
-    written and exit code 143. The handler also matters for its own sake: in the head pod the
-    trainer is often PID 1 (``bash -c`` execs a lone command), and PID 1 ignores a signal whose
-    action is the default, so without it SIGTERM did nothing until the kubelet's SIGKILL."""
-    def handler(signum, frame):
-        name = signal.Signals(signum).name
-        if trainer.stop_requested is None:
-            log.info("elastix: %s received: stopping after the current step", name)
-        trainer.stop_requested = name
-
-    signal.signal(signal.SIGTERM, handler)
-
-
-def absolute_checkpoint_dir(cfg):
-    """``cfg`` with a relative local ``--checkpoint-dir`` made absolute against the working
-    directory, said once.
-
-    Resolved, not refused: a relative path means "here" to every other command-line tool, and
-    the local backend runs the head in the directory ``workload create`` ran in. Orbax itself
-    refuses one ("Checkpoint path should be absolute") on every save, which used to fail each
-    save of a whole run and end it with a wrong hint.
-    """
-    ck = cfg.checkpoint_dir
-    if not ck or ck.startswith("gs://") or os.path.isabs(ck):
-        return cfg
-    absolute = os.path.abspath(ck)
-    log.info("elastix: --checkpoint-dir %s is relative: using %s", ck, absolute)
-    return dataclasses.replace(cfg, checkpoint_dir=absolute)
-
-
-def run(cfg) -> int:
-    """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
-    from elastix_trainer.events import quiet_libraries, setup_logging
-    from elastix_trainer.mesh import slice_devices
-    from elastix_trainer.train import run_start_event
-
-    setup_logging()
-    quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
-    cfg = absolute_checkpoint_dir(cfg)
-    _make_local_dir("--checkpoint-dir", cfg.checkpoint_dir)
-    events_file = cfg.resolved_events_file()
-    if events_file and not events_file.startswith("gs://"):
-        _make_local_dir("the events file's directory",
-                        os.path.dirname(os.path.abspath(events_file)))
-    compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
-    events = EventLog(cfg.resolved_events_file())
-    board = None
-    if cfg.tensorboard_dir:
-        from elastix_trainer.tboard import TensorBoardSink
-
-        try:
-            board = TensorBoardSink(cfg.tensorboard_dir).attach(events)
-        except OSError as e:
-            events.close()
-            raise UsageError(f"--tensorboard-dir {cfg.tensorboard_dir}: cannot write there "
-                             f"({e.strerror or e})", hint="give a writable directory (created "
-                             "if missing) or a gs:// URL") from None
-    try:
-        health = health_from_env(len(slice_devices(cfg.num_slices)))
-        trainer = Trainer(cfg, events, health)
-        _stop_on_sigterm(trainer)
-        trainer.check_resume()
-        run_start_event(trainer, cfg)
-        default = default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout)
-        limit = cfg.watchdog_timeout if cfg.watchdog_timeout is not None else default
-        dog = (Watchdog(events, limit, lambda: trainer.last_completed, startup=default).start()
-               if limit > 0 else None)
-        log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
-                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
-        outcome = ElasticRuntime(trainer, health).run()
-        fault.drain()  # a failed step's error must not resurface in JAX's atexit handlers
-        end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
-        if dog is not None:
-            dog.stop()
-        events.emit(eventspec.RUN_END, **end, line=eventspec.line(eventspec.RUN_END, **end))
-        health.close()
-    finally:
-        events.close()
-        if board is not None:
-            board.close()
-    if outcome.status != "completed":
-        err = TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
-                             "intact; re-run with the same --checkpoint-dir to resume")
-        err.exit_code = outcome.exit_code
-        raise err
-    return 0  # the run_end line said it: "run end: completed at step N"

@@ -17,7 +17,7 @@ import uuid
 
 from elastix.protocol import envvars
 from elastix_trainer import storage
-from elastix_trainer.events import log
+from elastix_trainer.obs.events import log
 
 CACHE_NAME = "jax-cache"
 OFF = ("off", "none", "")

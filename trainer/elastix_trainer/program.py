@@ -1,0 +1,138 @@
+"""The trainer's process: logging, events, health, the trainer and its runtime, assembled.
+
+``run(cfg)`` is what ``elastix-train`` does after parsing its flags: it picks the health source
+for where it runs, creates what the run writes to, wires the trainer, its runtime, the
+watchdog and TensorBoard together, and turns the run's outcome into an exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+
+from elastix.errors import UsageError
+from elastix.protocol import envvars, eventspec, timefmt
+from elastix_trainer.elastic.health import HealthSource, PathwaysHealth, StaticHealth
+from elastix_trainer.elastic.local import fault
+from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
+from elastix_trainer.mesh import on_pathways, slice_devices
+from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_logging
+from elastix_trainer.obs.watchdog import Watchdog, default_timeout
+from elastix_trainer.state import compilecache
+from elastix_trainer.train import Trainer, run_start_event
+
+
+def health_from_env(num_slices: int) -> HealthSource:
+    """The health source for this process: the local backend's heartbeats when it set an
+    address, pathwaysutils' probe on Pathways, else every slice is taken as live.
+
+    Here rather than in ``health``: ``local_health`` builds on ``health``, so the module that
+    picks between them sits above both.
+    """
+    if os.environ.get(envvars.LOCAL_HEALTH):
+        from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
+
+        return LocalHeartbeatHealth.from_env(num_slices)
+    if on_pathways():
+        return PathwaysHealth()
+    return StaticHealth(num_slices)
+
+
+def _make_local_dir(flag: str, path: str | None) -> None:
+    """Create a local output directory up front: one that cannot exist (``/proc/x``, under a
+    file, no permission) is bad input said in one line, not an OSError from the first write."""
+    if not path or path.startswith("gs://"):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot create it ({e.strerror or e})",
+                         hint="give a writable local directory (created if missing) or a "
+                              "gs:// URL") from None
+
+
+def _stop_on_sigterm(trainer: Trainer) -> None:
+    """SIGTERM (a deleted, failed or preempted workload) stops the run at the next step
+    boundary, after committing a checkpoint if ``--term-save-timeout`` allows, with ``run_end``
+    written and exit code 143. The handler also matters for its own sake: in the head pod the
+    trainer is often PID 1 (``bash -c`` execs a lone command), and PID 1 ignores a signal whose
+    action is the default, so without it SIGTERM did nothing until the kubelet's SIGKILL."""
+    def handler(signum, frame):
+        name = signal.Signals(signum).name
+        if trainer.stop_requested is None:
+            log.info("elastix: %s received: stopping after the current step", name)
+        trainer.stop_requested = name
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def absolute_checkpoint_dir(cfg):
+    """``cfg`` with a relative local ``--checkpoint-dir`` made absolute against the working
+    directory, said once.
+
+    Resolved, not refused: a relative path means "here" to every other command-line tool, and
+    the local backend runs the head in the directory ``workload create`` ran in. Orbax itself
+    refuses one ("Checkpoint path should be absolute") on every save, which used to fail each
+    save of a whole run and end it with a wrong hint.
+    """
+    ck = cfg.checkpoint_dir
+    if not ck or ck.startswith("gs://") or os.path.isabs(ck):
+        return cfg
+    absolute = os.path.abspath(ck)
+    log.info("elastix: --checkpoint-dir %s is relative: using %s", ck, absolute)
+    return dataclasses.replace(cfg, checkpoint_dir=absolute)
+
+
+def run(cfg) -> int:
+    """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
+    setup_logging()
+    quiet_libraries(debug=bool(os.environ.get(envvars.DEBUG)))
+    cfg = absolute_checkpoint_dir(cfg)
+    _make_local_dir("--checkpoint-dir", cfg.checkpoint_dir)
+    events_file = cfg.resolved_events_file()
+    if events_file and not events_file.startswith("gs://"):
+        _make_local_dir("the events file's directory",
+                        os.path.dirname(os.path.abspath(events_file)))
+    compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
+    events = EventLog(cfg.resolved_events_file())
+    board = None
+    if cfg.tensorboard_dir:
+        from elastix_trainer.obs.tboard import TensorBoardSink
+
+        try:
+            board = TensorBoardSink(cfg.tensorboard_dir).attach(events)
+        except OSError as e:
+            events.close()
+            raise UsageError(f"--tensorboard-dir {cfg.tensorboard_dir}: cannot write there "
+                             f"({e.strerror or e})", hint="give a writable directory (created "
+                             "if missing) or a gs:// URL") from None
+    try:
+        health = health_from_env(len(slice_devices(cfg.num_slices)))
+        trainer = Trainer(cfg, events, health)
+        _stop_on_sigterm(trainer)
+        trainer.check_resume()
+        run_start_event(trainer, cfg)
+        default = default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout)
+        limit = cfg.watchdog_timeout if cfg.watchdog_timeout is not None else default
+        dog = (Watchdog(events, limit, lambda: trainer.last_completed, startup=default).start()
+               if limit > 0 else None)
+        log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
+                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
+        outcome = ElasticRuntime(trainer, health).run()
+        fault.drain()  # a failed step's error must not resurface in JAX's atexit handlers
+        end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
+        if dog is not None:
+            dog.stop()
+        events.emit(eventspec.RUN_END, **end)
+        health.close()
+    finally:
+        events.close()
+        if board is not None:
+            board.close()
+    if outcome.status != "completed":
+        err = TrainingFailed(outcome.reason, hint=outcome.hint or "committed checkpoints are "
+                             "intact; re-run with the same --checkpoint-dir to resume")
+        err.exit_code = outcome.exit_code
+        raise err
+    return 0  # the run_end line said it: "run end: completed at step N"
