@@ -16,7 +16,7 @@ import dataclasses
 import re
 
 from elastix.errors import UsageError
-from elastix.workload.validate import _LABEL_VALUE, _label_key_ok  # the spec's label rules
+from elastix.workload.validate import LABEL_VALUE, label_key_ok  # the spec's label rules
 
 _REQUIREMENT = re.compile(
     r"^\s*(?:(?P<neg>!)\s*(?P<nkey>[^\s!=(),]+)"
@@ -85,10 +85,10 @@ def _split(text: str) -> list[str]:
 
 
 def _check(key: str, values: tuple[str, ...], text: str) -> None:
-    if not _label_key_ok(key):
+    if not label_key_ok(key):
         raise UsageError(f"--selector {text!r}: {key!r} is not a valid label key", hint=_HINT)
     for v in values:
-        if len(v) > 63 or not _LABEL_VALUE.match(v):
+        if len(v) > 63 or not LABEL_VALUE.match(v):
             raise UsageError(f"--selector {text!r}: {v!r} is not a valid label value "
                              "(63 characters or fewer of [A-Za-z0-9-_.], starting and ending "
                              "alphanumeric)", hint=_HINT)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # spec imports this module to validate; the rules only read i
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL_MAX = 63
@@ -76,9 +76,9 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
             add("env", f"{k!r} is not a valid environment variable name",
                 "use letters, digits and '_', not starting with a digit")
     for k, v in spec.labels.items():
-        if not _label_key_ok(k):
+        if not label_key_ok(k):
             add("labels", f"{k!r} is not a valid label key", "e.g. team or example.com/team")
-        elif len(v) > 63 or not _LABEL_VALUE.match(v):
+        elif len(v) > 63 or not LABEL_VALUE.match(v):
             add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
                           "[A-Za-z0-9-_.], starting and ending alphanumeric")
     for f in (f.name for f in dataclasses.fields(spec) if f.metadata.get("quantity")):
@@ -117,7 +117,7 @@ def _validate_main(spec: WorkloadSpec, add: Any) -> None:
             "e.g. --docker-image us-docker.pkg.dev/PROJECT/REPO/trainer:TAG")
 
 
-def _label_key_ok(key: str) -> bool:
+def label_key_ok(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
     if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
         return False

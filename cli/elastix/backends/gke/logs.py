@@ -37,7 +37,7 @@ def _selector(name: str, opts: LogOptions) -> tuple[str, str]:
     return sel, f"worker (slice {opts.slice or 0}, host {opts.host or 0})"
 
 
-def _pick(pods: list[dict]) -> dict | None:
+def pick_pod(pods: list[dict]) -> dict | None:
     """The newest pod that is not being deleted (else the newest)."""
     if not pods:
         return None
@@ -45,7 +45,7 @@ def _pick(pods: list[dict]) -> dict | None:
                                      p["metadata"].get("creationTimestamp") or ""))
 
 
-def _container(pod: dict, opts: LogOptions, role: str) -> str:
+def log_container(pod: dict, opts: LogOptions, role: str) -> str:
     spec = pod.get("spec") or {}
     names = [c["name"] for c in spec.get("containers") or []]
     every = names + [c["name"] for c in spec.get("initContainers") or []]
@@ -63,7 +63,7 @@ def _running(pod: dict) -> bool:
         not pod["metadata"].get("deletionTimestamp")
 
 
-def _split_ts(line: str) -> tuple[dt.datetime | None, str]:
+def split_timestamp(line: str) -> tuple[dt.datetime | None, str]:
     stamp, _, text = line.partition(" ")
     try:
         return parse_time(stamp), text
@@ -71,7 +71,7 @@ def _split_ts(line: str) -> tuple[dt.datetime | None, str]:
         return None, line
 
 
-def _read_lines(resp: Any) -> Iterator[str]:
+def read_lines(resp: Any) -> Iterator[str]:
     buf = b""
     try:
         while True:
@@ -97,12 +97,12 @@ def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[Lo
         return
     if not opts.follow:
         pods, _ = backend.pods(sel)
-        pod = _pick(pods)
+        pod = pick_pod(pods)
         if pod is None:
             raise NotFoundError(f"workload {name} has no {role} pod yet",
                                 hint=f"elastix workload status {name} says why; "
                                      "or add -f to wait for it")
-        yield from _once(backend, pod, _container(pod, opts, role), opts)
+        yield from _once(backend, pod, log_container(pod, opts, role), opts)
         return
     yield from _follow(backend, name, sel, role, opts)
 
@@ -115,11 +115,11 @@ def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
     the Kubernetes API (only Cloud Logging keeps it), so say so rather than "not found".
     """
     pods, _ = backend.pods(sel)
-    pod = _pick(pods)
+    pod = pick_pod(pods)
     if pod is None:
         raise NotFoundError(f"workload {name} has no {role} pod", hint=f"elastix workload status "
                             f"{name} says why")
-    container = _container(pod, opts, role)
+    container = log_container(pod, opts, role)
     pname = pod["metadata"]["name"]
     st = pod.get("status") or {}
     restarts = next((c.get("restartCount") or 0 for c in (st.get("containerStatuses") or [])
@@ -136,10 +136,10 @@ def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
     yield LogEvent(f"previous instance of container {container} in pod {pname} (restarted "
                    f"{restarts} time{'s' if restarts != 1 else ''})"
                    + (f"; {deleted}: see Cloud Logging" if deleted else ""), notice=True)
-    resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
+    resp = log_request(backend, pod, container, follow=False, since=opts.since_seconds,
                     tail=opts.tail_lines, timestamps=opts.timestamps, previous=True)
     with backend.tr(f"reading the log of pod {pname}"):
-        for line in _read_lines(resp):
+        for line in read_lines(resp):
             yield LogEvent(line)
 
 
@@ -151,7 +151,7 @@ def _cloud_logging(backend: GKEBackend, name: str) -> str:
             f"\"{name}\"'")
 
 
-def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
+def log_request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
              since: int | None, tail: int | None, timestamps: bool,
              previous: bool = False) -> Any:
     pname = pod["metadata"]["name"]
@@ -166,10 +166,10 @@ def _request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
 
 def _once(backend: GKEBackend, pod: dict, container: str,
           opts: LogOptions) -> Iterator[LogEvent]:
-    resp = _request(backend, pod, container, follow=False, since=opts.since_seconds,
+    resp = log_request(backend, pod, container, follow=False, since=opts.since_seconds,
                     tail=opts.tail_lines, timestamps=opts.timestamps)
     with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
-        for line in _read_lines(resp):
+        for line in read_lines(resp):
             yield LogEvent(line)
 
 
@@ -181,7 +181,7 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
     announced = False
     while True:
         pods, rv = backend.pods(sel)
-        pod = _pick([p for p in pods if _running(p)])
+        pod = pick_pod([p for p in pods if _running(p)])
         if pod is None or (current and pod["metadata"]["uid"] == current["metadata"]["uid"]
                            and _finished(pod)):
             if current and pod is not None:
@@ -207,14 +207,14 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
         since = opts.since_seconds if first else None
         if last is not None:  # reconnecting to the same pod: resume after the last line
             since = max(1, math.ceil((utc_now() - last).total_seconds()) + 1)
-        container = _container(pod, opts, role)
+        container = log_container(pod, opts, role)
         try:
-            resp = _request(backend, pod, container, follow=True, since=since,
+            resp = log_request(backend, pod, container, follow=True, since=since,
                             tail=opts.tail_lines if first else None, timestamps=True)
             try:
                 with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
-                    for line in _read_lines(resp):
-                        t, text = _split_ts(line)
+                    for line in read_lines(resp):
+                        t, text = split_timestamp(line)
                         if last is not None and t is not None and t <= last:
                             continue  # already shown before the reconnection
                         last = t or last

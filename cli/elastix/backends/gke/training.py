@@ -23,7 +23,7 @@ import math
 from typing import TYPE_CHECKING
 
 from elastix.backends.base import HeadLog, LogOptions
-from elastix.backends.gke.logs import _container, _pick, _read_lines, _request, _split_ts
+from elastix.backends.gke.logs import log_container, log_request, pick_pod, read_lines, split_timestamp
 from elastix.backends.gke.status import object_labels, parse_time
 from elastix.clients.kube import ContainerWaiting
 from elastix.protocol.timefmt import utc_now
@@ -68,7 +68,7 @@ class HeadLogReader:
                     lab.get(labels.JOBSET_NAME) in by_name:
                 by_name[lab[labels.JOBSET_NAME]].append(p)
         for name, heads in by_name.items():
-            self.heads[name] = _pick(heads)
+            self.heads[name] = pick_pod(heads)
 
     def read(self, name: str, *, whole: bool) -> HeadLog | None:
         """The head's lines (each led by the API's time), or None when no head has a log."""
@@ -77,18 +77,18 @@ class HeadLogReader:
         else:
             pods, _ = self.backend.pods(f"{labels.JOBSET_NAME}={name},"
                                         f"{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}")
-            pod = _pick(pods)
+            pod = pick_pod(pods)
         if pod is None or (pod.get("status") or {}).get("phase") not in (
                 "Running", "Succeeded", "Failed"):
             return None
         uid = pod["metadata"].get("uid", "")
-        container = _container(pod, LogOptions(), "head")
+        container = log_container(pod, LogOptions(), "head")
         seen = self._reads.get(name)
         try:
             if seen and seen.uid == uid and seen.last and (seen.from_start or not whole):
                 since = max(1, math.ceil((utc_now() - seen.last).total_seconds()) + 1)
                 new = [x for x in self._get(pod, container, since=since, tail=None)
-                       if (_split_ts(x)[0] or seen.last) > seen.last]
+                       if (split_timestamp(x)[0] or seen.last) > seen.last]
                 lines, from_start = seen.lines + new, seen.from_start
                 if not whole and len(lines) > LIST_TAIL:
                     lines, from_start = lines[-LIST_TAIL:], False
@@ -98,22 +98,22 @@ class HeadLogReader:
                     pod, container, lines)
         except ContainerWaiting:  # started, restarting: no log to read this time
             return None
-        last = next((t for t in (_split_ts(x)[0] for x in reversed(lines)) if t), None)
+        last = next((t for t in (split_timestamp(x)[0] for x in reversed(lines)) if t), None)
         self._reads[name] = _Read(uid, lines, last, from_start)
         return HeadLog(lines=lines, from_start=from_start)
 
     def _get(self, pod: dict, container: str, *, since: int | None,
              tail: int | None) -> list[str]:
-        resp = _request(self.backend, pod, container, follow=False, since=since, tail=tail,
+        resp = log_request(self.backend, pod, container, follow=False, since=since, tail=tail,
                         timestamps=True)
         with self.backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
-            return [x for x in _read_lines(resp) if x]
+            return [x for x in read_lines(resp) if x]
 
 
 def _reaches_start(pod: dict, container: str, lines: list[str]) -> bool:
     """Whether the first line served is the container's first (not the first of a rotated
     file): it came within :data:`LOG_START_SLACK` of the container's ``startedAt``."""
-    first = next((t for t in (_split_ts(x)[0] for x in lines) if t), None)
+    first = next((t for t in (split_timestamp(x)[0] for x in lines) if t), None)
     st = pod.get("status") or {}
     cs = next((c for c in st.get("containerStatuses") or [] if c.get("name") == container), {})
     state = cs.get("state") or {}
