@@ -1,4 +1,4 @@
-"""Checkpoint stall (issue 15): how long ``Checkpointer.save()`` blocks the training loop.
+"""Checkpoint stall: how long ``Checkpointer.save()`` blocks the training loop.
 
 For each layout (slices x CPU devices per slice, as the local backend lays them out: see
 ``default_devices_per_slice`` in ``cli/elastix/backends/local/plan.py``) a child process with
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-TARGET = {"tiny": 0.25, "small": 0.05}  # median stall / median step, issue 15
+TARGET = {"tiny": 0.25, "small": 0.05}  # median stall / median step
 
 
 class PlainOrbax:

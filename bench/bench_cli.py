@@ -6,7 +6,7 @@ shared 2-core VM:
 - ``help``: ``elastix --help`` vs ``xpk --help``;
 - ``dry-run``: a dry-run render of the 3 x v5litepod-16 elastic workload by both tools.
 
-Target (issue 2): elastix's median at most a quarter of xpk's for both cases.
+Target: elastix's median at most a quarter of xpk's for both cases.
 
 Both tools run in a fresh temp dir used as ``HOME`` and working directory, with
 ``TELEMETRY_ENABLED=false`` so xpk sends nothing. xpk's ``--dry-run`` runs no gcloud/kubectl

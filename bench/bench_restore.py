@@ -1,4 +1,4 @@
-"""Restore throughput (issue 15): ``Checkpointer.restore`` against reading the same files raw.
+"""Restore throughput: ``Checkpointer.restore`` against reading the same files raw.
 
 One process, one slice of CPU devices (the local backend's layout for a one-slice workload:
 ``default_devices_per_slice(1, ...)`` = 2 devices). The ``bench-1g`` state (params + AdamW

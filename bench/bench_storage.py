@@ -1,4 +1,4 @@
-"""Trainer storage costs (issue 13): bytes read per restore, and what events cost a step.
+"""Trainer storage costs: bytes read per restore, and what events cost a step.
 
 1. **Bytes read per restore** on a 4-slice CPU mesh (the state replicated over the slices):
    the process's ``read_bytes`` (``/proc/self/io``, what reached the block layer) and ``rchar``

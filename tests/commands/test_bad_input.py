@@ -1,4 +1,4 @@
-"""Issue #14, "every command fails well": the bad-input table.
+"""Every command fails well: the bad-input table.
 
 One row per bad input: the argv, the files it needs, the exit code and a fragment of the one
 line it must print. Bad input is exit 2 with one ``error:`` line and a ``hint:``; never a

@@ -1,4 +1,4 @@
-"""Issue #16, "a CLI that reads well": every ``--help`` shows every option name whole.
+"""A CLI that reads well: every ``--help`` shows every option name whole.
 
 The walk covers every command and group of the real tree, at 80 and at 120 columns, through
 the real entry point.

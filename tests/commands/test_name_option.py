@@ -1,4 +1,4 @@
-"""Issue #16, xpk habits: ``--workload NAME`` (and ``--cluster NAME`` for a cluster) wherever
+"""xpk habits: ``--workload NAME`` (and ``--cluster NAME`` for a cluster) wherever
 NAME is positional, with the same effect; both, or neither where NAME is needed, is exit 2."""
 
 from __future__ import annotations

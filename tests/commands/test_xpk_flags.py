@@ -1,4 +1,4 @@
-"""Issue #16, xpk habits: every xpk flag of the Pathways commands (the vendored extract of
+"""xpk habits: every xpk flag of the Pathways commands (the vendored extract of
 xpk's parsers) is accepted by the elastix command that does the same job, or gets a one-line
 exit-2 did-you-mean naming the elastix flag, or saying why there is none."""
 

@@ -1,4 +1,4 @@
-"""What a save holds the loop for (issue 15): a host copy, then the write goes on elsewhere.
+"""What a save holds the loop for: a host copy, then the write goes on elsewhere.
 
 ``blocking_seconds`` feeds goodput's "checkpoint stall", so it must be the time ``save()`` held
 the caller, waiting for the previous save included; the device arrays may be donated to the

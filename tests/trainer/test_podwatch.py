@@ -1,4 +1,4 @@
-"""The head's watch on its worker pods (issue 15), against the fake API server over HTTP with the
+"""The head's watch on its worker pods, against the fake API server over HTTP with the
 official client: it makes PathwaysHealth probe at once, never decides a slice's fate itself, and
 never fails the run (no permission, no cluster, broken streams)."""
 

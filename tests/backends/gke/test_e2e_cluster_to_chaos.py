@@ -1,4 +1,4 @@
-"""Issue 12's end-to-end test: the README's GKE path against a cluster that schedules.
+"""End to end: the README's GKE path against a cluster that schedules.
 
 ``elastix cluster create`` talks to the fake GKE API, whose node pools become Nodes of the fake
 Kubernetes API server (served over TLS, found through the cluster lookup as on GKE); it installs

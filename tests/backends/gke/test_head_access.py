@@ -1,4 +1,4 @@
-"""The head pod's ServiceAccount, Role and RoleBinding (its pod watch, issue 15): made by
+"""The head pod's ServiceAccount, Role and RoleBinding (its pod watch): made by
 `workload create`, removed by `workload delete`, never left behind by a failed submit, and
 never taken from a running workload of the same name. Against the fake API server, with the
 real CLI and the official client."""

@@ -48,7 +48,7 @@ def test_a_cluster_that_fits_gets_the_workload_and_every_pod_runs(fake):
 
 
 def test_todays_cluster_create_pools_are_refused_with_every_reason(fake):
-    # What `cluster create` made before issue 12: a head pool named pathways-head.
+    # What an older `cluster create` made: a head pool named pathways-head.
     _nodes(fake, _pool("pathways-head", "n2-standard-32", 1), *_tpu_pools(1))
     out = elastix(fake, *CREATE, check=False)
     assert out.returncode == 1, out.stderr  # a cluster problem among them: exit 1

@@ -1,4 +1,4 @@
-"""The local backend must not flatter: no work survives the slice it ran on (issue 14, item 1).
+"""The local backend must not flatter: no work survives the slice it ran on.
 
 The controller's CPU devices stand in for every slice's chips, so they would go on computing
 after a slice host was SIGKILLed, until the loss is detected (a heartbeat timeout later). On
