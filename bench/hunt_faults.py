@@ -113,6 +113,30 @@ def kill_after_first_step(h: Hunt, name: str, tail: Tail, label: str) -> None:
                f"{tail.events[i2]['step']}", label)
 
 
+def double_kills(h: Hunt, name: str, tail: Tail) -> None:
+    """Both slices killed at once; a second kill while the first recovery waits or restores:
+    each recovery must return to the newest state saved before the *first* kill."""
+    wait(lambda: stepping(tail), 300, "stepping")
+    i, t, m = kill_at(h, name, tail, "snapshot_taken", 0.0, slice_=0)
+    h.backend.kill_worker(name, slice=1)
+    judge_kill(h, name, tail, i, t, f"kill {m * 1e3:.1f} ms after snapshot_taken "
+               f"{tail.events[i]['step']}, then the other slice", "both slices at once")
+    for anchor in ("elastic_cleanup_done", "elastic_slices_ready"):
+        wait(lambda: stepping(tail), 300, "stepping")
+        i1, t1, _ = kill_at(h, name, tail, "snapshot_taken", 0.0, slice_=0)
+        i2, t2, m2 = kill_at(h, name, tail, anchor, 0.0, slice_=1, start=i1)
+        wait(lambda i2=i2: tail.since(i2 + 1, "elastic_first_step"), 300, "the recoveries")
+        evs = tail.poll()
+        want = newest_good(evs, i1, t1)
+        rec = [e for e in evs[i1:] if e["event"] == "elastic_restored"]
+        problems = check_storage(evs, h.ckpt(name))
+        if rec[-1]["step"] != want:
+            problems.append(f"restored {[e['step'] for e in rec]}, want {want}")
+        record(5, f"a second kill at {anchor}", problems, f"second kill {m2 * 1e3:.1f} ms after "
+               f"{anchor}; recoveries restored {[(e['step'], e['source']) for e in rec]} (good "
+               f"{want})")
+
+
 def row1(h: Hunt, name: str, tail: Tail) -> None:
     """Garble the newest committed step(s) right after a commit, then SIGKILL the trainer: the
     restarted head restores from storage (no snapshot survives a new process)."""
@@ -260,9 +284,9 @@ def stop_in_recovery(h: Hunt, how: str) -> None:
             new = Tail(h.state / name / "events.jsonl")
             res = wait(lambda: [e for e in new.poll() if e["event"] == "restore"], 300,
                        "the new run's restore")[0]
-            if res["step"] != good:
-                problems.append(f"the new run restored {res['step']}, not {good}")
-            note += f"; the new run restored {res['step']}"
+            p4 = [] if res["step"] == good else [f"the new run restored {res['step']}, not {good}"]
+            record(4, "create --replace of a head waiting for a slice keeps its data", p4,
+                   f"the new run restored {res['step']} ({res['source']})")
         record(3, label, problems, note)
     finally:
         h.cli("workload", "delete", name, "--delete-data", check=False)
@@ -425,6 +449,7 @@ def main() -> int:
             try:
                 if 5 in rows:
                     row5(h, name, tail)
+                    attempt(5, "double kills", double_kills, h, name, tail)
                 if 1 in rows:
                     row1(h, name, tail)
                 if rows & {3, 4}:
