@@ -161,8 +161,9 @@ def stepping(tail: Tail) -> bool:
     if i is None:
         return False
     run = evs[i:]
-    if len([e for e in run if e["event"] == "elastic_detected"]) != \
-            len([e for e in run if e["event"] == "elastic_first_step"]):
+    # the newest recovery has had its first step (one cut short by a second loss never does)
+    det = max((j for j, e in enumerate(run) if e["event"] == "elastic_detected"), default=None)
+    if det is not None and not any(e["event"] == "elastic_first_step" for e in run[det:]):
         return False
     saved = [j for j, e in enumerate(run) if e["event"] in ("snapshot_taken",
                                                              "checkpoint_committed", "restore")]
