@@ -38,10 +38,10 @@ class DatedHealth(ManualHealth):
     def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
         return {s: t for s, (t, ex) in self.dated.items() if s in slices and (ex or not exact)}
 
-    def wait_for(self, required: int, timeout: float):
+    def wait_for(self, required: int, timeout: float, stop=None):
         self.dated.clear()  # as the heartbeat receiver: the loss is being handled
         self.set_up(*range(self.num_slices))
-        return super().wait_for(required, timeout)
+        return super().wait_for(required, timeout, stop)
 
 
 def _kill_right_after(health: DatedHealth, step: int, *, exact: bool = True, down_at=None):

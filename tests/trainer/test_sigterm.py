@@ -137,3 +137,46 @@ def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
                                    "snapshot of step 5")
     assert health.waits == [4]  # start-up only: no wait for slices that will not return
     assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 5]
+
+
+def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_path):
+    """A slice is lost and the recovery waits for its replacement (on GKE minutes): the
+    workload is deleted meanwhile. The wait ends at the SIGTERM, not at --slice-wait-timeout
+    after the kubelet's SIGKILL: the host snapshot, newer than the last checkpoint, is
+    committed and the run exits 143."""
+    from trainer_helpers import make_cfg, run_elastic
+
+    from elastix_trainer.elastic import _stop_on_sigterm
+    from elastix_trainer.elastic.health import ManualHealth
+
+    health = ManualHealth(4)
+
+    def term_in_recovery_wait(h, required):
+        if len(h.waits) == 2:  # the recovery's wait: the replacement is far away
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the CLI's handler
+
+    health.on_wait = term_in_recovery_wait
+    ck_dir = tmp_path / "ck"
+    cfg = make_cfg(checkpoint_dir=str(ck_dir), steps=100, snapshot_period=3,
+                   slice_wait_timeout=60)
+
+    def lose(trainer, n):
+        if n == 8 and not trainer.events.of("elastic_detected"):
+            health.set_down(2)
+
+    def setup(trainer, runtime):
+        _stop_on_sigterm(trainer)
+        trainer.before_step.append(lose)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert outcome.exit_code == 143, outcome
+    assert outcome.reason.startswith("stopped by SIGTERM after step 7: newest committed "
+                                     "checkpoint: step 6 ("), outcome.reason
+    assert outcome.reason.endswith("; its slices went while it stopped: saved the host "
+                                   "snapshot of step 6")
+    assert health.waits == [4, 4]
+    assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 6]

@@ -72,3 +72,36 @@ def test_checkpoints_survive_replace_and_delete_unless_asked(cli, state_dir):
         assert not kept.exists()
     finally:
         cli("workload", "delete", "keep", "--wait", check=False)
+
+
+def test_deleting_a_workload_waiting_for_a_killed_slice_commits_its_host_snapshot(cli,
+                                                                                state_dir):
+    """A worker is killed and its replacement is far away (a slow scheduler, as GKE replacing
+    a TPU VM): the head waits for it. Deleted meanwhile, the head stops waiting at the SIGTERM
+    and commits its newest host snapshot (newer than any checkpoint) before it exits. (It used
+    to wait on for the slice, be SIGKILLed at the end of its 30 s grace, and lose the steps
+    since the last checkpoint.)"""
+    cli(*CREATE, "--command", "elastix-train --preset tiny --steps 100000 --step-delay 0.05 "
+        "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" --checkpoint-period 1000 "
+        "--snapshot-period 3", env={"ELASTIX_LOCAL_SCHEDULING_DELAY": "600"})
+    try:
+        events = state_dir / "keep" / "events.jsonl"
+        wait_until(lambda: [e for e in _events(state_dir)
+                            if e["event"] == "snapshot_taken" and e["step"] >= 6], 240,
+                   "two host snapshots")
+        with open(events, encoding="utf-8") as f:  # readable after delete removes the file
+            cli("chaos", "kill-worker", "keep", "--slice", "1")
+            wait_until(lambda: [e for e in _events(state_dir)
+                                if e["event"] == "elastic_cleanup_done"], 120,
+                       "the head waiting for the killed slice")
+            cli("workload", "delete", "keep", "--wait")
+            records = [json.loads(ln) for ln in f.read().splitlines() if ln.strip()]
+    finally:
+        cli("workload", "delete", "keep", "--wait", check=False)
+    (lost,) = [r for r in records if r["event"] == "elastic_detected"]
+    snap = max(r["step"] for r in records  # the newest kept: none of a step after the loss
+               if r["event"] == "snapshot_taken" and r["step"] <= lost["last_step"])
+    (end,) = [r for r in records if r["event"] == "run_end"]
+    assert end["reason"].endswith(f"its slices went while it stopped: saved the host snapshot "
+                                  f"of step {snap}"), end
+    assert _committed(state_dir) == [snap]

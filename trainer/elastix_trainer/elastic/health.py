@@ -22,6 +22,21 @@ class SliceWaitTimeout(TimeoutError):
     """Not enough slices came up in time (raised by every health source's ``wait_for``)."""
 
 
+class WaitStopped(Exception):
+    """A wait for slices was given up because ``stop()`` said the process is stopping.
+
+    Why: a head told to stop (SIGTERM: its workload deleted) while it waits for a lost slice
+    used to wait on for the whole ``--slice-wait-timeout``, and was SIGKILLed at the end of its
+    grace period holding a host snapshot newer than any checkpoint. Not a ``TimeoutError``: the
+    run did not give up on its slices, it was asked to end."""
+
+
+def stopped(stop: Callable[[], bool] | None, live: frozenset[int], required: int) -> None:
+    """Raise ``WaitStopped`` if ``stop`` says so (every source's ``wait_for`` calls it)."""
+    if stop is not None and stop():
+        raise WaitStopped(f"stopped while waiting for slices ({len(live)} of {required} live)")
+
+
 @runtime_checkable
 class HealthSource(Protocol):
     """The view of slice health the elastic runtime uses."""
@@ -30,8 +45,11 @@ class HealthSource(Protocol):
         """Current view, non-blocking."""
         ...
 
-    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
-        """Block until >= ``required`` slices are live; raise on timeout."""
+    def wait_for(self, required: int, timeout: float,
+                 stop: Callable[[], bool] | None = None) -> frozenset[int]:
+        """Block until >= ``required`` slices are live; raise on timeout (``SliceWaitTimeout``)
+        or, at the source's next check after ``stop()`` turns true (0.1 s for heartbeats, the
+        probe interval of at most 5 s on Pathways: inside a pod's 30 s grace), ``WaitStopped``."""
         ...
 
     def close(self) -> None:
@@ -48,7 +66,8 @@ class StaticHealth:
     def live_slices(self) -> frozenset[int]:
         return self._all
 
-    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
+    def wait_for(self, required: int, timeout: float,
+                 stop: Callable[[], bool] | None = None) -> frozenset[int]:
         if required > len(self._all):
             raise SliceWaitTimeout(f"only {len(self._all)} slices exist, {required} required")
         return self._all
@@ -81,18 +100,20 @@ class ManualHealth:
         with self._cond:
             return frozenset(self._live)
 
-    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
+    def wait_for(self, required: int, timeout: float,
+                 stop: Callable[[], bool] | None = None) -> frozenset[int]:
         self.waits.append(required)
         if self.on_wait is not None:
             self.on_wait(self, required)
         deadline = time.monotonic() + timeout
         with self._cond:
             while len(self._live) < required:
+                stopped(stop, frozenset(self._live), required)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SliceWaitTimeout(
                         f"{len(self._live)} of {required} required slices live after {timeout:g} s")
-                self._cond.wait(left)
+                self._cond.wait(left if stop is None else min(left, 0.1))
             return frozenset(self._live)
 
     def close(self) -> None:
@@ -213,7 +234,8 @@ class PathwaysHealth:
             self._live = frozenset(self._active(self.slice_to_devices))
             return self._live
 
-    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
+    def wait_for(self, required: int, timeout: float,
+                 stop: Callable[[], bool] | None = None) -> frozenset[int]:
         start = time.monotonic()
         interval = min(self.poll, 5.0)
         seen = self._nudges
@@ -221,6 +243,7 @@ class PathwaysHealth:
             live = self.probe()
             if len(live) >= required:
                 return live
+            stopped(stop, live, required)
             left = timeout - (time.monotonic() - start)
             if left <= 0:
                 raise SliceWaitTimeout(f"{len(live)} of {required} required slices live after "

@@ -30,6 +30,7 @@ from elastix_trainer.elastic.classify import SliceLost, classify, error_line
 from elastix_trainer.elastic.health import (
     HealthSource,
     SliceWaitTimeout,
+    WaitStopped,
     lost,
     )
 from elastix_trainer.elastic.local import fault
@@ -179,17 +180,23 @@ class ElasticRuntime:
                 if outcome is not None:
                     return outcome
                 if tr.stop_requested:  # stopping: no recovery, keep what host memory holds
-                    outcome = self._fail(str(tr.stop_after_loss()), hint="it stopped on "
-                                         "request; re-run with the same --checkpoint-dir to "
-                                         "resume")
-                    return dataclasses.replace(outcome, exit_code=143)
+                    return self._stopped_after_loss()
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
+                except WaitStopped:  # asked to stop meanwhile: the slices no longer matter
+                    return self._stopped_after_loss()
                 except TimeoutError as e2:
                     return self._fail(f"gave up waiting for slices after slice loss: {e2}",
                                       hint=WAIT_HINT)
                 self._resize_event(mesh, new, "resize")
                 use = new
+
+    def _stopped_after_loss(self) -> Outcome:
+        """The run ends on request after a slice loss, with what host memory held committed
+        (``Trainer.stop_after_loss``); exit code 143."""
+        outcome = self._fail(str(self.trainer.stop_after_loss()), hint="it stopped on request; "
+                             "re-run with the same --checkpoint-dir to resume")
+        return dataclasses.replace(outcome, exit_code=143)
 
     def _wait_at_start(self) -> frozenset[int]:
         """Slices to start on. replica-resize first gives every slice a grace period to come
@@ -290,9 +297,14 @@ class ElasticRuntime:
             self.events.emit(eventspec.ELASTIC_CLEANUP_DONE, recovery=recovery, seconds=seconds)
 
     def _wait_for_slices(self, recovery: int | None) -> frozenset[int]:
+        """Wait for enough slices; a recovery's wait ends early (``WaitStopped``) once a stop
+        is requested: a SIGTERM that arrives while a lost slice is awaited must not wait for
+        it (on GKE a replaced TPU VM takes minutes, the head's grace 30 s) and be SIGKILLed
+        holding a host snapshot newer than any checkpoint."""
         required = self._required()
         t0 = self.clock()
-        live = self.health.wait_for(required, self.trainer.cfg.slice_wait_timeout)
+        stop = (lambda: self.trainer.stop_requested is not None) if recovery is not None else None
+        live = self.health.wait_for(required, self.trainer.cfg.slice_wait_timeout, stop=stop)
         live = live & frozenset(self.trainer.slices)
         waited = self.clock() - t0
         if recovery is not None:

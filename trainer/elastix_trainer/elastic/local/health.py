@@ -56,7 +56,7 @@ from collections.abc import Callable
 
 from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
-from elastix_trainer.elastic.health import SliceWaitTimeout
+from elastix_trainer.elastic.health import SliceWaitTimeout, stopped
 
 RECV_WAKE = 0.2
 """The receiver wakes at least this often (its socket timeout), datagrams or not."""
@@ -296,11 +296,13 @@ class LocalHeartbeatHealth:
         with self._cond:
             return dict(self._pids)
 
-    def wait_for(self, required: int, timeout: float) -> frozenset[int]:
+    def wait_for(self, required: int, timeout: float,
+                 stop: Callable[[], bool] | None = None) -> frozenset[int]:
         """Block until at least ``required`` slices are live and return them.
 
         Raises:
             SliceWaitTimeout: fewer than ``required`` slices were live after ``timeout`` seconds.
+            WaitStopped: ``stop()`` turned true first (checked every 0.1 s).
         """
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -314,6 +316,7 @@ class LocalHeartbeatHealth:
                     self._died.clear()  # the loss is handled: what comes back counts afresh
                     self._note_handled(live)
                     return live
+                stopped(stop, live, required)
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     raise SliceWaitTimeout(
