@@ -85,7 +85,7 @@ def _run_and_kill_mid_save(ckpt, events_file):
             names = os.listdir(ckpt) if ckpt.exists() else []
             return (any(n.isdigit() for n in names)
                     and [n for n in names if "orbax-checkpoint-tmp" in n])
-        tmp = wait_until(tmp_after_a_commit, 120, "a checkpoint being written")
+        tmp = wait_until(tmp_after_a_commit, 300, "a checkpoint being written")  # bound, not a wait
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         return tmp

@@ -83,7 +83,8 @@ def test_status_watch_stops_on_ctrl_c(fake_cluster):
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
     try:
         # two frames drawn: the watch refreshes
-        wait_for(lambda: sum("namespace default" in x for x in lines) >= 2, what="two frames")
+        wait_for(lambda: sum("namespace default" in x for x in lines) >= 2, timeout=120,
+                 what="two frames")
     finally:
         proc.send_signal(signal.SIGINT)
         try:

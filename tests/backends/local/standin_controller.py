@@ -3,7 +3,8 @@
 It waits for every slice, then "steps" every ``--step-delay`` seconds, printing log lines in the
 trainer's format (docs/events.md). When a slice goes missing it prints the slice-down line, waits
 for the replacement and goes on, in the same process. Exits 0 after ``--steps`` steps, or with
-``--fail-after N`` exits 3 after N steps (a crashing user program). With ``--events`` it also
+``--fail-after N`` exits 3 after N steps (a crashing user program; with ``--fail-when FILE``, at
+the first step from N on at which FILE exists). With ``--events`` it also
 writes the trainer's recovery events (docs/events.md) to ``ELASTIX_EVENTS_FILE``.
 """
 
@@ -38,6 +39,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--step-delay", type=float, default=0.1)
     ap.add_argument("--fail-after", type=int, default=None)
+    ap.add_argument("--fail-when", default=None)
     ap.add_argument("--events", action="store_true")
     args = ap.parse_args()
     n = int(os.environ["ELASTIX_NUM_SLICES"])
@@ -69,7 +71,8 @@ def main() -> int:
         time.sleep(args.step_delay)
         step += 1
         log(f"completed step: {step}, seconds: {args.step_delay:.3f}, live slice count: {n}")
-        if args.fail_after is not None and step >= args.fail_after:
+        if (args.fail_after is not None and step >= args.fail_after
+                and (args.fail_when is None or os.path.exists(args.fail_when))):
             log("user code failed")
             return 3
     health.close()
