@@ -21,6 +21,26 @@ except RuntimeError:
 
 import pytest  # noqa: E402
 
+# One persistent compilation cache for the whole pytest process, in a temp dir: each test builds
+# a new Trainer, whose jitted functions JAX's in-memory cache never finds again, so without it
+# every test compiled the same tiny step (seconds on a loaded machine) from scratch. A hit still
+# traces and lowers the step (the cache key), and reads the executable XLA compiled the first
+# time: what a restarted trainer does with the local backend's cache. Tests that count compiles
+# give their runs a config of their own (see test_precompile, test_fresh_start), so no other
+# test's entry can serve them. Subprocesses do not use this directory (JAX's file cache is not
+# safe for two writers of one entry): they share one of their own (trainer_helpers.cli_env).
+# ELASTIX_TEST_NO_SHARED_JAX_CACHE=1 turns both off, to compare.
+if os.environ.get("ELASTIX_TEST_NO_SHARED_JAX_CACHE") != "1":
+    import atexit  # noqa: E402
+    import shutil  # noqa: E402
+    import tempfile  # noqa: E402
+
+    _JAX_CACHE = tempfile.mkdtemp(prefix="elastix-test-jax-cache-")
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+    jax.config.update("jax_compilation_cache_dir", _JAX_CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _eight_devices():

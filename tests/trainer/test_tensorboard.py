@@ -33,24 +33,31 @@ def read_scalars(directory: Path) -> dict[str, dict[int, float]]:
     return dict(out)
 
 
-def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
-    health = ManualHealth(4)
+def run_with_a_slice_lost(tmp_path: Path, cfg, at_step: int, slice_id: int):
+    """An elastic run writing TensorBoard scalars whose slice ``slice_id`` goes down before step
+    ``at_step`` and comes back when waited for: both tests read a recovery's scalars."""
+    health = ManualHealth(cfg.num_slices)
     health.on_wait = lambda h, required: h.set_up(*range(h.num_slices))
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
     board_dir = tmp_path / "tb"
 
     def setup(trainer, runtime):
         setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
 
-        def down_at_6(tr, n, fired=[]):  # noqa: B006 - once per test
-            if n == 6 and not fired:
+        def down_once(tr, n, fired=[]):  # noqa: B006 - once per run
+            if n == at_step and not fired:
                 fired.append(n)
-                health.set_down(2)
-        trainer.before_step.append(down_at_6)
+                health.set_down(slice_id)
+        trainer.before_step.append(down_once)
 
     outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
     setup.board.close()
     assert outcome.status == "completed"
+    return trainer, board_dir
+
+
+def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+    trainer, board_dir = run_with_a_slice_lost(tmp_path, cfg, at_step=6, slice_id=2)
     got = read_scalars(board_dir)
     steps = trainer.events.of("step")
     last = {r["step"]: r for r in steps}  # a re-run step keeps its last value, as TensorBoard
@@ -104,23 +111,8 @@ def test_tensorboard_shows_each_step_once_after_a_rollback_with_maxtext_tags(tmp
     """A recovery rolls back and trains steps again: TensorBoard's reader must show each step
     once, with the value of the run that went on (not the re-done step's first try), and the
     recovery's scalars must survive the purge that drops the abandoned steps."""
-    health = ManualHealth(2)
-    health.on_wait = lambda h, required: h.set_up(*range(h.num_slices))
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), num_slices=2, steps=14, snapshot_period=0)
-    board_dir = tmp_path / "tb"
-
-    def setup(trainer, runtime):
-        setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
-
-        def down_at_11(tr, n, fired=[]):  # noqa: B006 - once per test
-            if n == 11 and not fired:
-                fired.append(n)
-                health.set_down(1)
-        trainer.before_step.append(down_at_11)
-
-    outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
-    setup.board.close()
-    assert outcome.status == "completed"
+    trainer, board_dir = run_with_a_slice_lost(tmp_path, cfg, at_step=11, slice_id=1)
     steps = trainer.events.of("step")
     (restored,) = trainer.events.of("elastic_restored")
     (det,) = trainer.events.of("elastic_detected")

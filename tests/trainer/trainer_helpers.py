@@ -12,19 +12,48 @@ from polling import wait_until as _wait_until
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
+_SUBPROCESS_JAX_CACHE: str | None = None
+
+
+def _subprocess_jax_cache() -> dict[str, str]:
+    """JAX's own settings for one compilation cache shared by this session's trainer
+    subprocesses (a temp dir, not the in-process one: two processes writing one entry can leave
+    it half written for a third). The trainer turns its own cache on only when a flag or the
+    local backend asks, and then that one wins; otherwise each process compiled the same tiny
+    programs from scratch. ``ELASTIX_TEST_NO_SHARED_JAX_CACHE=1`` turns it off."""
+    global _SUBPROCESS_JAX_CACHE
+    if os.environ.get("ELASTIX_TEST_NO_SHARED_JAX_CACHE") == "1":
+        return {}
+    if _SUBPROCESS_JAX_CACHE is None:
+        import atexit
+        import shutil
+        import tempfile
+
+        _SUBPROCESS_JAX_CACHE = tempfile.mkdtemp(prefix="elastix-test-jax-cache-sub-")
+        atexit.register(shutil.rmtree, _SUBPROCESS_JAX_CACHE, ignore_errors=True)
+    return {"JAX_COMPILATION_CACHE_DIR": _SUBPROCESS_JAX_CACHE,
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+
+
 def cli_env(**extra: str) -> dict:
     """Environment for a trainer subprocess on 8 CPU devices."""
     env = dict(os.environ)
     env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8",
                PYTHONUNBUFFERED="1")
+    env.update(_subprocess_jax_cache())
     env.update(extra)
     return env
 
 
 def run_cli(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m elastix_trainer`` to completion."""
+    """Run ``python -m elastix_trainer`` to completion. A run given ``--compilation-cache-dir``
+    gets no shared cache beside it: what it does with its own (or without one) is the test."""
+    full = cli_env(**env)
+    if "--compilation-cache-dir" in args:
+        full.pop("JAX_COMPILATION_CACHE_DIR", None)
     return subprocess.run([sys.executable, "-m", "elastix_trainer", *args], capture_output=True,
-                          text=True, timeout=timeout, env=cli_env(**env), cwd=REPO)
+                          text=True, timeout=timeout, env=full, cwd=REPO)
 
 
 def wait_until(cond, timeout: float, what: str, interval: float = 0.002):
