@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from trainer_helpers import make_cfg, run_cli, run_elastic
+from trainer_helpers import make_cfg, on, run_cli, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.obs.tboard import TensorBoardSink
@@ -42,11 +42,11 @@ def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
     def setup(trainer, runtime):
         setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
 
-        def down_at_6(tr, n, fired=[]):  # noqa: B006 - once per test
+        def down_at_6(session, n, fired=[]):  # noqa: B006 - once per test
             if n == 6 and not fired:
                 fired.append(n)
                 health.set_down(2)
-        trainer.before_step.append(down_at_6)
+        on(trainer, before_dispatch=down_at_6)
 
     outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
     setup.board.close()
@@ -112,11 +112,11 @@ def test_tensorboard_shows_each_step_once_after_a_rollback_with_maxtext_tags(tmp
     def setup(trainer, runtime):
         setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
 
-        def down_at_11(tr, n, fired=[]):  # noqa: B006 - once per test
+        def down_at_11(session, n, fired=[]):  # noqa: B006 - once per test
             if n == 11 and not fired:
                 fired.append(n)
                 health.set_down(1)
-        trainer.before_step.append(down_at_11)
+        on(trainer, before_dispatch=down_at_11)
 
     outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
     setup.board.close()
