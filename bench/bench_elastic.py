@@ -3,7 +3,7 @@
 
 1. overhead: step time of the trainer's loop under the runtime (events to a file, log lines,
    health checks, hooks; no checkpoints) against a bare loop of the same compiled step (fault
-   seam included) on the same data (device_put, step, float(loss)), alternating in blocks of
+   seam included) on the same data (device_put, step, read the metrics), alternating in blocks of
    10 steps on one session;
 2. recovery from real faults (a slice set down; the next step fails inside XLA) to the next
    completed step, ``--resizes`` faults per run (``--runs`` runs), medians: for pause-resume
@@ -36,12 +36,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import ManualHealth, StaticHealth  # noqa: E402
-from elastix_trainer.elastic.runtime import ElasticRuntime  # noqa: E402
 from elastix_trainer.obs.events import EventLog, setup_logging  # noqa: E402
-from elastix_trainer.train import Trainer  # noqa: E402
+from elastix_trainer.program import assemble  # noqa: E402
+from elastix_trainer.train import Hooks, Trainer  # noqa: E402
 
 BASE = dict(preset="tiny", batch_per_device=4, seq_len=64, num_slices=4, warmup_steps=5)
 
@@ -50,10 +51,18 @@ def cfg_for(tmp: str, **kw):
     return from_mapping({**BASE, "checkpoint_dir": os.path.join(tmp, f"ck{time.time_ns()}"), **kw})
 
 
+def on(trainer: Trainer, **fns) -> None:
+    """Attach hooks made of plain functions named as ``Hooks``' methods."""
+    hooks = Hooks()
+    for name, fn in fns.items():
+        setattr(hooks, name, fn)
+    trainer.add_hooks(hooks)
+
+
 def runtime_run(cfg, health, events_path=None, setup=None):
     events = EventLog(events_path)
-    tr = Trainer(cfg, events, health)
-    rt = ElasticRuntime(tr, health)
+    rt = assemble(cfg, events, health)  # as elastix-train assembles a run
+    tr = rt.trainer
     if setup:
         setup(tr, rt, health)
     out = rt.run()
@@ -63,7 +72,7 @@ def runtime_run(cfg, health, events_path=None, setup=None):
 
 
 def _bare_block(tr: Trainer, s, steps: int, lag: bool) -> list[float]:
-    """The same compiled step on the same data, nothing else: device_put, step, float(loss);
+    """The same compiled step on the same data, nothing else: device_put, step, read the metrics;
     with ``lag``, the loss of step N is read after step N+1 is dispatched (as the trainer does)."""
     times, t_prev, pending = [], time.monotonic(), None
     for _ in range(steps):
@@ -73,13 +82,13 @@ def _bare_block(tr: Trainer, s, steps: int, lag: bool) -> list[float]:
         if lag and pending is None:
             pending = loss
             continue
-        float(pending if lag else loss)
+        np.asarray(pending if lag else loss)  # one read of the metrics, as the trainer
         pending = loss if lag else None
         now = time.monotonic()
         times.append(now - t_prev)
         t_prev = now
     if pending is not None:
-        float(pending)
+        np.asarray(pending)
         times.append(time.monotonic() - t_prev)
     return times[1:]
 
@@ -90,9 +99,7 @@ def overhead(tmp: str, blocks: int, block: int = 10) -> None:
     checks). Fine-grained alternation keeps the shared VM's load drift out of the ratio."""
     cfg = from_mapping({**BASE, "steps": 10**6})
     events = EventLog(os.path.join(tmp, "ev.jsonl"))
-    health = StaticHealth(4)
-    tr = Trainer(cfg, events, health)
-    ElasticRuntime(tr, health)  # installs its per-step hooks, as under run()
+    tr = assemble(cfg, events, StaticHealth(4)).trainer  # the runtime's hooks, as under run()
     s = tr.start(range(4))
     tr.train(s, until=5)
     _bare_block(tr, s, 5, False)  # warm every path
@@ -140,7 +147,7 @@ def recovery(tmp: str, mode: str, precompile: bool = True, warm: bool | None = N
         rt.precompile, rt.warm_up = precompile, warm
         seen = {"thread": None}
 
-        def before(trainer, n):
+        def before(session, n):
             k = plan["k"]
             if k < resizes and not plan["down"] and n >= plan["next_fault"]:
                 if rt.precompiling is not None:  # the background compile has had its time
@@ -151,7 +158,7 @@ def recovery(tmp: str, mode: str, precompile: bool = True, warm: bool | None = N
                 plan["down"] = True  # until the slice is back (a step in flight still runs)
                 health.set_down(3 - k)
 
-        def after(trainer, n, seconds):
+        def after(session, n, done_at, seconds):
             if rt.precompiling is not None and rt.precompiling is not seen["thread"]:
                 seen["thread"], seen["started"] = rt.precompiling, time.monotonic()
             if rt.precompiling is not None and rt.precompiling.is_alive():
@@ -162,8 +169,8 @@ def recovery(tmp: str, mode: str, precompile: bool = True, warm: bool | None = N
                 if plan["since"] >= 12:
                     health.set_up(3 - k)
                     plan.update(k=k + 1, next_fault=n + 8, since=None, down=False)
-        tr.before_step.append(before)
-        tr.after_step.append(after)
+        on(tr, before_dispatch=before)
+        on(tr, after_complete=after)
         if mode == "pause-resume":
             health.on_wait = lambda h, r: h.set_up(*range(4))
 
@@ -201,11 +208,11 @@ def steps_lost(tmp: str, snapshot_period: int) -> list[int]:
     faults = [16, 34, 47]
 
     def setup(tr, rt, health):
-        def hook(trainer, n):
+        def hook(session, n):
             if faults and n == faults[0] and rt.recoveries == 3 - len(faults):
                 faults.pop(0)
                 health.set_down(2)
-        tr.before_step.append(hook)
+        on(tr, before_dispatch=hook)
         health.on_wait = lambda h, r: h.set_up(2)
 
     tr, _ = runtime_run(cfg, ManualHealth(4), setup=setup)

@@ -84,17 +84,18 @@ def _child(ck: str, cache: str, t0: float) -> None:
 
     mark("interpreter + import jax")
     from elastix_trainer.config import parse_args
+    from elastix_trainer.elastic.health import StaticHealth
     from elastix_trainer.mesh import build_mesh
     from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.program import build_trainer
     from elastix_trainer.state import compilecache
-    from elastix_trainer.train import Trainer
 
     mark("trainer imports (orbax, optax, ...)")
     cfg = parse_args([*TRAINER, "--steps", "3", "--checkpoint-dir", ck])  # the same programs
     compilecache.enable(cache)
     jax.devices()
     mark("JAX backend + cache set-up")
-    tr = Trainer(cfg, EventLog(None))
+    tr, _ = build_trainer(cfg, EventLog(None), StaticHealth(cfg.num_slices))  # as a run's
     mark("Trainer() (data, checkpointer)")
     tr.check_resume()
     mark("resume check (checkpoint metadata)")

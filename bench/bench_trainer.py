@@ -26,7 +26,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import jax  # noqa: E402
 
 from elastix_trainer.config import from_mapping  # noqa: E402
+from elastix_trainer.elastic.health import StaticHealth  # noqa: E402
 from elastix_trainer.obs.events import EventLog  # noqa: E402
+from elastix_trainer.program import build_trainer  # noqa: E402
 from elastix_trainer.state.checkpoint import Checkpointer  # noqa: E402
 from elastix_trainer.train import Trainer  # noqa: E402
 
@@ -34,7 +36,7 @@ from elastix_trainer.train import Trainer  # noqa: E402
 def step_times(preset: str, steps: int, **extra) -> tuple[float, Trainer]:
     cfg = from_mapping(dict(preset=preset, steps=steps, batch_per_device=4, seq_len=64,
                             num_slices=4, **extra))
-    tr = Trainer(cfg, EventLog(None))
+    tr, _ = build_trainer(cfg, EventLog(None), StaticHealth(4))  # the step a run compiles
     tr.train(tr.start(range(4)))
     tr.finish()
     secs = [r["seconds"] for r in tr.events.of("step")][3:]

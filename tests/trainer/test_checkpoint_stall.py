@@ -14,7 +14,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from trainer_helpers import make_cfg
+from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer
@@ -127,7 +127,7 @@ class _Recording(Checkpointer):
 
 def test_the_loop_hands_a_same_step_snapshot_to_the_checkpoint(tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), snapshot_period=4, steps=6)
-    trainer = Trainer(cfg, EventLog(None))
+    trainer = make_trainer(cfg, EventLog(None))
     trainer.ckpt = _Recording(trainer, cfg.checkpoint_dir, cfg.checkpoint_period, trainer.events,
                               max_to_keep=cfg.max_to_keep)
     trainer.train(trainer.start(frozenset(trainer.slices)))

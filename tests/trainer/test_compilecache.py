@@ -74,9 +74,11 @@ from elastix_trainer.state import compilecache
 from elastix_trainer.config import parse_args
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.mesh import build_mesh
-from elastix_trainer.train import Trainer
+from elastix_trainer.elastic.health import StaticHealth
+from elastix_trainer.program import build_trainer
 compilecache.enable(sys.argv[1])
-tr = Trainer(parse_args(["--num-slices", "4", "--steps", "3"]), EventLog(None))
+tr, _ = build_trainer(parse_args(["--num-slices", "4", "--steps", "3"]), EventLog(None),
+                      StaticHealth(4))  # the step as a run builds it (with the fault seam)
 tr.step_fns_for(build_mesh(tr.slices, [int(c) for c in sys.argv[2]]))
 print(len(hits))
 """

@@ -12,11 +12,10 @@ import sys
 import jax
 import numpy as np
 import pytest
-from trainer_helpers import cli_env, losses, make_cfg, run_cli, run_elastic, wait_until
+from trainer_helpers import cli_env, losses, make_cfg, make_trainer, run_cli, run_elastic, wait_until
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer
-from elastix_trainer.train import Trainer
 
 
 def test_loss_goes_down(reference):
@@ -37,13 +36,13 @@ def test_stop_and_resume_matches_uninterrupted(reference, tmp_path):
     ckpt = tmp_path / "ckpt"
     cfg = make_cfg(checkpoint_dir=str(ckpt))
     events = EventLog(None)
-    first = Trainer(cfg, events)
+    first = make_trainer(cfg, events)
     session = first.start(range(4))
     assert first.train(session, until=4) == "completed"  # stop after step 4 (saved)
     first.finish()
     del first, session
 
-    second = Trainer(cfg, EventLog(None))  # a new trainer: nothing shared but the directory
+    second = make_trainer(cfg, EventLog(None))  # a new trainer: nothing shared but the directory
     session = second.start(range(4))
     assert session.restored["source"] == "checkpoint" and session.restored["step"] == 4
     assert second.train(session) == "completed"
@@ -59,8 +58,8 @@ def test_restore_onto_fewer_slices(reference, tmp_path):
     ckpt = tmp_path / "ckpt"
     shutil.copytree(reference["ckpt"], ckpt, ignore=shutil.ignore_patterns("8"))
     cfg = make_cfg(checkpoint_dir=str(ckpt))
-    four = Trainer(cfg, EventLog(None)).start(range(4))
-    three_tr = Trainer(cfg, EventLog(None))
+    four = make_trainer(cfg, EventLog(None)).start(range(4))
+    three_tr = make_trainer(cfg, EventLog(None))
     three = three_tr.start([0, 1, 3])
     assert three.restored["step"] == 4 and three.mesh.devices.shape == (3, 2)
     for a, b in zip(jax.tree.leaves(four.state), jax.tree.leaves(three.state), strict=True):

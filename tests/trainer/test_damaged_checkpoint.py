@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from trainer_helpers import REPO, cli_env, losses, make_cfg, run_elastic
+from trainer_helpers import REPO, cli_env, losses, make_cfg, make_trainer, run_elastic
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer
@@ -67,9 +67,8 @@ def test_missing_metadata_is_found_before_training(reference, tmp_path):
     ck = _copy(reference, tmp_path)
     os.remove(ck / "8" / "state" / "_METADATA")
     cfg = make_cfg(checkpoint_dir=str(ck))
-    from elastix_trainer.train import Trainer
 
-    trainer = Trainer(cfg, EventLog(None))
+    trainer = make_trainer(cfg, EventLog(None))
     trainer.check_resume()  # used to fail with Orbax's raw text and a "re-run" hint
     assert list(trainer.ckpt.damaged) == [8]
     assert trainer.restore_candidate() == ("checkpoint", 4)

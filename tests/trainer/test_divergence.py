@@ -6,11 +6,10 @@ import math
 
 import jax
 import pytest
-from trainer_helpers import make_cfg, run_cli, run_elastic
+from trainer_helpers import make_cfg, make_trainer, run_cli, run_elastic
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer
-from elastix_trainer.train import Trainer
 
 
 @pytest.mark.parametrize("flag,value", [("--lr", "inf"), ("--lr", "nan"), ("--lr", "0"),
@@ -46,7 +45,7 @@ def test_divergence_stops_the_run_and_checkpoints_stay_finite(tmp_path):
     # What is on storage restores to a finite state.
     ck = Checkpointer(cfg.checkpoint_dir, 2, EventLog(None))
     assert ck.committed_steps() == [2]
-    fresh = Trainer(cfg, EventLog(None))
+    fresh = make_trainer(cfg, EventLog(None))
     session = fresh.start(frozenset(fresh.slices))
     state, _, _ = ck.restore(2, session.fns.abstract)
     assert all(bool(jax.numpy.isfinite(x).all()) for x in jax.tree.leaves(state)

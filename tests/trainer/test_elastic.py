@@ -13,20 +13,19 @@ import os
 import jax
 import numpy as np
 import pytest
-from trainer_helpers import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, make_trainer, on, run_elastic
 
 from elastix_trainer.elastic.classify import classify
 from elastix_trainer.elastic.health import ManualHealth, StaticHealth
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer
-from elastix_trainer.train import Trainer
 
 
 def down_once_at(health: ManualHealth, step: int, *slices: int, times: int = 1):
-    """A before_step hook: set ``slices`` down before ``step`` the first ``times`` times."""
+    """A before_dispatch hook: set ``slices`` down before ``step`` the first ``times`` times."""
     fired = []
 
-    def hook(trainer, n):
+    def hook(session, n):
         if n == step and len(fired) < times:
             fired.append(n)
             health.set_down(*slices)
@@ -52,7 +51,7 @@ def test_pause_resume_matches_uninterrupted(reference, tmp_path, caplog):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 6, 2))
+        on(trainer, before_dispatch=down_once_at(health, 6, 2))
         setup.keep = runtime.step_times
 
     with caplog.at_level(logging.INFO, logger="elastix_trainer"):
@@ -80,7 +79,7 @@ def test_pause_resume_matches_uninterrupted(reference, tmp_path, caplog):
 def _resized_reference(cfg):
     """The same schedule as the faulty run, resized on purpose: 4 slices to step 2 (snapshot),
     3 slices from the step-2 snapshot to step 6, then 4 slices again."""
-    tr = Trainer(cfg, EventLog(None))
+    tr = make_trainer(cfg, EventLog(None))
     assert tr.train(tr.start(range(4)), until=2) == "completed"
     assert tr.train(tr.start([0, 1, 2]), until=6) == "completed"
     assert tr.train(tr.start(range(4))) == "completed"
@@ -97,14 +96,14 @@ def test_replica_resize_down_and_back_up(tmp_path):
     health = ManualHealth(4)
     passes = []
 
-    def back(trainer, n):  # slice 3 returns before step 6 of the second pass
+    def back(session, n):  # slice 3 returns before step 6 of the second pass
         passes.append(n)
         if n == 6 and passes.count(6) == 1 and 3 not in health.live_slices():
             health.set_up(3)
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 4, 3))
-        trainer.before_step.append(back)
+        on(trainer, before_dispatch=down_once_at(health, 4, 3))
+        on(trainer, before_dispatch=back)
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
@@ -129,10 +128,10 @@ def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
     cfg = make_cfg(checkpoint_dir=str(ck_dir))
 
     def setup(trainer, runtime):
-        def lose_during_save(tr, step):
-            if step == 4 and not tr.events.of("elastic_detected"):
+        def lose_during_save(session, step):
+            if step == 4 and not trainer.events.of("elastic_detected"):
                 health.set_down(1)
-        trainer.after_save.append(lose_during_save)
+        on(trainer, after_save=lose_during_save)
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
@@ -160,7 +159,7 @@ def test_slice_lost_in_the_step_being_saved(reference, tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), checkpoint_period=3)
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 6, 0))
+        on(trainer, before_dispatch=down_once_at(health, 6, 0))
 
     outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
@@ -176,12 +175,12 @@ def test_slice_lost_during_restore(reference, tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 6, 2))
+        on(trainer, before_dispatch=down_once_at(health, 6, 2))
 
-        def lose_while_restoring(tr, source, step):
-            if runtime.recoveries == 1 and not tr.events.of("restore"):
+        def lose_while_restoring(source, step):
+            if runtime.recoveries == 1 and not trainer.events.of("restore"):
                 health.set_down(3)
-        trainer.on_restore.append(lose_while_restoring)
+        on(trainer, after_restore=lose_while_restoring)
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
@@ -198,11 +197,11 @@ def test_two_losses_in_a_row(reference, tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 6, 1))
+        on(trainer, before_dispatch=down_once_at(health, 6, 1))
         again = down_once_at(health, 7, 2)
         # The loop runs a step ahead, so step 7 is dispatched before step 6's failure surfaces:
         # arm the second loss only once the first recovery is under way.
-        trainer.before_step.append(lambda tr, n: runtime.recoveries == 1 and again(tr, n))
+        on(trainer, before_dispatch=lambda s, n: runtime.recoveries == 1 and again(s, n))
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed" and runtime.recoveries == 2
@@ -218,7 +217,7 @@ def test_slice_loss_budget_exhausted(tmp_path):
     cfg = make_cfg(checkpoint_dir=str(ck_dir), max_slice_losses=1)
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 6, 1, times=5))
+        on(trainer, before_dispatch=down_once_at(health, 6, 1, times=5))
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "failed"
@@ -232,7 +231,7 @@ def test_slice_wait_timeout_is_a_clear_failure(tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), slice_wait_timeout=0.05)
 
     def setup(trainer, runtime):
-        trainer.before_step.append(down_once_at(health, 3, 0))
+        on(trainer, before_dispatch=down_once_at(health, 3, 0))
 
     outcome, _, _ = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "failed"
@@ -243,12 +242,12 @@ def test_user_error_is_not_a_slice_loss(reference, tmp_path):
     health = ManualHealth(4)
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
 
-    def boom(trainer, n):
+    def boom(session, n):
         if n == 6:
             raise ValueError("bug in user code")
 
     outcome, trainer, runtime = run_elastic(
-        cfg, health, setup=lambda tr, rt: tr.before_step.append(boom))
+        cfg, health, setup=lambda tr, rt: on(tr, before_dispatch=boom))
     assert outcome.status == "failed" and "ValueError: bug in user code" in outcome.reason
     assert runtime.history == [("other", "ValueError")] and runtime.slice_losses == 0
     assert health.waits == [4] and not trainer.events.of("elastic_detected")
@@ -258,16 +257,43 @@ def test_other_error_budget_retries_from_checkpoint(reference, tmp_path):
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), max_other_errors=1)
     raised = []
 
-    def flaky(trainer, n):
+    def flaky(session, n):
         if n == 7 and not raised:
             raised.append(n)
             raise OSError("transient input error")
 
     outcome, trainer, runtime = run_elastic(
-        cfg, StaticHealth(4), setup=lambda tr, rt: tr.before_step.append(flaky))
+        cfg, StaticHealth(4), setup=lambda tr, rt: on(tr, before_dispatch=flaky))
     assert outcome.status == "completed" and runtime.history == [("other", "OSError")]
     assert trainer.events.of("restore")[0]["step"] == 4
     assert_matches(losses(trainer.events), reference["losses"])
+
+
+def test_an_error_after_a_recovery_is_not_announced_as_it_again(reference, tmp_path):
+    """A recovery is said once: an error retried after its session began (here a transient
+    input error at step 7) restores again, but is no second ``elastic_restored`` of it."""
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), max_other_errors=1)
+    raised = []
+
+    def setup(trainer, runtime):
+        def flaky(session, n):
+            if n == 7 and runtime.recoveries == 1 and not raised:
+                raised.append(n)
+                raise OSError("transient input error")
+
+        on(trainer, before_dispatch=down_once_at(health, 6, 2))
+        on(trainer, before_dispatch=flaky)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed", outcome
+    assert runtime.history == [("slice_lost", "JaxRuntimeError"), ("other", "OSError")]
+    ev = trainer.events
+    assert [r["step"] for r in ev.of("restore")] == [4, 4]
+    assert [r["recovery"] for r in ev.of("elastic_restored")] == [1]
+    assert [r["recovery"] for r in ev.of("elastic_first_step")] == [1]
+    assert_matches(losses(ev), reference["losses"])
 
 
 def test_xla_error_from_user_code_is_not_slice_loss():
@@ -292,7 +318,7 @@ def test_snapshots_lose_fewer_steps(reference, tmp_path, snapshot_period):
     health.on_wait = back_up_on_wait
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), snapshot_period=snapshot_period)
     outcome, trainer, _ = run_elastic(
-        cfg, health, setup=lambda tr, rt: tr.before_step.append(down_once_at(health, 8, 3)))
+        cfg, health, setup=lambda tr, rt: on(tr, before_dispatch=down_once_at(health, 8, 3)))
     assert outcome.status == "completed"
     det, restored = trainer.events.of("elastic_detected")[0], trainer.events.of("elastic_restored")[0]
     lost = det["last_step"] - restored["step"]

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from trainer_helpers import REPO, cli_env, losses, make_cfg, run_elastic
+from trainer_helpers import REPO, cli_env, losses, make_cfg, on, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.obs.events import EventLog
@@ -51,10 +51,10 @@ def test_slice_lost_while_a_failing_write_is_in_flight(reference, small_disk):
     cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"))
 
     def setup(trainer, runtime):
-        def lose_during_save(tr, step):
-            if step == 8 and not tr.events.of("elastic_detected"):
+        def lose_during_save(session, step):
+            if step == 8 and not trainer.events.of("elastic_detected"):
                 health.set_down(2)
-        trainer.after_save.append(lose_during_save)
+        on(trainer, after_save=lose_during_save)
         # One more step than the reference's 8, so the loss right after the step-8 save is seen
         # by a step (the last step's save would otherwise end the run first).
         trainer.cfg.steps = 9

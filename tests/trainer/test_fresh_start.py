@@ -17,7 +17,7 @@ from trainer_helpers import make_cfg
 from elastix_trainer import step as step_mod
 from elastix_trainer.elastic.health import StaticHealth
 from elastix_trainer.obs.events import EventLog
-from elastix_trainer.train import Trainer
+from elastix_trainer.program import build_trainer
 
 _COMPILE = "/jax/core/compile/backend_compile_duration"
 _init_compiled = threading.Event()
@@ -43,7 +43,7 @@ def test_fresh_start_compiles_init_beside_the_step(tmp_path, monkeypatch):
     _init_compiled.clear()
     # a seed of its own: no other test in this process has built (or cached) these programs
     cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), seed=4242, num_slices=2)
-    trainer = Trainer(cfg, EventLog(None), StaticHealth(2))
+    trainer, _ = build_trainer(cfg, EventLog(None), StaticHealth(2))
     try:
         session = trainer.start(range(2))
     finally:

@@ -6,11 +6,10 @@ import json
 
 import pytest
 from fake_gcs import emulator_env
-from trainer_helpers import losses, make_cfg, run_elastic, shards_on_gcs
+from trainer_helpers import losses, make_cfg, make_trainer, run_elastic, shards_on_gcs
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import COMMIT_MARKER, Checkpointer
-from elastix_trainer.train import Trainer
 
 
 @pytest.fixture
@@ -24,7 +23,7 @@ def test_gcs_checkpoints_resume_and_events(gcs_env, reference):
     path = "gs://ckpts/run1"
     cfg = make_cfg(checkpoint_dir=path)
     events = EventLog(path + "/events.jsonl")
-    trainer = Trainer(cfg, events)
+    trainer = make_trainer(cfg, events)
     assert trainer.train(trainer.start(range(4)), until=4) == "completed"  # stop at step 4
     trainer.finish()
     events.close()

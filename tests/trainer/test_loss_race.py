@@ -10,6 +10,7 @@ local heartbeat receiver dates one (``losses``), and it fails the next step insi
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -17,7 +18,7 @@ import time
 import jax.numpy as jnp
 import pytest
 from fake_gcs import emulator_env
-from trainer_helpers import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, on, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.obs.events import EventLog
@@ -45,24 +46,25 @@ class DatedHealth(ManualHealth):
 
 
 def _kill_right_after(health: DatedHealth, step: int, *, exact: bool = True, down_at=None):
-    """An after_step hook: the loss is dated just after ``step`` completed (before its
-    snapshot's and checkpoint's copies), once; the slice is down from step ``down_at``."""
-    def after(trainer, n, seconds):
-        if n == step and not trainer.events.of("elastic_detected"):
+    """An after_complete hook: the loss is dated just after ``step`` completed (before its
+    snapshot's and checkpoint's copies), once; the slice is down from step ``down_at``. Both
+    hooks take ``events``, the run's log, once it exists."""
+    def after(events, session, n, done_at, seconds):
+        if n == step and not events.of("elastic_detected"):
             health.lose(1, time.monotonic(), exact)
             if down_at is None:
                 health.set_down(1)
 
-    def before(trainer, n):
-        if down_at is not None and n == down_at and not trainer.events.of("elastic_detected"):
+    def before(events, session, n):
+        if down_at is not None and n == down_at and not events.of("elastic_detected"):
             health.set_down(1)
     return after, before
 
 
 def _run(cfg, health, after, before):
     def setup(trainer, runtime):
-        trainer.after_step.append(after)
-        trainer.before_step.append(before)
+        on(trainer, after_complete=functools.partial(after, trainer.events),
+           before_dispatch=functools.partial(before, trainer.events))
     return run_elastic(cfg, health, setup=setup)
 
 

@@ -11,15 +11,14 @@ import os
 
 import jax
 import numpy as np
-from trainer_helpers import make_cfg
+from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state.checkpoint import Checkpointer, _one_replica
-from elastix_trainer.train import Trainer
 
 
 def _abstract():
-    trainer = Trainer(make_cfg(), EventLog(None))
+    trainer = make_trainer(make_cfg(), EventLog(None))
     return trainer.start(frozenset(trainer.slices)).fns.abstract
 
 
@@ -40,7 +39,7 @@ def test_on_pathways_without_persistence_one_replica_is_read(monkeypatch):
 
 def test_persistence_saves_without_ocdbt_and_restores(monkeypatch, tmp_path):
     monkeypatch.setenv("ENABLE_PATHWAYS_PERSISTENCE", "1")
-    trainer = Trainer(make_cfg(), EventLog(None))
+    trainer = make_trainer(make_cfg(), EventLog(None))
     session = trainer.start(frozenset(trainer.slices))
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
     ck.save(1, session.state, {"next_index": 3})

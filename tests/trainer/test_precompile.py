@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 
 import jax
-from trainer_helpers import losses, make_cfg, run_elastic
+from trainer_helpers import losses, make_cfg, on, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.elastic.local import fault
@@ -49,22 +49,22 @@ def _resize_run(tmp_path, precompile: bool, lr: float, at_fault=None):
     def setup(trainer, runtime):
         runtime.precompile = precompile
 
-        def before(tr, n):
+        def before(session, n):
             if n == 7 and not _recording.is_set() and runtime.recoveries == 0:
                 if runtime.precompiling is not None:
                     runtime.precompiling.join()  # the test waits; a real run would be unlucky
                 if at_fault is not None:
-                    at_fault(tr)
+                    at_fault(trainer)
                 _recording.set()
                 health.set_down(3)
 
-        def after(tr, n, seconds):
+        def after(session, n, done_at, seconds):
             if _recording.is_set() and runtime.recoveries == 1:
                 _recording.clear()
                 window.extend(x for x in _seen if x[0] != "elastix-precompile")
 
-        trainer.before_step.append(before)
-        trainer.after_step.append(after)
+        on(trainer, before_dispatch=before)
+        on(trainer, after_complete=after)
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     _recording.clear()
@@ -112,9 +112,9 @@ def test_warm_up_reads_no_fault_verdict_and_runs_once():
     the warm-up nor is consumed by it; a second warm-up of the same step does nothing."""
     from elastix_trainer.elastic.health import StaticHealth
     from elastix_trainer.obs.events import EventLog
-    from elastix_trainer.train import Trainer
+    from elastix_trainer.program import build_trainer
 
-    tr = Trainer(make_cfg(lr=1.4e-2), EventLog(None), StaticHealth(4))
+    tr, _ = build_trainer(make_cfg(lr=1.4e-2), EventLog(None), StaticHealth(4))  # with the seam
     fns = tr.step_fns_for(build_mesh(tr.slices, {1, 2, 3}))
     fault.arm(1, {0})
     try:

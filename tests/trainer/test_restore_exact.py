@@ -12,19 +12,18 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import tensorstore as ts
-from trainer_helpers import make_cfg
+from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import checkpoint
 from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.state.snapshot import host_copy
-from elastix_trainer.train import Trainer
 
 
 def _trained_like(num_slices: int):
     """(state, abstract): a tiny state with every float perturbed (fresh AdamW moments are zeros,
     which would hide a shard read from the wrong place)."""
-    trainer = Trainer(make_cfg(num_slices=num_slices), EventLog(None))
+    trainer = make_trainer(make_cfg(num_slices=num_slices), EventLog(None))
     session = trainer.start(frozenset(trainer.slices))
     leaves, tree = jax.tree.flatten(session.state)
     keys = jax.random.split(jax.random.key(1), len(leaves))

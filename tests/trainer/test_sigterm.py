@@ -106,7 +106,7 @@ def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
     """On GKE a JobSet's deletion sends SIGTERM to every pod at once: the slices may go before
     the head's final save. It does not wait for them to come back (they will not); it commits
     its newest host snapshot, newer than the last checkpoint, and exits 143."""
-    from trainer_helpers import make_cfg, run_elastic
+    from trainer_helpers import make_cfg, on, run_elastic
 
     from elastix_trainer.elastic.health import ManualHealth
     from elastix_trainer.program import _stop_on_sigterm
@@ -116,14 +116,14 @@ def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
     ck_dir = tmp_path / "ck"
     cfg = make_cfg(checkpoint_dir=str(ck_dir), steps=100, snapshot_period=5)
 
-    def term_and_lose(trainer, n):
+    def term_and_lose(session, n):
         if n == 7:
             os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the handler the CLI sets
             health.set_down(1, 2)
 
     def setup(trainer, runtime):
         _stop_on_sigterm(trainer)
-        trainer.before_step.append(term_and_lose)
+        on(trainer, before_dispatch=term_and_lose)
 
     previous = signal.getsignal(signal.SIGTERM)
     try:

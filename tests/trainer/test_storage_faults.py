@@ -10,7 +10,7 @@ import logging
 import pytest
 from fake_gcs import emulator_env
 from fault_proxy import Rule, fault_proxy
-from trainer_helpers import losses, make_cfg, run_cli, run_elastic, shards_on_gcs, wait_until
+from trainer_helpers import losses, make_cfg, on, run_cli, run_elastic, shards_on_gcs, wait_until
 
 UPLOAD = r"events\.jsonl"  # the events object's upload (its name is in the query)
 
@@ -64,7 +64,7 @@ def test_a_stalled_upload_does_not_hold_up_training(proxied):
     def setup(trainer, runtime):
         import time
 
-        trainer.after_step.append(lambda tr, n, s: done.__setitem__(n, time.monotonic()))
+        on(trainer, after_complete=lambda s, n, done_at, secs: done.__setitem__(n, time.monotonic()))
 
     outcome, trainer, _ = run_elastic(make_cfg(), events_path="gs://ckpts/stall/events.jsonl",
                                       setup=setup)

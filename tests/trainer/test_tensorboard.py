@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from trainer_helpers import make_cfg, run_cli, run_elastic
+from trainer_helpers import make_cfg, on, run_cli, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.obs.tboard import TensorBoardSink
@@ -43,11 +43,11 @@ def run_with_a_slice_lost(tmp_path: Path, cfg, at_step: int, slice_id: int):
     def setup(trainer, runtime):
         setup.board = TensorBoardSink(str(board_dir)).attach(trainer.events)
 
-        def down_once(tr, n, fired=[]):  # noqa: B006 - once per run
+        def down_once(session, n, fired=[]):  # noqa: B006 - once per run
             if n == at_step and not fired:
                 fired.append(n)
                 health.set_down(slice_id)
-        trainer.before_step.append(down_once)
+        on(trainer, before_dispatch=down_once)
 
     outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
     setup.board.close()

@@ -77,17 +77,43 @@ def losses(events) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in events.of("step")}
 
 
-def run_elastic(cfg, health=None, events_path=None, setup=None):
-    """Run the elastic runtime in-process. Returns (outcome, trainer, runtime)."""
+def make_trainer(cfg, events=None):
+    """A trainer built as ``elastix-train`` builds one (``program.build_trainer``: on CPU with
+    the local stand-in attached), with no runtime driving it: it compiles the same step a run
+    does, so its losses are bit-for-bit those of ``run_elastic``."""
     from elastix_trainer.elastic.health import StaticHealth
-    from elastix_trainer.elastic.runtime import ElasticRuntime
     from elastix_trainer.obs.events import EventLog
-    from elastix_trainer.train import Trainer
+    from elastix_trainer.program import build_trainer
+
+    events = EventLog(None) if events is None else events
+    return build_trainer(cfg, events, StaticHealth(cfg.num_slices))[0]
+
+
+def on(trainer, **fns):
+    """Attach hooks made of plain functions, named as ``train.Hooks``' methods (tests flip
+    health at exact steps): ``on(trainer, before_dispatch=lambda session, n: ...)``."""
+    from elastix_trainer.train import Hooks
+
+    hooks = Hooks()
+    for name, fn in fns.items():
+        if not callable(getattr(Hooks, name, None)):
+            raise TypeError(f"train.Hooks has no method {name}")
+        setattr(hooks, name, fn)
+    trainer.add_hooks(hooks)
+    return hooks
+
+
+def run_elastic(cfg, health=None, events_path=None, setup=None):
+    """Run the elastic runtime in-process, assembled as ``elastix-train`` assembles it.
+    Returns (outcome, trainer, runtime)."""
+    from elastix_trainer.elastic.health import StaticHealth
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.program import assemble
 
     events = EventLog(events_path)
     health = health or StaticHealth(cfg.num_slices)
-    trainer = Trainer(cfg, events, health)
-    runtime = ElasticRuntime(trainer, health)
+    runtime = assemble(cfg, events, health)
+    trainer = runtime.trainer
     if setup is not None:
         setup(trainer, runtime)
     try:

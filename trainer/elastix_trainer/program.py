@@ -3,6 +3,9 @@
 ``run(cfg)`` is what ``elastix-train`` does after parsing its flags: it picks the health source
 for where it runs, creates what the run writes to, wires the trainer, its runtime, the
 watchdog and TensorBoard together, and turns the run's outcome into an exit code.
+``assemble`` (and ``build_trainer`` under it) is the part tests and benchmarks share with it:
+the trainer and its runtime, with the local stand-in devices attached where the devices are
+stand-ins.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import signal
 from elastix.errors import UsageError
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer.elastic.health import HealthSource, PathwaysHealth, StaticHealth
-from elastix_trainer.elastic.local import fault
+from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
 from elastix_trainer.mesh import on_pathways, slice_devices
 from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_logging
@@ -37,6 +40,31 @@ def health_from_env(num_slices: int) -> HealthSource:
     if on_pathways():
         return PathwaysHealth()
     return StaticHealth(num_slices)
+
+
+def build_trainer(cfg, events: EventLog, health: HealthSource
+                  ) -> tuple[Trainer, LocalStandIn | None]:
+    """The trainer for ``cfg``, with the local stand-in attached where the devices need one.
+
+    Pathways' slices fail by themselves: a lost slice's step fails there, and its health
+    source is Pathways' own probe. Everywhere else the devices are this process's CPUs standing
+    in for the slices' chips, whatever the health source (the local heartbeats, a test's
+    manual one, the static one of a plain run), and ``LocalStandIn`` makes them fail as the
+    chips would, from that source.
+    """
+    trainer = Trainer(cfg, events)
+    if on_pathways() or isinstance(health, PathwaysHealth):
+        return trainer, None
+    standin = LocalStandIn(trainer, health)
+    trainer.add_hooks(standin)
+    return trainer, standin
+
+
+def assemble(cfg, events: EventLog, health: HealthSource) -> ElasticRuntime:
+    """The trainer for ``cfg`` (``build_trainer``) and the elastic runtime that drives it
+    (``runtime.trainer``), attached to it."""
+    trainer, standin = build_trainer(cfg, events, health)
+    return ElasticRuntime(trainer, health, standin)
 
 
 def _make_local_dir(flag: str, path: str | None) -> None:
@@ -109,7 +137,8 @@ def run(cfg) -> int:
                              "if missing) or a gs:// URL") from None
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
-        trainer = Trainer(cfg, events, health)
+        runtime = assemble(cfg, events, health)
+        trainer = runtime.trainer
         _stop_on_sigterm(trainer)
         trainer.check_resume()
         run_start_event(trainer, cfg)
@@ -119,8 +148,9 @@ def run(cfg) -> int:
                if limit > 0 else None)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
-        outcome = ElasticRuntime(trainer, health).run()
-        fault.drain()  # a failed step's error must not resurface in JAX's atexit handlers
+        outcome = runtime.run()
+        if runtime.standin is not None:
+            runtime.standin.drain()
         end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
         if dog is not None:
             dog.stop()

@@ -2,15 +2,19 @@
 
 State is ``{"params", "opt_state", "step"}``. The step is a pure function of (state, batch):
 no dropout and no sampling, so a run resumed from a checkpoint recomputes exactly what an
-uninterrupted run computes. Compiled functions are cached per (model, optimizer, mesh, seam), so
+uninterrupted run computes. Compiled functions are cached per (model, optimizer, mesh, prologue), so
 re-entering on a mesh seen before (scale back up, a second recovery) costs no recompile, and
 ``precompile`` builds them for meshes the run may shrink to, off the critical path (and, where
 it is cheap and safe, runs each once on throw-away zeros: ``warm_up``).
 
 The step is compiled ahead of time (``lower().compile()``) and called as that executable: what
-was built in the background is exactly what runs, with no retrace and no second compile. The
-local fault seam is a program of its own whose output feeds the step: a program with a host
-callback never enters JAX's persistent compilation cache, and the step is the one worth caching.
+was built in the background is exactly what runs, with no retrace and no second compile.
+
+A caller may give a *prologue*: a program run before each step on the step's number, whose
+zeros are added to the batch rows (the local backend's fault seam, which fails the step inside
+XLA as a lost slice would). It is compiled as a program of its own whose output feeds the step:
+a program with a host callback never enters JAX's persistent compilation cache, and the step is
+the one worth caching. This module knows nothing of what the prologue checks.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from elastix_trainer.elastic.local import fault
 from elastix_trainer.mesh import batch_sharding, num_devices, state_shardings
 from elastix_trainer.model import ModelConfig, init_params, loss_fn
 from elastix_trainer.obs.events import log
@@ -100,14 +103,21 @@ _lock = threading.Lock()
 _built: dict[tuple, Future] = {}  # one entry per mesh a run has used or prepared: a handful
 
 
+Prologue = Callable[[object, jax.Array, int], jax.Array]
+"""``prologue(mesh, step, rows)``: int32 zeros of shape ``[rows]`` sharded like the batch rows,
+computed from ``step`` (the number of the step about to run) before the step's forward pass; a
+failure inside it poisons the step on every device. Part of the compile cache key, so give
+the same function object every time (a module-level function, not a fresh lambda)."""
+
+
 def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-             seed: int, with_seam: bool) -> StepFns:
+             seed: int, prologue: Prologue | None = None) -> StepFns:
     """Compiled step (and jitted init) for ``mesh``, with NamedShardings for every leaf.
 
     Built once per arguments; a caller that asks while another thread (``precompile``) is
     building the same one waits for it instead of compiling it a second time.
     """
-    key = (model, opt, mesh, batch_per_device, seq_len, seed, with_seam)
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue)
     with _lock:
         fut = _built.get(key)
         mine = fut is None
@@ -173,8 +183,8 @@ def _finish_precompiles() -> None:
 
 
 WARM_STEP = -2
-"""The step counter of ``warm_up``'s throw-away state: the fault seam then checks step -1,
-which ``fault.arm`` never arms (steps count from 1)."""
+"""The step counter of ``warm_up``'s throw-away state: a prologue then sees step -1, which no
+real step is (steps count from 1), so nothing it keeps per step is read or consumed."""
 
 
 def warm_up(fns: StepFns) -> bool:
@@ -184,7 +194,7 @@ def warm_up(fns: StepFns) -> bool:
     (per executable: measured in docs/benchmarks.md), and the first step after a resize is
     exactly such a first run. Running it here, off the critical path, moves that cost off it.
     It changes nothing the run owns: a fresh zero state (donated, then dropped) and a zero
-    batch, no RNG, no data read, and a step counter no fault verdict names. Run by a
+    batch, no RNG, no data read, and a step counter no real step has (``WARM_STEP``). Run by a
     background thread while the loop steps: the CPU client launches programs with
     collectives one at a time, so the two cannot deadlock; the cost is one step's compute.
     Not for TPU/Pathways: it needs a second copy of the state in the slices' memory.
@@ -232,7 +242,7 @@ def fresh_state(model: ModelConfig, opt: OptConfig, mesh, seed: int) -> dict:
 
 
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-           seed: int, with_seam: bool) -> StepFns:
+           seed: int, prologue: Prologue | None) -> StepFns:
     tx = make_optimizer(opt)
     schedule = make_schedule(opt)
     abstract = abstract_state(model, opt, mesh, seed)
@@ -242,8 +252,8 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
 
     def train_step(state, batch, offset=None):
         if offset is not None:
-            # Zeros from the fault seam (see fault.py): a failed seam poisons them, and with
-            # them the whole step, on every device before any collective.
+            # Zeros from the prologue: a failed prologue poisons them, and with them the
+            # whole step, on every device before any collective.
             batch = batch + offset[:, None]
         loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch))(state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
@@ -254,16 +264,16 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
 
     batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
     init = init_fn(model, opt, mesh, seed)
-    if with_seam:
-        seam = jax.jit(lambda step: fault.seam(mesh, step + 1, rows), out_shardings=bsh)
-        seam_c = seam.lower(abstract["step"]).compile()
+    if prologue is not None:
+        pro = jax.jit(lambda step: prologue(mesh, step + 1, rows), out_shardings=bsh)
+        pro_c = pro.lower(abstract["step"]).compile()
         offset = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=bsh)
         core = jax.jit(train_step, in_shardings=(shardings, bsh, bsh),
                        out_shardings=(shardings, None), donate_argnums=0)
         core_c = core.lower(abstract, batch, offset).compile()
 
         def step(state, batch):
-            return core_c(state, batch, seam_c(state["step"]))
+            return core_c(state, batch, pro_c(state["step"]))
     else:
         core = jax.jit(train_step, in_shardings=(shardings, bsh), out_shardings=(shardings, None),
                        donate_argnums=0)

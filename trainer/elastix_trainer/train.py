@@ -5,26 +5,28 @@ runtime makes a new session after every event). The loop keeps one step in fligh
 loss is read after step N+1 is dispatched, as MaxText does, so Python overhead hides behind the
 device (a slice loss therefore surfaces a step late, as on Pathways). Checkpoint, snapshot and
 scale-up boundaries drain the pipeline first, so only known-good state is ever saved.
+
+Whatever else a run needs at a step's boundaries (the elastic runtime's bookkeeping, the local
+backend's stand-in devices, a test that fails a slice at step 6) is attached as ``Hooks``: one
+declared interface the loop calls at fixed points, so the loop itself holds no backend's code.
+The errors that end a run carry their own hint and exit code, as the launcher's do.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterable
 
 import jax
 import numpy as np
 
-from elastix.errors import UsageError
+from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
-from elastix_trainer.elastic.health import HealthSource, StaticHealth, lost
-from elastix_trainer.elastic.local import fault
 from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.obs.events import EventLog, log
@@ -32,6 +34,7 @@ from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout, check_ma
 from elastix_trainer.state.snapshot import SnapshotStore
 from elastix_trainer.step import (
     OptConfig,
+    Prologue,
     StepFns,
     abstract_state,
     fresh_state,
@@ -52,6 +55,55 @@ class Session:
     step: int  # the step whose result `state` holds (dispatched, maybe not yet completed)
     global_batch: int
     restored: dict | None = None  # {"source", "step", "bytes", "seconds", "path"} or None
+    recovery: int | None = None
+    """The elastic recovery this session resumes, if any (said by whoever started it, for its
+    hooks; the loop never reads it)."""
+
+    @property
+    def first_step(self) -> int:
+        """The first step this session runs: one past the state it started from."""
+        return (self.restored["step"] if self.restored else 0) + 1
+
+
+class Hooks:
+    """What the loop tells what is attached to a run, at fixed points of each step, and the
+    two things it asks of it (levanter's hooks, MaxText's explicit handler): the elastic
+    runtime, the local backend's stand-in devices, tests and benchmarks all attach this way.
+
+    Every method does nothing by default; override the ones needed. Hooks run in ascending
+    ``order``, then in the order attached. A hook that raises fails the step, as a failed
+    step would: the elastic runtime classifies the error.
+    """
+
+    order: int = 0
+    """Run before (lower) or after (higher) the other hooks at each point."""
+
+    step_prologue: Prologue | None = None
+    """A program the compiled step runs first (``step.Prologue``); at most one attached hook
+    gives one."""
+
+    def before_dispatch(self, session: Session, n: int) -> None:
+        """Step ``n`` is about to take its batch and be dispatched."""
+
+    def verify_complete(self, session: Session, n: int, done_at: float) -> None:
+        """Step ``n``'s result was read at monotonic ``done_at`` and is finite: raise to say it
+        did not complete after all (it is then neither logged nor counted)."""
+
+    def after_complete(self, session: Session, n: int, done_at: float, seconds: float) -> None:
+        """Step ``n`` completed at monotonic ``done_at``, ``seconds`` after the previous one,
+        and its ``step`` event is written."""
+
+    def after_save(self, session: Session, n: int) -> None:
+        """The checkpoint of step ``n`` was started (async: maybe not yet committed)."""
+
+    def after_restore(self, source: str, step: int) -> None:
+        """The run now holds ``step``, from ``source`` (``checkpoint``, ``snapshot``, or
+        ``init``: step 0, before its fresh state is made), and the data iterator is at it."""
+
+    def scale_up_wanted(self, session: Session) -> bool:
+        """At a step boundary: end this session for a bigger mesh (the state goes to a host
+        snapshot first)."""
+        return False
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
@@ -69,16 +121,15 @@ class Trainer:
     Args:
         cfg: validated config.
         events: the JSONL event log.
-        health: slice health (feeds the local fault seam); default all slices up.
+        hooks: what to attach at once (``add_hooks``).
     """
 
-    def __init__(self, cfg: TrainConfig, events: EventLog, health: HealthSource | None = None):
+    def __init__(self, cfg: TrainConfig, events: EventLog, hooks: Iterable[Hooks] = ()):
         self.cfg, self.events = cfg, events
         self.model = model_config(cfg)
         self.opt = OptConfig(lr=cfg.lr, warmup_steps=cfg.warmup_steps, total_steps=cfg.steps,
                              schedule=cfg.lr_schedule, weight_decay=cfg.weight_decay)
         self.slices = slice_devices(cfg.num_slices)
-        self.health = health or StaticHealth(len(self.slices))
         self.data = make_iterator(cfg.data, cfg.seq_len, self.model.vocab_size, cfg.seed)
         self.ckpt = (Checkpointer(cfg.checkpoint_dir, cfg.checkpoint_period, events,
                                   continuous=cfg.continuous_checkpointing,
@@ -86,17 +137,16 @@ class Trainer:
                                   settle_timeout=cfg.checkpoint_timeout)
                      if cfg.checkpoint_dir else None)
         self.snapshots = SnapshotStore(events)
-        self.seam = not on_pathways()  # on Pathways real faults surface by themselves
         self.last_completed = 0
-        # (monotonic time, step) of every completed or restored step, newest last: which state
-        # the run held at a given moment (a slice's loss is dated after the fact).
-        self.timeline: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
-        self.before_step: list[Callable[[Trainer, int], None]] = []  # hooks (tests, runtime)
-        self.after_step: list[Callable[[Trainer, int, float], None]] = []
-        self.after_save: list[Callable[[Trainer, int], None]] = []
-        self.on_restore: list[Callable[[Trainer, str, int], None]] = []
-        self.scale_up_check: Callable[[Session], bool] | None = None
+        self.hooks: list[Hooks] = []
+        self.add_hooks(*hooks)
+
+    def add_hooks(self, *hooks: Hooks) -> None:
+        """Attach ``hooks``; they run in ascending ``order``, then in the order attached."""
+        self.hooks = sorted([*self.hooks, *hooks], key=lambda h: h.order)
+        if sum(h.step_prologue is not None for h in self.hooks) > 1:
+            raise ValueError("two attached hooks give a step prologue; the step runs one")
 
     def check_resume(self) -> None:
         """Fail with a usage error, before training, when the newest committed checkpoint
@@ -130,8 +180,9 @@ class Trainer:
 
     def step_fns_for(self, mesh) -> StepFns:
         """The compiled step for ``mesh`` (built once per mesh, by whichever thread asks first)."""
+        prologue = next((h.step_prologue for h in self.hooks if h.step_prologue), None)
         return step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
-                        self.cfg.seed, self.seam)
+                        self.cfg.seed, prologue)
 
     def precompile(self, candidates, stop: threading.Event, warm: bool = False
                    ) -> threading.Thread:
@@ -176,7 +227,8 @@ class Trainer:
                     raise self.ckpt.unreadable()
                 self.data.restore({"next_index": 0})
                 self.last_completed = 0
-                self.timeline.append((time.monotonic(), 0))
+                for hook in self.hooks:
+                    hook.after_restore("init", 0)
                 # the init program compiles here while the step compiles in start()'s thread
                 state = fresh_state(self.model, self.opt, mesh, self.cfg.seed)
                 return Session(ids, mesh, self.step_fns_for(mesh), state, 0, gb)
@@ -197,11 +249,10 @@ class Trainer:
             break
         jax.block_until_ready(state)
         seconds = time.monotonic() - t0
-        for hook in self.on_restore:
-            hook(self, source, step)
         self.data.restore(data_state)
         self.last_completed = step
-        self.timeline.append((time.monotonic(), step))
+        for hook in self.hooks:
+            hook.after_restore(source, step)
         info = {"source": source, "step": step, "bytes": nbytes, "seconds": seconds, "path": path}
         if source == "checkpoint" and self.ckpt.last_verify is not None:
             info["verified"] = self.ckpt.last_verify[0]  # against the checksums of its commit
@@ -215,8 +266,8 @@ class Trainer:
         """Run steps until ``until`` (default ``cfg.steps``).
 
         Returns:
-            ``"completed"`` or ``"scale_up"`` (``scale_up_check`` fired at a safe point; the
-            state is in a fresh host snapshot). Raises whatever a step raises.
+            ``"completed"`` or ``"scale_up"`` (a hook's ``scale_up_wanted`` at a safe point; the
+            state is in a fresh host snapshot). Raises whatever a step (or a hook) raises.
         """
         target = self.cfg.steps if until is None else until
         flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
@@ -227,11 +278,9 @@ class Trainer:
                     self._complete(s, pending, t_prev, flops)
                 self._save_on_stop(s)
             n = s.step + 1
-            for hook in self.before_step:
-                hook(self, n)
+            for hook in self.hooks:
+                hook.before_dispatch(s, n)
             batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
-            if self.seam:
-                fault.arm(n, lost(s.slice_ids, self.health))
             s.state, metrics = s.fns.step(s.state, batch)
             s.step = n
             if pending is not None:
@@ -241,7 +290,7 @@ class Trainer:
                 time.sleep(self.cfg.step_delay)
             snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
             ckpt_due = self.ckpt is not None and (self.ckpt.due(n) or n == target == self.cfg.steps)
-            scale_up = self.scale_up_check is not None and self.scale_up_check(s)
+            scale_up = any(hook.scale_up_wanted(s) for hook in self.hooks)
             if not (snap_due or ckpt_due or scale_up or n == target):
                 continue
             t_prev = self._complete(s, pending, t_prev, flops)
@@ -257,8 +306,8 @@ class Trainer:
             if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
                 self.ckpt.save(n, s.state, data_state,
                                host_state=snap.host_state if snap is not None else None)
-                for hook in self.after_save:
-                    hook(self, n)
+                for hook in self.hooks:
+                    hook.after_save(s, n)
             if scale_up and n < target:
                 if self.ckpt is not None:
                     self.ckpt.settle()  # scale up only once any in-flight save has settled
@@ -276,7 +325,8 @@ class Trainer:
             raise Diverged(f"the loss is {value} at step {n}: training diverged; nothing from "
                            f"step {n} on is saved")
         now = time.monotonic()
-        self._gate(s, n, now)
+        for hook in self.hooks:
+            hook.verify_complete(s, n, now)
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
         self.events.emit(eventspec.STEP, step=n, seconds=seconds, loss=value,
@@ -285,71 +335,9 @@ class Trainer:
                          tokens_per_second_per_device=s.global_batch * self.cfg.seq_len
                          / s.fns.num_devices / max(seconds, 1e-9))
         self.last_completed = n
-        self.timeline.append((now, n))
-        for hook in self.after_step:
-            hook(self, n, seconds)
+        for hook in self.hooks:
+            hook.after_complete(s, n, now, seconds)
         return now
-
-    def _gate(self, s: Session, n: int, done_at: float) -> None:
-        """Local backend: a step whose slice lost a host before it completed did not complete.
-
-        The controller's CPU devices stand in for the slices' chips and would go on computing
-        after a host process died; on TPU a step that needs a dead slice fails or hangs until
-        the loss is detected. So, once the health source knows a host of this mesh exited
-        (``losses(exact=True)``), this waits for the detection (the heartbeat timeout; the
-        fault seam fails the steps dispatched meanwhile) and raises as Pathways would.
-        """
-        losses = getattr(self.health, "losses", None) if self.seam else None
-        if losses is None:
-            return
-        gone = losses(s.slice_ids, exact=True)
-        if not gone or min(gone.values()) > done_at:
-            return
-        since = min(gone.values())
-        deadline = since + getattr(self.health, "timeout", 2.0) + 0.5
-        while not lost(s.slice_ids, self.health) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        raise jax.errors.JaxRuntimeError(
-            f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host before step {n} "
-            f"completed (elastix local fault seam)")
-
-    def step_at(self, t: float) -> int | None:
-        """The step whose state the run held at monotonic time ``t`` (None: before the record)."""
-        for when, step in reversed(self.timeline):
-            if when <= t:
-                return step
-        return None
-
-    def discard_after(self, t: float) -> tuple[int, int] | None:
-        """Forget the work done after monotonic time ``t``, when a slice was already gone.
-
-        Steps completed after ``t`` ran on the stand-in devices of a dead slice: they are not
-        counted (``last_completed`` goes back), and the snapshots and checkpoints of those steps
-        are never restored. What counts is when a step *completed*, not when its host copy
-        ended: the state of a step completed before ``t`` is the same bytes whenever it is
-        copied (a kill 3 ms after step 340 used to drop the snapshot and delete the committed
-        checkpoint of 340, whose copies ended after the kill). A committed checkpoint is never
-        deleted here: the checkpointer un-commits an in-flight save of a discarded step before
-        reporting it committed, and only skips one it already reported. Returns (kept step,
-        last step before) when something went back, else None.
-        """
-        good = self.step_at(t)
-        before = self.last_completed
-        newest_kept = good if good is not None else -1
-        for snap in self.snapshots.drop_newer(newest_kept):
-            log.warning("elastix: the host snapshot of step %d holds a step completed after a "
-                        "slice was gone: dropped", snap.step)
-        if self.ckpt is not None:
-            for step in self.ckpt.void_newer(newest_kept, since=t):
-                log.warning("elastix: the checkpoint of step %d holds a step completed after a "
-                            "slice was gone: it is never restored", step)
-        if good is None or good >= before:
-            return None
-        self.last_completed = good
-        log.warning("elastix: steps %d-%d completed after a slice was gone (on the local "
-                    "backend's stand-in devices; on TPU they could not have): not kept",
-                    good + 1, before)
-        return good, before
 
     def _save_on_stop(self, s: Session) -> None:
         """A stop was requested (SIGTERM): commit the current step if time allows, then raise
@@ -409,7 +397,7 @@ class Trainer:
         have passed); if that fails too, ``FinalSaveFailed`` says so and the run fails.
 
         Raises:
-            FinalSaveFailed: the final step could not be committed.
+            FinalSaveFailed: the final step could not be committed (or its write hung).
         """
         if self.ckpt is None:
             return
@@ -426,15 +414,29 @@ class Trainer:
                 except OSError as e:  # clearing the failed attempt's files failed too
                     ok, error = False, (str(e).splitlines() or [type(e).__name__])[0]
                 if ok is not True:
-                    raise FinalSaveFailed(final, self.ckpt.last_error() or error,
-                                          self.ckpt.latest_committed())
+                    newest = self.ckpt.latest_committed()
+                    raise FinalSaveFailed(
+                        f"the final checkpoint (step {final}) did not commit: "
+                        f"{self.ckpt.last_error() or error}; the newest committed checkpoint is "
+                        + (f"step {newest}" if newest is not None else "none"), final, newest)
+        except SaveTimeout as e:  # the write in flight hung: the same failure, said by itself
+            raise FinalSaveFailed(str(e), final, None) from None
         finally:
             self.ckpt.close()
 
 
-class Diverged(Exception):
+STORAGE_HINT = ("make the storage writable again (free space, fix access), then re-run with "
+                "the same --checkpoint-dir: it resumes from the newest committed step")
+STOPPED_HINT = "it stopped on request; re-run with the same --checkpoint-dir to resume"
+
+
+class Diverged(ElastixError):
     """The loss or the state stopped being finite: the run stops (it is not retried, since the
     same data and learning rate would diverge again) and the state is never saved."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, hint="lower --lr (or check the data); every committed "
+                         "checkpoint holds a finite state")
 
 
 def _finite_tree(state):
@@ -455,8 +457,11 @@ def _all_finite(state) -> bool:
     return bool(_finite_jit(state))
 
 
-class Terminated(Exception):
-    """The process was asked to stop (SIGTERM) and stopped at a step boundary."""
+class Terminated(ElastixError):
+    """The process was asked to stop (SIGTERM) and stopped at a step boundary. Exit code 143
+    (128 + SIGTERM), as a process the signal ended, so a supervisor tells it from a failure."""
+
+    exit_code = 143
 
     def __init__(self, why: str, step: int, committed: int | None, seconds: float,
                  note: str) -> None:
@@ -464,17 +469,15 @@ class Terminated(Exception):
                  else f"newest committed checkpoint: step {committed}" if committed is not None
                  else "no checkpoint committed")
         super().__init__(f"stopped by {why} after step {step}: {saved} ({seconds:.3f} s)"
-                         + (f"; {note}" if note else ""))
+                         + (f"; {note}" if note else ""), hint=STOPPED_HINT)
         self.step, self.committed = step, committed
 
 
-class FinalSaveFailed(Exception):
+class FinalSaveFailed(ElastixError):
     """The final step's checkpoint could not be committed: the run has not completed."""
 
-    def __init__(self, step: int, error: str, committed: int | None) -> None:
-        newest = f"step {committed}" if committed is not None else "none"
-        super().__init__(f"the final checkpoint (step {step}) did not commit: {error}; the newest "
-                         f"committed checkpoint is {newest}")
+    def __init__(self, message: str, step: int, committed: int | None) -> None:
+        super().__init__(message, hint=STORAGE_HINT)
         self.step, self.committed = step, committed
 
 

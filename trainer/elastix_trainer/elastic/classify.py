@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 
-from elastix_trainer.elastic.health import HealthSource, probe
+from elastix_trainer.elastic.health import HealthSource
 
 
 class SliceLost(RuntimeError):
@@ -47,7 +47,7 @@ def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
     maybe = [s for s in MAYBE_SLICE_DOWN_STATUSES if s in text]
     if not maybe:
         return "other"
-    if frozenset(mesh_slices) - probe(health):
+    if frozenset(mesh_slices) - health.probe():
         return "slice_lost"
     return "other" if maybe == ["INTERNAL"] else "slice_lost"
 

@@ -15,11 +15,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol, runtime_checkable
+
+from elastix.errors import ElastixError
+from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
+
+WAIT_HINT = ("`elastix workload status` shows the missing slice's hosts; a longer "
+             "--slice-wait-timeout waits longer (on GKE a hung TPU VM's pod is evicted after "
+             "about 5 min), and replica-resize with --min-slices below the slice count goes on "
+             "without it")
+"""What helps a run that gave up waiting for slices (a slice that never came back)."""
 
 
-class SliceWaitTimeout(TimeoutError):
-    """Not enough slices came up in time (raised by every health source's ``wait_for``)."""
+class SliceWaitTimeout(ElastixError, TimeoutError):
+    """Not enough slices came up in time (raised by every health source's ``wait_for``).
+
+    An ``ElastixError`` with its hint, so the run ends with it as it is; still a
+    ``TimeoutError`` for callers that only know the standard library's."""
+
+    def __init__(self, message: str, hint: str | None = WAIT_HINT) -> None:
+        super().__init__(message, hint)
 
 
 class WaitStopped(Exception):
@@ -37,27 +51,50 @@ def stopped(stop: Callable[[], bool] | None, live: frozenset[int], required: int
         raise WaitStopped(f"stopped while waiting for slices ({len(live)} of {required} live)")
 
 
-@runtime_checkable
-class HealthSource(Protocol):
-    """The view of slice health the elastic runtime uses."""
+class HealthSource:
+    """The view of slice health the elastic runtime and the local stand-in use.
+
+    ``live_slices`` and ``wait_for`` are what every source must say; the rest have defaults
+    for a source that knows no more (the static, manual and Pathways ones date no loss), so a
+    caller asks every source the same questions and never probes for a method.
+    """
+
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds after a host stops counting by which the source says its slice is down (the
+    heartbeat timeout): how long a step on a slice already lost may wait for that verdict."""
 
     def live_slices(self) -> frozenset[int]:
         """Current view, non-blocking."""
-        ...
+        raise NotImplementedError
 
     def wait_for(self, required: int, timeout: float,
                  stop: Callable[[], bool] | None = None) -> frozenset[int]:
-        """Block until >= ``required`` slices are live; raise on timeout (``SliceWaitTimeout``)
-        or, at the source's next check after ``stop()`` turns true (0.1 s for heartbeats, the
-        probe interval of at most 5 s on Pathways: inside a pod's 30 s grace), ``WaitStopped``."""
-        ...
+        """Block until >= ``required`` slices are live; raise ``SliceWaitTimeout`` after
+        ``timeout`` seconds or, at the source's next check after ``stop()`` turns true (0.1 s
+        for heartbeats, the probe interval of at most 5 s on Pathways: inside a pod's 30 s
+        grace), ``WaitStopped``."""
+        raise NotImplementedError
+
+    def probe(self) -> frozenset[int]:
+        """A fresh view: a blocking check now where the source has one (Pathways), else the
+        current view (already fresh for heartbeats, static and manual sources)."""
+        return self.live_slices()
+
+    def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
+        """Slices of ``slices`` known lost, each with since when (monotonic clock). Only a
+        source that can date a loss says any (the local heartbeats); ``exact``: only losses
+        dated exactly (a host's exit), not a host that merely went silent."""
+        return {}
+
+    def forget(self, slices) -> None:
+        """Drop the loss records of ``slices``: they are live now, whatever befell them while
+        they were outside the mesh (the runtime scales up onto them)."""
 
     def close(self) -> None:
         """Stop any background work."""
-        ...
 
 
-class StaticHealth:
+class StaticHealth(HealthSource):
     """All ``num_slices`` slices, always live."""
 
     def __init__(self, num_slices: int) -> None:
@@ -72,11 +109,8 @@ class StaticHealth:
             raise SliceWaitTimeout(f"only {len(self._all)} slices exist, {required} required")
         return self._all
 
-    def close(self) -> None:
-        pass
 
-
-class ManualHealth:
+class ManualHealth(HealthSource):
     """Slices set down/up by the caller (tests, demos). Thread-safe."""
 
     def __init__(self, num_slices: int) -> None:
@@ -116,18 +150,8 @@ class ManualHealth:
                 self._cond.wait(left if stop is None else min(left, 0.1))
             return frozenset(self._live)
 
-    def close(self) -> None:
-        pass
 
-
-def probe(health: HealthSource) -> frozenset[int]:
-    """A fresh view: the source's ``probe()`` when it has one (a blocking check now), else its
-    ``live_slices()`` (already current for heartbeats, static and manual sources)."""
-    fresh = getattr(health, "probe", None)
-    return fresh() if fresh is not None else health.live_slices()
-
-
-class PathwaysHealth:
+class PathwaysHealth(HealthSource):
     """pathwaysutils' slice probe, told when to look by a watch on the worker pods.
 
     ``live_slices()`` returns the last view (never blocks the training loop). ``probe()``

@@ -13,6 +13,13 @@ step boundary after slices return, once any in-flight save has settled.
 Budgets are separate: slice losses (``max_slice_losses``) and other errors
 (``max_other_errors``; an error in user code is never retried as a slice loss). An exhausted
 budget ends the run with a clear error; committed checkpoints are left intact.
+
+Errors that no retry can help (``Diverged``, ``Terminated``, ``FinalSaveFailed``,
+``CheckpointsUnreadable``, ``SliceWaitTimeout``, ``TrainingFailed``: every ``ElastixError``)
+carry their own message, hint and exit code; ``run`` is the one place that turns one into the
+run's ``Outcome``. The runtime attaches itself to the trainer as a ``Hooks`` object; where the
+devices are stand-ins (``program.assemble``) it is also handed the ``LocalStandIn``, to forget
+the work done after a dated loss and to clear the fault seam's verdicts.
 """
 
 from __future__ import annotations
@@ -27,24 +34,14 @@ import jax
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer.elastic.classify import SliceLost, classify, error_line
-from elastix_trainer.elastic.health import (
-    HealthSource,
-    SliceWaitTimeout,
-    WaitStopped,
-    lost,
-    )
-from elastix_trainer.elastic.local import fault
+from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, WaitStopped, lost
+from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.mesh import on_pathways
 from elastix_trainer.obs.events import EventLog, log
-from elastix_trainer.state.checkpoint import CheckpointsUnreadable, SaveTimeout
-from elastix_trainer.train import Diverged, FinalSaveFailed, Session, Terminated, Trainer
+from elastix_trainer.state.checkpoint import SaveTimeout
+from elastix_trainer.train import Hooks, Session, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
-WAIT_HINT = ("`elastix workload status` shows the missing slice's hosts; a longer "
-             "--slice-wait-timeout waits longer (on GKE a hung TPU VM's pod is evicted after "
-             "about 5 min), and replica-resize with --min-slices below the slice count goes on "
-             "without it")
-"""The hint of a run that gave up waiting for slices (a slice that never came back)."""
 
 
 class TrainingFailed(ElastixError):
@@ -64,18 +61,28 @@ class Outcome:
     """The process's exit code when the run did not complete (143 after SIGTERM)."""
 
 
-class ElasticRuntime:
+class ElasticRuntime(Hooks):
     """Runs ``trainer`` to completion through slice losses.
 
     Args:
-        trainer: the trainer (its config carries mode and budgets).
+        trainer: the trainer (its config carries mode and budgets); the runtime attaches
+            itself to it.
         health: slice health.
+        standin: the local stand-in devices attached to ``trainer``, if any.
         clock: monotonic clock (injected so tests and benchmarks control it).
+        precompile: replica-resize: compile the step for the meshes one slice smaller in the
+            background once a session has completed its first step (off: a resize compiles
+            on its critical path).
+        warm_up: with ``precompile``, also run each precompiled step once on throw-away zeros,
+            so the first step after a resize is not the executable's first run
+            (``step.warm_up``). None: on the CPU backend only (``warm_by_default``).
     """
 
-    def __init__(self, trainer: Trainer, health: HealthSource, clock=time.monotonic) -> None:
+    def __init__(self, trainer: Trainer, health: HealthSource,
+                 standin: LocalStandIn | None = None, clock=time.monotonic,
+                 precompile: bool = True, warm_up: bool | None = None) -> None:
         cfg = trainer.cfg
-        self.trainer, self.health, self.clock = trainer, health, clock
+        self.trainer, self.health, self.standin, self.clock = trainer, health, standin, clock
         self.events: EventLog = trainer.events
         self.total = len(trainer.slices)
         self.resize = cfg.elastic_mode == "replica-resize"
@@ -83,120 +90,88 @@ class ElasticRuntime:
         if self.min_slices > self.total:
             raise UsageError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
                              hint=f"use --min-slices {self.total} or fewer")
+        self.precompile, self.warm_up = precompile, warm_up
         self.recoveries = self.slice_losses = self.other_errors = 0
         self.history: list[tuple[str, str]] = []  # (kind, error type) of every error handled
         # A plain object made before any event; recovery logs prove it is still the same one.
         self.step_times: list[float] = []
-        self._first_step_of: int | None = None
-        self._precompile_for: frozenset[int] | None = None  # a session's slices, until step 1
-        self.precompiling = None  # the background compile's thread, once started
+        self.precompiling: threading.Thread | None = None  # the background compile, once begun
         self._stop_precompile = threading.Event()
-        trainer.after_step.append(self._after_step)
-        if self.resize:
-            trainer.scale_up_check = self._scale_up_wanted
+        trainer.add_hooks(self)
 
-    precompile = True
-    """replica-resize: compile the step for the meshes one slice smaller in the background once
-    a session has completed its first step (off: a resize compiles on its critical path)."""
-
-    warm_up: bool | None = None
-    """With ``precompile``: also run each precompiled step once on throw-away zeros, so the
-    first step after a resize is not the executable's first run (``step.warm_up``). None: on
-    the CPU backend only (the local backend, where it was measured to matter); on TPU and
-    Pathways it would need a second copy of the state in the surviving slices' memory."""
-
-    def _after_step(self, trainer: Trainer, step: int, seconds: float) -> None:
+    # -- hooks: what the loop tells the runtime ------------------------------------------------
+    def after_complete(self, session: Session, n: int, done_at: float, seconds: float) -> None:
         self.step_times.append(seconds)
-        if self._precompile_for is not None:
-            ids, self._precompile_for = self._precompile_for, None
-            smaller = [ids - {i} for i in sorted(ids)] if len(ids) > self.min_slices else []
-            if smaller:
-                warm = warm_by_default() if self.warm_up is None else self.warm_up
-                self.precompiling = trainer.precompile(smaller, self._stop_precompile, warm)
-        if self._first_step_of is not None:
-            r, self._first_step_of = self._first_step_of, None
-            self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=r, step=step, seconds=seconds)
+        if n != session.first_step:
+            return
+        if self.resize and self.precompile:
+            self._precompile_smaller(session.slice_ids)
+        if session.recovery is not None:
+            self.events.emit(eventspec.ELASTIC_FIRST_STEP, recovery=session.recovery, step=n,
+                             seconds=seconds)
 
-    def _scale_up_wanted(self, s: Session) -> bool:
-        return bool((self.health.live_slices() & frozenset(self.trainer.slices)) - s.slice_ids)
+    def scale_up_wanted(self, session: Session) -> bool:
+        return self.resize and bool(self._live_known() - session.slice_ids)
 
-    def _required(self) -> int:
-        return self.min_slices if self.resize else self.total
+    def _precompile_smaller(self, ids: frozenset[int]) -> None:
+        smaller = [ids - {i} for i in sorted(ids)] if len(ids) > self.min_slices else []
+        if smaller:
+            warm = warm_by_default() if self.warm_up is None else self.warm_up
+            self.precompiling = self.trainer.precompile(smaller, self._stop_precompile, warm)
 
+    # -- the run -------------------------------------------------------------------------------
     def run(self) -> Outcome:
-        """Train to ``cfg.steps``; returns the outcome (never raises for training errors)."""
+        """Train to ``cfg.steps``; returns the outcome (never raises for training errors).
+
+        The one boundary: an ``ElastixError`` from anywhere in the run becomes the failed
+        outcome, with its message, hint and exit code.
+        """
         try:
-            return self._run()
+            self._run()
+            return Outcome("completed", "all steps done", self.trainer.last_completed)
+        except ElastixError as e:
+            self._abandon_saves()
+            return Outcome("failed", e.message, self.trainer.last_completed, e.hint, e.exit_code)
         finally:  # the compile in flight finishes; step.py waits for it at exit
             self._stop_precompile.set()
 
-    def _run(self) -> Outcome:
+    def _run(self) -> None:
+        """Sessions until the last step is committed; raises an ``ElastixError`` to stop."""
         tr = self.trainer
         if tr.ckpt is not None:
             tr.ckpt.cleanup_uncommitted()
-        try:
-            use = self._wait_at_start()
-        except TimeoutError as e:  # SliceWaitTimeout from every health source, or a third party's
-            return self._fail(f"not enough slices to start: {e}", hint=WAIT_HINT)
+        use = self._wait_at_start()
+        recovery = None  # the recovery the next session resumes (its restore is that one's)
         while True:
             session = None
             try:
                 session = tr.start(use)
-                self._verify(session)
-                if self.resize and self.precompile:
-                    self._precompile_for = session.slice_ids
+                self._verify(session, recovery)
+                recovery = None  # said: an error from here on is not that recovery's
                 if tr.train(session) == "completed":
-                    try:
-                        tr.finish(session)
-                    except (FinalSaveFailed, SaveTimeout) as e:
-                        return self._fail(str(e), hint="make the storage writable again (free "
-                                          "space, fix access), then re-run with the same "
-                                          "--checkpoint-dir: it resumes from the newest "
-                                          "committed step")
-                    return Outcome("completed", "all steps done", tr.last_completed)
+                    tr.finish(session)
+                    return
                 new = self._live_known()
-                forget = getattr(self.health, "forget", None)
-                if forget is not None:  # what befell them outside the mesh is history
-                    forget(new - session.slice_ids)
+                self.health.forget(new - session.slice_ids)  # what befell them outside: history
                 self._resize_event(session.slice_ids, new, "scale up")
                 use = new
-            except SliceWaitTimeout as e:
-                return self._fail(str(e), hint=WAIT_HINT)
-            except TrainingFailed as e:
-                return self._fail(str(e))
-            except CheckpointsUnreadable as e:
-                return self._fail(e.message, hint=e.hint)
-            except Terminated as e:
-                outcome = self._fail(str(e), hint="it stopped on request; re-run with the same "
-                                     "--checkpoint-dir to resume")
-                return dataclasses.replace(outcome, exit_code=143)
-            except Diverged as e:
-                return self._fail(str(e), hint="lower --lr (or check the data); every committed "
-                                  "checkpoint holds a finite state")
+            except ElastixError:
+                raise  # it says what happened and what helps: no retry would
             except Exception as e:  # noqa: BLE001 - classified below; KeyboardInterrupt passes
                 mesh = session.slice_ids if session is not None else frozenset(use)
                 del session  # drop references to poisoned arrays before the next attempt
-                outcome = self._handle(e, mesh)
-                if outcome is not None:
-                    return outcome
+                recovery = self._handle(e, mesh) or recovery  # another error: still that one
                 if tr.stop_requested:  # stopping: no recovery, keep what host memory holds
-                    return self._stopped_after_loss()
+                    raise tr.stop_after_loss() from None
                 try:
                     new = self._wait_for_slices(recovery=self.recoveries)
                 except WaitStopped:  # asked to stop meanwhile: the slices no longer matter
-                    return self._stopped_after_loss()
-                except TimeoutError as e2:
-                    return self._fail(f"gave up waiting for slices after slice loss: {e2}",
-                                      hint=WAIT_HINT)
+                    raise tr.stop_after_loss() from None
+                except TimeoutError as e2:  # SliceWaitTimeout, or a third-party source's
+                    raise SliceWaitTimeout(f"gave up waiting for slices after slice loss: "
+                                           f"{e2}") from None
                 self._resize_event(mesh, new, "resize")
                 use = new
-
-    def _stopped_after_loss(self) -> Outcome:
-        """The run ends on request after a slice loss, with what host memory held committed
-        (``Trainer.stop_after_loss``); exit code 143."""
-        outcome = self._fail(str(self.trainer.stop_after_loss()), hint="it stopped on request; "
-                             "re-run with the same --checkpoint-dir to resume")
-        return dataclasses.replace(outcome, exit_code=143)
 
     def _wait_at_start(self) -> frozenset[int]:
         """Slices to start on. replica-resize first gives every slice a grace period to come
@@ -209,78 +184,88 @@ class ElasticRuntime:
             except TimeoutError:
                 log.info("elastix: not every slice is up after %.0f s: starting on the live "
                          "ones (replica-resize)", grace)
-        return self._wait_for_slices(recovery=None)
+        try:
+            return self._wait_for_slices(recovery=None)
+        except TimeoutError as e:  # SliceWaitTimeout, or a third-party source's
+            raise SliceWaitTimeout(f"not enough slices to start: {e}") from None
+
+    def _required(self) -> int:
+        return self.min_slices if self.resize else self.total
 
     def _live_known(self) -> frozenset[int]:
         return self.health.live_slices() & frozenset(self.trainer.slices)
 
-    def _verify(self, session: Session) -> None:
-        """A slice that died during the restore shows up here, not after a wasted step."""
+    def _verify(self, session: Session, recovery: int | None) -> None:
+        """A slice that died during the restore shows up here, not after a wasted step. A
+        session that resumes ``recovery`` then says so (``elastic_restored``), and its hooks
+        learn it from ``session.recovery``."""
         down = lost(session.slice_ids, self.health)
         if down:
             raise SliceLost(f"slice(s) {sorted(down)} went down during the restore")
-        if self._pending_restore_event:
-            self._pending_restore_event = False
-            r = session.restored
-            if r is None:  # nothing was saved yet: training starts over from step 0
-                init = {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
-                self.events.emit(eventspec.ELASTIC_RESTORED, recovery=self.recoveries, **init)
-            else:  # the same instant as the restore's own event and log line
-                self.events.emit(eventspec.ELASTIC_RESTORED, at=r["ts"], logged=False,
-                                 recovery=self.recoveries, source=r["source"], step=r["step"],
-                                 bytes=r["bytes"], seconds=r["seconds"])
-            self._first_step_of = self.recoveries
-            self._proof()
-
-    _pending_restore_event = False
+        if recovery is None:
+            return
+        r = session.restored
+        if r is None:  # nothing was saved yet: training starts over from step 0
+            init = {"source": "init", "step": 0, "bytes": 0, "seconds": 0.0}
+            self.events.emit(eventspec.ELASTIC_RESTORED, recovery=recovery, **init)
+        else:  # the same instant as the restore's own event and log line
+            self.events.emit(eventspec.ELASTIC_RESTORED, at=r["ts"], logged=False,
+                             recovery=recovery, source=r["source"], step=r["step"],
+                             bytes=r["bytes"], seconds=r["seconds"])
+        session.recovery = recovery
+        self._proof()
 
     def _proof(self) -> None:
         log.info("elastix: in-process recovery %d: pid %d unchanged; object %#x made before the "
                  "first event still holds %d step times", self.recoveries, os.getpid(),
                  id(self.step_times), len(self.step_times))
 
-    def _handle(self, error: Exception, mesh: frozenset[int]) -> Outcome | None:
-        """Count the error against its budget and clean up; an Outcome means stop."""
+    def _handle(self, error: Exception, mesh: frozenset[int]) -> int | None:
+        """Count the error against its budget and clean up. Returns the recovery a slice loss
+        starts (None: another error, retried from the newest state); raises
+        ``TrainingFailed`` when the budget is spent."""
         kind = classify(error, mesh, self.health)
         self.history.append((kind, type(error).__name__))
         last = self.trainer.last_completed
+        cfg = self.trainer.cfg
         if kind == "other":
             self.other_errors += 1
             log.info("elastix: error (not a slice loss) after step %d: %s: %s", last,
                      type(error).__name__, error_line(error))
-            if self.other_errors > self.trainer.cfg.max_other_errors:
-                return self._fail(f"{type(error).__name__}: {error_line(error)} (not a slice loss;"
-                                  f" --max-other-errors {self.trainer.cfg.max_other_errors})")
+            if self.other_errors > cfg.max_other_errors:
+                raise TrainingFailed(f"{type(error).__name__}: {error_line(error)} (not a slice "
+                                     f"loss; --max-other-errors {cfg.max_other_errors})")
             self._cleanup(None)
             return None
         self.slice_losses += 1
         self.recoveries += 1
         r = self.recoveries
-        gone = getattr(self.health, "losses", lambda slices: {})(mesh)
+        gone = self.health.losses(mesh)
         down = sorted(lost(mesh, self.health) | gone.keys())
         extra = {}
         if gone:
-            # Local backend: the loss is dated (a host's exit or last heartbeat); work after it
-            # ran on stand-in devices and is not kept (Trainer.discard_after).
+            # The loss is dated (a host's exit or last heartbeat): on stand-in devices the work
+            # after it ran on a slice already gone, and is not kept.
             since = min(gone.values())
-            self.trainer.discard_after(since)
+            if self.standin is not None:
+                self.standin.discard_after(since)
             last = self.trainer.last_completed
             extra["since_loss"] = max(0.0, self.clock() - since)
         live = self._live_known()
         self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost",
                          error=error_line(error), last_step=last, live_slices=len(live),
                          lost_slices=down, **extra)
-        if self.slice_losses > self.trainer.cfg.max_slice_losses:
+        if self.slice_losses > cfg.max_slice_losses:
             self._cleanup(None)
-            return self._fail(f"slice-loss budget exhausted: {self.slice_losses} losses > "
-                              f"--max-slice-losses {self.trainer.cfg.max_slice_losses}")
+            raise TrainingFailed(f"slice-loss budget exhausted: {self.slice_losses} losses > "
+                                 f"--max-slice-losses {cfg.max_slice_losses}")
         self._cleanup(r)
-        self._pending_restore_event = True
-        return None
+        return r
 
     def _cleanup(self, recovery: int | None) -> None:
         t0 = self.clock()
-        fault.disarm()
+        if self.standin is not None:
+            self.standin.disarm()
         ck = self.trainer.ckpt
         if ck is not None:
             try:
@@ -317,14 +302,14 @@ class ElasticRuntime:
             self.events.emit(eventspec.ELASTIC_RESIZE, recovery=self.recoveries,
                              from_slices=len(old), to_slices=len(new), slices=sorted(new), why=why)
 
-    def _fail(self, reason: str, hint: str | None = None) -> Outcome:
+    def _abandon_saves(self) -> None:
+        """The run failed: drop the checkpointer's in-flight work (never what is committed)."""
         ck = self.trainer.ckpt
         if ck is not None:
             try:
                 ck.reset()
             except Exception as e:  # the run already failed; keep the first reason
                 log.info("elastix: checkpoint cleanup failed: %s", error_line(e))
-        return Outcome("failed", reason, self.trainer.last_completed, hint)
 
 
 def warm_by_default() -> bool:

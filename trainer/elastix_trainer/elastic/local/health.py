@@ -32,7 +32,8 @@ the OS can say (Linux: a pidfd of the host's pid, readable the moment the proces
 its last heartbeat (a host that stopped, or hangs, was last known good then). ``lost_since``
 answers "since when is this slice gone"; the trainer completes no step after that moment (it
 waits for detection, as a step on a dead slice hangs on Pathways) and throws away what it saved
-after it (``elastix_trainer.train``). The record is cleared by ``wait_for``, with the latch.
+after it (``elastix_trainer.elastic.local.standin``). The record is cleared by ``wait_for``,
+with the latch.
 
 Detection. A host whose process exited is lost at once: an exit is a fact, not an inference,
 so no load on the machine can fake one (unlike a late heartbeat). A host that hangs (stopped,
@@ -56,7 +57,7 @@ from collections.abc import Callable
 
 from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
-from elastix_trainer.elastic.health import SliceWaitTimeout, stopped
+from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, stopped
 
 RECV_WAKE = 0.2
 """The receiver wakes at least this often (its socket timeout), datagrams or not."""
@@ -65,7 +66,7 @@ DEAF_AFTER = 0.5
 controller stopped or starved), not as silence of the hosts."""
 
 
-class LocalHeartbeatHealth:
+class LocalHeartbeatHealth(HealthSource):
     """The ``HealthSource`` of the local backend (see ``elastix_trainer.elastic.health``).
 
     Args:
