@@ -144,10 +144,10 @@ def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_pa
     workload is deleted meanwhile. The wait ends at the SIGTERM, not at --slice-wait-timeout
     after the kubelet's SIGKILL: the host snapshot, newer than the last checkpoint, is
     committed and the run exits 143."""
-    from trainer_helpers import make_cfg, run_elastic
+    from trainer_helpers import make_cfg, on, run_elastic
 
-    from elastix_trainer.elastic import _stop_on_sigterm
     from elastix_trainer.elastic.health import ManualHealth
+    from elastix_trainer.program import _stop_on_sigterm
 
     health = ManualHealth(4)
 
@@ -160,13 +160,13 @@ def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_pa
     cfg = make_cfg(checkpoint_dir=str(ck_dir), steps=100, snapshot_period=3,
                    slice_wait_timeout=60)
 
-    def lose(trainer, n):
-        if n == 8 and not trainer.events.of("elastic_detected"):
-            health.set_down(2)
-
     def setup(trainer, runtime):
+        def lose(session, n):
+            if n == 8 and not trainer.events.of("elastic_detected"):
+                health.set_down(2)
+
         _stop_on_sigterm(trainer)
-        trainer.before_step.append(lose)
+        on(trainer, before_dispatch=lose)
 
     previous = signal.getsignal(signal.SIGTERM)
     try:
