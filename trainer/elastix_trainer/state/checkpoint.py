@@ -32,10 +32,11 @@ import jax
 from jax.sharding import Mesh, NamedSharding
 
 from elastix.errors import ElastixError, UsageError
-from elastix.protocol import envvars, eventspec
+from elastix.protocol import eventspec
 from elastix_trainer import storage
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.state import manifest
+from elastix_trainer.state.manager import ManagerSlot, first_line, pathways_persistence, save_args
 from elastix_trainer.state.snapshot import host_copy
 
 COMMIT_MARKER = "commit_success.txt"
@@ -144,8 +145,7 @@ class Checkpointer:
         self.max_to_keep = max_to_keep
         self.settle_timeout = settle_timeout
         self.events = events
-        self._mgr = None
-        self._mgr_lock = threading.Lock()  # the set-up thread, the writer and restore share it
+        self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
         self._pending: PendingSave | None = None
         self._lock = threading.Lock()
         self.damaged: dict[int, str] = {}
@@ -164,42 +164,7 @@ class Checkpointer:
 
     # -- saving --------------------------------------------------------------------------------
     def _set_up(self) -> None:
-        try:
-            self._manager()
-        except Exception as e:  # noqa: BLE001 - the first save makes it again and reports it
-            log.debug("elastix: preparing the checkpoint manager failed: %s", _first_line(e))
-
-    def _manager(self):
-        with self._mgr_lock:
-            if self._mgr is None:
-                self._mgr = self._new_manager()
-            return self._mgr
-
-    def _new_manager(self):
-        import orbax.checkpoint as ocp
-
-        if pathways_persistence():
-            # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
-            # ("OCDBT not supported for Pathways"), and MaxText documents
-            # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
-            state = ocp.StandardCheckpointHandler(use_ocdbt=False)
-        else:
-            # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
-            # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
-            # Checkpoints written compressed still restore: the codec is in their metadata.
-            state = ocp.PyTreeCheckpointHandler(use_compression=False)
-        return ocp.CheckpointManager(
-            storage.epath(self.directory),
-            item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
-            options=ocp.CheckpointManagerOptions(
-                max_to_keep=self.max_to_keep, create=True,
-                # A host copy is written on our own thread, synchronously there; only
-                # device arrays (persistence) need Orbax's async copy-then-write.
-                enable_async_checkpointing=self.async_save and pathways_persistence(),
-                # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
-                cleanup_tmp_directories=False,
-            ),
-        )
+        self._slot.prepare()
 
     def due(self, step: int) -> bool:
         """Whether ``step`` should be saved under the policy."""
@@ -239,11 +204,11 @@ class Checkpointer:
         start = time.monotonic()
         data_state = dict(data_state)
         if pathways_persistence():  # the hosts write their shards: Orbax copies device arrays
-            mgr = self._manager()
+            mgr = self._slot.get()
             try:
-                mgr.save(step, args=_save_args(state, data_state), force=True)
+                mgr.save(step, args=save_args(state, data_state), force=True)
             except Exception as e:
-                self._failed(step, _first_line(e))
+                self._failed(step, first_line(e))
                 raise
             write = None
         else:
@@ -280,11 +245,11 @@ class Checkpointer:
         try:
             try:
                 if mgr is None:
-                    mgr = self._manager()
-                    mgr.save(step, args=_save_args(host, data_state), force=True)
+                    mgr = self._slot.get()
+                    mgr.save(step, args=save_args(host, data_state), force=True)
                 mgr.wait_until_finished()
             except Exception as e:  # a failed write is "not committed", whatever it was
-                pending.error = _first_line(e)
+                pending.error = first_line(e)
             seconds = time.monotonic() - pending.start
             with self._lock:
                 if not self.async_save:  # the loop waited for the write too
@@ -301,9 +266,9 @@ class Checkpointer:
                 pending.error = pending.error or "not committed on storage"
                 self._failed(step, pending.error)
         except Exception as e:  # noqa: BLE001 - reported, and the save still settles
-            pending.error = pending.error or _first_line(e)
+            pending.error = pending.error or first_line(e)
             log.warning("elastix: settling the checkpoint of step %d failed: %s", step,
-                        _first_line(e))
+                        first_line(e))
         finally:
             pending.ok = bool(pending.ok)
             pending.done.set()
@@ -322,7 +287,7 @@ class Checkpointer:
             manifest.write(step_dir, step)
         except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
             log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
-                        "restored unverified", step, _first_line(e))
+                        "restored unverified", step, first_line(e))
         with self._lock:
             if step not in self.void:
                 return None
@@ -376,17 +341,9 @@ class Checkpointer:
             log.warning("elastix: %s; abandoning it (it is not committed)", e)
             self._writer.abandon()  # the next save gets a new thread
         finally:
-            with self._mgr_lock:
-                mgr, self._mgr = self._mgr, None
+            self._slot.drop()
             with self._lock:
                 self._pending = None
-            if mgr is not None:
-                try:
-                    mgr.close()
-                except Exception as e:  # a manager that saw a failed save may fail to close
-                    # with that save's error, already reported as checkpoint_save_failed.
-                    log.debug("elastix: closing the old checkpoint manager failed: %s",
-                              _first_line(e))
 
     close = reset
 
@@ -437,7 +394,7 @@ class Checkpointer:
         Its directory is left where it is (never delete what may be recovered by hand) until
         a save of the same step moves it aside as ``<step>.damaged``.
         """
-        why = _first_line(error)
+        why = first_line(error)
         self.damaged[step] = why
         # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
         # line follows, naming the step it fell back to).
@@ -496,7 +453,7 @@ class Checkpointer:
             read = ocp.args.PyTreeRestore(
                 one, restore_args=ocp.checkpoint_utils.construct_restore_args(one))
         args = ocp.args.Composite(state=read, data=ocp.args.JsonRestore())
-        restored = self._manager().restore(step, args=args)
+        restored = self._slot.get().restore(step, args=args)
         state = restored["state"]
         if full is not None:
             # Read each shard once (onto the first slice), then copy device to device: reading
@@ -526,23 +483,6 @@ class Checkpointer:
         return ok
 
 
-CHUNK_BYTES = 16 << 20
-"""Largest stored chunk of a host copy. Orbax writes a numpy array as one chunk, so a device
-restoring half of it read and decoded all of it; chunks this size are read only where
-needed, by several threads at once."""
-
-
-def _save_args(state: Any, data_state: dict):
-    import orbax.checkpoint as ocp
-
-    if pathways_persistence():
-        item = ocp.args.StandardSave(state)
-    else:
-        item = ocp.args.PyTreeSave(state, save_args=jax.tree.map(
-            lambda _: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES), state))
-    return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
-
-
 def check_matches(directory: str, step: int, shapes: Any) -> None:
     """Raise UsageError when committed ``step`` holds a state of other shapes than ``shapes``.
 
@@ -565,11 +505,6 @@ def check_matches(directory: str, step: int, shapes: Any) -> None:
                      f"({what})",
                      hint="resume with the --preset it was trained with, or use a new "
                           "--checkpoint-dir")
-
-
-def pathways_persistence() -> bool:
-    """``--pathways-persistence`` is on (TPU hosts read and write checkpoint data)."""
-    return os.environ.get(envvars.PATHWAYS_PERSISTENCE, "") in ("1", "true", "True")
 
 
 def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
@@ -627,19 +562,3 @@ def _remove_tree(path: Any) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-
-
-# Orbax's read errors end with "See full TensorStore details: <bound method ... spec of
-# TensorStore({...": a repr of a pybind11 method, useless in a line for a user. The reason it
-# stands for is the error's cause (e.g. "OUT_OF_RANGE: ... byte range ... is not valid").
-_TENSORSTORE_TAIL = re.compile(r"\s*See full TensorStore details:.*", re.S)
-
-
-def _first_line(e: BaseException) -> str:
-    """One readable line of an error (storage and Orbax errors run to pages)."""
-    text = str(e).strip()
-    cut = _TENSORSTORE_TAIL.sub("", text)
-    line = (cut.splitlines() or [type(e).__name__])[0].strip() or type(e).__name__
-    if cut != text and e.__cause__ is not None:
-        line = f"{line.rstrip('.')}: {_first_line(e.__cause__)}"
-    return line[:500]
