@@ -20,27 +20,20 @@ arrays as before.
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
-import re
 import threading
 import time
 import weakref
 from typing import Any
 
-from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
-from elastix_trainer import storage
 from elastix_trainer.obs.events import EventLog, log
-from elastix_trainer.state import manifest
 from elastix_trainer.state.manager import ManagerSlot, first_line, pathways_persistence, save_args
 from elastix_trainer.state.restore import check_matches, read
 from elastix_trainer.state.snapshot import host_copy
+from elastix_trainer.state.store import COMMIT_MARKER, CheckpointsUnreadable, Store
 
-COMMIT_MARKER = "commit_success.txt"
-_TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
-
-__all__ = ["Checkpointer", "CheckpointsUnreadable", "SaveTimeout", "check_matches"]
+__all__ = ["COMMIT_MARKER", "Checkpointer", "CheckpointsUnreadable", "SaveTimeout", "check_matches"]
 
 
 @dataclasses.dataclass
@@ -113,10 +106,6 @@ class _Writer:
             del owner, job
 
 
-class CheckpointsUnreadable(ElastixError):
-    """Every committed checkpoint failed to read: starting over would silently lose them."""
-
-
 class SaveTimeout(TimeoutError):
     """A background checkpoint write did not settle in time (it is treated as not committed)."""
 
@@ -136,11 +125,8 @@ class Checkpointer:
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
                  async_save: bool = True, max_to_keep: int = 3,
                  settle_timeout: float = SETTLE_TIMEOUT) -> None:
-        self.directory = str(directory).rstrip("/")
-        if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
-                os.path.isdir(self.directory):
-            raise UsageError(f"--checkpoint-dir {self.directory} is a file, not a directory",
-                             hint="point --checkpoint-dir at a directory (it is created if missing)")
+        self._store = Store(directory, events)
+        self.directory = self._store.directory
         self.period, self.continuous, self.async_save = period, continuous, async_save
         self.max_to_keep = max_to_keep
         self.settle_timeout = settle_timeout
@@ -148,19 +134,22 @@ class Checkpointer:
         self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
         self._pending: PendingSave | None = None
         self._lock = threading.Lock()
-        self.damaged: dict[int, str] = {}
-        """Committed steps that failed to read (step -> the error's first line): skipped."""
-        self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
-        self.void: set[int] = set()
-        """Steps this process saved that completed after a slice was gone (local backend):
-        never restored. One still being written is un-committed before it is reported committed
-        (``_declare``); one already reported stays on storage, skipped."""
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""
         # One-time set-up (importing Orbax, making the manager and the directory) runs now on
         # the writer, beside compilation, instead of inside the first save.
         self._writer = _Writer(self)
         self._writer.put(("_set_up", ()))
+
+    @property
+    def damaged(self) -> dict[int, str]:
+        """Committed steps that failed to read (step -> the error's first line): skipped."""
+        return self._store.damaged
+
+    @property
+    def void(self) -> set[int]:
+        """Steps saved here that completed after a slice was gone: never restored."""
+        return self._store.void
 
     # -- saving --------------------------------------------------------------------------------
     def _set_up(self) -> None:
@@ -193,13 +182,8 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
-        if step in self.damaged:  # saving this step again: keep the damaged files, moved aside
-            self._move_aside(step, "damaged")
-            del self.damaged[step]
-        if step in self.void:  # committed before its loss was known: kept, moved aside
-            if step in self.committed_steps():
-                self._move_aside(step, "void")
-            self.void.discard(step)
+        if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
+            self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
         start = time.monotonic()
         data_state = dict(data_state)
@@ -213,7 +197,7 @@ class Checkpointer:
             write = None
         else:
             mgr, write = None, host_state if host_state is not None else host_copy(state)
-        self._copied_at[step] = time.monotonic()
+        self._store.copied(step)
         pending = PendingSave(step, start, 0.0, entered)
         if not self.async_save:
             with self._lock:
@@ -226,11 +210,6 @@ class Checkpointer:
                 self._writer = _Writer(self)
             self._writer.put(("_finish", (mgr, pending, write, data_state)))
             pending.blocking = time.monotonic() - entered  # handing it over included
-
-    def _move_aside(self, step: int, why: str) -> None:
-        root = storage.epath(self.directory)
-        (root / str(step)).rename(root / f"{step}.{why}-{int(time.time())}")
-        self.reset()  # the manager listed the old directory as this step
 
     def _finish(self, mgr, pending: PendingSave, host: Any = None,
                 data_state: dict | None = None) -> None:
@@ -256,10 +235,10 @@ class Checkpointer:
                     pending.blocking = time.monotonic() - pending.entered
                 blocking = pending.blocking
             if pending.error is None and step in self.committed_steps():
-                pending.error = self._declare(step)
+                pending.error = self._store.declare(step)
             if pending.error is None:
                 pending.ok = True  # on storage: true even if reporting it fails below
-                nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
+                nbytes = self._store.step_bytes(step)
                 self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
                                  bytes=nbytes, blocking_seconds=blocking)
             else:
@@ -272,36 +251,6 @@ class Checkpointer:
         finally:
             pending.ok = bool(pending.ok)
             pending.done.set()
-
-    def _declare(self, step: int) -> str | None:
-        """Make Orbax-committed ``step`` elastix-committed: record its checksums, then, unless
-        the step was voided meanwhile (it completed after a slice was gone), count it as
-        reported. Returns why it is not committed, or None.
-
-        The check runs under the lock that ``void_newer`` takes: a save voided before it is
-        un-committed here, before anyone was told it was committed; one voided after it was
-        reported committed and stays on storage (skipped, never deleted).
-        """
-        step_dir = f"{self.directory}/{step}"
-        try:
-            manifest.write(step_dir, step)
-        except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
-            log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
-                        "restored unverified", step, first_line(e))
-        with self._lock:
-            if step not in self.void:
-                return None
-        self._uncommit(step)
-        return "it holds a step completed after a slice was gone: not committed"
-
-    def _uncommit(self, step: int) -> None:
-        """Turn Orbax-committed ``step`` (never reported committed) back into an uncommitted
-        directory, which ``cleanup_uncommitted`` then removes."""
-        root = storage.epath(self.directory)
-        if storage.is_gcs(self.directory):
-            (root / str(step) / COMMIT_MARKER).unlink(missing_ok=True)
-        else:
-            (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
 
     def _failed(self, step: int, error: str) -> None:
         self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error)
@@ -348,45 +297,29 @@ class Checkpointer:
     close = reset
 
     # -- storage view --------------------------------------------------------------------------
-    def _entries(self) -> list:
-        root = storage.epath(self.directory)
-        if storage.is_gcs(self.directory):
-            import fsspec
-
-            fsspec.filesystem("gs").invalidate_cache()
-        try:
-            if not root.exists():
-                return []
-            return list(root.iterdir())
-        except OSError as e:  # a refusal is one clear line; anything else stays as it was
-            err = storage.denied(self.directory, e)
-            if err is None:
-                raise
-            raise err from None
-
     def committed_steps(self) -> list[int]:
         """Steps whose directory is committed on storage, ascending."""
-        gcs = storage.is_gcs(self.directory)
-        steps = []
-        for p in self._entries():
-            if p.name.isdigit() and (not gcs or (p / COMMIT_MARKER).exists()):
-                steps.append(int(p.name))
-        return sorted(steps)
+        return self._store.committed_steps()
+
+    def latest_committed(self) -> int | None:
+        """The newest committed step that is neither damaged nor void, or None."""
+        return self._store.latest_committed()
+
+    def uncommitted(self) -> list[str]:
+        """Names of step directories that never committed."""
+        return self._store.uncommitted()
+
+    def cleanup_uncommitted(self) -> list[str]:
+        """Delete uncommitted step directories (only once no save is in flight)."""
+        if self.in_flight():
+            return []
+        return self._store.remove_uncommitted()
 
     def void_newer(self, step: int, since: float) -> list[int]:
         """Void the steps after ``step`` that this process saved after monotonic time
         ``since`` (they completed after a slice was gone); returns them. A save of one still in
         flight will not commit; one already reported committed stays on storage, skipped."""
-        with self._lock:
-            steps = sorted(s for s, at in self._copied_at.items()
-                           if s > step and at > since and s not in self.void)
-            self.void.update(steps)
-        return steps
-
-    def latest_committed(self) -> int | None:
-        """The newest committed step that is neither damaged nor void, or None."""
-        steps = [s for s in self.committed_steps() if s not in self.damaged and s not in self.void]
-        return steps[-1] if steps else None
+        return self._store.void_newer(step, since)
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it.
@@ -394,42 +327,13 @@ class Checkpointer:
         Its directory is left where it is (never delete what may be recovered by hand) until
         a save of the same step moves it aside as ``<step>.damaged``.
         """
-        why = first_line(error)
-        self.damaged[step] = why
-        # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
-        # line follows, naming the step it fell back to).
-        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why)
+        self._store.mark_damaged(step, error)
 
     def unreadable(self) -> CheckpointsUnreadable:
         """The error for "nothing committed can be read" (every damaged step named)."""
-        steps = ", ".join(str(s) for s in sorted(self.damaged, reverse=True))
-        first = self.damaged[max(self.damaged)]
-        return CheckpointsUnreadable(
-            f"no committed checkpoint in {self.directory} can be read (steps {steps}; step "
-            f"{max(self.damaged)}: {first})",
-            hint="restore the files from a copy, or move the directory aside to start over")
+        return self._store.unreadable()
 
-    def uncommitted(self) -> list[str]:
-        """Names of step directories that never committed."""
-        gcs = storage.is_gcs(self.directory)
-        out = []
-        for p in self._entries():
-            if _TMP.match(p.name) or (gcs and p.name.isdigit() and not (p / COMMIT_MARKER).exists()):
-                out.append(p.name)
-        return sorted(out)
-
-    def cleanup_uncommitted(self) -> list[str]:
-        """Delete uncommitted step directories (only once no save is in flight)."""
-        if self.in_flight():
-            return []
-        names = self.uncommitted()
-        root = storage.epath(self.directory)
-        for name in names:
-            _remove_tree(root / name)
-        if names:
-            log.info("elastix: removed uncommitted checkpoint directories %s", names)
-        return names
-
+    # -- restoring ------------------------------------------------------------------------------
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
         """Read committed ``step`` onto the shardings in ``abstract_state``, its files first
         checked against the checksums of its commit.
@@ -443,42 +347,6 @@ class Checkpointer:
         return read(self._slot.get(), self.directory, step, abstract_state)
 
     def verify(self, step: int) -> bool:
-        """Check committed ``step``'s files against the checksums recorded at its commit.
-
-        Returns False (with a one-line warning) for a step without a manifest: written by an
-        elastix that recorded none, or its process died between Orbax's commit and the
-        manifest. Its files are complete (Orbax committed them), only unverified.
-
-        Raises:
-            manifest.ChecksumMismatch: a file differs from what was written (the restore
-                then skips the step: ``mark_damaged``).
-        """
-        t0 = time.monotonic()
-        ok = manifest.verify(f"{self.directory}/{step}")
-        self.last_verify = (ok, time.monotonic() - t0)
-        if not ok:
-            log.warning("elastix: the checkpoint of step %d in %s has no checksums (%s): "
-                        "restoring it unverified", step, self.directory, manifest.NAME)
-        return ok
-
-
-REMOVE_PATIENCE = 10.0
-"""Seconds an uncommitted directory's removal outlasts the writers still adding to it."""
-
-
-def _remove_tree(path: Any) -> None:
-    """``rmtree`` that outlasts writers still finishing. A save that failed part-way (a full
-    disk) raises at its first failed write while TensorStore may still be writing the other
-    arrays for a moment; each adds a file to the directory being removed, and ``rmtree`` then
-    fails with "Directory not empty" (seen on a loaded machine: the final save's retry then
-    failed with that instead of saying the final checkpoint did not commit). So removal is
-    retried until the directory is gone, for up to ``REMOVE_PATIENCE`` seconds."""
-    deadline = time.monotonic() + REMOVE_PATIENCE
-    while True:
-        try:
-            path.rmtree(missing_ok=True)
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+        """Check committed ``step``'s files against its manifest (``Store.verify``)."""
+        self.last_verify = self._store.verify(step)
+        return self.last_verify[0]
