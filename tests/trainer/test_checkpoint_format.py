@@ -1,4 +1,4 @@
-"""How a checkpoint is stored (issue 15): restores run at the speed of the storage.
+"""How a checkpoint is stored: restores run at the speed of the storage.
 
 zstd decoding, not the disk, bounded a restore, and a host copy written as one chunk per array
 made every device read and decode the whole array for its shard. A save now writes uncompressed

@@ -1,4 +1,4 @@
-"""A restore gives back the saved state bit for bit, on the shardings asked for (issue 15).
+"""A restore gives back the saved state bit for bit, on the shardings asked for.
 
 The restore reads one replica per device shard (stored chunks that straddle a shard boundary
 are read in part) and, over several slices, copies that replica device to device; checkpoints

@@ -3,27 +3,34 @@
 Why not ``CheckpointManager.latest_step()``: a manager records a step as soon as the blocking
 half of an async ``save()`` returns, so a reused manager can name a step whose background write
 later failed (the failure behind maxtext#5260). Here the restore step is the newest step that is
-*committed on storage* - a plain ``<step>`` directory on a local disk (Orbax renames
-``<step>.orbax-checkpoint-tmp`` when it commits), or a ``<step>`` directory holding
-``commit_success.txt`` on GCS. Uncommitted directories are never read and are deleted only when
-no save is in flight. After an elastic event the manager is thrown away and a new one is made.
+*committed on storage* (``store``). Uncommitted directories are never read and are deleted only
+when no save is in flight. After an elastic event the manager is thrown away and a new one is
+made.
 
-What a save costs the loop (issue 15): only a copy of the state to host memory (a memcpy on
-CPU), or nothing when a host snapshot of the same step was just taken. Orbax then writes that
-host copy on a thread of ours, with a manager made at start-up. Handing Orbax the device arrays
-instead cost the loop its per-save async machinery (≈ 40 ms, more than a whole ``tiny`` step)
-and, on the first save, compiling a slice per shard (≈ 2 s). The exception is
-``--pathways-persistence``: there the TPU hosts write their own shards, so Orbax gets the device
-arrays as before.
+``Checkpointer`` is the face the loop and the elastic runtime see; behind it:
+
+- ``store``: what is on storage (committed, damaged, void, uncommitted);
+- ``writer``: the thread that writes saves, and the save in flight;
+- ``restore``: reading a step back, and checking it holds the model being trained;
+- ``manager``: the one Orbax manager they share, and how a state is handed to Orbax.
+
+What a save costs the loop is kept to a host copy of the state, so that the checkpoint stall
+stays a small fraction of a step (``writer`` says how, ``docs/benchmarks.md`` measures it).
+
+One lock, the manager's (``ManagerSlot``). Every method here is called from one thread, the
+training loop's (the elastic runtime drives the loop on it; a signal only sets a flag the loop
+reads), so the checkpointer's own fields need none. The writer thread shares three things with
+it: the manager (the lock); the ``PendingSave`` of its job, whose every field it reads is set
+before the job is queued (the queue orders the two) and whose results it publishes by setting
+``done`` last; and the store's ``void`` set, which it reads with one membership test (see
+``Store.declare``). A second lock, around the in-flight save, used to order ``blocking``'s
+write after the hand-over before the writer read it; ``blocking`` is now set just before the
+hand-over, which leaves out only the queue's put (microseconds).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import queue
-import threading
 import time
-import weakref
 from typing import Any
 
 from elastix.protocol import eventspec
@@ -32,82 +39,18 @@ from elastix_trainer.state.manager import ManagerSlot, first_line, pathways_pers
 from elastix_trainer.state.restore import check_matches, read
 from elastix_trainer.state.snapshot import host_copy
 from elastix_trainer.state.store import COMMIT_MARKER, CheckpointsUnreadable, Store
+from elastix_trainer.state.writer import (
+    SETTLE_TIMEOUT,
+    PendingSave,
+    SaveTimeout,
+    SetUp,
+    Write,
+    Writer,
+    report_failed,
+)
 
-__all__ = ["COMMIT_MARKER", "Checkpointer", "CheckpointsUnreadable", "SaveTimeout", "check_matches"]
-
-
-@dataclasses.dataclass
-class PendingSave:
-    """The save in flight: set by ``save``, settled by ``_finish`` (possibly on another thread)."""
-
-    step: int
-    start: float
-    """``time.monotonic()`` when the save began."""
-    blocking: float
-    """Seconds ``save()`` held the training loop (waiting for the previous save included)."""
-    entered: float = 0.0
-    """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
-    done: threading.Event = dataclasses.field(default_factory=threading.Event)
-    """Set once the save has settled, committed or not."""
-    ok: bool | None = None
-    """True committed, False failed; None while in flight."""
-    error: str | None = None
-    """Why it did not commit (the first line of the error)."""
-
-
-SETTLE_TIMEOUT = 1200.0
-"""Seconds to wait for a background write before giving up on it: Orbax's own default for an
-async save (``AsyncOptions.timeout_secs``, orbax-checkpoint 0.12)."""
-
-
-class _Writer:
-    """The thread that writes a checkpointer's saves, one after another, for its whole life.
-
-    One thread made at start-up rather than one per save: starting a thread made ``save()``
-    wait for the new thread to be scheduled (≈ 1 ms on 2 busy cores, a quarter of a ``small``
-    save's stall). Its first job is the checkpointer's one-time set-up. It holds its
-    checkpointer weakly and ends once that is gone, or once the checkpointer has given it up
-    (``abandon``: a write hung past the timeout, and later saves must not queue behind it).
-    """
-
-    POLL = 5.0  # seconds between checks that the checkpointer still wants this thread
-
-    def __init__(self, owner: Checkpointer) -> None:
-        self._owner = weakref.ref(owner)
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.abandoned = False
-        self.thread = threading.Thread(target=self._run, daemon=True, name="elastix-ckpt-writer")
-        self.thread.start()
-
-    def put(self, job: tuple[str, tuple]) -> None:
-        """Queue ``(method name, args)``: the method is looked up on the checkpointer when the
-        job runs (a bound method in the queue would hold it strongly)."""
-        self._jobs.put(job)
-
-    def abandon(self) -> None:
-        self.abandoned = True
-        self._jobs.put(None)  # wakes an idle thread so that it ends
-
-    def _run(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=self.POLL)
-            except queue.Empty:
-                job = None
-            if self.abandoned:
-                return
-            owner = self._owner()
-            if owner is None:
-                return
-            if job is not None:
-                name, args = job
-                getattr(owner, name)(*args)
-            # Idle, hold neither the checkpointer (weakly held) nor the last host copy.
-            del owner, job
-
-
-class SaveTimeout(TimeoutError):
-    """A background checkpoint write did not settle in time (it is treated as not committed)."""
+__all__ = ["COMMIT_MARKER", "SETTLE_TIMEOUT", "Checkpointer", "CheckpointsUnreadable",
+           "SaveTimeout", "check_matches", "pathways_persistence"]
 
 
 class Checkpointer:
@@ -120,6 +63,7 @@ class Checkpointer:
         continuous: save whenever the previous save has committed (``period`` is then ignored).
         async_save: write in the background; only the device-to-host copy blocks the loop.
         max_to_keep: committed steps to keep.
+        settle_timeout: seconds a background write may take before it counts as failed.
     """
 
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
@@ -133,13 +77,10 @@ class Checkpointer:
         self.events = events
         self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
         self._pending: PendingSave | None = None
-        self._lock = threading.Lock()
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""
-        # One-time set-up (importing Orbax, making the manager and the directory) runs now on
-        # the writer, beside compilation, instead of inside the first save.
-        self._writer = _Writer(self)
-        self._writer.put(("_set_up", ()))
+        self._writer = Writer(self)
+        self._writer.put(SetUp(self._slot))
 
     @property
     def damaged(self) -> dict[int, str]:
@@ -152,9 +93,6 @@ class Checkpointer:
         return self._store.void
 
     # -- saving --------------------------------------------------------------------------------
-    def _set_up(self) -> None:
-        self._slot.prepare()
-
     def due(self, step: int) -> bool:
         """Whether ``step`` should be saved under the policy."""
         if self.continuous:
@@ -163,8 +101,8 @@ class Checkpointer:
 
     def in_flight(self) -> bool:
         """A save started and not yet settled (committed or failed)."""
-        with self._lock:
-            return self._pending is not None and not self._pending.done.is_set()
+        pending = self._pending
+        return pending is not None and not pending.done.is_set()
 
     def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
@@ -192,68 +130,22 @@ class Checkpointer:
             try:
                 mgr.save(step, args=save_args(state, data_state), force=True)
             except Exception as e:
-                self._failed(step, first_line(e))
+                report_failed(self.events, step, first_line(e))
                 raise
-            write = None
+            host = None
         else:
-            mgr, write = None, host_state if host_state is not None else host_copy(state)
+            mgr, host = None, host_state if host_state is not None else host_copy(state)
         self._store.copied(step)
-        pending = PendingSave(step, start, 0.0, entered)
+        self._pending = pending = PendingSave(step, start, 0.0, entered)
+        job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
+                    waited=not self.async_save)
         if not self.async_save:
-            with self._lock:
-                self._pending = pending
-            self._finish(mgr, pending, write, data_state)
+            job()
             return
-        with self._lock:  # _finish reads ``blocking`` under the lock: it is set first
-            self._pending = pending
-            if self._writer.abandoned:  # the last one hung in a write: never queue behind it
-                self._writer = _Writer(self)
-            self._writer.put(("_finish", (mgr, pending, write, data_state)))
-            pending.blocking = time.monotonic() - entered  # handing it over included
-
-    def _finish(self, mgr, pending: PendingSave, host: Any = None,
-                data_state: dict | None = None) -> None:
-        """Write ``host`` (a host copy; None: ``mgr`` already has the device arrays) or wait
-        for Orbax's background write, then check storage (the only source of truth).
-
-        Whatever fails here (the write, listing storage, counting bytes, writing the event), the
-        save is settled in ``finally``: a waiter in ``settle()`` must never wait for a thread
-        that died (an events file on a full disk once hung the next save for good).
-        """
-        step = pending.step
-        try:
-            try:
-                if mgr is None:
-                    mgr = self._slot.get()
-                    mgr.save(step, args=save_args(host, data_state), force=True)
-                mgr.wait_until_finished()
-            except Exception as e:  # a failed write is "not committed", whatever it was
-                pending.error = first_line(e)
-            seconds = time.monotonic() - pending.start
-            with self._lock:
-                if not self.async_save:  # the loop waited for the write too
-                    pending.blocking = time.monotonic() - pending.entered
-                blocking = pending.blocking
-            if pending.error is None and step in self.committed_steps():
-                pending.error = self._store.declare(step)
-            if pending.error is None:
-                pending.ok = True  # on storage: true even if reporting it fails below
-                nbytes = self._store.step_bytes(step)
-                self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
-                                 bytes=nbytes, blocking_seconds=blocking)
-            else:
-                pending.error = pending.error or "not committed on storage"
-                self._failed(step, pending.error)
-        except Exception as e:  # noqa: BLE001 - reported, and the save still settles
-            pending.error = pending.error or first_line(e)
-            log.warning("elastix: settling the checkpoint of step %d failed: %s", step,
-                        first_line(e))
-        finally:
-            pending.ok = bool(pending.ok)
-            pending.done.set()
-
-    def _failed(self, step: int, error: str) -> None:
-        self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error)
+        if self._writer.abandoned:  # the last one hung in a write: never queue behind it
+            self._writer = Writer(self)
+        pending.blocking = time.monotonic() - entered
+        self._writer.put(job)
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
@@ -263,20 +155,15 @@ class Checkpointer:
             SaveTimeout: the write did not settle within ``timeout`` (default the checkpointer's
                 ``settle_timeout``): a hung write becomes an error, never a silent wait.
         """
-        with self._lock:
-            pending = self._pending
+        pending = self._pending
         if pending is None:
             return None
-        wait = self.settle_timeout if timeout is None else timeout
-        if not pending.done.wait(wait):
-            raise SaveTimeout(f"the checkpoint write of step {pending.step} did not finish in "
-                              f"{wait:g} s")
-        return pending.ok
+        return pending.wait(self.settle_timeout if timeout is None else timeout)
 
     def last_error(self) -> str | None:
         """Why the last settled save did not commit (None if it did, or nothing was saved)."""
-        with self._lock:
-            return self._pending.error if self._pending is not None else None
+        pending = self._pending
+        return pending.error if pending is not None else None
 
     def reset(self) -> None:
         """Drop the manager after an elastic event (its in-memory step list may be wrong).
@@ -291,8 +178,7 @@ class Checkpointer:
             self._writer.abandon()  # the next save gets a new thread
         finally:
             self._slot.drop()
-            with self._lock:
-                self._pending = None
+            self._pending = None
 
     close = reset
 
@@ -333,7 +219,7 @@ class Checkpointer:
         """The error for "nothing committed can be read" (every damaged step named)."""
         return self._store.unreadable()
 
-    # -- restoring ------------------------------------------------------------------------------
+    # -- restoring -----------------------------------------------------------------------------
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
         """Read committed ``step`` onto the shardings in ``abstract_state``, its files first
         checked against the checksums of its commit.
