@@ -20,12 +20,11 @@ stays a small fraction of a step (``writer`` says how, ``docs/benchmarks.md`` me
 One lock, the manager's (``ManagerSlot``). Every method here is called from one thread, the
 training loop's (the elastic runtime drives the loop on it; a signal only sets a flag the loop
 reads), so the checkpointer's own fields need none. The writer thread shares three things with
-it: the manager (the lock); the ``PendingSave`` of its job, whose every field it reads is set
-before the job is queued (the queue orders the two) and whose results it publishes by setting
-``done`` last; and the store's ``void`` set, which it reads with one membership test (see
-``Store.declare``). A second lock, around the in-flight save, used to order ``blocking``'s
-write after the hand-over before the writer read it; ``blocking`` is now set just before the
-hand-over, which leaves out only the queue's put (microseconds).
+it: the manager (the lock); the ``PendingSave`` of its job, whose fields each thread writes in
+turn, ordered by the queue and by two one-way events (``handed``, ``done``: see there); and
+the store's ``void`` set, which it reads with one membership test (see ``Store.declare``). A
+second lock, held around the in-flight save and ``void``, used to give the same order and
+added nothing to that one membership test.
 """
 
 from __future__ import annotations
@@ -144,8 +143,9 @@ class Checkpointer:
             return
         if self._writer.abandoned:  # the last one hung in a write: never queue behind it
             self._writer = Writer(self)
-        pending.blocking = time.monotonic() - entered
         self._writer.put(job)
+        pending.blocking = time.monotonic() - entered  # handing it over included
+        pending.handed.set()
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None

@@ -33,6 +33,11 @@ SETTLE_TIMEOUT = 1200.0
 async save (``AsyncOptions.timeout_secs``, orbax-checkpoint 0.12)."""
 
 
+HANDED_TIMEOUT = 60.0
+"""Seconds a write waits for ``save()`` to finish handing it over (microseconds, but a loop
+interrupted right then must not leave the save unsettled for good)."""
+
+
 class SaveTimeout(TimeoutError):
     """A background checkpoint write did not settle in time (it is treated as not committed)."""
 
@@ -41,8 +46,9 @@ class SaveTimeout(TimeoutError):
 class PendingSave:
     """The save in flight: made by ``save``, settled by its ``Write`` (possibly on the writer).
 
-    The loop sets ``blocking`` before the job is queued (the queue orders it before the
-    writer's read); the writer publishes ``ok`` and ``error`` by setting ``done`` last.
+    Two one-way signals order what the two threads write: the loop sets ``blocking`` once
+    the job is queued, then ``handed``, which the writer waits for before it reads
+    ``blocking``; the writer publishes ``ok`` and ``error`` by setting ``done`` last.
     """
 
     step: int
@@ -52,6 +58,10 @@ class PendingSave:
     """Seconds ``save()`` held the training loop (waiting for the previous save included)."""
     entered: float = 0.0
     """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
+    handed: threading.Event = dataclasses.field(default_factory=threading.Event)
+    """Set once ``blocking`` holds the whole hand-over, the queue's put included: the writer
+    wakes on the same cores and may take the GIL before ``save()`` returns, a wait the loop
+    pays as stall."""
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     """Set once the save has settled, committed or not."""
     ok: bool | None = None
@@ -114,6 +124,8 @@ class Write:
             seconds = time.monotonic() - pending.start
             if self.waited:  # the loop waited for the write too
                 pending.blocking = time.monotonic() - pending.entered
+            elif not pending.handed.wait(HANDED_TIMEOUT):
+                log.debug("elastix: save() of step %d never finished handing over", step)
             if pending.error is None and step in self.store.committed_steps():
                 pending.error = self.store.declare(step)
             if pending.error is None:
