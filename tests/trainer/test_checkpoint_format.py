@@ -16,7 +16,7 @@ import orbax.checkpoint as ocp
 import tensorstore as ts
 
 from elastix_trainer.obs.events import EventLog
-from elastix_trainer.state import checkpoint
+from elastix_trainer.state import manager
 from elastix_trainer.state.checkpoint import Checkpointer
 
 
@@ -27,7 +27,7 @@ def _zarr(step_dir, name: str) -> dict:
 
 
 def test_saved_uncompressed_in_chunks_no_larger_than_the_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoint, "CHUNK_BYTES", 64 << 10)  # a 256 KiB array: 4+ chunks
+    monkeypatch.setattr(manager, "CHUNK_BYTES", 64 << 10)  # a 256 KiB array: 4+ chunks
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
     ck.save(1, {"w": jnp.ones((64, 1024))}, {"i": 1})
     assert ck.settle(timeout=60) is True

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state import writer
 from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.state.snapshot import SnapshotStore
 from elastix_trainer.train import Trainer
@@ -137,23 +140,25 @@ def test_the_loop_hands_a_same_step_snapshot_to_the_checkpoint(tmp_path):
     assert trainer.ckpt.committed_steps() == [4, 6]
 
 
-class _Threads(Checkpointer):
+@pytest.fixture
+def writes(monkeypatch):
     """Records which thread wrote each save, and can hang the write of one step."""
+    rec = types.SimpleNamespace(threads={}, hang=None, release=threading.Event())
+    run = writer.Write.__call__
 
-    def __init__(self, *args, hang: int | None = None, **kw) -> None:
-        self.writers: dict[int, int] = {}
-        self.hang, self.release = hang, threading.Event()
-        super().__init__(*args, **kw)
+    def recorded(job):
+        rec.threads[job.pending.step] = threading.get_ident()
+        if job.pending.step == rec.hang:
+            rec.release.wait(60)
+        return run(job)
 
-    def _finish(self, mgr, pending, *args):
-        self.writers[pending.step] = threading.get_ident()
-        if pending.step == self.hang:
-            self.release.wait(60)
-        return super()._finish(mgr, pending, *args)
+    monkeypatch.setattr(writer.Write, "__call__", recorded)
+    yield rec
+    rec.release.set()
 
 
-def test_every_save_is_written_by_the_one_thread_made_at_start_up(tmp_path):
-    ck = _Threads(str(tmp_path / "ck"), 1, EventLog(None))
+def test_every_save_is_written_by_the_one_thread_made_at_start_up(tmp_path, writes):
+    ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
     try:
         for step in (1, 2, 3):
             ck.save(step, {"w": jnp.arange(8.0) + step}, {"i": step})
@@ -161,29 +166,28 @@ def test_every_save_is_written_by_the_one_thread_made_at_start_up(tmp_path):
     finally:
         ck.close()
     # A thread per save made save() wait for the new thread to be scheduled.
-    assert set(ck.writers.values()) == {ck._writer.thread.ident}
+    assert set(writes.threads.values()) == {ck._writer.thread.ident}
 
 
-def test_a_save_after_an_abandoned_write_does_not_queue_behind_it(tmp_path):
-    ck = _Threads(str(tmp_path / "ck"), 1, EventLog(None), hang=1, settle_timeout=0.5)
+def test_a_save_after_an_abandoned_write_does_not_queue_behind_it(tmp_path, writes):
+    writes.hang = 1
+    ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None), settle_timeout=0.5)
     try:
         ck.save(1, {"w": jnp.arange(8.0)}, {"i": 1})
         ck.reset()  # step 1's write hangs past the timeout: abandoned, not committed
         ck.save(2, {"w": jnp.arange(8.0) + 2}, {"i": 2})
         assert ck.settle(timeout=30) is True  # written by a new thread, not behind step 1
-        assert ck.writers[2] != ck.writers[1]
+        assert writes.threads[2] != writes.threads[1]
         assert 1 not in ck.committed_steps()
     finally:
-        ck.release.set()
+        writes.release.set()
         ck.close()
 
 
 def test_the_writer_thread_ends_with_its_checkpointer(tmp_path, monkeypatch):
     import gc
 
-    from elastix_trainer.state import checkpoint
-
-    monkeypatch.setattr(checkpoint._Writer, "POLL", 0.05)
+    monkeypatch.setattr(writer.Writer, "POLL", 0.05)
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
     ck.save(1, {"w": jnp.arange(8.0)}, {"i": 1})
     assert ck.settle(timeout=60) is True

@@ -151,9 +151,9 @@ def test_a_failed_final_save_whose_files_cannot_be_cleared_says_so(reference, sm
     before the retry (here a mount inside it: EBUSY; on a loaded machine, TensorStore writes of
     the failed save still landing, "Directory not empty"). The run fails saying the final
     checkpoint did not commit, not with a bare OSError classified as "not a slice loss"."""
-    from elastix_trainer.state import checkpoint
+    from elastix_trainer.state import store
 
-    monkeypatch.setattr(checkpoint, "REMOVE_PATIENCE", 0.2)  # it can never succeed here
+    monkeypatch.setattr(store, "REMOVE_PATIENCE", 0.2)  # it can never succeed here
     cfg = make_cfg(checkpoint_dir=str(small_disk / "ck"), checkpoint_period=4)
     held = []
 

@@ -132,8 +132,7 @@ def test_a_save_in_flight_of_a_discarded_step_never_commits(where, tmp_path, req
     events = EventLog(None)
     ck = Checkpointer(directory, 4, events)
     held = threading.Event()
-    ck.hold = held.wait  # a writer job that waits: the save of step 4 stays in flight
-    ck._writer.put(("hold", ()))
+    ck._writer.put(held.wait)  # a writer job that waits: the save of step 4 stays in flight
     state = {"w": jnp.arange(1024.0)}
     ck.save(4, state, {"next_index": 4})
     assert ck.void_newer(3, since=0.0) == [4]  # the loss handling decides first

@@ -14,7 +14,8 @@ import numpy as np
 from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
-from elastix_trainer.state.checkpoint import Checkpointer, _one_replica
+from elastix_trainer.state.checkpoint import Checkpointer
+from elastix_trainer.state.restore import one_replica
 
 
 def _abstract():
@@ -30,10 +31,10 @@ def test_on_pathways_without_persistence_one_replica_is_read(monkeypatch):
     abstract = _abstract()
     monkeypatch.setenv("JAX_PLATFORMS", "proxy")
     monkeypatch.delenv("ENABLE_PATHWAYS_PERSISTENCE", raising=False)
-    one, full = _one_replica(abstract)
+    one, full = one_replica(abstract)
     assert _slices(one) == {1} and full is not None  # read once, then copied device to device
     monkeypatch.setenv("ENABLE_PATHWAYS_PERSISTENCE", "1")
-    one, full = _one_replica(abstract)
+    one, full = one_replica(abstract)
     assert one is abstract and full is None  # hosts read their own shards
 
 

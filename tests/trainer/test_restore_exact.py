@@ -15,7 +15,7 @@ import tensorstore as ts
 from trainer_helpers import make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
-from elastix_trainer.state import checkpoint
+from elastix_trainer.state import manager
 from elastix_trainer.state.checkpoint import Checkpointer
 from elastix_trainer.state.snapshot import host_copy
 
@@ -46,7 +46,7 @@ def _assert_same(restored, saved, abstract) -> None:
 
 @pytest.mark.parametrize("num_slices", [1, 4], ids=["one-slice", "four-slices"])
 def test_restore_is_bit_exact_on_the_target_shardings(tmp_path, monkeypatch, num_slices):
-    monkeypatch.setattr(checkpoint, "CHUNK_BYTES", 16 << 10)  # chunks straddle shard edges
+    monkeypatch.setattr(manager, "CHUNK_BYTES", 16 << 10)  # chunks straddle shard edges
     state, abstract = _trained_like(num_slices)
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None), async_save=False)
     ck.save(2, state, {"next_index": 5})

@@ -3,121 +3,53 @@
 Why not ``CheckpointManager.latest_step()``: a manager records a step as soon as the blocking
 half of an async ``save()`` returns, so a reused manager can name a step whose background write
 later failed (the failure behind maxtext#5260). Here the restore step is the newest step that is
-*committed on storage* - a plain ``<step>`` directory on a local disk (Orbax renames
-``<step>.orbax-checkpoint-tmp`` when it commits), or a ``<step>`` directory holding
-``commit_success.txt`` on GCS. Uncommitted directories are never read and are deleted only when
-no save is in flight. After an elastic event the manager is thrown away and a new one is made.
+*committed on storage* (``store``). Uncommitted directories are never read and are deleted only
+when no save is in flight. After an elastic event the manager is thrown away and a new one is
+made.
 
-What a save costs the loop (issue 15): only a copy of the state to host memory (a memcpy on
-CPU), or nothing when a host snapshot of the same step was just taken. Orbax then writes that
-host copy on a thread of ours, with a manager made at start-up. Handing Orbax the device arrays
-instead cost the loop its per-save async machinery (≈ 40 ms, more than a whole ``tiny`` step)
-and, on the first save, compiling a slice per shard (≈ 2 s). The exception is
-``--pathways-persistence``: there the TPU hosts write their own shards, so Orbax gets the device
-arrays as before.
+``Checkpointer`` is the face the loop and the elastic runtime see; behind it:
+
+- ``store``: what is on storage (committed, damaged, void, uncommitted);
+- ``writer``: the thread that writes saves, and the save in flight;
+- ``restore``: reading a step back, and checking it holds the model being trained;
+- ``manager``: the one Orbax manager they share, and how a state is handed to Orbax.
+
+What a save costs the loop is kept to a host copy of the state, so that the checkpoint stall
+stays a small fraction of a step (``writer`` says how, ``docs/benchmarks.md`` measures it).
+
+One lock, the manager's (``ManagerSlot``). Every method here is called from one thread, the
+training loop's (the elastic runtime drives the loop on it; a signal only sets a flag the loop
+reads), so the checkpointer's own fields need none. The writer thread shares three things with
+it: the manager (the lock); the ``PendingSave`` of its job, whose fields each thread writes in
+turn, ordered by the queue and by two one-way events (``handed``, ``done``: see there); and
+the store's ``void`` set, which it reads with one membership test (see ``Store.declare``). A
+second lock, held around the in-flight save and ``void``, used to give the same order and
+added nothing to that one membership test.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import queue
-import re
-import threading
 import time
-import weakref
 from typing import Any
 
-import jax
-from jax.sharding import Mesh, NamedSharding
-
-from elastix.errors import ElastixError, UsageError
-from elastix.protocol import envvars, eventspec
-from elastix_trainer import storage
+from elastix.protocol import eventspec
 from elastix_trainer.obs.events import EventLog, log
-from elastix_trainer.state import manifest
+from elastix_trainer.state.manager import ManagerSlot, first_line, pathways_persistence, save_args
+from elastix_trainer.state.restore import check_matches, read
 from elastix_trainer.state.snapshot import host_copy
+from elastix_trainer.state.store import COMMIT_MARKER, CheckpointsUnreadable, Store
+from elastix_trainer.state.writer import (
+    SETTLE_TIMEOUT,
+    PendingSave,
+    SaveTimeout,
+    SetUp,
+    Write,
+    Writer,
+    report_failed,
+)
 
-COMMIT_MARKER = "commit_success.txt"
-_TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
-
-
-@dataclasses.dataclass
-class PendingSave:
-    """The save in flight: set by ``save``, settled by ``_finish`` (possibly on another thread)."""
-
-    step: int
-    start: float
-    """``time.monotonic()`` when the save began."""
-    blocking: float
-    """Seconds ``save()`` held the training loop (waiting for the previous save included)."""
-    entered: float = 0.0
-    """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
-    done: threading.Event = dataclasses.field(default_factory=threading.Event)
-    """Set once the save has settled, committed or not."""
-    ok: bool | None = None
-    """True committed, False failed; None while in flight."""
-    error: str | None = None
-    """Why it did not commit (the first line of the error)."""
-
-
-SETTLE_TIMEOUT = 1200.0
-"""Seconds to wait for a background write before giving up on it: Orbax's own default for an
-async save (``AsyncOptions.timeout_secs``, orbax-checkpoint 0.12)."""
-
-
-class _Writer:
-    """The thread that writes a checkpointer's saves, one after another, for its whole life.
-
-    One thread made at start-up rather than one per save: starting a thread made ``save()``
-    wait for the new thread to be scheduled (≈ 1 ms on 2 busy cores, a quarter of a ``small``
-    save's stall). Its first job is the checkpointer's one-time set-up. It holds its
-    checkpointer weakly and ends once that is gone, or once the checkpointer has given it up
-    (``abandon``: a write hung past the timeout, and later saves must not queue behind it).
-    """
-
-    POLL = 5.0  # seconds between checks that the checkpointer still wants this thread
-
-    def __init__(self, owner: Checkpointer) -> None:
-        self._owner = weakref.ref(owner)
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self.abandoned = False
-        self.thread = threading.Thread(target=self._run, daemon=True, name="elastix-ckpt-writer")
-        self.thread.start()
-
-    def put(self, job: tuple[str, tuple]) -> None:
-        """Queue ``(method name, args)``: the method is looked up on the checkpointer when the
-        job runs (a bound method in the queue would hold it strongly)."""
-        self._jobs.put(job)
-
-    def abandon(self) -> None:
-        self.abandoned = True
-        self._jobs.put(None)  # wakes an idle thread so that it ends
-
-    def _run(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=self.POLL)
-            except queue.Empty:
-                job = None
-            if self.abandoned:
-                return
-            owner = self._owner()
-            if owner is None:
-                return
-            if job is not None:
-                name, args = job
-                getattr(owner, name)(*args)
-            # Idle, hold neither the checkpointer (weakly held) nor the last host copy.
-            del owner, job
-
-
-class CheckpointsUnreadable(ElastixError):
-    """Every committed checkpoint failed to read: starting over would silently lose them."""
-
-
-class SaveTimeout(TimeoutError):
-    """A background checkpoint write did not settle in time (it is treated as not committed)."""
+__all__ = ["COMMIT_MARKER", "SETTLE_TIMEOUT", "Checkpointer", "CheckpointsUnreadable",
+           "SaveTimeout", "check_matches", "pathways_persistence"]
 
 
 class Checkpointer:
@@ -130,77 +62,36 @@ class Checkpointer:
         continuous: save whenever the previous save has committed (``period`` is then ignored).
         async_save: write in the background; only the device-to-host copy blocks the loop.
         max_to_keep: committed steps to keep.
+        settle_timeout: seconds a background write may take before it counts as failed.
     """
 
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
                  async_save: bool = True, max_to_keep: int = 3,
                  settle_timeout: float = SETTLE_TIMEOUT) -> None:
-        self.directory = str(directory).rstrip("/")
-        if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
-                os.path.isdir(self.directory):
-            raise UsageError(f"--checkpoint-dir {self.directory} is a file, not a directory",
-                             hint="point --checkpoint-dir at a directory (it is created if missing)")
+        self._store = Store(directory, events)
+        self.directory = self._store.directory
         self.period, self.continuous, self.async_save = period, continuous, async_save
         self.max_to_keep = max_to_keep
         self.settle_timeout = settle_timeout
         self.events = events
-        self._mgr = None
-        self._mgr_lock = threading.Lock()  # the set-up thread, the writer and restore share it
+        self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
         self._pending: PendingSave | None = None
-        self._lock = threading.Lock()
-        self.damaged: dict[int, str] = {}
-        """Committed steps that failed to read (step -> the error's first line): skipped."""
-        self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
-        self.void: set[int] = set()
-        """Steps this process saved that completed after a slice was gone (local backend):
-        never restored. One still being written is un-committed before it is reported committed
-        (``_declare``); one already reported stays on storage, skipped."""
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""
-        # One-time set-up (importing Orbax, making the manager and the directory) runs now on
-        # the writer, beside compilation, instead of inside the first save.
-        self._writer = _Writer(self)
-        self._writer.put(("_set_up", ()))
+        self._writer = Writer(self)
+        self._writer.put(SetUp(self._slot))
+
+    @property
+    def damaged(self) -> dict[int, str]:
+        """Committed steps that failed to read (step -> the error's first line): skipped."""
+        return self._store.damaged
+
+    @property
+    def void(self) -> set[int]:
+        """Steps saved here that completed after a slice was gone: never restored."""
+        return self._store.void
 
     # -- saving --------------------------------------------------------------------------------
-    def _set_up(self) -> None:
-        try:
-            self._manager()
-        except Exception as e:  # noqa: BLE001 - the first save makes it again and reports it
-            log.debug("elastix: preparing the checkpoint manager failed: %s", _first_line(e))
-
-    def _manager(self):
-        with self._mgr_lock:
-            if self._mgr is None:
-                self._mgr = self._new_manager()
-            return self._mgr
-
-    def _new_manager(self):
-        import orbax.checkpoint as ocp
-
-        if pathways_persistence():
-            # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
-            # ("OCDBT not supported for Pathways"), and MaxText documents
-            # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
-            state = ocp.StandardCheckpointHandler(use_ocdbt=False)
-        else:
-            # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
-            # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
-            # Checkpoints written compressed still restore: the codec is in their metadata.
-            state = ocp.PyTreeCheckpointHandler(use_compression=False)
-        return ocp.CheckpointManager(
-            storage.epath(self.directory),
-            item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
-            options=ocp.CheckpointManagerOptions(
-                max_to_keep=self.max_to_keep, create=True,
-                # A host copy is written on our own thread, synchronously there; only
-                # device arrays (persistence) need Orbax's async copy-then-write.
-                enable_async_checkpointing=self.async_save and pathways_persistence(),
-                # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
-                cleanup_tmp_directories=False,
-            ),
-        )
-
     def due(self, step: int) -> bool:
         """Whether ``step`` should be saved under the policy."""
         if self.continuous:
@@ -209,8 +100,8 @@ class Checkpointer:
 
     def in_flight(self) -> bool:
         """A save started and not yet settled (committed or failed)."""
-        with self._lock:
-            return self._pending is not None and not self._pending.done.is_set()
+        pending = self._pending
+        return pending is not None and not pending.done.is_set()
 
     def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
@@ -228,118 +119,33 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
-        if step in self.damaged:  # saving this step again: keep the damaged files, moved aside
-            self._move_aside(step, "damaged")
-            del self.damaged[step]
-        if step in self.void:  # committed before its loss was known: kept, moved aside
-            if step in self.committed_steps():
-                self._move_aside(step, "void")
-            self.void.discard(step)
+        if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
+            self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
         start = time.monotonic()
         data_state = dict(data_state)
         if pathways_persistence():  # the hosts write their shards: Orbax copies device arrays
-            mgr = self._manager()
+            mgr = self._slot.get()
             try:
-                mgr.save(step, args=_save_args(state, data_state), force=True)
+                mgr.save(step, args=save_args(state, data_state), force=True)
             except Exception as e:
-                self._failed(step, _first_line(e))
+                report_failed(self.events, step, first_line(e))
                 raise
-            write = None
+            host = None
         else:
-            mgr, write = None, host_state if host_state is not None else host_copy(state)
-        self._copied_at[step] = time.monotonic()
-        pending = PendingSave(step, start, 0.0, entered)
+            mgr, host = None, host_state if host_state is not None else host_copy(state)
+        self._store.copied(step)
+        self._pending = pending = PendingSave(step, start, 0.0, entered)
+        job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
+                    waited=not self.async_save)
         if not self.async_save:
-            with self._lock:
-                self._pending = pending
-            self._finish(mgr, pending, write, data_state)
+            job()
             return
-        with self._lock:  # _finish reads ``blocking`` under the lock: it is set first
-            self._pending = pending
-            if self._writer.abandoned:  # the last one hung in a write: never queue behind it
-                self._writer = _Writer(self)
-            self._writer.put(("_finish", (mgr, pending, write, data_state)))
-            pending.blocking = time.monotonic() - entered  # handing it over included
-
-    def _move_aside(self, step: int, why: str) -> None:
-        root = storage.epath(self.directory)
-        (root / str(step)).rename(root / f"{step}.{why}-{int(time.time())}")
-        self.reset()  # the manager listed the old directory as this step
-
-    def _finish(self, mgr, pending: PendingSave, host: Any = None,
-                data_state: dict | None = None) -> None:
-        """Write ``host`` (a host copy; None: ``mgr`` already has the device arrays) or wait
-        for Orbax's background write, then check storage (the only source of truth).
-
-        Whatever fails here (the write, listing storage, counting bytes, writing the event), the
-        save is settled in ``finally``: a waiter in ``settle()`` must never wait for a thread
-        that died (an events file on a full disk once hung the next save for good).
-        """
-        step = pending.step
-        try:
-            try:
-                if mgr is None:
-                    mgr = self._manager()
-                    mgr.save(step, args=_save_args(host, data_state), force=True)
-                mgr.wait_until_finished()
-            except Exception as e:  # a failed write is "not committed", whatever it was
-                pending.error = _first_line(e)
-            seconds = time.monotonic() - pending.start
-            with self._lock:
-                if not self.async_save:  # the loop waited for the write too
-                    pending.blocking = time.monotonic() - pending.entered
-                blocking = pending.blocking
-            if pending.error is None and step in self.committed_steps():
-                pending.error = self._declare(step)
-            if pending.error is None:
-                pending.ok = True  # on storage: true even if reporting it fails below
-                nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-                self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
-                                 bytes=nbytes, blocking_seconds=blocking)
-            else:
-                pending.error = pending.error or "not committed on storage"
-                self._failed(step, pending.error)
-        except Exception as e:  # noqa: BLE001 - reported, and the save still settles
-            pending.error = pending.error or _first_line(e)
-            log.warning("elastix: settling the checkpoint of step %d failed: %s", step,
-                        _first_line(e))
-        finally:
-            pending.ok = bool(pending.ok)
-            pending.done.set()
-
-    def _declare(self, step: int) -> str | None:
-        """Make Orbax-committed ``step`` elastix-committed: record its checksums, then, unless
-        the step was voided meanwhile (it completed after a slice was gone), count it as
-        reported. Returns why it is not committed, or None.
-
-        The check runs under the lock that ``void_newer`` takes: a save voided before it is
-        un-committed here, before anyone was told it was committed; one voided after it was
-        reported committed and stays on storage (skipped, never deleted).
-        """
-        step_dir = f"{self.directory}/{step}"
-        try:
-            manifest.write(step_dir, step)
-        except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
-            log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
-                        "restored unverified", step, _first_line(e))
-        with self._lock:
-            if step not in self.void:
-                return None
-        self._uncommit(step)
-        return "it holds a step completed after a slice was gone: not committed"
-
-    def _uncommit(self, step: int) -> None:
-        """Turn Orbax-committed ``step`` (never reported committed) back into an uncommitted
-        directory, which ``cleanup_uncommitted`` then removes."""
-        root = storage.epath(self.directory)
-        if storage.is_gcs(self.directory):
-            (root / str(step) / COMMIT_MARKER).unlink(missing_ok=True)
-        else:
-            (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
-
-    def _failed(self, step: int, error: str) -> None:
-        self.events.emit(eventspec.CHECKPOINT_SAVE_FAILED, step=step, error=error)
+        if self._writer.abandoned:  # the last one hung in a write: never queue behind it
+            self._writer = Writer(self)
+        self._writer.put(job)
+        pending.blocking = time.monotonic() - entered  # handing it over included
+        pending.handed.set()
 
     def settle(self, timeout: float | None = None) -> bool | None:
         """Wait for the in-flight save, if any. Returns True (committed), False (failed) or None
@@ -349,20 +155,15 @@ class Checkpointer:
             SaveTimeout: the write did not settle within ``timeout`` (default the checkpointer's
                 ``settle_timeout``): a hung write becomes an error, never a silent wait.
         """
-        with self._lock:
-            pending = self._pending
+        pending = self._pending
         if pending is None:
             return None
-        wait = self.settle_timeout if timeout is None else timeout
-        if not pending.done.wait(wait):
-            raise SaveTimeout(f"the checkpoint write of step {pending.step} did not finish in "
-                              f"{wait:g} s")
-        return pending.ok
+        return pending.wait(self.settle_timeout if timeout is None else timeout)
 
     def last_error(self) -> str | None:
         """Why the last settled save did not commit (None if it did, or nothing was saved)."""
-        with self._lock:
-            return self._pending.error if self._pending is not None else None
+        pending = self._pending
+        return pending.error if pending is not None else None
 
     def reset(self) -> None:
         """Drop the manager after an elastic event (its in-memory step list may be wrong).
@@ -376,60 +177,35 @@ class Checkpointer:
             log.warning("elastix: %s; abandoning it (it is not committed)", e)
             self._writer.abandon()  # the next save gets a new thread
         finally:
-            with self._mgr_lock:
-                mgr, self._mgr = self._mgr, None
-            with self._lock:
-                self._pending = None
-            if mgr is not None:
-                try:
-                    mgr.close()
-                except Exception as e:  # a manager that saw a failed save may fail to close
-                    # with that save's error, already reported as checkpoint_save_failed.
-                    log.debug("elastix: closing the old checkpoint manager failed: %s",
-                              _first_line(e))
+            self._slot.drop()
+            self._pending = None
 
     close = reset
 
     # -- storage view --------------------------------------------------------------------------
-    def _entries(self) -> list:
-        root = storage.epath(self.directory)
-        if storage.is_gcs(self.directory):
-            import fsspec
-
-            fsspec.filesystem("gs").invalidate_cache()
-        try:
-            if not root.exists():
-                return []
-            return list(root.iterdir())
-        except OSError as e:  # a refusal is one clear line; anything else stays as it was
-            err = storage.denied(self.directory, e)
-            if err is None:
-                raise
-            raise err from None
-
     def committed_steps(self) -> list[int]:
         """Steps whose directory is committed on storage, ascending."""
-        gcs = storage.is_gcs(self.directory)
-        steps = []
-        for p in self._entries():
-            if p.name.isdigit() and (not gcs or (p / COMMIT_MARKER).exists()):
-                steps.append(int(p.name))
-        return sorted(steps)
+        return self._store.committed_steps()
+
+    def latest_committed(self) -> int | None:
+        """The newest committed step that is neither damaged nor void, or None."""
+        return self._store.latest_committed()
+
+    def uncommitted(self) -> list[str]:
+        """Names of step directories that never committed."""
+        return self._store.uncommitted()
+
+    def cleanup_uncommitted(self) -> list[str]:
+        """Delete uncommitted step directories (only once no save is in flight)."""
+        if self.in_flight():
+            return []
+        return self._store.remove_uncommitted()
 
     def void_newer(self, step: int, since: float) -> list[int]:
         """Void the steps after ``step`` that this process saved after monotonic time
         ``since`` (they completed after a slice was gone); returns them. A save of one still in
         flight will not commit; one already reported committed stays on storage, skipped."""
-        with self._lock:
-            steps = sorted(s for s, at in self._copied_at.items()
-                           if s > step and at > since and s not in self.void)
-            self.void.update(steps)
-        return steps
-
-    def latest_committed(self) -> int | None:
-        """The newest committed step that is neither damaged nor void, or None."""
-        steps = [s for s in self.committed_steps() if s not in self.damaged and s not in self.void]
-        return steps[-1] if steps else None
+        return self._store.void_newer(step, since)
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it.
@@ -437,209 +213,26 @@ class Checkpointer:
         Its directory is left where it is (never delete what may be recovered by hand) until
         a save of the same step moves it aside as ``<step>.damaged``.
         """
-        why = _first_line(error)
-        self.damaged[step] = why
-        # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
-        # line follows, naming the step it fell back to).
-        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why)
+        self._store.mark_damaged(step, error)
 
     def unreadable(self) -> CheckpointsUnreadable:
         """The error for "nothing committed can be read" (every damaged step named)."""
-        steps = ", ".join(str(s) for s in sorted(self.damaged, reverse=True))
-        first = self.damaged[max(self.damaged)]
-        return CheckpointsUnreadable(
-            f"no committed checkpoint in {self.directory} can be read (steps {steps}; step "
-            f"{max(self.damaged)}: {first})",
-            hint="restore the files from a copy, or move the directory aside to start over")
+        return self._store.unreadable()
 
-    def uncommitted(self) -> list[str]:
-        """Names of step directories that never committed."""
-        gcs = storage.is_gcs(self.directory)
-        out = []
-        for p in self._entries():
-            if _TMP.match(p.name) or (gcs and p.name.isdigit() and not (p / COMMIT_MARKER).exists()):
-                out.append(p.name)
-        return sorted(out)
-
-    def cleanup_uncommitted(self) -> list[str]:
-        """Delete uncommitted step directories (only once no save is in flight)."""
-        if self.in_flight():
-            return []
-        names = self.uncommitted()
-        root = storage.epath(self.directory)
-        for name in names:
-            _remove_tree(root / name)
-        if names:
-            log.info("elastix: removed uncommitted checkpoint directories %s", names)
-        return names
-
+    # -- restoring -----------------------------------------------------------------------------
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
-        """Read committed ``step`` onto the shardings in ``abstract_state``.
+        """Read committed ``step`` onto the shardings in ``abstract_state``, its files first
+        checked against the checksums of its commit.
 
         Returns:
             (state, data_state, bytes read).
         """
-        import orbax.checkpoint as ocp
-
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
         self.verify(step)
-        one, full = _one_replica(abstract_state)
-        if pathways_persistence():
-            read = ocp.args.StandardRestore(one)
-        else:
-            # Each device shard is read straight into its own host buffer and placed (Orbax's
-            # ArrayHandler). On CPU the cost is the kernel faulting in the state's fresh pages,
-            # not the copies; restoring as numpy and placing it ourselves faulted in the state
-            # twice, and Orbax's handler gives us no say over TensorStore's context
-            # (docs/benchmarks.md, "Restore throughput").
-            read = ocp.args.PyTreeRestore(
-                one, restore_args=ocp.checkpoint_utils.construct_restore_args(one))
-        args = ocp.args.Composite(state=read, data=ocp.args.JsonRestore())
-        restored = self._manager().restore(step, args=args)
-        state = restored["state"]
-        if full is not None:
-            # Read each shard once (onto the first slice), then copy device to device: reading
-            # straight onto the replicated target made Orbax read the data once per slice.
-            state = jax.device_put(state, full)
-        nbytes = storage.tree_bytes(storage.epath(self.directory) / str(step))
-        return state, dict(restored["data"]), nbytes
-
+        return read(self._slot.get(), self.directory, step, abstract_state)
 
     def verify(self, step: int) -> bool:
-        """Check committed ``step``'s files against the checksums recorded at its commit.
-
-        Returns False (with a one-line warning) for a step without a manifest: written by an
-        elastix that recorded none, or its process died between Orbax's commit and the
-        manifest. Its files are complete (Orbax committed them), only unverified.
-
-        Raises:
-            manifest.ChecksumMismatch: a file differs from what was written (the restore
-                then skips the step: ``mark_damaged``).
-        """
-        t0 = time.monotonic()
-        ok = manifest.verify(f"{self.directory}/{step}")
-        self.last_verify = (ok, time.monotonic() - t0)
-        if not ok:
-            log.warning("elastix: the checkpoint of step %d in %s has no checksums (%s): "
-                        "restoring it unverified", step, self.directory, manifest.NAME)
-        return ok
-
-
-CHUNK_BYTES = 16 << 20
-"""Largest stored chunk of a host copy. Orbax writes a numpy array as one chunk, so a device
-restoring half of it read and decoded all of it; chunks this size are read only where
-needed, by several threads at once."""
-
-
-def _save_args(state: Any, data_state: dict):
-    import orbax.checkpoint as ocp
-
-    if pathways_persistence():
-        item = ocp.args.StandardSave(state)
-    else:
-        item = ocp.args.PyTreeSave(state, save_args=jax.tree.map(
-            lambda _: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES), state))
-    return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
-
-
-def check_matches(directory: str, step: int, shapes: Any) -> None:
-    """Raise UsageError when committed ``step`` holds a state of other shapes than ``shapes``.
-
-    Restoring it would fail deep in Orbax, be retried as a user-code error and end with
-    "re-run with the same --checkpoint-dir", which fails the same way.
-    """
-    import orbax.checkpoint as ocp
-
-    stored = ocp.StandardCheckpointHandler().metadata(storage.epath(directory) / str(step) / "state")
-    have = jax.tree_util.tree_leaves_with_path(stored)
-    want = jax.tree.leaves(shapes)
-    pairs = zip(have, want, strict=False)  # a count mismatch is reported below
-    diff = next(((jax.tree_util.keystr(p), tuple(m.shape), tuple(w.shape))
-                 for (p, m), w in pairs if tuple(m.shape) != tuple(w.shape)), None)
-    if diff is None and len(have) == len(want):
-        return
-    what = (f"{diff[0]} is {diff[1]} there, {diff[2]} here" if diff
-            else f"{len(have)} arrays there, {len(want)} here")
-    raise UsageError(f"the checkpoint at step {step} in {directory} holds a different model "
-                     f"({what})",
-                     hint="resume with the --preset it was trained with, or use a new "
-                          "--checkpoint-dir")
-
-
-def pathways_persistence() -> bool:
-    """``--pathways-persistence`` is on (TPU hosts read and write checkpoint data)."""
-    return os.environ.get(envvars.PATHWAYS_PERSISTENCE, "") in ("1", "true", "True")
-
-
-def _one_replica(abstract_state: Any) -> tuple[Any, Any]:
-    """(target on the first slice only, full shardings) - or (abstract_state, None) when the
-    state is not replicated over a 'slice' axis."""
-    from elastix_trainer.mesh import on_pathways
-
-    if on_pathways() and pathways_persistence():  # each TPU host reads its own shards
-        return abstract_state, None
-    # Otherwise (on CPU, and on Pathways without persistence, its default) the controller reads
-    # the checkpoint: reading straight onto a state replicated over N slices reads it N times,
-    # so read one replica and copy it device to device.
-    leaves = jax.tree.leaves(abstract_state)
-    shardings = [getattr(x, "sharding", None) for x in leaves]
-    if not leaves or not all(isinstance(sh, NamedSharding) for sh in shardings):
-        return abstract_state, None
-    mesh = shardings[0].mesh
-    if "slice" not in mesh.axis_names or mesh.shape["slice"] == 1 or any(
-            sh.mesh != mesh or "slice" in _spec_axes(sh.spec) for sh in shardings):
-        return abstract_state, None
-    sub = Mesh(mesh.devices[:1], mesh.axis_names)
-    one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                                      sharding=NamedSharding(sub, x.sharding.spec)),
-                       abstract_state)
-    return one, jax.tree.map(lambda x: x.sharding, abstract_state)
-
-
-def _spec_axes(spec) -> set:
-    out = set()
-    for entry in spec:
-        if isinstance(entry, tuple):
-            out.update(entry)
-        elif entry is not None:
-            out.add(entry)
-    return out
-
-
-REMOVE_PATIENCE = 10.0
-"""Seconds an uncommitted directory's removal outlasts the writers still adding to it."""
-
-
-def _remove_tree(path: Any) -> None:
-    """``rmtree`` that outlasts writers still finishing. A save that failed part-way (a full
-    disk) raises at its first failed write while TensorStore may still be writing the other
-    arrays for a moment; each adds a file to the directory being removed, and ``rmtree`` then
-    fails with "Directory not empty" (seen on a loaded machine: the final save's retry then
-    failed with that instead of saying the final checkpoint did not commit). So removal is
-    retried until the directory is gone, for up to ``REMOVE_PATIENCE`` seconds."""
-    deadline = time.monotonic() + REMOVE_PATIENCE
-    while True:
-        try:
-            path.rmtree(missing_ok=True)
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-# Orbax's read errors end with "See full TensorStore details: <bound method ... spec of
-# TensorStore({...": a repr of a pybind11 method, useless in a line for a user. The reason it
-# stands for is the error's cause (e.g. "OUT_OF_RANGE: ... byte range ... is not valid").
-_TENSORSTORE_TAIL = re.compile(r"\s*See full TensorStore details:.*", re.S)
-
-
-def _first_line(e: BaseException) -> str:
-    """One readable line of an error (storage and Orbax errors run to pages)."""
-    text = str(e).strip()
-    cut = _TENSORSTORE_TAIL.sub("", text)
-    line = (cut.splitlines() or [type(e).__name__])[0].strip() or type(e).__name__
-    if cut != text and e.__cause__ is not None:
-        line = f"{line.rstrip('.')}: {_first_line(e.__cause__)}"
-    return line[:500]
+        """Check committed ``step``'s files against its manifest (``Store.verify``)."""
+        self.last_verify = self._store.verify(step)
+        return self.last_verify[0]

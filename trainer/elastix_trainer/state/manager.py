@@ -1,0 +1,129 @@
+"""The Orbax side of a checkpointer: its one manager, how a state is saved, an error's one line.
+
+The writer (saves) and the restore share one ``CheckpointManager``; this module makes it, once,
+under a lock of its own (see ``ManagerSlot``), and says how a state is handed to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any
+
+import jax
+
+from elastix.protocol import envvars
+from elastix_trainer import storage
+from elastix_trainer.obs.events import log
+
+CHUNK_BYTES = 16 << 20
+"""Largest stored chunk of a host copy. Orbax writes a numpy array as one chunk, so a device
+restoring half of it read and decoded all of it; chunks this size are read only where
+needed, by several threads at once."""
+
+
+def pathways_persistence() -> bool:
+    """``--pathways-persistence`` is on (TPU hosts read and write checkpoint data)."""
+    return os.environ.get(envvars.PATHWAYS_PERSISTENCE, "") in ("1", "true", "True")
+
+
+def save_args(state: Any, data_state: dict):
+    """Orbax's arguments to save ``state`` (a host copy, or device arrays under persistence)
+    and the data iterator's position."""
+    import orbax.checkpoint as ocp
+
+    if pathways_persistence():
+        item = ocp.args.StandardSave(state)
+    else:
+        item = ocp.args.PyTreeSave(state, save_args=jax.tree.map(
+            lambda _: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES), state))
+    return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
+
+
+def new_manager(directory: str, max_to_keep: int, async_save: bool):
+    """A ``CheckpointManager`` on ``directory`` whose listing elastix never trusts (the restore
+    step is read from storage: see ``store``)."""
+    import orbax.checkpoint as ocp
+
+    if pathways_persistence():
+        # Hosts write their own shards: Orbax's Pathways array handler refuses OCDBT
+        # ("OCDBT not supported for Pathways"), and MaxText documents
+        # checkpoint_storage_use_ocdbt "Set to 0 for Pathways".
+        state = ocp.StandardCheckpointHandler(use_ocdbt=False)
+    else:
+        # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
+        # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
+        # Checkpoints written compressed still restore: the codec is in their metadata.
+        state = ocp.PyTreeCheckpointHandler(use_compression=False)
+    return ocp.CheckpointManager(
+        storage.epath(directory),
+        item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True,
+            # A host copy is written on our own thread, synchronously there; only
+            # device arrays (persistence) need Orbax's async copy-then-write.
+            enable_async_checkpointing=async_save and pathways_persistence(),
+            # Our own cleanup runs only when nothing is in flight (see cleanup_uncommitted).
+            cleanup_tmp_directories=False,
+        ),
+    )
+
+
+class ManagerSlot:
+    """The checkpointer's manager, made on first use and dropped after an elastic event.
+
+    Why a lock: three threads may want the manager at once, the writer's start-up job (making
+    it beside compilation), a write, and a restore or a ``--pathways-persistence`` save on the
+    loop's thread; without it two of them could each make one on the same directory. It is not
+    shared with anything the loop asks every step (``in_flight``): making a manager imports
+    Orbax and can take seconds, and the loop must never wait for that to learn whether a save
+    is in flight.
+    """
+
+    def __init__(self, directory: str, max_to_keep: int, async_save: bool) -> None:
+        self._args = (directory, max_to_keep, async_save)
+        self._mgr = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._mgr is None:
+                self._mgr = new_manager(*self._args)
+            return self._mgr
+
+    def prepare(self) -> None:
+        """Make the manager now (the writer's first job); a failure is the first save's to
+        report, when it makes the manager again."""
+        try:
+            self.get()
+        except Exception as e:  # noqa: BLE001 - the first save makes it again and reports it
+            log.debug("elastix: preparing the checkpoint manager failed: %s", first_line(e))
+
+    def drop(self) -> None:
+        """Forget the manager (its in-memory step list may be wrong) and close it."""
+        with self._lock:
+            mgr, self._mgr = self._mgr, None
+        if mgr is not None:
+            try:
+                mgr.close()
+            except Exception as e:  # a manager that saw a failed save may fail to close
+                # with that save's error, already reported as checkpoint_save_failed.
+                log.debug("elastix: closing the old checkpoint manager failed: %s",
+                          first_line(e))
+
+
+# Orbax's read errors end with "See full TensorStore details: <bound method ... spec of
+# TensorStore({...": a repr of a pybind11 method, useless in a line for a user. The reason it
+# stands for is the error's cause (e.g. "OUT_OF_RANGE: ... byte range ... is not valid").
+_TENSORSTORE_TAIL = re.compile(r"\s*See full TensorStore details:.*", re.S)
+
+
+def first_line(e: BaseException) -> str:
+    """One readable line of an error (storage and Orbax errors run to pages)."""
+    text = str(e).strip()
+    cut = _TENSORSTORE_TAIL.sub("", text)
+    line = (cut.splitlines() or [type(e).__name__])[0].strip() or type(e).__name__
+    if cut != text and e.__cause__ is not None:
+        line = f"{line.rstrip('.')}: {first_line(e.__cause__)}"
+    return line[:500]

@@ -1,0 +1,235 @@
+"""What is on checkpoint storage: committed, damaged and void steps, and what never committed.
+
+Storage is the only source of truth: a step is committed when its directory says so - a plain
+``<step>`` directory on a local disk (Orbax renames ``<step>.orbax-checkpoint-tmp`` when it
+commits), or a ``<step>`` directory holding ``commit_success.txt`` on GCS. On top of that this
+process remembers two kinds of committed steps it never restores: *damaged* ones (they failed to
+read) and *void* ones (they hold a step completed after a slice was gone, on the local
+backend's stand-in devices). Neither is ever deleted: a later save of the same step moves the
+old directory aside, so what may be recovered by hand stays on storage.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+from elastix.errors import ElastixError, UsageError
+from elastix.protocol import eventspec
+from elastix_trainer import storage
+from elastix_trainer.obs.events import EventLog, log
+from elastix_trainer.state import manifest
+from elastix_trainer.state.manager import first_line
+
+COMMIT_MARKER = "commit_success.txt"
+_TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
+
+REMOVE_PATIENCE = 10.0
+"""Seconds an uncommitted directory's removal outlasts the writers still adding to it."""
+
+
+class CheckpointsUnreadable(ElastixError):
+    """Every committed checkpoint failed to read: starting over would silently lose them.
+
+    Exit code 1 (a runtime failure: the files are there, not the user's flags).
+    """
+
+    HINT = "restore the files from a copy, or move the directory aside to start over"
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint or self.HINT)
+
+
+class Store:
+    """The steps of one checkpoint directory, read from storage on every question.
+
+    Used from the training loop's thread, and from the writer's for ``declare`` and
+    ``committed_steps`` (which read storage and ``void`` only: see ``declare``).
+    """
+
+    def __init__(self, directory: str, events: EventLog) -> None:
+        self.directory = str(directory).rstrip("/")
+        if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
+                os.path.isdir(self.directory):
+            raise UsageError(f"--checkpoint-dir {self.directory} is a file, not a directory",
+                             hint="point --checkpoint-dir at a directory (it is created if missing)")
+        self.events = events
+        self.damaged: dict[int, str] = {}
+        """Committed steps that failed to read (step -> the error's first line): skipped."""
+        self.void: set[int] = set()
+        """Steps this process saved that completed after a slice was gone (local backend):
+        never restored. One still being written is un-committed before it is reported committed
+        (``declare``); one already reported stays on storage, skipped."""
+        self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
+
+    # -- listing -------------------------------------------------------------------------------
+    def _entries(self) -> list:
+        root = storage.epath(self.directory)
+        if storage.is_gcs(self.directory):
+            import fsspec
+
+            fsspec.filesystem("gs").invalidate_cache()
+        try:
+            if not root.exists():
+                return []
+            return list(root.iterdir())
+        except OSError as e:  # a refusal is one clear line; anything else stays as it was
+            err = storage.denied(self.directory, e)
+            if err is None:
+                raise
+            raise err from None
+
+    def committed_steps(self) -> list[int]:
+        """Steps whose directory is committed on storage, ascending."""
+        gcs = storage.is_gcs(self.directory)
+        steps = []
+        for p in self._entries():
+            if p.name.isdigit() and (not gcs or (p / COMMIT_MARKER).exists()):
+                steps.append(int(p.name))
+        return sorted(steps)
+
+    def latest_committed(self) -> int | None:
+        """The newest committed step that is neither damaged nor void, or None."""
+        steps = [s for s in self.committed_steps() if s not in self.damaged and s not in self.void]
+        return steps[-1] if steps else None
+
+    def uncommitted(self) -> list[str]:
+        """Names of step directories that never committed."""
+        gcs = storage.is_gcs(self.directory)
+        out = []
+        for p in self._entries():
+            if _TMP.match(p.name) or (gcs and p.name.isdigit() and not (p / COMMIT_MARKER).exists()):
+                out.append(p.name)
+        return sorted(out)
+
+    def remove_uncommitted(self) -> list[str]:
+        """Delete the uncommitted step directories; the caller makes sure none is being
+        written."""
+        names = self.uncommitted()
+        root = storage.epath(self.directory)
+        for name in names:
+            _remove_tree(root / name)
+        if names:
+            log.info("elastix: removed uncommitted checkpoint directories %s", names)
+        return names
+
+    def step_bytes(self, step: int) -> int:
+        return storage.tree_bytes(storage.epath(self.directory) / str(step))
+
+    # -- committing ----------------------------------------------------------------------------
+    def copied(self, step: int) -> None:
+        """``save()``'s blocking copy of ``step`` just ended (``void_newer`` dates it)."""
+        self._copied_at[step] = time.monotonic()
+
+    def declare(self, step: int) -> str | None:
+        """Make Orbax-committed ``step`` elastix-committed: record its checksums, then, unless
+        the step was voided meanwhile (it completed after a slice was gone), let it be reported.
+        Returns why it is not committed, or None.
+
+        Runs on the writer while the loop may call ``void_newer``; no lock is needed: the only
+        thing shared is one membership test of ``void``, atomic in CPython. A step voided before
+        the test is un-committed here, before anyone was told it was committed; one voided after
+        it is reported committed, stays on storage and is skipped (``latest_committed``).
+        """
+        try:
+            manifest.write(f"{self.directory}/{step}", step)
+        except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
+            log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
+                        "restored unverified", step, first_line(e))
+        if step not in self.void:
+            return None
+        self._uncommit(step)
+        return "it holds a step completed after a slice was gone: not committed"
+
+    def _uncommit(self, step: int) -> None:
+        """Turn Orbax-committed ``step`` (never reported committed) back into an uncommitted
+        directory, which ``remove_uncommitted`` then removes."""
+        root = storage.epath(self.directory)
+        if storage.is_gcs(self.directory):
+            (root / str(step) / COMMIT_MARKER).unlink(missing_ok=True)
+        else:
+            (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
+
+    def reclaim(self, step: int) -> bool:
+        """Before ``step`` is saved again: move a damaged or void directory of it aside
+        (``<step>.damaged-<time>``, ``<step>.void-<time>``), never deleted. Returns whether
+        anything moved (a manager then lists a directory that is gone)."""
+        moved = False
+        if step in self.damaged:
+            self._move_aside(step, "damaged")
+            del self.damaged[step]
+            moved = True
+        if step in self.void:  # committed before its loss was known: kept, moved aside
+            if step in self.committed_steps():
+                self._move_aside(step, "void")
+                moved = True
+            self.void.discard(step)
+        return moved
+
+    def _move_aside(self, step: int, why: str) -> None:
+        root = storage.epath(self.directory)
+        (root / str(step)).rename(root / f"{step}.{why}-{int(time.time())}")
+
+    # -- skipping ------------------------------------------------------------------------------
+    def void_newer(self, step: int, since: float) -> list[int]:
+        """Void the steps after ``step`` whose copy ended after monotonic time ``since``;
+        returns them."""
+        steps = sorted(s for s, at in self._copied_at.items()
+                       if s > step and at > since and s not in self.void)
+        self.void.update(steps)
+        return steps
+
+    def mark_damaged(self, step: int, error: BaseException) -> None:
+        """Remember that committed ``step`` cannot be read, say so, and go on without it."""
+        why = first_line(error)
+        self.damaged[step] = why
+        # One line, the event's: "checkpoint damaged, skipped: step N: why" (the restore's own
+        # line follows, naming the step it fell back to).
+        self.events.emit(eventspec.CHECKPOINT_DAMAGED, step=step, error=why)
+
+    def unreadable(self) -> CheckpointsUnreadable:
+        """The error for "nothing committed can be read" (every damaged step named)."""
+        steps = ", ".join(str(s) for s in sorted(self.damaged, reverse=True))
+        first = self.damaged[max(self.damaged)]
+        return CheckpointsUnreadable(
+            f"no committed checkpoint in {self.directory} can be read (steps {steps}; step "
+            f"{max(self.damaged)}: {first})")
+
+    def verify(self, step: int) -> tuple[bool, float]:
+        """Check committed ``step``'s files against the checksums recorded at its commit.
+
+        Returns (verified, seconds). Not verified (with a one-line warning): a step without a
+        manifest, written by an elastix that recorded none, or its process died between
+        Orbax's commit and the manifest. Its files are complete (Orbax committed them).
+
+        Raises:
+            manifest.ChecksumMismatch: a file differs from what was written (the restore
+                then skips the step: ``mark_damaged``).
+        """
+        t0 = time.monotonic()
+        ok = manifest.verify(f"{self.directory}/{step}")
+        seconds = time.monotonic() - t0
+        if not ok:
+            log.warning("elastix: the checkpoint of step %d in %s has no checksums (%s): "
+                        "restoring it unverified", step, self.directory, manifest.NAME)
+        return ok, seconds
+
+
+def _remove_tree(path: Any) -> None:
+    """``rmtree`` that outlasts writers still finishing. A save that failed part-way (a full
+    disk) raises at its first failed write while TensorStore may still be writing the other
+    arrays for a moment; each adds a file to the directory being removed, and ``rmtree`` then
+    fails with "Directory not empty" (seen on a loaded machine: the final save's retry then
+    failed with that instead of saying the final checkpoint did not commit). So removal is
+    retried until the directory is gone, for up to ``REMOVE_PATIENCE`` seconds."""
+    deadline = time.monotonic() + REMOVE_PATIENCE
+    while True:
+        try:
+            path.rmtree(missing_ok=True)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
