@@ -39,7 +39,7 @@ class Follower:
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=20)
+        return self.proc.wait(timeout=120)  # a bound: at load 10 an exit took over 20 s
 
 
 def test_journey(fake_cluster):

@@ -88,7 +88,7 @@ def test_status_watch_stops_on_ctrl_c(fake_cluster):
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=120)  # a bound: at load 10 an exit took over 20 s
         finally:
             proc.kill()
     assert proc.returncode == 130 and "Traceback" not in proc.stderr.read()
