@@ -102,14 +102,42 @@ def test_sigterm_reaches_the_trainer_as_pid_1(tmp_path):
     _check_stopped(tmp_path, events_file, proc.returncode, stderr)
 
 
+def _run_with_sigterm_handler(cfg, health, hook_for):
+    """The elastic runtime in-process with the CLI's SIGTERM handler (the previous one put back
+    after), ``hook_for(trainer)`` attached as its ``before_dispatch`` hook."""
+    from trainer_helpers import on, run_elastic
+
+    from elastix_trainer.program import _stop_on_sigterm
+
+    def setup(trainer, runtime):
+        _stop_on_sigterm(trainer)
+        on(trainer, before_dispatch=hook_for(trainer))
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        outcome, _, _ = run_elastic(cfg, health, setup=setup)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return outcome
+
+
+def _assert_stopped_with_the_snapshot(outcome, step: int, snapshot: int) -> None:
+    """Stopped by SIGTERM after ``step``, its slices gone: the host snapshot of ``snapshot`` was
+    committed (the newest checkpoint), exit code 143."""
+    assert outcome.exit_code == 143, outcome
+    assert outcome.reason.startswith(f"stopped by SIGTERM after step {step}: newest committed "
+                                     f"checkpoint: step {snapshot} ("), outcome.reason
+    assert outcome.reason.endswith("; its slices went while it stopped: saved the host "
+                                   f"snapshot of step {snapshot}")
+
+
 def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
     """On GKE a JobSet's deletion sends SIGTERM to every pod at once: the slices may go before
     the head's final save. It does not wait for them to come back (they will not); it commits
     its newest host snapshot, newer than the last checkpoint, and exits 143."""
-    from trainer_helpers import make_cfg, on, run_elastic
+    from trainer_helpers import make_cfg
 
     from elastix_trainer.elastic.health import ManualHealth
-    from elastix_trainer.program import _stop_on_sigterm
 
     health = ManualHealth(4)
     health.on_wait = lambda h, required: h.set_up(1, 2)  # a waiter would get them back, later
@@ -121,20 +149,8 @@ def test_slices_gone_while_stopping_commit_the_host_snapshot(tmp_path):
             os.kill(os.getpid(), signal.SIGTERM)  # a real signal, to the handler the CLI sets
             health.set_down(1, 2)
 
-    def setup(trainer, runtime):
-        _stop_on_sigterm(trainer)
-        on(trainer, before_dispatch=term_and_lose)
-
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert outcome.exit_code == 143, outcome
-    assert outcome.reason.startswith("stopped by SIGTERM after step 6: newest committed "
-                                     "checkpoint: step 5 ("), outcome.reason
-    assert outcome.reason.endswith("; its slices went while it stopped: saved the host "
-                                   "snapshot of step 5")
+    outcome = _run_with_sigterm_handler(cfg, health, lambda trainer: term_and_lose)
+    _assert_stopped_with_the_snapshot(outcome, step=6, snapshot=5)
     assert health.waits == [4]  # start-up only: no wait for slices that will not return
     assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 5]
 
@@ -144,10 +160,9 @@ def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_pa
     workload is deleted meanwhile. The wait ends at the SIGTERM, not at --slice-wait-timeout
     after the kubelet's SIGKILL: the host snapshot, newer than the last checkpoint, is
     committed and the run exits 143."""
-    from trainer_helpers import make_cfg, on, run_elastic
+    from trainer_helpers import make_cfg
 
     from elastix_trainer.elastic.health import ManualHealth
-    from elastix_trainer.program import _stop_on_sigterm
 
     health = ManualHealth(4)
 
@@ -160,23 +175,13 @@ def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_pa
     cfg = make_cfg(checkpoint_dir=str(ck_dir), steps=100, snapshot_period=3,
                    slice_wait_timeout=60)
 
-    def setup(trainer, runtime):
+    def lose_once(trainer):
         def lose(session, n):
             if n == 8 and not trainer.events.of("elastic_detected"):
                 health.set_down(2)
+        return lose
 
-        _stop_on_sigterm(trainer)
-        on(trainer, before_dispatch=lose)
-
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        outcome, trainer, _ = run_elastic(cfg, health, setup=setup)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert outcome.exit_code == 143, outcome
-    assert outcome.reason.startswith("stopped by SIGTERM after step 7: newest committed "
-                                     "checkpoint: step 6 ("), outcome.reason
-    assert outcome.reason.endswith("; its slices went while it stopped: saved the host "
-                                   "snapshot of step 6")
+    outcome = _run_with_sigterm_handler(cfg, health, lose_once)
+    _assert_stopped_with_the_snapshot(outcome, step=7, snapshot=6)
     assert health.waits == [4, 4]
     assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 6]
