@@ -29,7 +29,7 @@ When a host died, and so which work may be kept. The controller's CPU devices st
 slice's chips, so unlike on TPU they go on computing after the host process is gone. To keep
 the simulation honest the receiver also records *when* a host stopped counting: exactly, where
 the OS can say (Linux: a pidfd of the host's pid, readable the moment the process exits), else
-its last heartbeat (a host that stopped, or hangs, was last known good then). ``lost_since``
+its last heartbeat (a host that stopped, or hangs, was last known good then). ``losses``
 answers "since when is this slice gone"; the trainer completes no step after that moment (it
 waits for detection, as a step on a dead slice hangs on Pathways) and throws away what it saved
 after it (``elastix_trainer.elastic.local.standin``). The record is cleared by ``wait_for``,
@@ -276,11 +276,6 @@ class LocalHeartbeatHealth(HealthSource):
                     if s in wanted and now - self._last[(s, h)] > self.timeout:
                         note(s, t)
         return out
-
-    def lost_since(self, slices, *, exact: bool = False) -> float | None:
-        """The earliest of ``losses(slices, exact=exact)``, or None."""
-        times = self.losses(slices, exact=exact).values()
-        return min(times) if times else None
 
     def forget(self, slices) -> None:
         """Drop the loss records of ``slices`` (the runtime scales up onto them: live now,
