@@ -136,3 +136,25 @@ def test_after_a_log_rotation_the_goodput_is_not_the_runs(fake, capsys):
     training = _json(capsys, "workload", "status", "demo", "-o", "json")["training"]
     assert training["last_step"] == 20 and training["loss"] == 4.8
     assert training["goodput"] is None and training["recoveries"] is None
+
+
+def test_a_real_maxtext_head_log_shows_its_training(fake, capsys):
+    """A MaxText head's log as MaxText 0.2.5 really printed it (tests/fixtures/maxtext/plain.log,
+    with the kubelet's timestamps; PROVENANCE.md): list and status show its last step and loss."""
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "maxtext" / "plain.log"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    last = [ln for ln in lines if "completed step: " in ln][-1]
+    step = int(last.split("completed step: ", 1)[1].split(",", 1)[0])
+    loss = float(last.rsplit("loss: ", 1)[1].split(",", 1)[0])
+    assert main(gke.CREATE) == 0
+    head = gke.wait_for(lambda: [p for p in fake.pods(HEAD)
+                                 if p["status"].get("phase") == "Running"], what="head")[0]
+    fake.admin("log", {"pod": head["metadata"]["name"],
+                       "container": head["spec"]["containers"][0]["name"], "lines": lines,
+                       "timestamps": True})
+    status = _json(capsys, "workload", "status", "demo", "-o", "json")["training"]
+    [item] = _json(capsys, "workload", "list", "-o", "json")
+    assert status["last_step"] == item["training"]["last_step"] == step == 29
+    assert status["loss"] == item["training"]["loss"] == pytest.approx(loss)
