@@ -140,6 +140,11 @@ def run(cfg) -> int:
         runtime = assemble(cfg, events, health)
         trainer = runtime.trainer
         _stop_on_sigterm(trainer)
+        if not on_pathways():
+            # The step builds while the checkpoint is checked and the slices are awaited. Not
+            # on Pathways: there the devices of a slice that is not up yet are not known to be
+            # compilable against, and no source says so; the step is built once they are up.
+            trainer.build_ahead()
         trainer.check_resume()
         run_start_event(trainer, cfg)
         default = default_timeout(cfg.slice_wait_timeout, cfg.checkpoint_timeout)

@@ -114,24 +114,61 @@ def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, se
              seed: int, prologue: Prologue | None = None) -> StepFns:
     """Compiled step (and jitted init) for ``mesh``, with NamedShardings for every leaf.
 
-    Built once per arguments; a caller that asks while another thread (``precompile``) is
-    building the same one waits for it instead of compiling it a second time.
+    Built once per arguments; a caller that asks while another thread (``precompile``,
+    ``build_ahead``) is building the same one waits for it instead of compiling it a second time.
     """
     key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue)
+    fut, mine = _claim(key)
+    if mine:
+        _fulfil(key, fut)
+    return fut.result()
+
+
+def _claim(key: tuple) -> tuple[Future, bool]:
+    """The build of ``key``: (its future, whether the caller must build it)."""
     with _lock:
         fut = _built.get(key)
-        mine = fut is None
-        if mine:
-            fut = _built[key] = Future()
-    if mine:
+        if fut is not None:
+            return fut, False
+        fut = _built[key] = Future()
+        return fut, True
+
+
+def _fulfil(key: tuple, fut: Future) -> None:
+    try:
+        fut.set_result(_build(*key))
+    except BaseException as e:
+        with _lock:
+            _built.pop(key, None)  # the next caller tries again
+        fut.set_exception(e)
+        raise
+
+
+def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
+                seed: int, prologue: Prologue | None = None) -> threading.Thread | None:
+    """Start building ``step_fns(...)`` in a thread, claimed before this returns: whoever asks
+    for the same step later waits for this build rather than starting a second one. None if it
+    is built or being built already. A failure is left for the caller who waits to raise.
+
+    For the start of a run: the step (seconds of compile cold, a trace and a cache read warm)
+    is built while the checkpoint is checked and the slices are awaited, not after.
+    """
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue)
+    fut, mine = _claim(key)
+    if not mine:
+        return None
+
+    def work():
         try:
-            fut.set_result(_build(*key))
-        except BaseException as e:
-            with _lock:
-                _built.pop(key, None)  # the next caller tries again
-            fut.set_exception(e)
-            raise
-    return fut.result()
+            _fulfil(key, fut)
+        except BaseException:  # noqa: BLE001 - the future holds it for the one who waits
+            pass
+
+    t = threading.Thread(target=work, name="elastix-build-ahead", daemon=True)
+    with _lock:  # joined at exit like a precompile: XLA aborts under a compile at shutdown
+        _running[:] = [(th, ev) for th, ev in _running if th.is_alive()] + [(t, threading.Event())]
+    t.start()
+    return t
 
 
 def precompile(build: Callable[[object], StepFns], meshes: Iterable[object],

@@ -37,6 +37,7 @@ from elastix_trainer.step import (
     Prologue,
     StepFns,
     abstract_state,
+    build_ahead,
     fresh_state,
     init_state,
     precompile,
@@ -180,9 +181,18 @@ class Trainer:
 
     def step_fns_for(self, mesh) -> StepFns:
         """The compiled step for ``mesh`` (built once per mesh, by whichever thread asks first)."""
+        return step_fns(*self._step_args(mesh))
+
+    def _step_args(self, mesh) -> tuple:
         prologue = next((h.step_prologue for h in self.hooks if h.step_prologue), None)
-        return step_fns(self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
-                        self.cfg.seed, prologue)
+        return (self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
+                self.cfg.seed, prologue)
+
+    def build_ahead(self) -> None:
+        """Start building the step for every slice, the mesh a run starts on unless a slice is
+        down at the start, so that it builds while the checkpoint is checked and the slices
+        are awaited. ``start`` then waits for it rather than building it again."""
+        build_ahead(*self._step_args(build_mesh(self.slices, frozenset(self.slices))))
 
     def precompile(self, candidates, stop: threading.Event, warm: bool = False
                    ) -> threading.Thread:
