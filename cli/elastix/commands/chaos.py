@@ -129,7 +129,8 @@ def kill_worker(
         "--seed", help="Seed of the random choice (reproducible).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show which pod would be killed.")] = False,
-    output: Annotated[str, output_option(KILL_OUTPUTS, "text or json.")] = "text",
+    output: Annotated[str, output_option(
+        (*KILL_OUTPUTS, "table"), "text or json; with --measure, table or json.")] = "text",
     measure: Annotated[bool, typer.Option(
         "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
                           "lost (the report chaos run prints).")] = False,

@@ -36,7 +36,8 @@ def complete_tpu_type(incomplete: str) -> list[str]:
 
 
 def output_option(choices: tuple[str, ...], help: str) -> Any:
-    """``-o/--output``, completing its ``choices`` (checked by :func:`check_output`)."""
+    """``-o/--output``, completing its ``choices`` (checked by :func:`check_output`; a command
+    may take more in some modes: pass them all here)."""
     return typer.Option("--output", "-o", help=help, autocompletion=complete_from(choices))
 
 
