@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import pytest
 from fake_gcs import emulator_env
 from test_garbled_checkpoint import _garble, _largest
+from test_loss_race import DatedHealth, _kill_right_after, _run
 from trainer_helpers import make_cfg, run_cli, run_elastic
 
 from elastix_trainer.obs.events import EventLog
@@ -95,15 +96,25 @@ def test_retention_never_counts_or_deletes_a_void_step(tmp_path):
     assert Checkpointer(directory, 4, EventLog(None)).latest_committed() == 6
 
 
-def test_a_restarted_trainer_does_not_restore_a_void_step(ck):
-    """The mark is all a new trainer process has to go by (the one that voided the step is
-    gone): it restores 4, not the void 8, and moves 8 aside when it saves 8 again."""
-    (ck / "8" / VOID_MARKER).write_text("void\n")
-    args = ["--preset", "tiny", "--steps", "8", "--batch-per-device", "1", "--seq-len", "32",
-            "--num-slices", "4", "--checkpoint-period", "4", "--checkpoint-dir", str(ck)]
+def test_a_restarted_trainer_does_not_restore_a_void_step(tmp_path):
+    """A hung host's loss is dated after step 3 but found at step 5: checkpoint 4, already
+    reported committed, is void, and the run ends there (its slice-loss budget is 0). A new
+    trainer process on the same directory - a restarted head - restores 2, not the void 4,
+    and moves 4 aside when it saves 4 again."""
+    ck = tmp_path / "ck"
+    health = DatedHealth(4)
+    cfg = make_cfg(checkpoint_dir=str(ck), checkpoint_period=2, async_checkpoint=False,
+                   max_slice_losses=0)
+    outcome, trainer, _ = _run(cfg, health, *_kill_right_after(health, 3, exact=False, down_at=5))
+    assert outcome.status == "failed", outcome
+    assert [r["step"] for r in trainer.events.of("checkpoint_committed")] == [2, 4]
+    assert (ck / "4" / VOID_MARKER).exists()
+    args = ["--preset", "tiny", "--steps", "6", "--batch-per-device", "1", "--seq-len", "32",
+            "--num-slices", "4", "--checkpoint-period", "2", "--checkpoint-dir", str(ck),
+            "--events-file", str(tmp_path / "restarted.jsonl")]
     proc = run_cli(args)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    events = [json.loads(ln) for ln in (ck / "events.jsonl").read_text().splitlines()]
-    assert [e["step"] for e in events if e["event"] == "restore"] == [4]
-    assert [n for n in os.listdir(ck) if n.startswith("8.void-")]
-    assert not (ck / "8" / VOID_MARKER).exists()
+    events = [json.loads(ln) for ln in (tmp_path / "restarted.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "restore"] == [2]
+    assert [n for n in os.listdir(ck) if n.startswith("4.void-")]
+    assert not (ck / "4" / VOID_MARKER).exists()
