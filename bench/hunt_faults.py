@@ -6,8 +6,8 @@ create --backend local``, ``elastix chaos kill-worker``, ``workload delete``, ``
 kill-then-recover run is judged from the trainer's events file (held open, so a deleted
 workload's file is still read to its end) and the checkpoint directory:
 
-- no step reported ``checkpoint_committed`` is ever missing from storage (unless Orbax's
-  ``--max-to-keep`` retired it behind newer committed steps),
+- no step reported ``checkpoint_committed`` is ever missing from storage (unless the
+  trainer's ``--max-to-keep`` retired it behind newer intact committed steps),
 - no damaged step is restored (a restore from checkpoint names an intact step, ``verified``),
 - a recovery restores exactly the newest saved state completed before the kill: nothing
   older (data loss), nothing completed after it (a wrong result),

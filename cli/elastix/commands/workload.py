@@ -119,7 +119,7 @@ def create(
         "--output-file", *xpk.aliases("workload create", "--output-file"),
         help="Write the manifest here.")] = None,
     replace: Annotated[bool, typer.Option(
-        "--replace", help="Replace a workload of the same name.")] = False,
+        "--replace", help="Replace a workload of the same name (its kept data stays).")] = False,
     skip_preflight: Annotated[bool, typer.Option(
         "--skip-preflight", help="Submit without first checking that the cluster can run it "
                                  "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
-from local_helpers import wait_until
+from local_helpers import STANDIN, wait_until
 
 CREATE = ("workload", "create", "keep", "--tpu-type", "v5litepod-4", "--num-slices", "2",
           "--elastic-slices", "2")
@@ -105,3 +106,35 @@ def test_deleting_a_workload_waiting_for_a_killed_slice_commits_its_host_snapsho
     assert end["reason"].endswith(f"its slices went while it stopped: saved the host snapshot "
                                   f"of step {snap}"), end
     assert _committed(state_dir) == [snap]
+
+
+def test_replace_and_delete_move_what_the_command_wrote_in_its_workload_dir(cli, state_dir):
+    """A ``--command`` that keeps its checkpoints in ``$ELASTIX_WORKLOAD_DIR`` (the state
+    directory, which replace and delete remove) loses nothing: each run's files are moved into
+    the workload's kept data, and the notice says where, in one line. (``create --replace``
+    used to remove them with the directory while saying the data was kept.)"""
+    write = ('mkdir -p "$ELASTIX_WORKLOAD_DIR/ckpt" && echo {n} > "$ELASTIX_WORKLOAD_DIR/ckpt/7" '
+             f"&& {sys.executable} {STANDIN} --step-delay 0.05")
+    create = ("workload", "create", "mine", "--tpu-type", "v5litepod-8", "--command")
+    ckpt = state_dir / "mine" / "ckpt" / "7"
+    cli(*create, write.format(n="first"))
+    try:
+        wait_until(lambda: ckpt.exists() and ckpt.read_text() == "first\n", 60, "the first file")
+        replaced = cli(*create, write.format(n="second"), "--replace")
+        kept = state_dir / ".data" / "mine"
+        (first,) = kept.glob("workload-dir-*")
+        line = " ".join(replaced.stderr.split())
+        assert (f"kept its data (checkpoints) in {kept}, and moved what its command wrote in "
+                f"$ELASTIX_WORKLOAD_DIR (ckpt) to {first}; --delete-data removes it") in line
+        assert (first / "ckpt" / "7").read_text() == "first\n"
+        wait_until(lambda: ckpt.exists() and ckpt.read_text() == "second\n", 60, "the second")
+        gone = cli("workload", "delete", "mine", "--wait")
+        (second,) = set(kept.glob("workload-dir-*")) - {first}
+        assert f"(ckpt) to {second}; --delete-data removes it" in " ".join(gone.stderr.split())
+        assert (second / "ckpt" / "7").read_text() == "second\n"
+        assert (first / "ckpt" / "7").read_text() == "first\n"
+        removed = cli("workload", "delete", "mine", "--delete-data")
+        assert f"removed its data (checkpoints) in {kept}" in removed.stderr
+        assert not kept.exists()
+    finally:
+        cli("workload", "delete", "mine", "--wait", check=False)

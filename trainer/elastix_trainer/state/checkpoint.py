@@ -61,20 +61,21 @@ class Checkpointer:
         events: where ``checkpoint_*`` events go.
         continuous: save whenever the previous save has committed (``period`` is then ignored).
         async_save: write in the background; only the device-to-host copy blocks the loop.
-        max_to_keep: committed steps to keep.
+        max_to_keep: intact committed steps to keep (damaged and void ones are kept too, and
+            not counted: ``Store.retire``).
         settle_timeout: seconds a background write may take before it counts as failed.
     """
 
     def __init__(self, directory: str, period: int, events: EventLog, *, continuous: bool = False,
                  async_save: bool = True, max_to_keep: int = 3,
                  settle_timeout: float = SETTLE_TIMEOUT) -> None:
-        self._store = Store(directory, events)
+        self._store = Store(directory, events, max_to_keep)
         self.directory = self._store.directory
         self.period, self.continuous, self.async_save = period, continuous, async_save
         self.max_to_keep = max_to_keep
         self.settle_timeout = settle_timeout
         self.events = events
-        self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
+        self._slot = ManagerSlot(self.directory, async_save)
         self._pending: PendingSave | None = None
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""

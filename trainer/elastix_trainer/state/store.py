@@ -3,10 +3,18 @@
 Storage is the only source of truth: a step is committed when its directory says so - a plain
 ``<step>`` directory on a local disk (Orbax renames ``<step>.orbax-checkpoint-tmp`` when it
 commits), or a ``<step>`` directory holding ``commit_success.txt`` on GCS. On top of that this
-process remembers two kinds of committed steps it never restores: *damaged* ones (they failed to
-read) and *void* ones (they hold a step completed after a slice was gone, on the local
-backend's stand-in devices). Neither is ever deleted: a later save of the same step moves the
-old directory aside, so what may be recovered by hand stays on storage.
+process remembers *damaged* steps (they failed to read; a new process finds the damage again
+when it reads them), and storage itself records *void* ones (they hold a step completed after a
+slice was gone, on the local backend's stand-in devices): ``elastix-void.txt`` in the step's
+directory, so that no process ever restores them, a restarted head included. Neither is ever
+deleted: a later save of the same step moves the old directory aside, so what may be recovered
+by hand stays on storage.
+
+Retention (``--max-to-keep``) is elastix's, not Orbax's: Orbax's counts every step directory,
+so damaged or void steps newer than the good ones pushed the good ones out (a run restored from
+step 20 past a damaged 30, committed 25 and Orbax deleted 20 and the damaged 30). Here only
+intact steps are counted and retired (``retire``): the newest ``max_to_keep`` of them stay, and a
+damaged or void step is never deleted by it.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from elastix_trainer.state import manifest
 from elastix_trainer.state.manager import first_line
 
 COMMIT_MARKER = "commit_success.txt"
+VOID_MARKER = "elastix-void.txt"
+"""In a committed step's directory: the step is void (never restored, by any process)."""
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
 
 REMOVE_PATIENCE = 10.0
@@ -49,19 +59,22 @@ class Store:
     ``committed_steps`` (which read storage and ``void`` only: see ``declare``).
     """
 
-    def __init__(self, directory: str, events: EventLog) -> None:
+    def __init__(self, directory: str, events: EventLog, max_to_keep: int | None = None) -> None:
         self.directory = str(directory).rstrip("/")
         if not storage.is_gcs(self.directory) and os.path.exists(self.directory) and not \
                 os.path.isdir(self.directory):
             raise UsageError(f"--checkpoint-dir {self.directory} is a file, not a directory",
                              hint="point --checkpoint-dir at a directory (it is created if missing)")
         self.events = events
+        self.max_to_keep = max_to_keep
+        """Intact committed steps to keep (None: all); see ``retire``."""
         self.damaged: dict[int, str] = {}
         """Committed steps that failed to read (step -> the error's first line): skipped."""
         self.void: set[int] = set()
         """Steps this process saved that completed after a slice was gone (local backend):
         never restored. One still being written is un-committed before it is reported committed
-        (``declare``); one already reported stays on storage, skipped."""
+        (``declare``); one already reported stays on storage with ``VOID_MARKER``, skipped by
+        every process (``is_void``)."""
         self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
 
     # -- listing -------------------------------------------------------------------------------
@@ -92,8 +105,24 @@ class Store:
 
     def latest_committed(self) -> int | None:
         """The newest committed step that is neither damaged nor void, or None."""
-        steps = [s for s in self.committed_steps() if s not in self.damaged and s not in self.void]
-        return steps[-1] if steps else None
+        for step in reversed(self.committed_steps()):
+            if step not in self.damaged and not self.is_void(step):
+                return step
+        return None
+
+    def is_void(self, step: int) -> bool:
+        """Whether committed ``step`` is void: voided here, or marked so on storage by the
+        process that voided it (then remembered: ``reclaim`` moves it aside without asking
+        storage on every save)."""
+        if step in self.void:
+            return True
+        try:
+            marked = (storage.epath(self.directory) / str(step) / VOID_MARKER).exists()
+        except OSError:
+            return False  # unreadable: its restore says why
+        if marked:
+            self.void.add(step)
+        return marked
 
     def uncommitted(self) -> list[str]:
         """Names of step directories that never committed."""
@@ -179,7 +208,46 @@ class Store:
         steps = sorted(s for s, at in self._copied_at.items()
                        if s > step and at > since and s not in self.void)
         self.void.update(steps)
+        committed = set(self.committed_steps()) if steps else set()
+        for s in steps:
+            if s in committed:  # already reported committed: say so on storage, for good
+                self._mark_void(s)
         return steps
+
+    def _mark_void(self, step: int) -> None:
+        """Write ``VOID_MARKER`` into committed ``step``'s directory. A step the writer
+        un-commits meanwhile (``declare``) has moved: nothing to mark, it is never restored."""
+        marker = storage.epath(self.directory) / str(step) / VOID_MARKER
+        try:
+            marker.write_text("this step completed after a slice was gone: never restored\n")
+        except FileNotFoundError:
+            pass
+        except OSError as e:  # this process still skips it; a restarted one would not
+            log.warning("elastix: marking the checkpoint of step %d void failed (%s): a "
+                        "restarted trainer may restore it", step, first_line(e))
+
+    # -- retiring ------------------------------------------------------------------------------
+    def retire(self) -> list[int]:
+        """After a commit: delete the intact committed steps older than the newest
+        ``max_to_keep`` of them; returns the steps deleted.
+
+        Damaged and void steps are neither counted nor deleted (they are kept for inspection,
+        and moved aside when their step is saved again), so the newest intact step - the one a
+        restore falls back to - is never deleted. Runs on the writer, between saves; the loop
+        restores only once the writer is idle (``Checkpointer.reset`` settles first).
+        """
+        if not self.max_to_keep:
+            return []
+        damaged = set(self.damaged)  # a copy: the loop may add to it
+        intact = [s for s in self.committed_steps()
+                  if s not in damaged and not self.is_void(s)]
+        old = intact[:-self.max_to_keep]
+        root = storage.epath(self.directory)
+        for step in old:
+            _remove_tree(root / str(step))
+        if old:
+            log.info("elastix: retired checkpoints %s (--max-to-keep %d)", old, self.max_to_keep)
+        return old
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it."""

@@ -54,6 +54,7 @@ from elastix.backends.local.state import (
     write_json_atomic,
 )
 from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
+from elastix.backends.local.workdir import command_files, move_command_files
 from elastix.errors import (
     AlreadyExists,
     BackendError,
@@ -321,14 +322,26 @@ class LocalBackend(Backend):
                 os.unlink(address[len("unix:"):])
             except FileNotFoundError:
                 pass
-        shutil.rmtree(d, ignore_errors=True)
         kept = data_dir(d)
+        theirs = command_files(d)
+        moved = None
+        if not delete_data:
+            try:
+                moved = move_command_files(d, kept)
+            except OSError as e:  # never delete what could not be moved: the directory stays
+                raise BackendError(f"could not move what {name!r}'s command wrote in {d} into "
+                                   f"its kept data {kept}: {e.strerror or e}",
+                                   hint="make the state dir writable, then delete again (its "
+                                        "processes are stopped; nothing was removed)") from None
+        shutil.rmtree(d, ignore_errors=True)
+        if delete_data and (kept.exists() or theirs):
+            shutil.rmtree(kept, ignore_errors=True)
+            also = f" and what its command wrote in $ELASTIX_WORKLOAD_DIR ({', '.join(theirs)})"
+            return f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
         if not kept.exists():
             return None
-        if delete_data:
-            shutil.rmtree(kept, ignore_errors=True)
-            return f"removed its data (checkpoints) in {kept}"
-        return f"kept its data (checkpoints) in {kept}; --delete-data removes it"
+        return (f"kept its data (checkpoints) in {kept}" + (f", and {moved}" if moved else "")
+                + "; --delete-data removes it")
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
