@@ -36,6 +36,17 @@ MAX_SLICE_RESTARTS = "elastix.dev/max-slice-restarts"
 EVENTS_PATH = "elastix.dev/events-path"
 """Annotation: the gs:// URI of the trainer's JSONL events (docs/events.md), when set."""
 
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+"""Label: the Kueue LocalQueue (``--queue``)."""
+
+RESERVED_PREFIXES = ("elastix.dev/", "jobset.sigs.k8s.io/", "batch.kubernetes.io/")
+"""Label key prefixes that elastix, the JobSet controller and the Job controller set on the
+JobSet and its pods (the JobSet's from kubernetes-sigs/jobset api/jobset/v1alpha2/
+jobset_types.go, the Job's from Kubernetes' batch/v1 well-known labels): a ``--label`` there
+would be overridden or would confuse the selectors elastix and JobSet use."""
+RESERVED_KEYS = frozenset({MANAGED_BY, QUEUE_NAME})
+"""Single keys elastix sets (``--queue`` sets the second)."""
+
 MAIN_CONTAINER = "jax-tpu"
 PROXY_CONTAINER = "pathways-proxy"
 RM_CONTAINER = "pathways-rm"

@@ -73,7 +73,7 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
     coordinator = field(f"metadata.labels['{labels.COORDINATOR}']")
     jobset_labels = {**spec.labels, labels.WORKLOAD: spec.name, labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
     if spec.queue:
-        jobset_labels["kueue.x-k8s.io/queue-name"] = spec.queue
+        jobset_labels[labels.QUEUE_NAME] = spec.queue
     server_common = [f"--gcs_scratch_location={spec.gcs_scratch}"]
     proxy_args = ["--server_port=29000", "--resource_manager_address=$(PATHWAYS_HEAD):29001",
                   *server_common]

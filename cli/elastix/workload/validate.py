@@ -9,7 +9,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
-from elastix.workload import tpu
+from elastix.workload import labels, tpu
 
 if TYPE_CHECKING:  # spec imports this module to validate; the rules only read its fields
     from elastix.workload.spec import WorkloadSpec
@@ -78,6 +78,10 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     for k, v in spec.labels.items():
         if not label_key_ok(k):
             add("labels", f"{k!r} is not a valid label key", "e.g. team or example.com/team")
+        elif k in labels.RESERVED_KEYS or k.startswith(labels.RESERVED_PREFIXES):
+            add("labels", f"{k!r} is set by elastix or JobSet, not by --label",
+                "--queue sets the Kueue queue; pick a key of your own, e.g. example.com/team"
+                if k == labels.QUEUE_NAME else "pick a key of your own, e.g. example.com/team")
         elif len(v) > 63 or not LABEL_VALUE.match(v):
             add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
                           "[A-Za-z0-9-_.], starting and ending alphanumeric")
