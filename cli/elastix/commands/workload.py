@@ -156,8 +156,12 @@ def create(
         _check_smoke(kind, flags)
     flags.update(name=name, cluster=target.cluster, project=target.project,
                  location=target.location, namespace=target.namespace)
-    spec = resolve_spec(flags, spec_file=spec_file, env_file=env_file,
-                        backend_defaults=backend_class(kind).defaults(smoke=smoke))
+    defaults = backend_class(kind).defaults(smoke=smoke)
+    spec = resolve_spec(flags, spec_file=spec_file, env_file=env_file, backend_defaults=defaults)
+    if smoke and (spec.headless or spec.command != defaults.get("command")):
+        raise UsageError(f"--smoke sizes the default job, but the spec file {spec_file} sets "
+                         f"{'headless' if spec.headless else 'command'}",
+                         hint="drop --smoke, or drop command/headless from the spec file")
     manifest = render(spec, template)
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)
