@@ -35,6 +35,7 @@ from elastix.backends.base import (
     SliceStatus,
     WorkloadStatus,
 )
+from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
 from elastix.backends.local.plan import Plan, data_dir, make_plan
 from elastix.backends.local.state import (
     FINAL_STATES,
@@ -45,7 +46,6 @@ from elastix.backends.local.state import (
     marked_pids,
     proc_matches,
     proc_stopped,
-    read_json,
     read_procs,
     read_record,
     record_proc,
@@ -72,7 +72,6 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
 SMOKE_STEPS = 1200  # `workload create --smoke`: 2 min of steps at 0.1 s, more under load
-_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 
 
 def _parse_time(s: str | None) -> dt.datetime | None:
@@ -363,7 +362,7 @@ class LocalBackend(Backend):
             if not path.exists():
                 raise NotFoundError(f"no worker slice {opts.slice or 0} host {opts.host or 0} "
                                     f"in {name!r}")
-            return _follow_files(d, lambda: [path], opts)
+            return follow_files(d, lambda: [path], opts)
         if container not in (None, labels.MAIN_CONTAINER):
             raise NotFoundError(f"container {container!r} does not run on the local backend",
                                 hint=f"local workloads run the head's {labels.MAIN_CONTAINER} "
@@ -379,12 +378,12 @@ class LocalBackend(Backend):
                 raise NotFoundError(f"workload {name} has no previous head attempt: it has not "
                                     "restarted", hint=f"elastix logs {name} shows the current one")
             prev, cur = attempts[-2:]
-            lines = _previous(d, prev, cur, opts)
+            lines = previous(d, prev, cur, opts)
         elif stamped and opts.timestamps and not opts.follow:
-            lines = _every_attempt(d, heads, opts)  # a restart is measured across attempts
+            lines = every_attempt(d, heads, opts)  # a restart is measured across attempts
         else:
-            lines = _follow_files(d, heads, opts)
-        return lines if opts.timestamps or not stamped else _unstamped(lines)
+            lines = follow_files(d, heads, opts)
+        return lines if opts.timestamps or not stamped else unstamped(lines)
 
     def _stamped(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         """``--timestamps`` locally: a process writes straight to its log file, so no time per
@@ -434,119 +433,6 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
-
-
-def _finished(d: Path) -> bool:
-    """The workload will write no more logs: final state, supervisor gone, or deleted."""
-    try:
-        st = WorkloadState.from_json(read_json(d / "state.json"))
-    except (OSError, ValueError, KeyError, TypeError):
-        return not d.exists()
-    if st.state in FINAL_STATES or st.state == "Terminating":
-        return True
-    sup = st.supervisor or {}
-    return not proc_matches(sup.get("pid", -1), sup.get("create_time"))
-
-
-def _keep(line: str, since: dt.datetime | None) -> bool:
-    if since is None:
-        return True
-    m = _TS.match(line)
-    return m is None or _parse_time(m.group(1)) >= since
-
-
-def _unstamped(lines: Iterator[LogEvent]) -> Iterator[LogEvent]:
-    """A stamped head's lines without the time the supervisor put before each."""
-    for ev in lines:
-        m = None if ev.notice else _TS.match(ev.text)
-        yield dataclasses.replace(ev, text=ev.text[m.end():]) if m else ev
-
-
-def _every_attempt(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:
-    """Every head attempt's lines in order, each attempt announced (on stderr): with the
-    supervisor's time on every line, the lines of a restarted MaxText show its restart."""
-    paths = files()
-    for i, path in enumerate(paths):
-        yield LogEvent(f"head attempt {path.stem.split('-')[1]}", notice=True)
-        if i == len(paths) - 1:
-            yield from _follow_files(d, lambda p=path: [p], opts)
-            return
-        with open(path, encoding="utf-8", errors="replace") as f:
-            yield from (LogEvent(line.rstrip("\n")) for line in f)
-
-
-def _previous(d: Path, prev: Path, cur: Path, opts: LogOptions) -> Iterator[LogEvent]:
-    """The head attempt before the current one, said so first (on stderr)."""
-    yield LogEvent(f"head attempt {prev.stem.split('-')[1]} (the current attempt is "
-                   f"{cur.stem.split('-')[1]})", notice=True)
-    yield from _follow_files(d, lambda: [prev], opts)
-
-
-def _follow_files(d: Path, files, opts: LogOptions) -> Iterator[LogEvent]:
-    """Lines of the newest file; with ``follow``, keep reading it and move on to newer ones."""
-    since = utc_now() - dt.timedelta(seconds=opts.since_seconds) if opts.since_seconds else None
-    paths = files()
-    if not paths:
-        if not opts.follow:
-            return
-        while not paths and not _finished(d):
-            time.sleep(0.1)
-            paths = files()
-        if not paths:
-            return
-    current = paths[-1]
-    with open(current, encoding="utf-8", errors="replace") as f:
-        lines = f.read().splitlines(keepends=True)
-        pos = f.tell()
-    if lines and not lines[-1].endswith("\n") and opts.follow:
-        pos -= len(lines.pop().encode())  # half a line: read it whole later
-    if opts.tail_lines is not None:
-        lines = lines[-opts.tail_lines:] if opts.tail_lines > 0 else []
-    for line in lines:
-        if _keep(line, since):
-            yield LogEvent(line.rstrip("\n"))
-    if not opts.follow:
-        return
-    yield from _tail(d, files, current, pos)
-
-
-def _tail(d: Path, files, current: Path, pos: int) -> Iterator[LogEvent]:
-    buf = b""
-    while True:
-        try:
-            with open(current, "rb") as f:
-                f.seek(pos)
-                chunk = f.read()
-        except FileNotFoundError:
-            return  # deleted
-        pos += len(chunk)
-        buf += chunk
-        *whole, buf = buf.split(b"\n")
-        for line in whole:
-            yield LogEvent(line.decode("utf-8", "replace"))
-        if chunk:
-            continue
-        paths = files()
-        later = paths[paths.index(current) + 1] if current in paths[:-1] else None
-        if later is not None:
-            if buf:
-                yield LogEvent(buf.decode("utf-8", "replace"))
-            yield LogEvent(f"head restarted (workload restart {later.stem.split('-')[1]}): "
-                           "following the new head", notice=True)
-            current, pos, buf = later, 0, b""
-            continue
-        if _finished(d):
-            # One last read: the process may have written between our read and its exit.
-            try:
-                with open(current, "rb") as f:
-                    f.seek(pos)
-                    buf += f.read()
-            except FileNotFoundError:
-                pass
-            for line in buf.decode("utf-8", "replace").splitlines():
-                yield LogEvent(line)
-            return
-        time.sleep(0.1)
 
 
 def _check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
