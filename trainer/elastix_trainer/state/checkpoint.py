@@ -74,7 +74,7 @@ class Checkpointer:
         self.max_to_keep = max_to_keep
         self.settle_timeout = settle_timeout
         self.events = events
-        self._slot = ManagerSlot(self.directory, max_to_keep, async_save)
+        self._slot = ManagerSlot(self.directory, async_save)
         self._pending: PendingSave | None = None
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""
@@ -103,7 +103,8 @@ class Checkpointer:
         pending = self._pending
         return pending is not None and not pending.done.is_set()
 
-    def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None) -> None:
+    def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None,
+             known_good: int | None = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
 
         Returns once the state is copied to host memory (the next step may donate the device
@@ -112,6 +113,8 @@ class Checkpointer:
         Args:
             host_state: a host copy of ``state`` already taken at this step (a snapshot's):
                 written as it is, so the state is not copied a second time.
+            known_good: the newest step no slice loss found later can undo (None: every
+                step); the saves settled so far are retired by it (``retire``).
         """
         entered = time.monotonic()
         if self.settle() is False:  # one save at a time: Orbax would block on it anyway
@@ -119,6 +122,7 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
+        self.retire(known_good)
         if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
             self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
@@ -200,6 +204,13 @@ class Checkpointer:
         if self.in_flight():
             return []
         return self._store.remove_uncommitted()
+
+    def retire(self, known_good: int | None = None) -> list[int]:
+        """Delete the committed steps ``max_to_keep`` no longer keeps (``Store.retire``), once
+        no save is in flight; returns them."""
+        if self.in_flight():
+            return []
+        return self._store.retire(self.max_to_keep, known_good)
 
     def void_newer(self, step: int, since: float) -> list[int]:
         """Void the steps after ``step`` that this process saved after monotonic time

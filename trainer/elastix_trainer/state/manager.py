@@ -41,9 +41,10 @@ def save_args(state: Any, data_state: dict):
     return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
 
 
-def new_manager(directory: str, max_to_keep: int, async_save: bool):
+def new_manager(directory: str, async_save: bool):
     """A ``CheckpointManager`` on ``directory`` whose listing elastix never trusts (the restore
-    step is read from storage: see ``store``)."""
+    step is read from storage: see ``store``), and which deletes nothing: ``--max-to-keep`` is
+    applied by ``Store.retire``, which knows which steps a late-found slice loss may void."""
     import orbax.checkpoint as ocp
 
     if pathways_persistence():
@@ -60,7 +61,7 @@ def new_manager(directory: str, max_to_keep: int, async_save: bool):
         storage.epath(directory),
         item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
         options=ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True,
+            max_to_keep=None, create=True,
             # A host copy is written on our own thread, synchronously there; only
             # device arrays (persistence) need Orbax's async copy-then-write.
             enable_async_checkpointing=async_save and pathways_persistence(),
@@ -81,8 +82,8 @@ class ManagerSlot:
     is in flight.
     """
 
-    def __init__(self, directory: str, max_to_keep: int, async_save: bool) -> None:
-        self._args = (directory, max_to_keep, async_save)
+    def __init__(self, directory: str, async_save: bool) -> None:
+        self._args = (directory, async_save)
         self._mgr = None
         self._lock = threading.Lock()
 

@@ -181,6 +181,36 @@ class Store:
         self.void.update(steps)
         return steps
 
+    def retire(self, keep: int, known_good: int | None) -> list[int]:
+        """Delete the committed steps beyond the newest ``keep`` (``--max-to-keep``), except the
+        newest restorable one no newer than ``known_good`` and any newer than it (None: every
+        step is known good); returns them. Damaged and void steps are never deleted (they stay
+        for a look by hand until their step is saved again: ``reclaim``).
+
+        Why not Orbax's ``max_to_keep``: it counts every committed step. On the local backend
+        a hung host's loss is found a heartbeat timeout late, and meanwhile the stand-in
+        devices completed and checkpointed more steps; Orbax retired the checkpoints from
+        before the loss behind those, the loss then voided them, and the run went back to
+        step 0 with committed checkpoints of good steps deleted. Only the caller knows which
+        steps are known good (``Hooks.known_good``); a failed deletion is logged, never
+        raised (the next save tries again).
+        """
+        steps = self.committed_steps()
+        kept = set(steps[-keep:]) if keep > 0 else set(steps)
+        usable = [s for s in steps if s not in self.damaged and s not in self.void]
+        good = [s for s in usable if known_good is None or s <= known_good]
+        if good:
+            kept.add(good[-1])
+        gone = [s for s in usable if s not in kept and (known_good is None or s <= known_good)]
+        root = storage.epath(self.directory)
+        for s in gone:
+            try:
+                _remove_tree(root / str(s))
+            except OSError as e:
+                log.warning("elastix: retiring checkpoint %d failed (%s); kept for now", s,
+                            first_line(e))
+        return gone
+
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it."""
         why = first_line(error)
