@@ -311,7 +311,7 @@ class Trainer:
                                "still finite): training diverged; nothing from it is saved")
             data_state = self.data.state()
             snap = None
-            good = self.known_good() if snap_due or ckpt_due or scale_up else None
+            good = self.known_good()  # no loss found later can undo this step or older
             if snap_due or scale_up:
                 snap = self.snapshots.take(n, s.state, data_state, known_good=good)
             if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
