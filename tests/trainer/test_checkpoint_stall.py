@@ -121,11 +121,11 @@ class _Recording(Checkpointer):
         super().__init__(*args, **kw)
         self.trainer, self.handed = trainer, {}
 
-    def save(self, step, state, data_state, *, host_state=None):
+    def save(self, step, state, data_state, *, host_state=None, **kw):
         snap = self.trainer.snapshots.latest
         self.handed[step] = host_state is not None and snap is not None and \
             snap.step == step and host_state is snap.host_state
-        super().save(step, state, data_state, host_state=host_state)
+        super().save(step, state, data_state, host_state=host_state, **kw)
 
 
 def test_the_loop_hands_a_same_step_snapshot_to_the_checkpoint(tmp_path):

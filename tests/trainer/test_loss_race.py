@@ -39,6 +39,11 @@ class DatedHealth(ManualHealth):
     def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
         return {s: t for s, (t, ex) in self.dated.items() if s in slices and (ex or not exact)}
 
+    def vouched(self, slices) -> float:
+        # As the heartbeat receiver: a host is vouched for up to its last heartbeat, which for
+        # a lost one is the date of its loss; the others have just been heard.
+        return min([t for s, (t, _) in self.dated.items() if s in slices], default=time.monotonic())
+
     def wait_for(self, required: int, timeout: float, stop=None):
         self.dated.clear()  # as the heartbeat receiver: the loss is being handled
         self.set_up(*range(self.num_slices))
@@ -117,6 +122,28 @@ def test_a_hang_found_late_falls_back_to_the_previous_snapshot(reference, tmp_pa
     assert [r["step"] for r in ev.of("checkpoint_committed")] == [4, 4, 8]
     assert [n for n in os.listdir(ck_dir) if n.startswith("4.void-")]  # kept, moved aside
     _committed_dirs_exist(ck_dir, ev)
+    assert losses(ev) == reference["losses"]
+
+
+@pytest.mark.parametrize("source", ["snapshot", "checkpoint"])
+def test_a_hang_found_many_saves_late_keeps_the_state_from_before_it(source, reference,
+                                                                     tmp_path):
+    """The loss is dated after step 2 and found only at step 7: steps 3-6 complete on stand-in
+    devices, with checkpoints 4 and 6 (more than ``--max-to-keep 1``) and, with snapshots, one
+    each (more than the two slots). Retiring the snapshot or the checkpoint of step 2 behind
+    those newer ones, which the loss then voids, sent the run back to step 0; the state of
+    step 2 is restored."""
+    health = DatedHealth(4)
+    ck_dir = tmp_path / "ck"
+    cfg = make_cfg(checkpoint_dir=str(ck_dir), checkpoint_period=2, max_to_keep=1,
+                   snapshot_period=1 if source == "snapshot" else 0, async_checkpoint=False)
+    outcome, trainer, _ = _run(cfg, health, *_kill_right_after(health, 2, exact=False, down_at=7))
+    assert outcome.status == "completed", outcome
+    ev = trainer.events
+    assert [r["step"] for r in ev.of("checkpoint_committed")][:3] == [2, 4, 6]  # 4, 6: void
+    assert ev.of("elastic_detected")[0]["last_step"] == 2
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == (source, 2)  # not init
     assert losses(ev) == reference["losses"]
 
 

@@ -106,6 +106,11 @@ class Hooks:
         snapshot first)."""
         return False
 
+    def known_good(self) -> int | None:
+        """The newest step that no slice loss found later can undo (None: every completed
+        step). The stores retire older saved states only behind a state of such a step."""
+        return None
+
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
     """The preset with the activation dtype resolved for this platform."""
@@ -165,6 +170,11 @@ class Trainer:
                 self.ckpt.mark_damaged(step, e)
         if self.ckpt.damaged:
             raise self.ckpt.unreadable()
+
+    def known_good(self) -> int | None:
+        """The newest step no loss found later can undo, by every hook (None: any step)."""
+        said = [g for g in (h.known_good() for h in self.hooks) if g is not None]
+        return min(said, default=None)
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:
@@ -311,10 +321,11 @@ class Trainer:
                                "still finite): training diverged; nothing from it is saved")
             data_state = self.data.state()
             snap = None
+            good = self.known_good()  # no loss found later can undo this step or older
             if snap_due or scale_up:
-                snap = self.snapshots.take(n, s.state, data_state)
+                snap = self.snapshots.take(n, s.state, data_state, known_good=good)
             if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
-                self.ckpt.save(n, s.state, data_state,
+                self.ckpt.save(n, s.state, data_state, known_good=good,
                                host_state=snap.host_state if snap is not None else None)
                 for hook in self.hooks:
                     hook.after_save(s, n)
@@ -429,6 +440,7 @@ class Trainer:
                         f"the final checkpoint (step {final}) did not commit: "
                         f"{self.ckpt.last_error() or error}; the newest committed checkpoint is "
                         + (f"step {newest}" if newest is not None else "none"), final, newest)
+            self.ckpt.retire(self.known_good())  # what --max-to-keep no longer keeps
         except SaveTimeout as e:  # the write in flight hung: the same failure, said by itself
             raise FinalSaveFailed(str(e), final, None) from None
         finally:

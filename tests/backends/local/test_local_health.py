@@ -216,6 +216,33 @@ def test_a_frozen_controller_does_not_see_slices_lost(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are dated by a pidfd (Linux)")
+def test_hosts_are_vouched_for_up_to_their_oldest_last_heartbeat(tmp_path):
+    """``vouched``: no loss of these slices found later can be dated before it (a stale host
+    is dated at its last heartbeat, a replaced one no later), so the trainer may retire older
+    saved states behind the states of steps completed before it, and no others."""
+    clock = Clock()
+    addr = f"unix:{tmp_path}/h.sock"
+    with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=2.0,
+                              clock=clock, deaf_after=None) as health:
+        assert health.vouched({0}) == float("-inf")  # never heard: vouched for nothing
+        for s, h, ts in [(0, 0, 1000.0), (0, 1, 1000.2), (1, 0, 1000.4), (1, 1, 1000.6)]:
+            _send(addr, s, h, 10 * s + h + 100, ts)
+            wait_until(lambda s=s, h=h: _received(health, (s, h), 10 * s + h + 100), 5, "hb")
+        assert health.vouched({0, 1}) == 1000.0
+        assert health.vouched({1}) == 1000.4
+        # Host 1/0 stops at 1000.4, the others go on: it stays what 1 is vouched for, and it
+        # is the date its loss gets once stale.
+        clock.t = 1003.0
+        for s, h in [(0, 0), (0, 1), (1, 1)]:
+            _send(addr, s, h, 10 * s + h + 100, clock.t)
+        wait_until(lambda: health.vouched({0}) == 1003.0, 5, "slice 0 heard again")
+        assert health.vouched({1}) == 1000.4 == health.losses({1})[1]
+        # Replaced: the new host's heartbeats do not vouch past its predecessor's last one.
+        _send(addr, 1, 0, 999, clock.t)
+        wait_until(lambda: _received(health, (1, 0), 999), 5, "the replacement")
+        assert health.vouched({1}) == 1000.4
+
+
 def test_a_host_exit_is_dated_at_once_and_a_stale_host_from_its_last_heartbeat(tmp_path):
     """``losses(exact=True)`` knows a SIGKILLed host the moment it exits, long before its
     heartbeats go stale; a stopped host only counts once stale, from its last heartbeat."""

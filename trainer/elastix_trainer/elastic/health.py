@@ -86,6 +86,12 @@ class HealthSource:
         dated exactly (a host's exit), not a host that merely went silent."""
         return {}
 
+    def vouched(self, slices) -> float | None:
+        """Monotonic time up to which every host of ``slices`` is known to have been alive: a
+        loss of theirs found later is dated no earlier (``losses``). None: the source dates no
+        loss, so nothing completed can be undone afterwards."""
+        return None
+
     def forget(self, slices) -> None:
         """Drop the loss records of ``slices``: they are live now, whatever befell them while
         they were outside the mesh (the runtime scales up onto them)."""

@@ -104,7 +104,8 @@ class Checkpointer:
         pending = self._pending
         return pending is not None and not pending.done.is_set()
 
-    def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None) -> None:
+    def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None,
+             known_good: int | None = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
 
         Returns once the state is copied to host memory (the next step may donate the device
@@ -113,6 +114,8 @@ class Checkpointer:
         Args:
             host_state: a host copy of ``state`` already taken at this step (a snapshot's):
                 written as it is, so the state is not copied a second time.
+            known_good: the newest step no slice loss found later can undo (None: every
+                step); the saves settled so far are retired by it (``retire``).
         """
         entered = time.monotonic()
         if self.settle() is False:  # one save at a time: Orbax would block on it anyway
@@ -120,6 +123,7 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
+        self.retire(known_good)
         if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
             self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
@@ -201,6 +205,19 @@ class Checkpointer:
         if self.in_flight():
             return []
         return self._store.remove_uncommitted()
+
+    def retire(self, known_good: int | None = None) -> list[int]:
+        """Delete the committed steps ``max_to_keep`` no longer keeps (``Store.retire``), once
+        no save is in flight; returns them. A failure (storage unreadable) leaves them on
+        storage, more kept and nothing lost, and never fails the save that asked."""
+        if self.in_flight():
+            return []
+        try:
+            return self._store.retire(known_good)
+        except Exception as e:  # noqa: BLE001 - the next save retires them again
+            log.warning("elastix: retiring old checkpoints failed (%s): they are kept",
+                        first_line(e))
+            return []
 
     def void_newer(self, step: int, since: float) -> list[int]:
         """Void the steps after ``step`` that this process saved after monotonic time

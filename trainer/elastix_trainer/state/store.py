@@ -227,27 +227,42 @@ class Store:
                         "restarted trainer may restore it", step, first_line(e))
 
     # -- retiring ------------------------------------------------------------------------------
-    def retire(self) -> list[int]:
-        """After a commit: delete the intact committed steps older than the newest
-        ``max_to_keep`` of them; returns the steps deleted.
+    def retire(self, known_good: int | None = None) -> list[int]:
+        """Delete the intact committed steps that ``max_to_keep`` no longer keeps; returns them.
 
-        Damaged and void steps are neither counted nor deleted (they are kept for inspection,
-        and moved aside when their step is saved again), so the newest intact step - the one a
-        restore falls back to - is never deleted. Runs on the writer, between saves; the loop
-        restores only once the writer is idle (``Checkpointer.reset`` settles first).
+        Kept: the newest ``max_to_keep`` intact steps (neither damaged nor void), the newest
+        intact one no newer than ``known_good`` (the newest step no slice loss found later can
+        undo; None: every step), and every one newer than ``known_good``. Damaged and void steps
+        are neither counted nor deleted (they stay for a look by hand until their step is saved
+        again: ``reclaim``), so the step a restore falls back to is never deleted.
+
+        Why not Orbax's ``max_to_keep``: it counts every step directory. Damaged steps newer
+        than the intact ones pushed the intact ones out, and on the local backend, where a hung
+        host's loss is found a heartbeat timeout late while the stand-in devices checkpoint on,
+        the checkpoints of steps the loss then voided pushed out the last good one: the run went
+        back to step 0 with good checkpoints deleted. Only the caller knows which steps are known
+        good (``Hooks.known_good``). A failed deletion is logged, never raised (the next save
+        retires it again).
         """
         if not self.max_to_keep:
             return []
         damaged = set(self.damaged)  # a copy: the loop may add to it
-        intact = [s for s in self.committed_steps()
-                  if s not in damaged and not self.is_void(s)]
-        old = intact[:-self.max_to_keep]
+        intact = [s for s in self.committed_steps() if s not in damaged and not self.is_void(s)]
+        kept = set(intact[-self.max_to_keep:])
+        good = [s for s in intact if known_good is None or s <= known_good]
+        if good:
+            kept.add(good[-1])
+        gone = [s for s in intact if s not in kept and (known_good is None or s <= known_good)]
         root = storage.epath(self.directory)
-        for step in old:
-            _remove_tree(root / str(step))
-        if old:
-            log.info("elastix: retired checkpoints %s (--max-to-keep %d)", old, self.max_to_keep)
-        return old
+        for s in gone:
+            try:
+                _remove_tree(root / str(s))
+            except OSError as e:
+                log.warning("elastix: retiring checkpoint %d failed (%s); kept for now", s,
+                            first_line(e))
+        if gone:
+            log.info("elastix: retired checkpoints %s (--max-to-keep %d)", gone, self.max_to_keep)
+        return gone
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it."""

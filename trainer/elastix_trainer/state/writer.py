@@ -133,7 +133,6 @@ class Write:
                 self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
                                  bytes=self.store.step_bytes(step),
                                  blocking_seconds=pending.blocking)
-                self._retire()
             else:
                 pending.error = pending.error or "not committed on storage"
                 report_failed(self.events, step, pending.error)
@@ -144,15 +143,6 @@ class Write:
         finally:
             pending.ok = bool(pending.ok)
             pending.done.set()
-
-    def _retire(self) -> None:
-        """Retire old intact steps; a failure leaves them on storage (more kept, nothing lost)
-        and never makes the commit just reported look failed."""
-        try:
-            self.store.retire()
-        except Exception as e:  # noqa: BLE001 - the next commit retires them again
-            log.warning("elastix: retiring old checkpoints failed (%s): they are kept",
-                        first_line(e))
 
     def _write(self) -> None:
         """Write (or wait for) the save; a failed write is "not committed", whatever it was."""

@@ -277,6 +277,17 @@ class LocalHeartbeatHealth(HealthSource):
                         note(s, t)
         return out
 
+    def vouched(self, slices) -> float:
+        """The oldest last heartbeat (or recorded loss) among the hosts of ``slices``: a loss
+        found later is dated at a host's last heartbeat or exit, never before that. A host
+        never heard vouches for nothing."""
+        wanted = frozenset(slices)
+        with self._cond:
+            times = [self._heard.get((s, h), float("-inf")) for s in wanted
+                     for h in range(self.hosts_per_slice)]
+            times += [t for (s, _), t in self._died.items() if s in wanted]
+        return min(times, default=float("-inf"))
+
     def forget(self, slices) -> None:
         """Drop the loss records of ``slices`` (the runtime scales up onto them: live now,
         whatever happened to them while they were outside the mesh)."""

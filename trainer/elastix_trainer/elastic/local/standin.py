@@ -51,8 +51,10 @@ class LocalStandIn(Hooks):
         # (monotonic time, step) of every completed or restored step, newest last: which state
         # the run held at a given moment (a slice's loss is dated after the fact).
         self.timeline: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
+        self.slice_ids: frozenset[int] = frozenset()  # the mesh of the session running
 
     def before_dispatch(self, session: Session, n: int) -> None:
+        self.slice_ids = session.slice_ids
         fault.arm(n, lost(session.slice_ids, self.health))
 
     def verify_complete(self, session: Session, n: int, done_at: float) -> None:
@@ -84,6 +86,16 @@ class LocalStandIn(Hooks):
             if when <= t:
                 return step
         return None
+
+    def known_good(self) -> int | None:
+        """The newest step held before every host of the mesh was last known alive
+        (``HealthSource.vouched``): a loss found later is dated after it, so
+        ``discard_after`` keeps it. -1: none yet."""
+        t = self.health.vouched(self.slice_ids)
+        if t is None:
+            return None
+        step = self.step_at(t)
+        return -1 if step is None else step
 
     def discard_after(self, t: float) -> tuple[int, int] | None:
         """Forget the work done after monotonic time ``t``, when a slice was already gone.
