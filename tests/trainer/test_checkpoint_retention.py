@@ -17,9 +17,8 @@ import shutil
 
 import jax.numpy as jnp
 import pytest
-from fake_gcs import emulator_env
 from test_garbled_checkpoint import _garble, _largest
-from test_loss_race import DatedHealth, _kill_right_after, _run
+from test_loss_race import DatedHealth, _kill_right_after, _run, checkpoint_dir
 from trainer_helpers import make_cfg, run_cli, run_elastic
 
 from elastix_trainer.obs.events import EventLog
@@ -61,12 +60,7 @@ def test_retention_keeps_the_damaged_step_and_the_newest_intact_one(ck):
 @pytest.mark.parametrize("where", ["disk", "gcs"])
 def test_a_void_step_is_never_restored_by_a_new_checkpointer(where, tmp_path, request,
                                                              monkeypatch):
-    if where == "gcs":
-        for k, v in emulator_env(request.getfixturevalue("gcs")).items():
-            monkeypatch.setenv(k, v)
-        directory = "gs://ckpts/void"
-    else:
-        directory = str(tmp_path / "ck")
+    directory = checkpoint_dir(where, "void", tmp_path, request, monkeypatch)
     ck = Checkpointer(directory, 4, EventLog(None))
     _save(ck, 4)
     _save(ck, 8)  # reported committed, then found to hold a step completed after a loss

@@ -147,15 +147,20 @@ def test_a_hang_found_many_saves_late_keeps_the_state_from_before_it(source, ref
     assert losses(ev) == reference["losses"]
 
 
+def checkpoint_dir(where: str, name: str, tmp_path, request, monkeypatch) -> str:
+    """A checkpoint directory on a local disk, or on fake-gcs-server (``where`` "gcs", the
+    client pointed at it through the environment)."""
+    if where != "gcs":
+        return str(tmp_path / "ck")
+    for k, v in emulator_env(request.getfixturevalue("gcs")).items():
+        monkeypatch.setenv(k, v)
+    return f"gs://ckpts/{name}"
+
+
 @pytest.mark.parametrize("where", ["disk", "gcs"])
 def test_a_save_in_flight_of_a_discarded_step_never_commits(where, tmp_path, request,
                                                             monkeypatch):
-    if where == "gcs":
-        for k, v in emulator_env(request.getfixturevalue("gcs")).items():
-            monkeypatch.setenv(k, v)
-        directory = "gs://ckpts/raced"
-    else:
-        directory = str(tmp_path / "ck")
+    directory = checkpoint_dir(where, "raced", tmp_path, request, monkeypatch)
     events = EventLog(None)
     ck = Checkpointer(directory, 4, events)
     held = threading.Event()
