@@ -23,6 +23,21 @@ for _var in ("CLOUDSDK_CORE_PROJECT", "CLOUDSDK_COMPUTE_ZONE", "CLOUDSDK_COMPUTE
     os.environ.pop(_var, None)
 
 
+# -- Ctrl-C reaches the processes the tests interrupt ---------------------------------------------
+
+def pytest_configure(config) -> None:
+    """Tests Ctrl-C the CLI (``logs -f``, ``status --watch``) and expect it to stop. A shell
+    starts a background job (``bash .ci/run &`` in a script, ``nohup``) with SIGINT ignored,
+    and an ignored signal stays ignored across fork and exec: every CLI the suite started then
+    ignored its Ctrl-C, and those tests failed on a hang that no user at a terminal has (seen
+    in busy-machine runs started from a script). A handler, unlike SIG_IGN, is reset at exec,
+    so each child gets SIGINT's default and Python its KeyboardInterrupt."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # -- parallel workers (pytest-xdist; pyproject's addopts asks for ``-n auto``) -------------------
 
 def pytest_xdist_auto_num_workers(config) -> int:

@@ -26,6 +26,28 @@ def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
     return wait_until(pred, timeout, what, interval=0.02)
 
 
+def interrupt(proc: subprocess.Popen, stderr, timeout: float = 120.0) -> int:
+    """Ctrl-C ``proc`` (a CLI started with ``FakeCluster.env``) and return its exit code. One
+    that has not exited after ``timeout`` is made to print its threads' stacks (SIGABRT, which
+    ``PYTHONFAULTHANDLER`` turns into a dump) and the test fails with them: a hang after
+    Ctrl-C says where it hangs. ``stderr()`` returns what the process wrote on stderr."""
+    import signal
+    import time
+
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        time.sleep(0.5)  # the reader threads take the dump's last lines
+        raise AssertionError(f"still running {timeout:.0f} s after Ctrl-C; its stacks:\n"
+                             + stderr()[-6000:]) from None
+
+
 class FakeCluster:
     """A running fake API server: its URL, a kubeconfig for it, and its admin endpoints."""
 
@@ -69,7 +91,10 @@ class FakeCluster:
         return self.get("/_fake/requests")
 
     def env(self) -> dict:
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), COLUMNS="200")
+        # PYTHONFAULTHANDLER: a CLI that hangs can be made to print every thread's stack
+        # (``interrupt``).
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), COLUMNS="200",
+                   PYTHONFAULTHANDLER="1")
         env.pop("ELASTIX_BACKEND", None)
         return env
 

@@ -4,12 +4,11 @@ create -> list/status -> logs -f -> kill-worker -> replacement pod -> head resta
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
 
-from fake_cluster import CREATE, elastix, wait_for
+from fake_cluster import CREATE, elastix, interrupt, wait_for
 
 JS = "jobset.sigs.k8s.io/"
 HEAD = f"{JS}jobset-name=demo,{JS}replicatedjob-name=pathways-head"
@@ -38,8 +37,7 @@ class Follower:
             sink.append(line.rstrip("\n"))
 
     def stop(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=120)  # a bound: at load 10 an exit took over 20 s
+        return interrupt(self.proc, lambda: "\n".join(self.err))
 
 
 def test_journey(fake_cluster):

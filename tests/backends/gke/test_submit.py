@@ -4,14 +4,13 @@ and `status --watch` ending on Ctrl-C."""
 from __future__ import annotations
 
 import copy
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from fake_cluster import CREATE, elastix, start_fake, stop, wait_for
+from fake_cluster import CREATE, elastix, interrupt, start_fake, stop, wait_for
 
 from elastix.backends.gke.backend import GKEBackend
 from elastix.backends.gke.preflight import PreflightError
@@ -80,15 +79,14 @@ def test_status_watch_stops_on_ctrl_c(fake_cluster):
                              "--watch", "--interval", "0.2"], env=fake_cluster.env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
+    err: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
     try:
         # two frames drawn: the watch refreshes
         wait_for(lambda: sum("namespace default" in x for x in lines) >= 2, timeout=120,
                  what="two frames")
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=120)  # a bound: at load 10 an exit took over 20 s
-        finally:
-            proc.kill()
-    assert proc.returncode == 130 and "Traceback" not in proc.stderr.read()
+        code = interrupt(proc, lambda: "".join(err))
+    proc.wait()
+    assert code == 130 and "Traceback" not in "".join(err)
