@@ -115,7 +115,7 @@ class Checkpointer:
             host_state: a host copy of ``state`` already taken at this step (a snapshot's):
                 written as it is, so the state is not copied a second time.
             known_good: the newest step no slice loss found later can undo (None: every
-                step); the saves settled so far are retired by it (``retire``).
+                step); once this save commits, the writer retires by it (``Store.retire``).
         """
         entered = time.monotonic()
         if self.settle() is False:  # one save at a time: Orbax would block on it anyway
@@ -123,7 +123,6 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
-        self.retire(known_good)
         if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
             self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
@@ -142,7 +141,7 @@ class Checkpointer:
         self._store.copied(step)
         self._pending = pending = PendingSave(step, start, 0.0, entered)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
-                    waited=not self.async_save)
+                    waited=not self.async_save, known_good=known_good)
         if not self.async_save:
             job()
             return

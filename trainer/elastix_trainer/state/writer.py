@@ -113,6 +113,8 @@ class Write:
     data_state: dict | None = None
     mgr: Any = None
     waited: bool = False
+    known_good: int | None = None
+    """``Checkpointer.save``'s: what the commit then retires by (``Store.retire``)."""
 
     def __call__(self) -> None:
         """Whatever fails here (the write, listing storage, counting bytes, writing the event),
@@ -133,6 +135,7 @@ class Write:
                 self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
                                  bytes=self.store.step_bytes(step),
                                  blocking_seconds=pending.blocking)
+                self._retire()
             else:
                 pending.error = pending.error or "not committed on storage"
                 report_failed(self.events, step, pending.error)
@@ -143,6 +146,17 @@ class Write:
         finally:
             pending.ok = bool(pending.ok)
             pending.done.set()
+
+    def _retire(self) -> None:
+        """Retire what ``--max-to-keep`` no longer keeps, here on the writer (listing storage
+        costs the loop nothing here; on GCS it is a listing and a look per step). By the
+        ``known_good`` of the save's start, older than now's: it keeps more, never less. A
+        failure leaves them on storage and never makes the commit just reported look failed."""
+        try:
+            self.store.retire(self.known_good)
+        except Exception as e:  # noqa: BLE001 - the next commit retires them again
+            log.warning("elastix: retiring old checkpoints failed (%s): they are kept",
+                        first_line(e))
 
     def _write(self) -> None:
         """Write (or wait for) the save; a failed write is "not committed", whatever it was."""
