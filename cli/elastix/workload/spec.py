@@ -178,7 +178,9 @@ class WorkloadSpec:
                                        "repeatable.")
     """Arguments appended to every Pathways worker's."""
     labels: dict[str, str] = _opt(None, "--label", factory=dict,
-                                  help="KEY=VALUE label; repeatable.", kv="key=value")
+                                  help="KEY=VALUE label; repeatable. Keys that elastix, JobSet "
+                                       "or Kueue set (elastix.dev/..., jobset.sigs.k8s.io/...) are "
+                                       "refused.", kv="key=value")
     """Extra labels on the JobSet and its pods."""
     events_path: str | None = _opt(
         None, "--events-path",
