@@ -164,11 +164,9 @@ def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int,
         except BaseException:  # noqa: BLE001 - the future holds it for the one who waits
             pass
 
-    t = threading.Thread(target=work, name="elastix-build-ahead", daemon=True)
-    with _lock:  # joined at exit like a precompile: XLA aborts under a compile at shutdown
-        _running[:] = [(th, ev) for th, ev in _running if th.is_alive()] + [(t, threading.Event())]
-    t.start()
-    return t
+    # joined at exit like a precompile: XLA aborts under a compile at shutdown
+    return _start_tracked(threading.Thread(target=work, name="elastix-build-ahead",
+                                           daemon=True), threading.Event())
 
 
 def precompile(build: Callable[[object], StepFns], meshes: Iterable[object],
@@ -195,7 +193,12 @@ def precompile(build: Callable[[object], StepFns], meshes: Iterable[object],
                          type(e).__name__, (str(e).splitlines() or [""])[0][:200])
                 return
 
-    t = threading.Thread(target=work, name="elastix-precompile", daemon=True)
+    return _start_tracked(threading.Thread(target=work, name="elastix-precompile", daemon=True),
+                          stop)
+
+
+def _start_tracked(t: threading.Thread, stop: threading.Event) -> threading.Thread:
+    """Start ``t``, known to ``_finish_precompiles`` (which sets ``stop`` and joins it)."""
     with _lock:
         _running[:] = [(th, ev) for th, ev in _running if th.is_alive()] + [(t, stop)]
     t.start()
