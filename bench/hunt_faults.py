@@ -63,7 +63,8 @@ ROWS = {1: "garbled committed checkpoint restored as good",
         4: "--replace silently deleting data",
         5: "kill just after a step/save deletes a committed step or drops a snapshot",
         6: "replica-resize never scales back up",
-        7: "chaos run names the wrong step"}
+        7: "chaos run names the wrong step",
+        8: "a frozen host rolls back too far or keeps work done after it"}
 TRAIN = ("elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
          "--checkpoint-dir {ckpt} --checkpoint-period 20 --snapshot-period 5 "
          "--max-slice-losses {losses} --slice-wait-timeout 120 {extra}")
@@ -135,6 +136,49 @@ def double_kills(h: Hunt, name: str, tail: Tail) -> None:
         record(5, f"a second kill at {anchor}", problems, f"second kill {m2 * 1e3:.1f} ms after "
                f"{anchor}; recoveries restored {[(e['step'], e['source']) for e in rec]} (good "
                f"{want})")
+
+
+def row8(h: Hunt, name: str, tail: Tail) -> None:
+    """A slice host frozen (SIGSTOP: alive, silent, as a hung TPU VM) at a save or a step,
+    thawed once the loss is seen. Its loss dates from its last heartbeat: the recovery must
+    restore exactly the newest state saved of a step completed before that date, though the
+    stand-in devices went on for a detection timeout, saving more snapshots than are kept."""
+    plans = [("snapshot_taken", 0.0, "at a snapshot"),
+             ("checkpoint_committed", 0.0, "at a commit"),
+             ("step", 0.05, "50 ms after a step"),
+             ("snapshot_taken", 0.15, "150 ms after a snapshot")]
+    for k, (anchor, off, label) in enumerate(plans):
+        attempt(8, label, freeze_once, h, name, tail, anchor, off, k % 2, label)
+
+
+def freeze_once(h: Hunt, name: str, tail: Tail, anchor: str, off: float, slice_: int,
+                label: str) -> None:
+    wait(lambda: stepping(tail), 300, "stepping")
+    st = json.loads(h.cli("workload", "status", name, "-o", "json").stdout)
+    pid = st["slices"][slice_]["pods"][0]["pid"]
+    start = len(tail.poll())
+    j = wait(lambda: next((j for j, e in enumerate(tail.poll()[start:], start)
+                           if e["event"] == anchor), None), 120, anchor, poll=0.0005)
+    end = time.perf_counter() + off
+    while time.perf_counter() < end:
+        pass
+    os.kill(pid, signal.SIGSTOP)
+    t_stop = time.time()
+    try:
+        wait(lambda: tail.since(j, "elastic_detected"), 120, "the loss")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait(lambda: tail.since(j, "elastic_first_step"), 300, "the recovery")
+    det = tail.since(j, "elastic_detected")[0]
+    t_loss = det["t"] - det["since_loss"]
+    # the trainer's own date of the loss decides what is good (0.05 s: a step's event may be
+    # written just after its completion); the date must be the last heartbeat before the stop
+    problems, note = judge_recovery(tail.events, j, t_loss - 0.05, t_loss + 0.05, h.ckpt(name))
+    if not t_stop - 1.0 < t_loss <= t_stop + 0.05:
+        problems.append(f"loss dated {t_stop - t_loss:+.2f} s before the stop")
+    record(8, label, problems, f"froze {(t_stop - tail.events[j]['t']) * 1e3:.0f} ms after "
+           f"{anchor} {tail.events[j].get('step')}, loss dated {t_stop - t_loss:.2f} s before "
+           f"the stop, found {det['t'] - t_stop:.1f} s after; {note}")
 
 
 def row1(h: Hunt, name: str, tail: Tail) -> None:
@@ -429,7 +473,7 @@ def row1_trainer(h: Hunt) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", default="1,2,3,4,5,6,7")
+    ap.add_argument("--rows", default="1,2,3,4,5,6,7,8")
     ap.add_argument("--resize-runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -440,7 +484,7 @@ def main() -> int:
     t0 = time.monotonic()
     print(f"load before: {os.getloadavg()}", flush=True)
     try:
-        if rows & {1, 3, 4, 5}:
+        if rows & {1, 3, 4, 5, 8}:
             name = "hunt-main"
             cmd = TRAIN.format(steps=100000, ckpt='"$ELASTIX_LOCAL_DATA_DIR/checkpoints"',
                                losses=100, extra="")
@@ -450,6 +494,8 @@ def main() -> int:
                 if 5 in rows:
                     row5(h, name, tail)
                     attempt(5, "double kills", double_kills, h, name, tail)
+                if 8 in rows:
+                    row8(h, name, tail)
                 if 1 in rows:
                     row1(h, name, tail)
                 if rows & {3, 4}:
