@@ -41,6 +41,7 @@ from hunt_lib import (
     VERDICTS,
     Hunt,
     Tail,
+    at_event,
     attempt,
     check_storage,
     files_of,
@@ -156,12 +157,7 @@ def freeze_once(h: Hunt, name: str, tail: Tail, anchor: str, off: float, slice_:
     wait(lambda: stepping(tail), 300, "stepping")
     st = json.loads(h.cli("workload", "status", name, "-o", "json").stdout)
     pid = st["slices"][slice_]["pods"][0]["pid"]
-    start = len(tail.poll())
-    j = wait(lambda: next((j for j, e in enumerate(tail.poll()[start:], start)
-                           if e["event"] == anchor), None), 120, anchor, poll=0.0005)
-    end = time.perf_counter() + off
-    while time.perf_counter() < end:
-        pass
+    j = at_event(tail, anchor, off, start=len(tail.poll()))
     os.kill(pid, signal.SIGSTOP)
     t_stop = time.time()
     try:

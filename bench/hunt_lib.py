@@ -170,12 +170,10 @@ def stepping(tail: Tail) -> bool:
     return bool(saved) and any(e["event"] == "step" for e in run[saved[0]:])
 
 
-def kill_at(h: Hunt, name: str, tail: Tail, anchor: str, offset: float, when=None,
-            slice_: int | None = None, start: int | None = None) -> tuple[int, float, float]:
+def at_event(tail: Tail, anchor: str, offset: float, when=None, start: int | None = None
+             ) -> int:
     """Wait for a new ``anchor`` event (``when(e)`` true; after index ``start``, else after
-    the run is stepping), sleep ``offset``, SIGKILL a slice host (in process: the CLI's
-    start-up would swamp a millisecond offset). Returns (index of the anchor, kill time,
-    measured offset from the anchor's time)."""
+    the run is stepping), then spin ``offset`` seconds. Returns the anchor's index."""
     if start is None:
         wait(lambda: stepping(tail), 300, "stepping")
         start = len(tail.poll())
@@ -186,17 +184,22 @@ def kill_at(h: Hunt, name: str, tail: Tail, anchor: str, offset: float, when=Non
                 return j + 1
         return None
 
-    deadline = time.monotonic() + 120
-    while (j := hit()) is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {anchor}")
-        time.sleep(0.0005)
+    j = wait(hit, 120, f"a {anchor}", poll=0.0005) - 1
     end = time.perf_counter() + offset
     while time.perf_counter() < end:
         pass
+    return j
+
+
+def kill_at(h: Hunt, name: str, tail: Tail, anchor: str, offset: float, when=None,
+            slice_: int | None = None, start: int | None = None) -> tuple[int, float, float]:
+    """``at_event``, then SIGKILL a slice host (in process: the CLI's start-up would swamp a
+    millisecond offset). Returns (index of the anchor, kill time, measured offset from the
+    anchor's time)."""
+    j = at_event(tail, anchor, offset, when, start)
     rec = h.backend.kill_worker(name, slice=slice_)
     t = rec.time.timestamp()
-    return j - 1, t, t - tail.events[j - 1]["t"]
+    return j, t, t - tail.events[j]["t"]
 
 
 def flip(path: Path, nbytes: int) -> None:
