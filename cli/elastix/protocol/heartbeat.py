@@ -13,6 +13,13 @@ Addresses:
 The datagram is the text ``hb <slice> <host> <pid> <monotonic-seconds>``. The time is the
 sender's ``time.monotonic()`` (system-wide on Linux and macOS), so a receiver busy compiling does
 not mistake queued heartbeats for late ones.
+
+The channel also carries the answer a step needs from every host of its mesh (the local
+stand-in's contract, ``elastix_trainer.elastic.local.standin``): the controller sends
+``ping <token>`` to the address a host's heartbeats come from, and the host answers at once with
+``pong <slice> <host> <pid> <token>`` from that same socket. A dead host cannot answer; a hung one
+(SIGSTOP) answers only once it runs again, as a TPU host in a collective. A host's socket has its
+own address for that (UDP: the port its first send bound; UNIX: a Linux autobind name).
 """
 
 from __future__ import annotations
@@ -55,5 +62,34 @@ def decode(data: bytes) -> tuple[int, int, int, float] | None:
         return None
     try:
         return int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4])
+    except ValueError:
+        return None
+
+
+def encode_ping(token: int) -> bytes:
+    """What the controller sends a host to have it answer now."""
+    return f"ping {token}".encode()
+
+
+def decode_ping(data: bytes) -> int | None:
+    """The token of a ``ping`` datagram, or None when it is not one."""
+    parts = data.decode("ascii", "replace").split()
+    if len(parts) != 2 or parts[0] != "ping" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def encode_pong(slice_id: int, host: int, pid: int, token: int) -> bytes:
+    """A host's answer to ``ping <token>``."""
+    return f"pong {slice_id} {host} {pid} {token}".encode()
+
+
+def decode_pong(data: bytes) -> tuple[int, int, int, int] | None:
+    """``(slice, host, pid, token)`` from a ``pong`` datagram, or None when it is not one."""
+    parts = data.decode("ascii", "replace").split()
+    if len(parts) != 5 or parts[0] != "pong":
+        return None
+    try:
+        return int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])
     except ValueError:
         return None

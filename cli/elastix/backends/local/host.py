@@ -3,8 +3,10 @@
 Run by the local supervisor as ``python -m elastix.backends.local.host``. It sends a heartbeat datagram to
 the controller (``ELASTIX_LOCAL_HEALTH``) every ``ELASTIX_HEARTBEAT_INTERVAL`` seconds until it is
 killed; the controller's health source counts its slice as live only while every host of it
-heartbeats. It imports only stdlib-only modules (the protocol, the local state helpers) so that a
-dozen of them start fast on 2 cores.
+heartbeats. Between heartbeats it answers the controller's ``ping`` at once (``heartbeat``): a
+step on the stand-in devices completes only once every host of its mesh has answered after the
+step's result exists, as a TPU step needs every host. It imports only stdlib-only modules (the
+protocol, the local state helpers) so that a dozen of them start fast on 2 cores.
 
 Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 ``ELASTIX_HEARTBEAT_INTERVAL`` (default 0.2), ``ELASTIX_SUPERVISOR_PID`` (exit if it goes away).
@@ -13,6 +15,7 @@ Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import sys
@@ -33,17 +36,42 @@ def run(env: dict[str, str]) -> int:
     # SIGTERM is how the supervisor stops a pod: exit at once, like a worker with no grace work.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     sock = socket.socket(family, socket.SOCK_DGRAM)
+    if family == socket.AF_UNIX:
+        sock.bind("")  # Linux autobind: an address of its own, so the controller can ping it
     sock.setblocking(False)  # a full or absent receiver must never stall the heartbeat loop
     pid = os.getpid()
     print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[envvars.LOCAL_HEALTH]}",
           flush=True)
+    due = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now >= due:
+            _send(sock, heartbeat.encode(slice_id, host, pid, now), addr)
+            due = now + interval
+        ready, _, _ = select.select([sock], [], [], max(0.0, due - time.monotonic()))
+        if ready:
+            _answer(sock, slice_id, host, pid)
+
+
+def _send(sock: socket.socket, data: bytes, addr) -> None:
+    try:
+        sock.sendto(data, addr)
+    except OSError:
+        pass  # controller not listening yet (starting or restarting): keep trying
+
+
+def _answer(sock: socket.socket, slice_id: int, host: int, pid: int) -> None:
+    """Answer every ``ping`` queued on ``sock``, each to the socket it came from."""
     while True:
         try:
-            sock.sendto(heartbeat.encode(slice_id, host, pid, time.monotonic()), addr)
+            data, sender = sock.recvfrom(64)
+        except (BlockingIOError, InterruptedError):
+            return
         except OSError:
-            pass  # controller not listening yet (starting or restarting): keep trying
-        time.sleep(interval)
-
+            return
+        token = heartbeat.decode_ping(data)
+        if token is not None and sender:
+            _send(sock, heartbeat.encode_pong(slice_id, host, pid, token), sender)
 
 def main() -> int:
     return run(dict(os.environ))
