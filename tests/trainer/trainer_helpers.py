@@ -135,3 +135,4 @@ def shards_on_gcs(tmp_path, dest: str, shards: int):
     for f in sorted(local.iterdir()):
         (epath(dest) / f.name).write_bytes(f.read_bytes())
     return local
+

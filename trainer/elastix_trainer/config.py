@@ -70,7 +70,7 @@ class TrainConfig:
     async_checkpoint: bool = True
     """Write checkpoints in the background."""
     max_to_keep: int = 3
-    """Intact committed checkpoints to keep; damaged and void ones are kept too, uncounted."""
+    """Intact committed checkpoints to keep; damaged ones are kept too, uncounted."""
     term_save_timeout: float = 20.0
     """On SIGTERM: seconds to spend committing a last checkpoint before exiting 143. Keep it
     under the head pod's grace period (Kubernetes' default terminationGracePeriodSeconds is

@@ -17,6 +17,7 @@ import signal
 from elastix.errors import UsageError
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer.elastic.health import HealthSource, PathwaysHealth, StaticHealth
+from elastix_trainer.elastic.local import legacy
 from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
 from elastix_trainer.mesh import on_pathways, slice_devices
@@ -55,7 +56,8 @@ def build_trainer(cfg, events: EventLog, health: HealthSource
     trainer = Trainer(cfg, events)
     if on_pathways() or isinstance(health, PathwaysHealth):
         return trainer, None
-    standin = LocalStandIn(trainer, health)
+    legacy.set_aside_marked(trainer.ckpt.directory if trainer.ckpt is not None else None)
+    standin = LocalStandIn(health)
     trainer.add_hooks(standin)
     return trainer, standin
 
@@ -63,8 +65,8 @@ def build_trainer(cfg, events: EventLog, health: HealthSource
 def assemble(cfg, events: EventLog, health: HealthSource) -> ElasticRuntime:
     """The trainer for ``cfg`` (``build_trainer``) and the elastic runtime that drives it
     (``runtime.trainer``), attached to it."""
-    trainer, standin = build_trainer(cfg, events, health)
-    return ElasticRuntime(trainer, health, standin)
+    trainer, _ = build_trainer(cfg, events, health)
+    return ElasticRuntime(trainer, health)
 
 
 def _make_local_dir(flag: str, path: str | None) -> None:
@@ -137,8 +139,8 @@ def run(cfg) -> int:
                              "if missing) or a gs:// URL") from None
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
-        runtime = assemble(cfg, events, health)
-        trainer = runtime.trainer
+        trainer, standin = build_trainer(cfg, events, health)
+        runtime = ElasticRuntime(trainer, health)
         _stop_on_sigterm(trainer)
         if not on_pathways():
             # The step builds while the checkpoint is checked and the slices are awaited. Not
@@ -154,8 +156,8 @@ def run(cfg) -> int:
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
                  cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = runtime.run()
-        if runtime.standin is not None:
-            runtime.standin.drain()
+        if standin is not None:
+            standin.drain()
         end = {"status": outcome.status, "reason": outcome.reason, "step": outcome.step}
         if dog is not None:
             dog.stop()

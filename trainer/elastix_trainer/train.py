@@ -4,7 +4,7 @@ A ``Trainer`` lives for the whole process; a ``Session`` is one attempt on one m
 runtime makes a new session after every event). The loop keeps one step in flight: step N's
 loss is read after step N+1 is dispatched, as MaxText does, so Python overhead hides behind the
 device (a slice loss therefore surfaces a step late, as on Pathways). Checkpoint, snapshot and
-scale-up boundaries drain the pipeline first, so only known-good state is ever saved.
+scale-up boundaries drain the pipeline first, so only completed state is ever saved.
 
 Whatever else a run needs at a step's boundaries (the elastic runtime's bookkeeping, the local
 backend's stand-in devices, a test that fails a slice at step 6) is attached as ``Hooks``: one
@@ -83,12 +83,21 @@ class Hooks:
     """A program the compiled step runs first (``step.Prologue``); at most one attached hook
     gives one."""
 
+    def on_mesh(self, slice_ids: frozenset[int]) -> None:
+        """A session starts on ``slice_ids``, before any state is placed on its devices."""
+
     def before_dispatch(self, session: Session, n: int) -> None:
         """Step ``n`` is about to take its batch and be dispatched."""
 
     def verify_complete(self, session: Session, n: int, done_at: float) -> None:
         """Step ``n``'s result was read at monotonic ``done_at`` and is finite: raise to say it
-        did not complete after all (it is then neither logged nor counted)."""
+        did not complete (it is then neither logged nor counted), as a device that needed a
+        lost host would have failed it."""
+
+    def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """A copy between the devices of ``slice_ids`` and host memory just ended (``what``: a
+        host snapshot's or a checkpoint's copy of a step, a restore): raise to say it failed.
+        A failed copy is never kept: no snapshot, no save, no restored state."""
 
     def after_complete(self, session: Session, n: int, done_at: float, seconds: float) -> None:
         """Step ``n`` completed at monotonic ``done_at``, ``seconds`` after the previous one,
@@ -106,10 +115,13 @@ class Hooks:
         snapshot first)."""
         return False
 
-    def known_good(self) -> int | None:
-        """The newest step that no slice loss found later can undo (None: every completed
-        step). The stores retire older saved states only behind a state of such a step."""
-        return None
+    def loss_details(self, slice_ids: frozenset[int]) -> dict:
+        """Extra fields for the detection event of a slice loss on ``slice_ids`` (the local
+        stand-in's ``since_loss``); measurement only."""
+        return {}
+
+    def after_failure(self) -> None:
+        """A step failed and the runtime cleans up: what was dispatched is over."""
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
@@ -171,10 +183,10 @@ class Trainer:
         if self.ckpt.damaged:
             raise self.ckpt.unreadable()
 
-    def known_good(self) -> int | None:
-        """The newest step no loss found later can undo, by every hook (None: any step)."""
-        said = [g for g in (h.known_good() for h in self.hooks) if g is not None]
-        return min(said, default=None)
+    def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """Every hook's verdict on a copy that just ended (``Hooks.verify_transfer``)."""
+        for hook in self.hooks:
+            hook.verify_transfer(slice_ids, what)
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:
@@ -219,6 +231,8 @@ class Trainer:
         """
         ids = frozenset(slice_ids)
         mesh = build_mesh(self.slices, ids)
+        for hook in self.hooks:
+            hook.on_mesh(ids)
         building = threading.Thread(target=self._build_quietly, args=(mesh,),
                                     name="elastix-build-step", daemon=True)
         building.start()
@@ -269,6 +283,7 @@ class Trainer:
             break
         jax.block_until_ready(state)
         seconds = time.monotonic() - t0
+        self.verify_transfer(ids, f"restore of step {step}")  # a lost host fails it, as on TPU
         self.data.restore(data_state)
         self.last_completed = step
         for hook in self.hooks:
@@ -321,11 +336,11 @@ class Trainer:
                                "still finite): training diverged; nothing from it is saved")
             data_state = self.data.state()
             snap = None
-            good = self.known_good()  # no loss found later can undo this step or older
+            check = self._copy_check(s, n)  # a copy that needed a lost host fails
             if snap_due or scale_up:
-                snap = self.snapshots.take(n, s.state, data_state, known_good=good)
+                snap = self.snapshots.take(n, s.state, data_state, check=check)
             if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
-                self.ckpt.save(n, s.state, data_state, known_good=good,
+                self.ckpt.save(n, s.state, data_state, check=check,
                                host_state=snap.host_state if snap is not None else None)
                 for hook in self.hooks:
                     hook.after_save(s, n)
@@ -336,6 +351,10 @@ class Trainer:
         if pending is not None:
             self._complete(s, pending, t_prev, flops)
         return "completed"
+
+    def _copy_check(self, s: Session, n: int):
+        """The verdict on a host copy of step ``n``'s state, for the stores to ask once it ended."""
+        return lambda what: self.verify_transfer(s.slice_ids, f"{what} of step {n}")
 
     def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
         n, metrics = pending
@@ -371,7 +390,8 @@ class Trainer:
             try:
                 self.ckpt.settle(timeout=budget)  # the save in flight first
                 if s.step not in self.ckpt.committed_steps() and _all_finite(s.state):
-                    self.ckpt.save(s.step, s.state, self.data.state())
+                    self.ckpt.save(s.step, s.state, self.data.state(),
+                                   check=self._copy_check(s, s.step))
                     self.ckpt.settle(timeout=max(0.0, budget - (time.monotonic() - t0)))
                 note = ""
             except SaveTimeout as e:
@@ -430,7 +450,8 @@ class Trainer:
                 log.warning("elastix: the final checkpoint (step %d) did not commit (%s); "
                             "saving it again", final, error)
                 try:
-                    self.ckpt.save(final, session.state, self.data.state())
+                    self.ckpt.save(final, session.state, self.data.state(),
+                                   check=self._copy_check(session, final))
                     ok = self.ckpt.settle()
                 except OSError as e:  # clearing the failed attempt's files failed too
                     ok, error = False, (str(e).splitlines() or [type(e).__name__])[0]
@@ -440,7 +461,7 @@ class Trainer:
                         f"the final checkpoint (step {final}) did not commit: "
                         f"{self.ckpt.last_error() or error}; the newest committed checkpoint is "
                         + (f"step {newest}" if newest is not None else "none"), final, newest)
-            self.ckpt.retire(self.known_good())  # what --max-to-keep no longer keeps
+            self.ckpt.retire()  # what --max-to-keep no longer keeps
         except SaveTimeout as e:  # the write in flight hung: the same failure, said by itself
             raise FinalSaveFailed(str(e), final, None) from None
         finally:

@@ -54,9 +54,8 @@ def stopped(stop: Callable[[], bool] | None, live: frozenset[int], required: int
 class HealthSource:
     """The view of slice health the elastic runtime and the local stand-in use.
 
-    ``live_slices`` and ``wait_for`` are what every source must say; the rest have defaults
-    for a source that knows no more (the static, manual and Pathways ones date no loss), so a
-    caller asks every source the same questions and never probes for a method.
+    ``live_slices`` and ``wait_for`` are what every source must say; ``probe`` and ``close``
+    have defaults for a source that knows no more.
     """
 
     timeout: float = DEFAULT_TIMEOUT
@@ -79,22 +78,6 @@ class HealthSource:
         """A fresh view: a blocking check now where the source has one (Pathways), else the
         current view (already fresh for heartbeats, static and manual sources)."""
         return self.live_slices()
-
-    def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
-        """Slices of ``slices`` known lost, each with since when (monotonic clock). Only a
-        source that can date a loss says any (the local heartbeats); ``exact``: only losses
-        dated exactly (a host's exit), not a host that merely went silent."""
-        return {}
-
-    def vouched(self, slices) -> float | None:
-        """Monotonic time up to which every host of ``slices`` is known to have been alive: a
-        loss of theirs found later is dated no earlier (``losses``). None: the source dates no
-        loss, so nothing completed can be undone afterwards."""
-        return None
-
-    def forget(self, slices) -> None:
-        """Drop the loss records of ``slices``: they are live now, whatever befell them while
-        they were outside the mesh (the runtime scales up onto them)."""
 
     def close(self) -> None:
         """Stop any background work."""

@@ -17,9 +17,10 @@ budget ends the run with a clear error; committed checkpoints are left intact.
 Errors that no retry can help (``Diverged``, ``Terminated``, ``FinalSaveFailed``,
 ``CheckpointsUnreadable``, ``SliceWaitTimeout``, ``TrainingFailed``: every ``ElastixError``)
 carry their own message, hint and exit code; ``run`` is the one place that turns one into the
-run's ``Outcome``. The runtime attaches itself to the trainer as a ``Hooks`` object; where the
-devices are stand-ins (``program.assemble``) it is also handed the ``LocalStandIn``, to forget
-the work done after a dated loss and to clear the fault seam's verdicts.
+run's ``Outcome``. The runtime attaches itself to the trainer as a ``Hooks`` object and knows
+only ``Hooks`` and ``HealthSource``: whatever else is attached (the local stand-in devices,
+``program.assemble``) hears of a failure through ``Hooks.after_failure`` and adds to the
+detection event through ``Hooks.loss_details``. Nothing the run completed is ever undone.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer.elastic.classify import SliceLost, classify, error_line
 from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, WaitStopped, lost
-from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.mesh import on_pathways
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.state.checkpoint import SaveTimeout
@@ -68,7 +68,6 @@ class ElasticRuntime(Hooks):
         trainer: the trainer (its config carries mode and budgets); the runtime attaches
             itself to it.
         health: slice health.
-        standin: the local stand-in devices attached to ``trainer``, if any.
         clock: monotonic clock (injected so tests and benchmarks control it).
         precompile: replica-resize: compile the step for the meshes one slice smaller in the
             background once a session has completed its first step (off: a resize compiles
@@ -78,11 +77,10 @@ class ElasticRuntime(Hooks):
             (``step.warm_up``). None: on the CPU backend only (``warm_by_default``).
     """
 
-    def __init__(self, trainer: Trainer, health: HealthSource,
-                 standin: LocalStandIn | None = None, clock=time.monotonic,
+    def __init__(self, trainer: Trainer, health: HealthSource, clock=time.monotonic,
                  precompile: bool = True, warm_up: bool | None = None) -> None:
         cfg = trainer.cfg
-        self.trainer, self.health, self.standin, self.clock = trainer, health, standin, clock
+        self.trainer, self.health, self.clock = trainer, health, clock
         self.events: EventLog = trainer.events
         self.total = len(trainer.slices)
         self.resize = cfg.elastic_mode == "replica-resize"
@@ -152,7 +150,6 @@ class ElasticRuntime(Hooks):
                     tr.finish(session)
                     return
                 new = self._live_known()
-                self.health.forget(new - session.slice_ids)  # what befell them outside: history
                 self._resize_event(session.slice_ids, new, "scale up")
                 use = new
             except ElastixError:
@@ -240,17 +237,10 @@ class ElasticRuntime(Hooks):
         self.slice_losses += 1
         self.recoveries += 1
         r = self.recoveries
-        gone = self.health.losses(mesh)
-        down = sorted(lost(mesh, self.health) | gone.keys())
+        down = sorted(lost(mesh, self.health))
         extra = {}
-        if gone:
-            # The loss is dated (a host's exit or last heartbeat): on stand-in devices the work
-            # after it ran on a slice already gone, and is not kept.
-            since = min(gone.values())
-            if self.standin is not None:
-                self.standin.discard_after(since)
-            last = self.trainer.last_completed
-            extra["since_loss"] = max(0.0, self.clock() - since)
+        for hook in self.trainer.hooks:
+            extra.update(hook.loss_details(mesh))
         live = self._live_known()
         self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost",
                          error=error_line(error), last_step=last, live_slices=len(live),
@@ -264,8 +254,8 @@ class ElasticRuntime(Hooks):
 
     def _cleanup(self, recovery: int | None) -> None:
         t0 = self.clock()
-        if self.standin is not None:
-            self.standin.disarm()
+        for hook in self.trainer.hooks:
+            hook.after_failure()
         ck = self.trainer.ckpt
         if ck is not None:
             try:

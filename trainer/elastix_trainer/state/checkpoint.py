@@ -9,7 +9,7 @@ made.
 
 ``Checkpointer`` is the face the loop and the elastic runtime see; behind it:
 
-- ``store``: what is on storage (committed, damaged, void, uncommitted);
+- ``store``: what is on storage (committed, damaged, uncommitted);
 - ``writer``: the thread that writes saves, and the save in flight;
 - ``restore``: reading a step back, and checking it holds the model being trained;
 - ``manager``: the one Orbax manager they share, and how a state is handed to Orbax.
@@ -19,17 +19,15 @@ stays a small fraction of a step (``writer`` says how, ``docs/benchmarks.md`` me
 
 One lock, the manager's (``ManagerSlot``). Every method here is called from one thread, the
 training loop's (the elastic runtime drives the loop on it; a signal only sets a flag the loop
-reads), so the checkpointer's own fields need none. The writer thread shares three things with
-it: the manager (the lock); the ``PendingSave`` of its job, whose fields each thread writes in
-turn, ordered by the queue and by two one-way events (``handed``, ``done``: see there); and
-the store's ``void`` set, which it reads with one membership test (see ``Store.declare``). A
-second lock, held around the in-flight save and ``void``, used to give the same order and
-added nothing to that one membership test.
+reads), so the checkpointer's own fields need none. The writer thread shares two things with
+it: the manager (the lock), and the ``PendingSave`` of its job, whose fields each thread writes
+in turn, ordered by the queue and by two one-way events (``handed``, ``done``: see there).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from elastix.protocol import eventspec
@@ -61,8 +59,8 @@ class Checkpointer:
         events: where ``checkpoint_*`` events go.
         continuous: save whenever the previous save has committed (``period`` is then ignored).
         async_save: write in the background; only the device-to-host copy blocks the loop.
-        max_to_keep: intact committed steps to keep (damaged and void ones are kept too, and
-            not counted: ``Store.retire``).
+        max_to_keep: intact committed steps to keep (damaged ones are kept too, and not
+            counted: ``Store.retire``).
         settle_timeout: seconds a background write may take before it counts as failed.
     """
 
@@ -87,11 +85,6 @@ class Checkpointer:
         """Committed steps that failed to read (step -> the error's first line): skipped."""
         return self._store.damaged
 
-    @property
-    def void(self) -> set[int]:
-        """Steps saved here that completed after a slice was gone: never restored."""
-        return self._store.void
-
     # -- saving --------------------------------------------------------------------------------
     def due(self, step: int) -> bool:
         """Whether ``step`` should be saved under the policy."""
@@ -105,7 +98,7 @@ class Checkpointer:
         return pending is not None and not pending.done.is_set()
 
     def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None,
-             known_good: int | None = None) -> None:
+             check: Callable[[str], None] | None = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
 
         Returns once the state is copied to host memory (the next step may donate the device
@@ -114,8 +107,14 @@ class Checkpointer:
         Args:
             host_state: a host copy of ``state`` already taken at this step (a snapshot's):
                 written as it is, so the state is not copied a second time.
-            known_good: the newest step no slice loss found later can undo (None: every
-                step); once this save commits, the writer retires by it (``Store.retire``).
+            check: run as ``check("checkpoint copy")`` once this save's own device-to-host
+                copy has ended; if it raises (the copy needed a lost host: the local stand-in's
+                verdict), nothing is written and the error propagates, as a failed copy does on
+                TPU. Not asked with ``--pathways-persistence``, where the hosts copy their own
+                shards and a lost one fails the save by itself.
+
+        Raises:
+            Whatever ``check`` raises (the save is then reported failed, never started).
         """
         entered = time.monotonic()
         if self.settle() is False:  # one save at a time: Orbax would block on it anyway
@@ -123,7 +122,7 @@ class Checkpointer:
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
             self.cleanup_uncommitted()
-        if self._store.reclaim(step):  # a damaged or void directory of this step moved aside
+        if self._store.reclaim(step):  # a damaged directory of this step moved aside
             self.reset()  # the manager listed the old directory as this step
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
         start = time.monotonic()
@@ -137,11 +136,18 @@ class Checkpointer:
                 raise
             host = None
         else:
-            mgr, host = None, host_state if host_state is not None else host_copy(state)
-        self._store.copied(step)
+            mgr, host = None, host_state
+            if host is None:
+                host = host_copy(state)
+                if check is not None:
+                    try:
+                        check("checkpoint copy")
+                    except Exception as e:
+                        report_failed(self.events, step, first_line(e))
+                        raise
         self._pending = pending = PendingSave(step, start, 0.0, entered)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
-                    waited=not self.async_save, known_good=known_good)
+                    waited=not self.async_save)
         if not self.async_save:
             job()
             return
@@ -192,7 +198,7 @@ class Checkpointer:
         return self._store.committed_steps()
 
     def latest_committed(self) -> int | None:
-        """The newest committed step that is neither damaged nor void, or None."""
+        """The newest committed step that is not damaged, or None."""
         return self._store.latest_committed()
 
     def uncommitted(self) -> list[str]:
@@ -205,24 +211,18 @@ class Checkpointer:
             return []
         return self._store.remove_uncommitted()
 
-    def retire(self, known_good: int | None = None) -> list[int]:
+    def retire(self) -> list[int]:
         """Delete the committed steps ``max_to_keep`` no longer keeps (``Store.retire``), once
         no save is in flight; returns them. A failure (storage unreadable) leaves them on
         storage, more kept and nothing lost, and never fails the save that asked."""
         if self.in_flight():
             return []
         try:
-            return self._store.retire(known_good)
+            return self._store.retire()
         except Exception as e:  # noqa: BLE001 - the next save retires them again
             log.warning("elastix: retiring old checkpoints failed (%s): they are kept",
                         first_line(e))
             return []
-
-    def void_newer(self, step: int, since: float) -> list[int]:
-        """Void the steps after ``step`` that this process saved after monotonic time
-        ``since`` (they completed after a slice was gone); returns them. A save of one still in
-        flight will not commit; one already reported committed stays on storage, skipped."""
-        return self._store.void_newer(step, since)
 
     def mark_damaged(self, step: int, error: BaseException) -> None:
         """Remember that committed ``step`` cannot be read, say so, and go on without it.

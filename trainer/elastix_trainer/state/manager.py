@@ -44,8 +44,7 @@ def save_args(state: Any, data_state: dict):
 def new_manager(directory: str, async_save: bool):
     """A ``CheckpointManager`` on ``directory`` whose listing elastix never trusts (the restore
     step is read from storage: see ``store``), and which deletes nothing: ``--max-to-keep`` is
-    applied by ``Store.retire``, which knows damaged and void steps (Orbax counts them as kept)
-    and which steps a late-found slice loss may void."""
+    applied by ``Store.retire``, which knows damaged steps (Orbax counts them as kept)."""
     import orbax.checkpoint as ocp
 
     if pathways_persistence():

@@ -1,20 +1,18 @@
-"""What is on checkpoint storage: committed, damaged and void steps, and what never committed.
+"""What is on checkpoint storage: committed and damaged steps, and what never committed.
 
 Storage is the only source of truth: a step is committed when its directory says so - a plain
 ``<step>`` directory on a local disk (Orbax renames ``<step>.orbax-checkpoint-tmp`` when it
 commits), or a ``<step>`` directory holding ``commit_success.txt`` on GCS. On top of that this
 process remembers *damaged* steps (they failed to read; a new process finds the damage again
-when it reads them), and storage itself records *void* ones (they hold a step completed after a
-slice was gone, on the local backend's stand-in devices): ``elastix-void.txt`` in the step's
-directory, so that no process ever restores them, a restarted head included. Neither is ever
-deleted: a later save of the same step moves the old directory aside, so what may be recovered
-by hand stays on storage.
+when it reads them). A damaged step is never deleted: a later save of the same step moves the
+old directory aside, so what may be recovered by hand stays on storage. Nothing committed is
+ever un-committed: a save whose copy needed a lost host never starts (``Checkpointer.save``).
 
 Retention (``--max-to-keep``) is elastix's, not Orbax's: Orbax's counts every step directory,
-so damaged or void steps newer than the good ones pushed the good ones out (a run restored from
-step 20 past a damaged 30, committed 25 and Orbax deleted 20 and the damaged 30). Here only
-intact steps are counted and retired (``retire``): the newest ``max_to_keep`` of them stay, and a
-damaged or void step is never deleted by it.
+so damaged steps newer than the good ones pushed the good ones out (a run restored from step
+20 past a damaged 30, committed 25 and Orbax deleted 20 and the damaged 30). Here only intact
+steps are counted and retired (``retire``): the newest ``max_to_keep`` of them stay, and a
+damaged step is never deleted by it.
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ from elastix_trainer.state import manifest
 from elastix_trainer.state.manager import first_line
 
 COMMIT_MARKER = "commit_success.txt"
-VOID_MARKER = "elastix-void.txt"
-"""In a committed step's directory: the step is void (never restored, by any process)."""
 _TMP = re.compile(r"^\d+\.orbax-checkpoint-tmp.*$")
 
 REMOVE_PATIENCE = 10.0
@@ -55,8 +51,8 @@ class CheckpointsUnreadable(ElastixError):
 class Store:
     """The steps of one checkpoint directory, read from storage on every question.
 
-    Used from the training loop's thread, and from the writer's for ``declare`` and
-    ``committed_steps`` (which read storage and ``void`` only: see ``declare``).
+    Used from the training loop's thread, and from the writer's for ``declare``,
+    ``committed_steps`` and ``retire`` (which read storage only).
     """
 
     def __init__(self, directory: str, events: EventLog, max_to_keep: int | None = None) -> None:
@@ -70,12 +66,6 @@ class Store:
         """Intact committed steps to keep (None: all); see ``retire``."""
         self.damaged: dict[int, str] = {}
         """Committed steps that failed to read (step -> the error's first line): skipped."""
-        self.void: set[int] = set()
-        """Steps this process saved that completed after a slice was gone (local backend):
-        never restored. One still being written is un-committed before it is reported committed
-        (``declare``); one already reported stays on storage with ``VOID_MARKER``, skipped by
-        every process (``is_void``)."""
-        self._copied_at: dict[int, float] = {}  # step -> when save()'s blocking copy ended
 
     # -- listing -------------------------------------------------------------------------------
     def _entries(self) -> list:
@@ -104,25 +94,11 @@ class Store:
         return sorted(steps)
 
     def latest_committed(self) -> int | None:
-        """The newest committed step that is neither damaged nor void, or None."""
+        """The newest committed step that is not damaged, or None."""
         for step in reversed(self.committed_steps()):
-            if step not in self.damaged and not self.is_void(step):
+            if step not in self.damaged:
                 return step
         return None
-
-    def is_void(self, step: int) -> bool:
-        """Whether committed ``step`` is void: voided here, or marked so on storage by the
-        process that voided it (then remembered: ``reclaim`` moves it aside without asking
-        storage on every save)."""
-        if step in self.void:
-            return True
-        try:
-            marked = (storage.epath(self.directory) / str(step) / VOID_MARKER).exists()
-        except OSError:
-            return False  # unreadable: its restore says why
-        if marked:
-            self.void.add(step)
-        return marked
 
     def uncommitted(self) -> list[str]:
         """Names of step directories that never committed."""
@@ -148,111 +124,44 @@ class Store:
         return storage.tree_bytes(storage.epath(self.directory) / str(step))
 
     # -- committing ----------------------------------------------------------------------------
-    def copied(self, step: int) -> None:
-        """``save()``'s blocking copy of ``step`` just ended (``void_newer`` dates it)."""
-        self._copied_at[step] = time.monotonic()
-
-    def declare(self, step: int) -> str | None:
-        """Make Orbax-committed ``step`` elastix-committed: record its checksums, then, unless
-        the step was voided meanwhile (it completed after a slice was gone), let it be reported.
-        Returns why it is not committed, or None.
-
-        Runs on the writer while the loop may call ``void_newer``; no lock is needed: the only
-        thing shared is one membership test of ``void``, atomic in CPython. A step voided before
-        the test is un-committed here, before anyone was told it was committed; one voided after
-        it is reported committed, stays on storage and is skipped (``latest_committed``).
-        """
+    def declare(self, step: int) -> None:
+        """Orbax committed ``step``: record its checksums before it is reported committed."""
         try:
             manifest.write(f"{self.directory}/{step}", step)
         except Exception as e:  # noqa: BLE001 - Orbax's commit stands; a restore warns
             log.warning("elastix: recording the checksums of step %d failed (%s): it will be "
                         "restored unverified", step, first_line(e))
-        if step not in self.void:
-            return None
-        self._uncommit(step)
-        return "it holds a step completed after a slice was gone: not committed"
-
-    def _uncommit(self, step: int) -> None:
-        """Turn Orbax-committed ``step`` (never reported committed) back into an uncommitted
-        directory, which ``remove_uncommitted`` then removes."""
-        root = storage.epath(self.directory)
-        if storage.is_gcs(self.directory):
-            (root / str(step) / COMMIT_MARKER).unlink(missing_ok=True)
-        else:
-            (root / str(step)).rename(root / f"{step}.orbax-checkpoint-tmp-void")
 
     def reclaim(self, step: int) -> bool:
-        """Before ``step`` is saved again: move a damaged or void directory of it aside
-        (``<step>.damaged-<time>``, ``<step>.void-<time>``), never deleted. Returns whether
-        anything moved (a manager then lists a directory that is gone)."""
-        moved = False
-        if step in self.damaged:
-            self._move_aside(step, "damaged")
-            del self.damaged[step]
-            moved = True
-        if step in self.void:  # committed before its loss was known: kept, moved aside
-            if step in self.committed_steps():
-                self._move_aside(step, "void")
-                moved = True
-            self.void.discard(step)
-        return moved
+        """Before ``step`` is saved again: move a damaged directory of it aside
+        (``<step>.damaged-<time>``), never deleted. Returns whether anything moved (a manager
+        then lists a directory that is gone)."""
+        if step not in self.damaged:
+            return False
+        self._move_aside(step, "damaged")
+        del self.damaged[step]
+        return True
 
     def _move_aside(self, step: int, why: str) -> None:
         root = storage.epath(self.directory)
         (root / str(step)).rename(root / f"{step}.{why}-{int(time.time())}")
 
-    # -- skipping ------------------------------------------------------------------------------
-    def void_newer(self, step: int, since: float) -> list[int]:
-        """Void the steps after ``step`` whose copy ended after monotonic time ``since``;
-        returns them."""
-        steps = sorted(s for s, at in self._copied_at.items()
-                       if s > step and at > since and s not in self.void)
-        self.void.update(steps)
-        committed = set(self.committed_steps()) if steps else set()
-        for s in steps:
-            if s in committed:  # already reported committed: say so on storage, for good
-                self._mark_void(s)
-        return steps
-
-    def _mark_void(self, step: int) -> None:
-        """Write ``VOID_MARKER`` into committed ``step``'s directory. A step the writer
-        un-commits meanwhile (``declare``) has moved: nothing to mark, it is never restored."""
-        marker = storage.epath(self.directory) / str(step) / VOID_MARKER
-        try:
-            marker.write_text("this step completed after a slice was gone: never restored\n")
-        except FileNotFoundError:
-            pass
-        except OSError as e:  # this process still skips it; a restarted one would not
-            log.warning("elastix: marking the checkpoint of step %d void failed (%s): a "
-                        "restarted trainer may restore it", step, first_line(e))
-
     # -- retiring ------------------------------------------------------------------------------
-    def retire(self, known_good: int | None = None) -> list[int]:
+    def retire(self) -> list[int]:
         """Delete the intact committed steps that ``max_to_keep`` no longer keeps; returns them.
 
-        Kept: the newest ``max_to_keep`` intact steps (neither damaged nor void), the newest
-        intact one no newer than ``known_good`` (the newest step no slice loss found later can
-        undo; None: every step), and every one newer than ``known_good``. Damaged and void steps
-        are neither counted nor deleted (they stay for a look by hand until their step is saved
-        again: ``reclaim``), so the step a restore falls back to is never deleted.
-
-        Why not Orbax's ``max_to_keep``: it counts every step directory. Damaged steps newer
-        than the intact ones pushed the intact ones out, and on the local backend, where a hung
-        host's loss is found a heartbeat timeout late while the stand-in devices checkpoint on,
-        the checkpoints of steps the loss then voided pushed out the last good one: the run went
-        back to step 0 with good checkpoints deleted. Only the caller knows which steps are known
-        good (``Hooks.known_good``). A failed deletion is logged, never raised (the next save
-        retires it again).
+        Kept: the newest ``max_to_keep`` intact steps (not damaged). Damaged steps are neither
+        counted nor deleted (they stay for a look by hand until their step is saved again:
+        ``reclaim``), so the step a restore falls back to is never deleted. Every committed
+        step holds a completed step (nothing committed is undone later), so the newest ones
+        are the ones to keep. A failed deletion is logged, never raised (the next save retires
+        it again).
         """
         if not self.max_to_keep:
             return []
         damaged = set(self.damaged)  # a copy: the loop may add to it
-        intact = [s for s in self.committed_steps() if s not in damaged and not self.is_void(s)]
-        kept = set(intact[-self.max_to_keep:])
-        good = [s for s in intact if known_good is None or s <= known_good]
-        if good:
-            kept.add(good[-1])
-        gone = [s for s in intact if s not in kept and (known_good is None or s <= known_good)]
+        intact = [s for s in self.committed_steps() if s not in damaged]
+        gone = intact[:-self.max_to_keep]
         root = storage.epath(self.directory)
         for s in gone:
             try:

@@ -113,8 +113,6 @@ class Write:
     data_state: dict | None = None
     mgr: Any = None
     waited: bool = False
-    known_good: int | None = None
-    """``Checkpointer.save``'s: what the commit then retires by (``Store.retire``)."""
 
     def __call__(self) -> None:
         """Whatever fails here (the write, listing storage, counting bytes, writing the event),
@@ -128,8 +126,11 @@ class Write:
                 pending.blocking = time.monotonic() - pending.entered
             elif not pending.handed.wait(HANDED_TIMEOUT):
                 log.debug("elastix: save() of step %d never finished handing over", step)
-            if pending.error is None and step in self.store.committed_steps():
-                pending.error = self.store.declare(step)
+            if pending.error is None:
+                if step in self.store.committed_steps():
+                    self.store.declare(step)  # its checksums, then it is reported committed
+                else:
+                    pending.error = "not committed on storage"
             if pending.error is None:
                 pending.ok = True  # on storage: true even if reporting it fails below
                 self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
@@ -149,11 +150,10 @@ class Write:
 
     def _retire(self) -> None:
         """Retire what ``--max-to-keep`` no longer keeps, here on the writer (listing storage
-        costs the loop nothing here; on GCS it is a listing and a look per step). By the
-        ``known_good`` of the save's start, older than now's: it keeps more, never less. A
-        failure leaves them on storage and never makes the commit just reported look failed."""
+        costs the loop nothing here; on GCS it is a listing and a look per step). A failure
+        leaves them on storage and never makes the commit just reported look failed."""
         try:
-            self.store.retire(self.known_good)
+            self.store.retire()
         except Exception as e:  # noqa: BLE001 - the next commit retires them again
             log.warning("elastix: retiring old checkpoints failed (%s): they are kept",
                         first_line(e))

@@ -25,15 +25,21 @@ runs again, staleness is measured at the last moment it listened, and when it ru
 every host with the time it was deaf (once, until the host is heard again). A host that really
 died then is found one timeout later.
 
-When a host died, and so which work may be kept. The controller's CPU devices stand in for a
-slice's chips, so unlike on TPU they go on computing after the host process is gone. To keep
-the simulation honest the receiver also records *when* a host stopped counting: exactly, where
-the OS can say (Linux: a pidfd of the host's pid, readable the moment the process exits), else
-its last heartbeat (a host that stopped, or hangs, was last known good then). ``losses``
-answers "since when is this slice gone"; the trainer completes no step after that moment (it
-waits for detection, as a step on a dead slice hangs on Pathways) and throws away what it saved
-after it (``elastix_trainer.elastic.local.standin``). The record is cleared by ``wait_for``,
-with the latch.
+What a step needs: every host answers. The controller's CPU devices stand in for a slice's
+chips, so unlike on TPU they would go on computing after the host process is gone. ``roll``
+names the hosts (their pids) a session's devices live on, and ``answer`` has each of them
+answer now over this same socket (``ping``/``pong``, ``elastix.protocol.heartbeat``): it returns
+once all have, or says which slices lost a host: one that exited or was replaced at once, one
+that stays silent (hangs) at the heartbeat timeout, as a collective on TPU waits for a hung host
+until the runtime declares it lost. The local stand-in asks it before a step or a host copy
+counts (``elastix_trainer.elastic.local.standin``), so nothing is kept that needed a dead host
+and nothing has to be undone afterwards. A pong counts only from the socket its host's
+heartbeats come from (a datagram's sender address is the kernel's, not the sender's word).
+
+When a host stopped counting is recorded too, for the measurement alone (``losses``: the
+detection event's ``since_loss``): exactly where the OS can say (Linux: a pidfd of the host's
+pid, readable the moment the process exits), else its last heartbeat. The record is cleared by
+``wait_for``, with the latch, and by ``roll`` for the hosts a new session takes.
 
 Detection. A host whose process exited is lost at once: an exit is a fact, not an inference,
 so no load on the machine can fake one (unlike a late heartbeat). A host that hangs (stopped,
@@ -58,9 +64,12 @@ from collections.abc import Callable
 from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
 from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, stopped
+from elastix_trainer.obs.events import log
 
 RECV_WAKE = 0.2
 """The receiver wakes at least this often (its socket timeout), datagrams or not."""
+PING_RESEND = 0.05
+"""Seconds between pings to a host that has not answered yet (a dropped datagram is resent)."""
 DEAF_AFTER = 0.5
 """Seconds the receiver may go without running before the gap counts as a deaf period (the
 controller stopped or starved), not as silence of the hosts."""
@@ -106,6 +115,10 @@ class LocalHeartbeatHealth(HealthSource):
         self._pidfds: dict[int, tuple[tuple[int, int], int]] = {}  # fd -> (key, pid)
         self._exited_now: set[tuple[int, int]] = set()  # exited, no replacement heard yet
         self._handled: dict[tuple[int, int], int] = {}  # host -> pid whose loss wait_for saw
+        self._addr: dict[tuple[int, int], object] = {}  # host -> the socket its heartbeats use
+        self._answers: dict[tuple[int, int], tuple[int, int]] = {}  # host -> (pid, newest token)
+        self._token = 0
+        self._unaskable: set[tuple[int, int]] = set()  # hosts with no address, said once
         family, sockaddr = heartbeat.parse_address(address)
         is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
         self._path = sockaddr if is_file else None
@@ -163,11 +176,15 @@ class LocalHeartbeatHealth(HealthSource):
     def _drain(self) -> None:
         while True:
             try:
-                data = self._sock.recv(256)
+                data, sender = self._sock.recvfrom(256)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # socket closed
+            pong = heartbeat.decode_pong(data)
+            if pong is not None:
+                self._answered(pong, sender)
+                continue
             hb = heartbeat.decode(data)
             if hb is None:
                 continue
@@ -191,9 +208,23 @@ class LocalHeartbeatHealth(HealthSource):
                         self._watch(key, pid)
                     self._last[key] = self._heard[key] = ts
                     self._pids[key] = pid
+                    if sender:
+                        self._addr[key] = sender
                     self._exited_now.discard(key)
                     self._credited.discard(key)
                 self._cond.notify_all()
+
+    def _answered(self, pong: tuple[int, int, int, int], sender: object) -> None:
+        """A host answered a ``ping``: counted only from the socket its heartbeats come from."""
+        slice_id, host, pid, token = pong
+        key = (slice_id, host)
+        with self._cond:
+            if not sender or self._addr.get(key) != sender or self._pids.get(key) != pid:
+                return
+            prev = self._answers.get(key)
+            if prev is None or prev[0] != pid or token > prev[1]:
+                self._answers[key] = (pid, token)
+            self._cond.notify_all()
 
     def _watch(self, key: tuple[int, int], pid: int) -> None:
         """Learn the moment ``pid`` exits (Linux pidfd; elsewhere the last heartbeat stands)."""
@@ -228,12 +259,16 @@ class LocalHeartbeatHealth(HealthSource):
                 self._exited_now.add(key)
             self._cond.notify_all()
 
-    def _live_locked(self) -> frozenset[int]:
-        # Judged as of the last moment the receiver could listen: right after a freeze the
-        # caller may run before the receiver has drained (or missed) anything.
+    def _judged_now(self) -> float:
+        """Now, as staleness is judged: as of the last moment the receiver could listen (right
+        after a freeze the caller may run before the receiver has drained, or missed, anything)."""
         now = self._clock()
         if self._deaf_after is not None:
             now = min(now, self._listened + RECV_WAKE + 0.05)
+        return now
+
+    def _live_locked(self) -> frozenset[int]:
+        now = self._judged_now()
         live = set()
         for s in range(self.num_slices):
             if all(now - self._last.get((s, h), float("-inf")) <= self.timeout
@@ -252,14 +287,12 @@ class LocalHeartbeatHealth(HealthSource):
             now = self._clock()
             return self._live_locked() - {s for s, t in self._latched.items() if t > now}
 
-    def losses(self, slices, *, exact: bool = False) -> dict[int, float]:
-        """Slices of ``slices`` that lost a host, each with since when (this clock).
-
-        A host is gone from when it exited (exact where the OS tells: a pidfd), or from its
-        last heartbeat when it was replaced without that. Without ``exact`` a host that is
-        merely stale counts too, from its last heartbeat (it hangs, or died unseen). Records
-        are cleared by ``wait_for`` (the loss is being handled) and ``forget``.
-        """
+    def losses(self, slices) -> dict[int, float]:
+        """Slices of ``slices`` that lost a host, each with since when (this clock): from when
+        it exited (exact where the OS tells: a pidfd), else from its last heartbeat (replaced
+        unseen, or stale: it hangs). For the measurement only (the detection event's
+        ``since_loss``); nothing is kept or dropped by it. Cleared by ``wait_for`` (the loss is
+        being handled) and by ``roll`` (a new session takes the host)."""
         wanted = frozenset(slices)
         out: dict[int, float] = {}
 
@@ -270,33 +303,93 @@ class LocalHeartbeatHealth(HealthSource):
             for (s, _), t in self._died.items():
                 if s in wanted:
                     note(s, t)
-            if not exact:
-                now = self._clock()
-                for (s, h), t in self._heard.items():
-                    if s in wanted and now - self._last[(s, h)] > self.timeout:
-                        note(s, t)
+            now = self._clock()
+            for (s, h), t in self._heard.items():
+                if s in wanted and now - self._last[(s, h)] > self.timeout:
+                    note(s, t)
         return out
 
-    def vouched(self, slices) -> float:
-        """The oldest last heartbeat (or recorded loss) among the hosts of ``slices``: a loss
-        found later is dated at a host's last heartbeat or exit, never before that. A host
-        never heard vouches for nothing."""
-        wanted = frozenset(slices)
-        with self._cond:
-            times = [self._heard.get((s, h), float("-inf")) for s in wanted
-                     for h in range(self.hosts_per_slice)]
-            times += [t for (s, _), t in self._died.items() if s in wanted]
-        return min(times, default=float("-inf"))
-
-    def forget(self, slices) -> None:
-        """Drop the loss records of ``slices`` (the runtime scales up onto them: live now,
-        whatever happened to them while they were outside the mesh)."""
+    # -- what a step needs: every host of its mesh answers ---------------------------------------
+    def roll(self, slices) -> dict[tuple[int, int], int]:
+        """The pid of every host of ``slices`` now: the hosts a session's devices live on, whose
+        answers its steps need (``answer``). Whatever befell these hosts before (outside the
+        mesh, in replica-resize) is history: their loss records are dropped."""
         wanted = frozenset(slices)
         with self._cond:
             for key in [k for k in self._died if k[0] in wanted]:
                 del self._died[key]
             for key in [k for k in self._handled if k[0] in wanted]:
                 del self._handled[key]
+            return {k: p for k, p in self._pids.items() if k[0] in wanted}
+
+    def answer(self, slices, roll: dict[tuple[int, int], int]) -> dict[int, str]:
+        """Have every host of ``slices`` (as ``roll`` names them) answer now.
+
+        Blocks until each has answered after this call began (returns ``{}``), or until a
+        host of them is known lost, and returns ``{slice: why}``: a host whose process exited
+        or was replaced at once, a silent one (hung) once its heartbeats are a timeout old, as
+        a TPU collective waits for a hung host until it is declared lost. Pings are sent again
+        every ``PING_RESEND`` seconds (a datagram may be dropped on a full queue).
+        """
+        keys = [(s, h) for s in sorted(frozenset(slices)) for h in range(self.hosts_per_slice)]
+        with self._cond:
+            self._token += 1
+            token = self._token
+            sent = float("-inf")
+            while True:
+                gone = self._gone(keys, roll)
+                if gone:
+                    return gone
+                waiting = [k for k in keys if k in self._addr and not self._has_answered(
+                    k, roll[k], token)]
+                if not waiting:
+                    self._say_unaskable(keys)
+                    return {}
+                now = time.monotonic()
+                if now - sent >= PING_RESEND:
+                    self._ping(waiting, token)
+                    sent = now
+                self._cond.wait(PING_RESEND)
+
+    def _has_answered(self, key: tuple[int, int], pid: int, token: int) -> bool:
+        got = self._answers.get(key)
+        return got is not None and got[0] == pid and got[1] >= token
+
+    def _say_unaskable(self, keys) -> None:
+        """A host whose heartbeats come from a socket with no address (a sender of another
+        make) cannot be asked: its freshness alone answers for it. Said once per host."""
+        for key in keys:
+            if key not in self._addr and key not in self._unaskable:
+                self._unaskable.add(key)
+                log.warning(
+                    "elastix: slice %d host %d heartbeats from a socket with no address: a "
+                    "step cannot ask it to answer, only its heartbeats count", *key)
+
+    def _ping(self, keys, token: int) -> None:
+        data = heartbeat.encode_ping(token)
+        for key in keys:
+            try:
+                self._sock.sendto(data, self._addr[key])
+            except OSError:
+                pass  # its queue is full (it hangs) or it is gone: the verdict says which
+
+    def _gone(self, keys, roll: dict[tuple[int, int], int]) -> dict[int, str]:
+        """``{slice: why}`` for the slices of ``keys`` that lost a host of ``roll``."""
+        now = self._judged_now()
+        out: dict[int, str] = {}
+        for key in keys:
+            s, h = key
+            pid = roll.get(key)
+            if pid is None:
+                out.setdefault(s, f"slice {s} host {h} was never heard")
+            elif self._pids.get(key) != pid:
+                out.setdefault(s, f"slice {s} host {h} (pid {pid}) was replaced")
+            elif self.exits and key in self._exited_now:
+                out.setdefault(s, f"slice {s} host {h} (pid {pid}) exited")
+            elif now - self._last.get(key, float("-inf")) > self.timeout:
+                out.setdefault(s, f"slice {s} host {h} (pid {pid}) stopped answering "
+                                  f"({now - self._heard.get(key, now):.1f} s silent)")
+        return out
 
     def host_pids(self) -> dict[tuple[int, int], int]:
         """The pid that last heartbeated for each ``(slice, host)`` (for logs and tests)."""

@@ -1,43 +1,52 @@
-"""The local backend's stand-in devices: make CPU devices fail the way a lost slice's chips do.
+"""The local backend's stand-in devices: CPU devices that fail when a lost slice's chips would.
 
 Off Pathways the trainer's devices are this process's CPUs standing in for the slices' chips.
-They never fail by themselves, and they go on computing after a slice host process is gone,
-where a TPU step that needs a dead slice fails or hangs. ``LocalStandIn`` is the hook object
-(``train.Hooks``) that closes that gap, attached only where the devices are stand-ins
-(``program.assemble``), so the training loop holds none of this:
+They never fail by themselves, and they would go on computing after a slice host process is
+gone, where a TPU step that needs a dead slice fails or hangs. ``LocalStandIn`` is the hook
+object (``train.Hooks``) that makes them fail *in time*, attached only where the devices are
+stand-ins (``program.assemble``), so the training loop holds none of this. One contract:
+**a device operation that needs a dead or hung host fails, when it would on TPU**; nothing that
+completed is ever undone afterwards.
 
-- the fault seam: the compiled step starts with ``fault.seam`` (its ``step_prologue``), armed
-  before each dispatch from the health source, so a step on a mesh with a slice down fails
-  inside XLA with ``DATA_LOSS``, as on Pathways;
-- the gate: a step whose slice lost a host before it completed did not complete (it waits for
-  the health source to say so, then fails as Pathways would);
-- the timeline: which step the run held at a given moment, so work done after a loss dated
-  after the fact (a host's exit, its last heartbeat) is not kept (``discard_after``).
+- The fault seam: the compiled step starts with ``fault.seam`` (its ``step_prologue``), armed
+  before each dispatch from the health source, so a step dispatched onto a mesh with a slice
+  already down fails inside XLA with ``DATA_LOSS``, as on Pathways.
+- The gate: a step counts as complete only once every slice host of the session's mesh has
+  answered *after the step's result exists* (``verify_complete``, in the shadow of the next
+  step, which is already dispatched). The same holds for a device-to-host copy (a host
+  snapshot, a checkpoint's copy) and a restore's host-to-device copy (``verify_transfer``): a
+  copy that needed a dead host fails instead of completing, so its state is never kept.
+  With the local heartbeats the hosts answer over their own channel
+  (``LocalHeartbeatHealth.answer``): a host whose process exited fails the step at once (its
+  exit is seen), a hung one (SIGSTOP) holds it, as a collective waits for a hung host, until the
+  heartbeat timeout, then ``DATA_LOSS``. Other health sources (a test's manual one, the static
+  one of a plain run) have no hosts to ask: the seam alone decides, at dispatch.
+
+Why answers rather than dating the loss afterwards: the devices here run on after a kill, so
+any after-the-fact verdict must undo work that was already counted, snapshotted or committed
+(the earlier design did: void steps, markers on storage, un-committed directories). An answer
+asked for after the result exists cannot be given by a host that died before it, so what is
+kept is exactly what a TPU run keeps. ``docs/architecture.md`` has the measured cost.
 """
 
 from __future__ import annotations
 
-import collections
 import time
 
 import jax
 
 from elastix_trainer.elastic.health import HealthSource, lost
 from elastix_trainer.elastic.local import fault
-from elastix_trainer.obs.events import log
-from elastix_trainer.train import Hooks, Session, Trainer
-
-DETECTION_SLACK = 0.5
-"""Seconds the gate waits beyond the health source's timeout for the loss to be reported."""
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
+from elastix_trainer.train import Hooks, Session
 
 
 class LocalStandIn(Hooks):
-    """The stand-in devices' failure behaviour for ``trainer``, from ``health``.
+    """The stand-in devices' failure behaviour, from ``health``.
 
     Args:
-        trainer: the trainer it is attached to (its snapshots and checkpoints are what
-            ``discard_after`` forgets).
-        health: the slice health the verdicts come from.
+        health: the slice health the verdicts come from; with ``LocalHeartbeatHealth`` the
+            hosts themselves are asked before a step or a copy counts.
     """
 
     order = 100
@@ -46,94 +55,53 @@ class LocalStandIn(Hooks):
 
     step_prologue = staticmethod(fault.seam)
 
-    def __init__(self, trainer: Trainer, health: HealthSource) -> None:
-        self.trainer, self.health = trainer, health
-        # (monotonic time, step) of every completed or restored step, newest last: which state
-        # the run held at a given moment (a slice's loss is dated after the fact).
-        self.timeline: collections.deque[tuple[float, int]] = collections.deque(maxlen=100_000)
-        self.slice_ids: frozenset[int] = frozenset()  # the mesh of the session running
+    def __init__(self, health: HealthSource) -> None:
+        self.health = health
+        self._hosts = health if isinstance(health, LocalHeartbeatHealth) else None
+        self._roll: dict[tuple[int, int], int] = {}  # the hosts the session's devices live on
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def on_mesh(self, slice_ids: frozenset[int]) -> None:
+        """A session starts on ``slice_ids``: its devices live on the hosts there now."""
+        if self._hosts is not None:
+            self._roll = self._hosts.roll(slice_ids)
 
     def before_dispatch(self, session: Session, n: int) -> None:
-        self.slice_ids = session.slice_ids
         fault.arm(n, lost(session.slice_ids, self.health))
 
     def verify_complete(self, session: Session, n: int, done_at: float) -> None:
-        """A step whose slice lost a host before it completed did not complete.
+        """Step ``n`` completed only if every host of the mesh answers after its result."""
+        self._require(session.slice_ids, f"before step {n} completed")
 
-        Once the health source knows a host of this mesh exited (``losses(exact=True)``), this
-        waits for the detection (the heartbeat timeout; the fault seam fails the steps
-        dispatched meanwhile) and raises as Pathways would.
-        """
-        gone = self.health.losses(session.slice_ids, exact=True)
-        if not gone or min(gone.values()) > done_at:
-            return
-        deadline = min(gone.values()) + self.health.timeout + DETECTION_SLACK
-        while not lost(session.slice_ids, self.health) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        raise jax.errors.JaxRuntimeError(
-            f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host before step {n} "
-            f"completed (elastix local fault seam)")
+    def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """A copy between the devices and host memory (``what``) needed every host."""
+        self._require(slice_ids, f"during the {what}")
 
-    def after_complete(self, session: Session, n: int, done_at: float, seconds: float) -> None:
-        self.timeline.append((done_at, n))
+    def loss_details(self, slice_ids: frozenset[int]) -> dict:
+        """``since_loss`` for the detection event: seconds since the host's exit (or its last
+        heartbeat), for the measurement; nothing is kept or dropped by it."""
+        if self._hosts is None:
+            return {}
+        gone = self._hosts.losses(slice_ids)
+        if not gone:
+            return {}
+        return {"since_loss": max(0.0, time.monotonic() - min(gone.values()))}
 
-    def after_restore(self, source: str, step: int) -> None:
-        self.timeline.append((time.monotonic(), step))
-
-    def step_at(self, t: float) -> int | None:
-        """The step whose state the run held at monotonic time ``t`` (None: before the record)."""
-        for when, step in reversed(self.timeline):
-            if when <= t:
-                return step
-        return None
-
-    def known_good(self) -> int | None:
-        """The newest step held before every host of the mesh was last known alive
-        (``HealthSource.vouched``): a loss found later is dated after it, so
-        ``discard_after`` keeps it. -1: none yet."""
-        t = self.health.vouched(self.slice_ids)
-        if t is None:
-            return None
-        step = self.step_at(t)
-        return -1 if step is None else step
-
-    def discard_after(self, t: float) -> tuple[int, int] | None:
-        """Forget the work done after monotonic time ``t``, when a slice was already gone.
-
-        Steps completed after ``t`` ran on the stand-in devices of a dead slice: they are not
-        counted (``last_completed`` goes back), and the snapshots and checkpoints of those steps
-        are never restored. What counts is when a step *completed*, not when its host copy
-        ended: the state of a step completed before ``t`` is the same bytes whenever it is
-        copied (a kill 3 ms after step 340 used to drop the snapshot and delete the committed
-        checkpoint of 340, whose copies ended after the kill). A committed checkpoint is never
-        deleted here: the checkpointer un-commits an in-flight save of a discarded step before
-        reporting it committed, and only skips one it already reported. Returns (kept step,
-        last step before) when something went back, else None.
-        """
-        tr = self.trainer
-        good = self.step_at(t)
-        before = tr.last_completed
-        newest_kept = good if good is not None else -1
-        for snap in tr.snapshots.drop_newer(newest_kept):
-            log.warning("elastix: the host snapshot of step %d holds a step completed after a "
-                        "slice was gone: dropped", snap.step)
-        if tr.ckpt is not None:
-            for step in tr.ckpt.void_newer(newest_kept, since=t):
-                log.warning("elastix: the checkpoint of step %d holds a step completed after a "
-                            "slice was gone: it is never restored", step)
-        if good is None or good >= before:
-            return None
-        tr.last_completed = good
-        log.warning("elastix: steps %d-%d completed after a slice was gone (on the local "
-                    "backend's stand-in devices; on TPU they could not have): not kept",
-                    good + 1, before)
-        return good, before
-
-    def disarm(self) -> None:
-        """After a slice loss, once no device can still read a verdict: forget them all."""
+    def after_failure(self) -> None:
+        """After a failed step, once no device can still read a verdict: forget them all."""
         fault.disarm()
 
     def drain(self) -> None:
         """At the end of a run: await what the steps dispatched, so a failed step's error does
         not resurface in JAX's exit handlers."""
         fault.drain()
+
+    # -- the contract ----------------------------------------------------------------------------
+    def _require(self, slice_ids: frozenset[int], when: str) -> None:
+        if self._hosts is None:
+            return
+        gone = self._hosts.answer(slice_ids, self._roll)
+        if gone:
+            raise jax.errors.JaxRuntimeError(
+                f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host {when} "
+                f"({'; '.join(gone[s] for s in sorted(gone))}; elastix local stand-in)")

@@ -1,0 +1,292 @@
+"""The stand-in devices fail *in time*: a step or a copy that needs a dead host never completes.
+
+Each test runs the real trainer in this process on 2 slices of CPU devices, with real slice-host
+processes (``python -m elastix.backends.local.host``) heartbeating to the real local health
+source, and kills (SIGKILL) or freezes (SIGSTOP) one of them at one exact moment of the run,
+from a hook on the training loop's own thread: between steps, during a step, during a
+checkpoint's device-to-host copy, just after it, during a host snapshot's copy, during start-up,
+during a restore, and a hung host. The killed host is replaced at once, as the supervisor does.
+
+What every kill must give, with nothing undone afterwards:
+- the recovery restores exactly the newest state whose copy ended before the loss (a host
+  snapshot taken, a checkpoint whose copy ``save()`` finished), nothing older, nothing newer;
+- steps lost count from the last step completed before the loss: ``last_step`` of the
+  detection is the last ``step`` event written before the kill;
+- nothing completes, is snapshotted or starts saving between the kill and the detection.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+
+import pytest
+from trainer_helpers import make_cfg, on, run_elastic
+
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
+
+SLICE = 1  # the slice whose host dies
+TIMEOUT = 1.0  # heartbeat timeout: how long a hung host holds a step
+
+
+class Hosts:
+    """One real slice-host process per slice, and a supervisor's replacement of a dead one."""
+
+    def __init__(self, num_slices: int) -> None:
+        self.addr = f"unix:@elastix-test-{uuid.uuid4().hex[:12]}"
+        self.health = LocalHeartbeatHealth(self.addr, num_slices, timeout=TIMEOUT)
+        self.procs = {s: self._spawn(s) for s in range(num_slices)}
+        self.health.wait_for(num_slices, 60)
+
+    def _spawn(self, s: int) -> subprocess.Popen:
+        env = dict(os.environ, ELASTIX_LOCAL_HEALTH=self.addr, ELASTIX_SLICE=str(s),
+                   ELASTIX_HOST="0", ELASTIX_HEARTBEAT_INTERVAL="0.05")
+        return subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"], env=env,
+                                stdout=subprocess.DEVNULL)
+
+    def kill(self, s: int) -> None:
+        """SIGKILL the host of slice ``s``; its replacement starts at once."""
+        old = self.procs[s]
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait(10)
+        self.procs[s] = self._spawn(s)
+
+    def freeze(self, s: int, replace_when) -> None:
+        """SIGSTOP the host of slice ``s``; once ``replace_when()``, the platform replaces it
+        (as the supervisor replaces a hung host's pod, a while after it hangs)."""
+        old = self.procs[s]
+        os.kill(old.pid, signal.SIGSTOP)
+
+        def replace():
+            while not replace_when():
+                threading.Event().wait(0.02)
+            os.kill(old.pid, signal.SIGKILL)
+            old.wait(10)
+            self.procs[s] = self._spawn(s)
+
+        threading.Thread(target=replace, daemon=True).start()
+
+    def close(self) -> None:
+        self.health.close()
+        for p in self.procs.values():
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def hosts():
+    h = Hosts(2)
+    yield h
+    h.close()
+
+
+def _cfg(tmp_path, **kw):
+    # Checkpoints every 4 steps, host snapshots every 3: step 8's checkpoint copies the state
+    # itself, step 9's snapshot too, step 12 saves both from one copy.
+    base = dict(num_slices=2, steps=14, checkpoint_period=4, snapshot_period=3,
+                checkpoint_dir=str(tmp_path / "ck"), max_slice_losses=3, slice_wait_timeout=60,
+                elastic_mode="pause-resume")
+    return make_cfg(**{**base, **kw})
+
+
+class Kill:
+    """What the run had when the kill came, read on the loop's thread at that moment."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.last_step: int | None = None
+        self.saved: list[tuple[str, int]] = []  # states whose copy ended before the loss
+        self.events_before = 0
+
+    def fire(self, trainer, act) -> None:
+        ev = trainer.events
+        self.last_step = max((r["step"] for r in ev.of("step")), default=0)
+        self.saved = ([("snapshot", r["step"]) for r in ev.of("snapshot_taken")]
+                      + [("checkpoint", s) for s in copied(trainer)])
+        self.events_before = len(ev.records)
+        self.done = True
+        act()
+
+
+def copied(trainer) -> list[int]:
+    return getattr(trainer, "_test_copied", [])
+
+
+def _run_with(tmp_path, hosts, attach, **cfg_kw):
+    """Run to the end with ``attach(trainer, runtime, kill)`` setting up the kill."""
+    kill = Kill()
+
+    def setup(trainer, runtime):
+        trainer._test_copied = []
+        # after_save: the checkpoint's copy of step n ended (and was answered for)
+        on(trainer, after_save=lambda s, n: trainer._test_copied.append(n))
+        attach(trainer, runtime, kill)
+
+    outcome, trainer, _ = run_elastic(_cfg(tmp_path, **cfg_kw), hosts.health, setup=setup)
+    assert kill.done, "the kill never came"
+    assert outcome.status == "completed", outcome
+    return trainer, kill
+
+
+def _check(trainer, kill, *, restored: tuple[str, int] | None = None) -> dict:
+    """The recovery restored the newest state copied before the loss and counted its lost
+    steps from the last step completed before it; nothing was kept in between."""
+    records = trainer.events.records
+    after = records[kill.events_before:]
+    i = next(i for i, r in enumerate(after) if r["event"] == "elastic_detected")
+    detected = after[i]
+    kept = [(r["event"], r.get("step")) for r in after[:i]
+            if r["event"] in ("step", "snapshot_taken", "checkpoint_save_started")]
+    assert kept == [], f"work completed after the host was lost: {kept}"
+    assert detected["last_step"] == kill.last_step
+    # DATA_LOSS from a step or a copy; before the first step, the runtime's own look at the
+    # slices once the session is set up ("went down during the restore") may see it first.
+    assert "DATA_LOSS" in detected["error"] or "went down during" in detected["error"]
+    newest = max(kill.saved, key=lambda x: (x[1], x[0] == "snapshot"), default=("init", 0))
+    if restored is not None:
+        assert newest == restored, (newest, kill.saved)
+    back = next(r for r in after if r["event"] == "elastic_restored")
+    assert (back["source"], back["step"]) == newest, (back, kill.saved)
+    return detected
+
+
+@pytest.mark.parametrize("async_checkpoint", [True, False])
+def test_killed_between_steps(tmp_path, hosts, async_checkpoint):
+    def attach(trainer, runtime, kill):
+        def after(session, n, done_at, seconds):
+            if n == 10 and not kill.done:
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+        on(trainer, after_complete=after)
+
+    trainer, kill = _run_with(tmp_path, hosts, attach, async_checkpoint=async_checkpoint)
+    assert kill.last_step == 10
+    _check(trainer, kill, restored=("snapshot", 9))
+
+
+def test_killed_during_a_step(tmp_path, hosts):
+    """Killed while step 10 runs (dispatched, its result not yet answered for): 10 never
+    completes, 9 did."""
+    def attach(trainer, runtime, kill):
+        def before(session, n):
+            if n == 11 and not kill.done:  # step 10 is in flight
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+        on(trainer, before_dispatch=before)
+
+    trainer, kill = _run_with(tmp_path, hosts, attach)
+    assert kill.last_step == 9
+    _check(trainer, kill, restored=("snapshot", 9))
+
+
+def _kill_in_copy(what: str, step: int, act: str = "kill"):
+    def attach(trainer, runtime, kill):
+        def verify(slice_ids, copy):
+            if copy == f"{what} of step {step}" and not kill.done:
+                kill.fire(trainer, lambda: getattr(trainer._test_hosts, act)(SLICE))
+        hook = on(trainer, verify_transfer=verify)
+        hook.order = 50  # before the stand-in's own verdict on the same copy
+        trainer.add_hooks()  # re-sort by order
+    return attach
+
+
+def test_killed_during_a_checkpoint_copy(tmp_path, hosts):
+    """The checkpoint of step 8 copies the state itself: killed during that copy, it never
+    starts writing (``checkpoint_save_failed``); the snapshot of 6 is the newest state."""
+    trainer, kill = _with_hosts(tmp_path, hosts, _kill_in_copy("checkpoint copy", 8))
+    assert kill.last_step == 8
+    failed = [r for r in trainer.events.of("checkpoint_save_failed") if r["step"] == 8]
+    assert failed and "DATA_LOSS" in failed[0]["error"]
+    _check(trainer, kill, restored=("snapshot", 6))
+    assert 8 in [r["step"] for r in trainer.events.of("checkpoint_committed")]  # saved again
+
+
+def test_killed_just_after_a_checkpoint_copy(tmp_path, hosts):
+    """Killed once step 8's copy ended: that checkpoint is good (its write needs no host) and
+    is what the recovery restores."""
+    def attach(trainer, runtime, kill):
+        def after_save(session, n):
+            if n == 8 and not kill.done:
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+        on(trainer, after_save=after_save)
+
+    trainer, kill = _run_with(tmp_path, hosts, attach)
+    _check(trainer, kill, restored=("checkpoint", 8))
+
+
+def test_killed_during_a_snapshot(tmp_path, hosts):
+    """The snapshot of step 9 is never kept: the checkpoint of 8 is the newest state."""
+    trainer, kill = _with_hosts(tmp_path, hosts, _kill_in_copy("host snapshot", 9))
+    assert 9 not in [r["step"] for r in trainer.events.records[:kill.events_before]
+                     if r["event"] == "snapshot_taken"]
+    _check(trainer, kill, restored=("checkpoint", 8))
+
+
+def test_killed_during_start_up(tmp_path, hosts):
+    """Killed before any state is on the devices: the first step fails, the run starts over
+    from step 0 with nothing lost."""
+    def attach(trainer, runtime, kill):
+        def on_mesh(slice_ids):
+            if not kill.done:
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+        hook = on(trainer, on_mesh=on_mesh)
+        hook.order = 200  # after the stand-in took its roll: the hosts this session needs
+        trainer.add_hooks()
+
+    trainer, kill = _run_with(tmp_path, hosts, attach)
+    assert kill.last_step == 0
+    _check(trainer, kill, restored=("init", 0))
+
+
+def test_killed_during_a_restore(tmp_path, hosts):
+    """A second host dies while the recovery restores: the restore fails at its own copy
+    (not a step later), and the next recovery restores the same state."""
+    def attach(trainer, runtime, kill):
+        def after(session, n, done_at, seconds):
+            if n == 10 and not kill.done:
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+
+        def verify(slice_ids, what):
+            if what.startswith("restore") and runtime.recoveries == 1 and not second:
+                second.append(what)
+                hosts.kill(0)
+        second: list[str] = []
+        hook = on(trainer, after_complete=after, verify_transfer=verify)
+        hook.order = 50
+        trainer.add_hooks()
+
+    trainer, kill = _run_with(tmp_path, hosts, attach)
+    detected = trainer.events.of("elastic_detected")
+    assert len(detected) == 2
+    assert "during the restore of step 9" in detected[1]["error"]
+    # Nothing completed since the first loss: the last step completed is still 10 (the
+    # recovery that failed restored nothing), so 10 -> 9 is the one step lost in all.
+    assert detected[1]["last_step"] == 10
+    restored = trainer.events.of("elastic_restored")
+    assert [(r["recovery"], r["source"], r["step"]) for r in restored] == [(2, "snapshot", 9)]
+
+
+def test_a_hung_host_holds_the_step_then_fails_it(tmp_path, hosts):
+    """Frozen (SIGSTOP) after step 10: the next step cannot complete; it is held until the
+    host's heartbeats are a timeout old, then fails with DATA_LOSS; nothing completes
+    meanwhile."""
+    def attach(trainer, runtime, kill):
+        def after(session, n, done_at, seconds):
+            if n == 10 and not kill.done:
+                kill.fire(trainer, lambda: hosts.freeze(
+                    SLICE, lambda: trainer.events.of("elastic_detected")))
+        on(trainer, after_complete=after)
+
+    trainer, kill = _run_with(tmp_path, hosts, attach)
+    detected = _check(trainer, kill, restored=("snapshot", 9))
+    assert "stopped answering" in detected["error"]
+    assert detected["since_loss"] >= TIMEOUT  # dated from its last heartbeat
+
+
+def _with_hosts(tmp_path, hosts, attach):
+    def attach_with(trainer, runtime, kill):
+        trainer._test_hosts = hosts
+        attach(trainer, runtime, kill)
+    return _run_with(tmp_path, hosts, attach_with)
