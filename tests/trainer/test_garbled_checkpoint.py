@@ -99,6 +99,12 @@ def test_a_checkpoint_without_checksums_restores_with_one_warning(ck, caplog):
 
 
 def test_garbled_step_on_gcs_is_caught(gcs, reference, monkeypatch, tmp_path):
+    """The check compares the recorded crc32c with the one GCS keeps for each object: the
+    garbled object (uploaded whole, as any rewrite is) is caught, and no object is read for
+    the check itself, so a restore downloads each object once."""
+    reads: list[str] = []
+    real_crc = manifest._crc
+    monkeypatch.setattr(manifest, "_crc", lambda path: reads.append(path) or real_crc(path))
     for k, v in emulator_env(gcs).items():
         monkeypatch.setenv(k, v)
     path = "gs://ckpts/garbled"
@@ -118,3 +124,6 @@ def test_garbled_step_on_gcs_is_caught(gcs, reference, monkeypatch, tmp_path):
     assert outcome.status == "completed", outcome
     assert [r["step"] for r in trainer.events.of("checkpoint_damaged")] == [8]
     assert trainer.events.of("restore")[0]["step"] == 4
+    assert trainer.events.of("restore")[0]["verified"] is True
+    assert [p for p in reads if p.startswith("gs://ckpts/garbled/4/")
+            or p.startswith("gs://ckpts/garbled/8/")] == []  # listed, never downloaded

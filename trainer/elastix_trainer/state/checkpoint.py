@@ -26,6 +26,7 @@ in turn, ordered by the queue and by two one-way events (``handed``, ``done``: s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -238,18 +239,60 @@ class Checkpointer:
 
     # -- restoring -----------------------------------------------------------------------------
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict, int]:
-        """Read committed ``step`` onto the shardings in ``abstract_state``, its files first
-        checked against the checksums of its commit.
+        """Read committed ``step`` onto the shardings in ``abstract_state``, its files checked
+        against the checksums of its commit; a step that fails them is never returned.
+
+        Each byte is read from storage once. The check runs beside Orbax's read, not before
+        it: on a local disk both read the same files at the same time, so the disk serves
+        each page once (the other reader finds it in the page cache) and the checksum's pass
+        overlaps the read instead of adding to it; on GCS the check compares the recorded
+        checksums with the ones GCS keeps for each object (a listing, no download). Checking
+        first and reading after cost a whole second pass: restores ran at 0.54 of reading
+        the files cold, against 0.98 without checksums (docs/benchmarks.md).
 
         Returns:
             (state, data_state, bytes read).
+
+        Raises:
+            manifest.ChecksumMismatch: a file is not what was committed (the state read is
+                dropped; the caller skips the step).
         """
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
-        self.verify(step)
-        return read(self._slot.get(), self.directory, step, abstract_state)
+        checking = _Beside(self._store.verify, step)
+        try:
+            out = read(self._slot.get(), self.directory, step, abstract_state)
+        except BaseException:
+            checking.result()  # a damaged file is the reason the read failed, if it is one
+            raise
+        self.last_verify = checking.result()
+        return out
 
     def verify(self, step: int) -> bool:
         """Check committed ``step``'s files against its manifest (``Store.verify``)."""
         self.last_verify = self._store.verify(step)
         return self.last_verify[0]
+
+
+class _Beside:
+    """``fn(*args)`` on a thread of its own; ``result()`` waits and returns or raises its
+    outcome."""
+
+    def __init__(self, fn, *args) -> None:
+        self._out: tuple[bool, Any] | None = None
+
+        def run() -> None:
+            try:
+                self._out = (True, fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to result()
+                self._out = (False, e)
+
+        self._thread = threading.Thread(target=run, name="elastix-verify", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        self._thread.join()
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value

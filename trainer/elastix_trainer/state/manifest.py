@@ -1,5 +1,5 @@
 """Checksums of a committed checkpoint's files, recorded once Orbax has committed it and checked
-before every restore.
+by every restore (beside Orbax's read: ``Checkpointer.restore``).
 
 Why: Orbax's commit proves that every file was written, not that the bytes read back are the
 bytes written. A file whose middle was overwritten (same size) read as a valid state and the run
@@ -44,22 +44,40 @@ class ChecksumMismatch(Exception):
 
 def _files(step_dir: str) -> dict[str, int]:
     """Relative path -> size of every file under ``step_dir`` (the manifest excepted)."""
+    return {name: size for name, (size, _) in _listing(step_dir).items()}
+
+
+def _listing(step_dir: str) -> dict[str, tuple[int, str | None]]:
+    """Relative path -> (size, crc32c as hex where storage keeps one: GCS) of every file under
+    ``step_dir``, the manifest excepted."""
     if storage.is_gcs(step_dir):
         import fsspec
 
         fs = fsspec.filesystem("gs")
         fs.invalidate_cache()
         base = step_dir.removeprefix("gs://").rstrip("/") + "/"
-        out = {path.removeprefix(base): int(info.get("size") or 0)
+        out = {path.removeprefix(base): (int(info.get("size") or 0), _gcs_crc(info))
                for path, info in fs.find(step_dir, detail=True).items()}
     else:
         out = {}
         for root, _dirs, names in os.walk(step_dir):
             for name in names:
                 full = os.path.join(root, name)
-                out[os.path.relpath(full, step_dir)] = os.path.getsize(full)
+                out[os.path.relpath(full, step_dir)] = (os.path.getsize(full), None)
     out.pop(NAME, None)
     return {k: v for k, v in out.items() if not k.startswith(NAME + ".")}
+
+
+def _gcs_crc(info: dict) -> str | None:
+    """The crc32c GCS keeps for an object (base64 of 4 big-endian bytes), as hex."""
+    import base64
+    import binascii
+
+    value = info.get("crc32c")
+    try:
+        return base64.b64decode(value).hex() if value else None
+    except (binascii.Error, TypeError, ValueError):
+        return None
 
 
 def _crc(path: str) -> str:
@@ -88,8 +106,12 @@ def write(step_dir: str, step: int) -> int:
     Atomic: a local manifest is written beside and renamed into place; a GCS object is written
     whole or not at all.
     """
-    sizes = _files(step_dir)
-    crcs = _checksums(step_dir, sizes)
+    listed = _listing(step_dir)
+    sizes = {n: size for n, (size, _) in listed.items()}
+    # On GCS each object's crc32c comes with the listing (GCS computed it over the bytes it
+    # stores): nothing is downloaded to record it. Elsewhere the files are read.
+    crcs = {n: crc for n, (_, crc) in listed.items() if crc is not None}
+    crcs.update(_checksums(step_dir, [n for n in sizes if n not in crcs]))
     doc = {"format": FORMAT, "algorithm": "crc32c", "step": step,
            "files": {n: {"bytes": sizes[n], "crc32c": crcs[n]} for n in sorted(sizes)}}
     text = json.dumps(doc, indent=0, sort_keys=True)
@@ -136,14 +158,18 @@ def verify(step_dir: str) -> bool:
     if doc is None:
         return False
     want = doc["files"]
-    have = _files(step_dir)
+    have = _listing(step_dir)
     for name in sorted(want):
         if name not in have:
             raise ChecksumMismatch(f"{name} is missing")
-        if have[name] != want[name]["bytes"]:
-            raise ChecksumMismatch(f"{name} holds {have[name]} bytes, {want[name]['bytes']} "
+        if have[name][0] != want[name]["bytes"]:
+            raise ChecksumMismatch(f"{name} holds {have[name][0]} bytes, {want[name]['bytes']} "
                                    f"were written")
-    got = _checksums(step_dir, want)
+    # GCS keeps each object's crc32c, computed over the bytes it stores: compared as listed,
+    # no object is downloaded for the check (the restore downloads each once). Elsewhere the
+    # files are read and checksummed.
+    got = {n: have[n][1] for n in want if have[n][1] is not None}
+    got.update(_checksums(step_dir, [n for n in want if n not in got]))
     for name in sorted(want):
         if got[name] != want[name]["crc32c"]:
             raise ChecksumMismatch(f"{name} fails its checksum (crc32c {got[name]}, "
