@@ -58,6 +58,10 @@ MAXTEXT_STANDIN = "ELASTIX_MAXTEXT_STANDIN"
 """``fault`` (a lost slice fails the step) or ``elastic`` (also pathwaysutils' Pathways check,
 slices and probe): which parts of the local Pathways stand-in the MaxText head installs
 (``elastix_trainer.elastic.local.maxtext``)."""
+MAXTEXT_STANDIN_KILL_AT = "ELASTIX_MAXTEXT_STANDIN_KILL_AT"
+"""An operation of a MaxText head on the local stand-in (``during the checkpoint copy of step
+10``, ``before step 12``) at which the stand-in SIGKILLs slice 0's host 0 once, just before
+the hosts are asked: a kill aimed inside an operation that lasts milliseconds."""
 
 # -- user knobs both halves honour ---------------------------------------------------------------
 DEBUG = "ELASTIX_DEBUG"

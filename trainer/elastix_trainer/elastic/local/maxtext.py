@@ -14,15 +14,25 @@ Orbax restore run unchanged):
    (``pathwaysutils/elastic/elastic.py``, ``get_slice_to_devices``), which CPU devices do not
    have. The local plan's groups stand in: ``ELASTIX_DEVICES_PER_SLICE`` devices per slice, in
    device-id order, as elastix's own trainer groups them.
-3. **A lost slice.** On Pathways a dead TPU host fails the next step as a
-   ``jax.errors.JaxRuntimeError`` with ``DATA_LOSS``, and pathwaysutils' probe
-   (``get_active_slice_indices``) finds the slice down until its replacement is up. Here both
-   come from the same health source elastix's trainer uses (heartbeats of the local slice-host
-   processes, :class:`elastix_trainer.elastic.local.health.LocalHeartbeatHealth`): the probe answers
-   from it, and the step raises ``DATA_LOSS`` when it says a slice lost a host. The step is
-   MaxText's ``jax.profiler.StepTraceAnnotation("train", step_num=step)`` block (maxtext 0.2.5
-   ``trainers/pre_train/train.py``, ``training_loop_iteration``): the error is raised on
-   entering it, so it reaches MaxText's loop where a device error would.
+3. **A lost slice, in time.** On Pathways a device operation that needs a dead TPU host fails
+   with a ``jax.errors.JaxRuntimeError`` carrying ``DATA_LOSS`` (a hung host holds it until
+   Pathways declares the host lost), and pathwaysutils' probe (``get_active_slice_indices``)
+   finds the slice down until its replacement is up. Here both come from the health source
+   elastix's trainer uses (the local slice-host processes,
+   :class:`elastix_trainer.elastic.local.health.LocalHeartbeatHealth`), with the same contract
+   as elastix's own stand-in: an operation counts only once every host has *answered* after
+   it (``answer``). Two operations ask:
+
+   - MaxText's step, on entering its ``jax.profiler.StepTraceAnnotation("train",
+     step_num=step)`` block (maxtext 0.2.5 ``trainers/pre_train/train.py``,
+     ``training_loop_iteration``): the step before it was dispatched, so the hosts answer in
+     its shadow; the error reaches MaxText's loop where a device error would;
+   - Orbax's device-to-host copy of a checkpoint (``replica_slices.transfer_arrays_to_host``,
+     orbax-checkpoint 0.12.8, the blocking half of every save, sync or async): once the copy
+     ends, every host must answer, or the save raises ``DATA_LOSS`` before anything is
+     written. So the checkpoint of a step in flight at a kill never commits (its
+     ``<step>.orbax-checkpoint-tmp`` directory is never renamed), as on Pathways, where the
+     copy needs the dead host's memory; a save whose copy ended before the kill commits.
 
 Item 3 is active for every MaxText head the local backend runs (with elastic off the error
 ends the head and the workload restarts it, as a lost slice does on Pathways); items 1 and 2
@@ -88,37 +98,73 @@ def slice_groups(devices, devices_per_slice: int) -> dict[int, list]:
 
 
 class StandIn:
-    """The health-fed parts: the slice probe and the step's ``DATA_LOSS``.
+    """The health-fed parts: the slice probe and the ``DATA_LOSS`` of an operation that needs
+    a lost host.
 
-    ``raised`` marks that a loss has reached the training step: from then on a probe is
-    pathwaysutils waiting for slices, so it asks the health source to count replacements
-    (``wait_for`` with no wait, which also clears the loss records once every slice is back).
-    Before that a probe only reads the current view, so it cannot clear a loss the step has
-    not yet seen.
+    ``roll`` is the hosts (their pids) the run's devices live on: taken once every slice is
+    first up, and again when a recovery finds every slice back. An operation asks them all to
+    answer (``require``); a host that exited or was replaced fails it at once, a hung one once
+    its heartbeats are a timeout old. ``raised`` marks that a loss has reached MaxText: from
+    then on a probe is pathwaysutils waiting for slices, so it asks the health source to count
+    replacements (``wait_for`` with no wait), and takes the new roll once all are back.
     """
 
-    def __init__(self, health, num_slices: int) -> None:
+    def __init__(self, health, num_slices: int, kill_at: str | None = None) -> None:
         self.health = health
         self.all = frozenset(range(num_slices))
         self.raised = False
+        self.kill_at = kill_at
+        """An operation (``"checkpoint copy of step 10"``) at which to SIGKILL slice 0's host 0
+        once, just before asking (``ELASTIX_MAXTEXT_STANDIN_KILL_AT``): a kill aimed inside an
+        operation that takes milliseconds, for tests and chaos."""
         self._lock = threading.Lock()
+        self._roll: dict | None = None
+        self._rolled = threading.Event()
 
-    def lost(self) -> frozenset[int]:
-        """Slices that lost a host since the last recovery, or are not live now."""
-        return frozenset(self.health.losses(self.all)) | (self.all - self.health.live_slices())
+    def take_roll(self, timeout: float) -> None:
+        """Once every slice is up (or after ``timeout`` s): the hosts the run now needs."""
+        from elastix_trainer.elastic.health import SliceWaitTimeout
 
-    def check_step(self, step) -> None:
-        """Raise what a step on a lost slice raises on Pathways (``DATA_LOSS``)."""
-        lost = self.lost()
-        if not lost:
+        try:
+            self.health.wait_for(len(self.all), timeout)
+        except SliceWaitTimeout:
+            pass  # the first operation finds the missing host and says so
+        with self._lock:
+            if self._roll is None:
+                self._roll = self.health.roll(self.all)
+        self._rolled.set()
+
+    def require(self, what: str) -> None:
+        """Raise what an operation that needs a lost host raises on Pathways (``DATA_LOSS``)."""
+        if not self._rolled.wait(self.health.timeout * 30):
+            return  # no host ever came up: the probe, not the operation, says so
+        if self.kill_at is not None and what == self.kill_at:
+            self._kill_aimed()
+        with self._lock:
+            roll = dict(self._roll or {})
+        gone = self.health.answer(self.all, roll)
+        if not gone:
             return
         import jax
 
         with self._lock:
             self.raised = True
         raise jax.errors.JaxRuntimeError(
-            f"DATA_LOSS: slice(s) {sorted(lost)} lost a host before step {step} "
-            "(elastix local Pathways stand-in)")
+            f"DATA_LOSS: slice(s) {sorted(gone)} lost a host {what} "
+            f"({'; '.join(gone[s] for s in sorted(gone))}; elastix local Pathways stand-in)")
+
+    def _kill_aimed(self) -> None:
+        import signal
+
+        self.kill_at = None
+        pid = self.health.host_pids().get((0, 0))
+        if pid is not None:
+            sys.stderr.write(f"elastix: aimed kill: SIGKILL slice 0 host 0 (pid {pid})\n")
+            os.kill(pid, signal.SIGKILL)
+
+    def check_step(self, step) -> None:
+        """Entering step ``step``: the hosts answer, or the step fails with ``DATA_LOSS``."""
+        self.require(f"before step {step}")
 
     def active(self, slice_to_devices=None, checker=None) -> frozenset[int]:
         """pathwaysutils' ``get_active_slice_indices``, answered by the health source."""
@@ -131,6 +177,7 @@ class StandIn:
                 try:
                     live = self.health.wait_for(len(self.all), 0.0)
                     self.raised = False
+                    self._roll = self.health.roll(self.all)  # the attempt to come needs these
                 except SliceWaitTimeout:
                     live = self.health.live_slices()
             else:
@@ -152,6 +199,34 @@ def _patch_step(standin: StandIn) -> None:
             super().__init__(name, **kwargs)
 
     jax.profiler.StepTraceAnnotation = StepTraceAnnotation
+
+
+def _patch_copy(standin: StandIn) -> None:
+    """Orbax's device-to-host copy of a save: once it ends, every host must answer."""
+    from orbax.checkpoint._src.serialization import replica_slices
+
+    base = replica_slices.transfer_arrays_to_host
+    if not callable(base):
+        raise RuntimeError("orbax replica_slices.transfer_arrays_to_host is missing")
+
+    def transfer_arrays_to_host(arrays, *args, **kwargs):
+        out = base(arrays, *args, **kwargs)
+        standin.require(f"during the checkpoint copy of step {_saving_step()}")
+        return out
+
+    replica_slices.transfer_arrays_to_host = transfer_arrays_to_host
+
+
+def _saving_step() -> object:
+    """The step MaxText is saving, from its ``save_checkpoint(checkpoint_manager, step, ...)``
+    frame on this thread's stack (maxtext 0.2.5 ``common/checkpointing.py``), else ``?``: for
+    the error's words and an aimed kill only."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "save_checkpoint" and "step" in frame.f_locals:
+            return frame.f_locals["step"]
+        frame = frame.f_back
+    return "?"
 
 
 def _patch_pathways(standin: StandIn, devices_per_slice: int) -> None:
@@ -183,9 +258,13 @@ def activate(env: dict[str, str]) -> StandIn:
 
     num_slices = int(env.get(envvars.NUM_SLICES, "1"))
     devices_per_slice = int(env.get(envvars.DEVICES_PER_SLICE, "1"))
-    standin = StandIn(LocalHeartbeatHealth.from_env(num_slices, env), num_slices)
+    standin = StandIn(LocalHeartbeatHealth.from_env(num_slices, env), num_slices,
+                      kill_at=env.get(envvars.MAXTEXT_STANDIN_KILL_AT) or None)
+    threading.Thread(target=standin.take_roll, args=(600.0,), daemon=True,
+                     name="elastix-standin-roll").start()
     try:
         _patch_step(standin)
+        _patch_copy(standin)
         if env.get(envvars.MAXTEXT_STANDIN) == "elastic":
             _patch_pathways(standin, devices_per_slice)
     except (ImportError, AttributeError, RuntimeError) as err:
