@@ -9,6 +9,7 @@ log's own lines where the test can (``_at``, ``_step``), so a wrong parse cannot
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from elastix.backends.base import KillRecord
 from elastix.main import main
 from elastix.measure import maxtext
 from elastix.measure.chaos import KillMeasurement
@@ -131,6 +133,45 @@ def test_a_sigkill_and_restart_is_a_restart_with_its_steps_redone():
     rep = goodput(events)
     assert rep.steps_redone == 5 and rep.badput["restart"] == pytest.approx(9.52)
     assert rep.start == _ms(lines[0]) and rep.last_step == 49
+
+
+def test_a_head_that_died_with_a_traceback_restarts_at_the_new_processs_first_line():
+    """The local backend's failing head always prints its traceback (the stand-in's DATA_LOSS)
+    before the workload restarts it: the traceback is the dying process's, and the new
+    process begins at the line after it. Before, the restart was counted from the traceback's
+    first line (0 s of restart, and its start-up booked as restore)."""
+    lines = _log("restart_traceback")
+    tb = next(i for i, x in enumerate(lines) if "Traceback (most recent call last):" in x)
+    err = next(i for i in range(tb, len(lines)) if "JaxRuntimeError: DATA_LOSS" in lines[i])
+    first_run, second_run = lines[:err + 1], lines[err + 1:]
+    assert "local Pathways stand-in active" in second_run[0]  # the new process's first line
+    events = events_from_log(lines)
+    assert events.skipped == 0
+    (r,) = recoveries(events)
+    assert r.kind == "restart" and r.complete
+    assert (r.last_step, r.restored_step, r.first_step) == (40, 40, 41)
+    assert r.start == _ms(second_run[0])
+    assert r.prev_event == _at(first_run, "completed step: 40,")  # its last event
+    load_done = _at(second_run, "Finished load in")
+    assert r.restored == load_done
+    # What the log shows: the restart from the old process's last event to the new one's
+    # first line, the restore from there to Orbax's load done, split into the process's
+    # re-initialisation and Orbax's own load (0.12 s, its line's own number).
+    assert r.phase_seconds()["restart"] == (_ms(second_run[0]) - r.prev_event) / 1000 > 4
+    assert r.phase_seconds()["restore"] == (load_done - _ms(second_run[0])) / 1000
+    split = r.restore_split()
+    assert split == {"reinitialisation": round((load_done - _ms(second_run[0])) / 1000 - 0.12, 3),
+                     "load": 0.12}
+    assert r.to_json()["restore_split"] == split
+    kill = KillRecord("mt", "mt-worker-0-0", 0, 0, None,
+                      dt.datetime.fromtimestamp(r.prev_event / 1000, dt.timezone.utc))
+    m = KillMeasurement([kill], r, "log", "Running", 1, 1, None, None, False)
+    rows = dict(recovery_rows(m))
+    assert rows["restore"] == f"{r.phase_seconds()['restore']:.3f} s"
+    assert rows["of which"] == (f"re-initialisation {split['reinitialisation']:.3f} s, "
+                                f"load {split['load']:.3f} s")
+    rep = goodput(events)
+    assert rep.badput["restart"] == pytest.approx(r.phase_seconds()["restart"])
 
 
 def test_an_in_process_elastic_recovery_gives_every_phase():
@@ -267,11 +308,12 @@ def test_elastix_trainers_own_log_keeps_its_own_restore_and_save_lines():
     assert [e.name for e in events] == ["run_start", "step"] and events.skipped == 0
 
 
-@pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup"])
+@pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup", "restart_traceback"])
 def test_a_fixture_names_no_directory_of_the_machine_it_was_recorded_on(name):
     text = (FIX / f"{name}.log").read_text()
     # Where it was recorded (the repo, the user's home, pytest's temp dirs) is replaced away.
     machine = (str(Path(__file__).resolve().parents[2]), str(Path.home()),
                str(Path(tempfile.gettempdir()) / "pytest-of-"))
     assert [d for d in machine if d in text] == []
-    assert "/tmp/maxtext-run/" in text  # the run's directory, as capture.py renames it
+    # the run's directory, as capture.py (or capture_local.py) renames it
+    assert "/tmp/maxtext-run/" in text or "/tmp/elastix-state/" in text

@@ -70,7 +70,8 @@ def test_goodput_breakdown_exact(stream):
     assert rep.productive_seconds == pytest.approx(7.2, abs=1e-9)  # steps 2..10 and 12..20
     b = {k: round(v, 3) for k, v in rep.badput.items()}
     assert b == {"detection": 1.3, "cleanup": 0.049, "waiting for slices": 2.251,
-                 "restore": 0.2, "recompile": 1.6, "restart": 0.0, "checkpoint stall": 0.01,
+                 "restore": 0.2, "reinitialisation": 0.0, "recompile": 1.6, "restart": 0.0,
+                 "checkpoint stall": 0.01,
                  "steps re-done": 1.6, "startup": 2.0, "other": 2.49}
     assert round(rep.productive_seconds + sum(rep.badput.values()), 6) == 18.7
     assert rep.goodput == pytest.approx(7.2 / 18.7)
@@ -114,8 +115,11 @@ def test_restart_recovery_from_second_run_start():
         assert rec.steps_lost == 4 and rec.pid_same is False
         rep = goodput(events, kills=[_kill_ms(8.7)])
         assert round(rep.badput["restart"], 3) == 11.3
-        # start-up restore [20.5, 21.0] wins over start-up; restore phase [20.0, 21.0] covers it
-        assert round(rep.badput["restore"], 3) == 1.0
+        # The restore phase [20.0, 21.0] is the new process's: 0.5 s of re-initialisation
+        # [20.0, 20.5], then its 0.5 s read [20.5, 21.0] (the start-up restore).
+        assert rec.restore_split() == {"reinitialisation": 0.5, "load": 0.5}
+        assert round(rep.badput["restore"], 3) == 0.5
+        assert round(rep.badput["reinitialisation"], 3) == 0.5
 
 
 def test_incomplete_recovery_and_torn_last_line():

@@ -115,7 +115,9 @@ def time_goes_back(events: list[Event]) -> str | None:
 
 # A time at the start of a line: elastix's own (``2026-11-29T09:50:01.123Z``) or the one the
 # Kubernetes log API puts before every line with ``timestamps=true`` (RFC3339, up to 9 digits).
-_LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s+(.*)$")
+# One separator after the time, as the log API writes it: the rest keeps its own indentation
+# (a dying MaxText's traceback frames are indented; measurement skips them by it).
+_LINE_RE = re.compile(r"^\s*(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))\s(.*)$")
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 
 
@@ -347,6 +349,21 @@ class Recovery:
         names = PHASES[-3:] if self.kind == "restart" else PHASES[:5]
         return {n: got.get(n) for n in names}
 
+    def restore_split(self) -> dict[str, float] | None:
+        """A restart's restore phase in two: the new process's re-initialisation (from its
+        first line until the checkpoint is read: imports, config, mesh and state set-up) and
+        the checkpoint's own load (Orbax's ``Finished load in S seconds``, or the trainer's
+        restore seconds). In a restarted MaxText the first is most of it. None for an
+        in-process recovery (its restore phase starts once the slices are back) and when either
+        bound is not known."""
+        if self.kind != "restart":
+            return None
+        secs = self.phase_seconds().get("restore")
+        if secs is None or self.restore_seconds is None:
+            return None
+        load = min(self.restore_seconds, secs)
+        return {"reinitialisation": round(secs - load, 3), "load": round(load, 3)}
+
     @property
     def downtime(self) -> float | None:
         """Seconds from the kill (or the failure) to the first completed step after it."""
@@ -390,6 +407,7 @@ class Recovery:
                  downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
                  phases={snake(k): v for k, v in self.phase_seconds().items()},
+                 restore_split=self.restore_split(),
                  not_in_log=[snake(k) for k in self.not_in_log])
         return d
 

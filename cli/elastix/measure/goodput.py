@@ -9,6 +9,8 @@ the causes partition the wall time exactly and goodput = productive / wall.
 - detection, cleanup, waiting for slices, restore, recompile (first step after recovery), restart:
   the recovery phases (:meth:`Recovery.phases`); detection starts at the kill when known, else at
   the last event before the failure surfaced;
+- reinitialisation: the part of a restart's restore phase before the checkpoint's own load (the
+  new process's start-up: :meth:`Recovery.restore_split`), the load staying restore;
 - checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
   the ``step`` event of the saved step, or right before the save's own event when that step's
   event comes later (MaxText logs a step's line after saving it);
@@ -30,8 +32,8 @@ from elastix.measure.events import (
 )
 
 # Highest priority first.
-CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "recompile", "restart",
-          "checkpoint stall", "steps re-done", "productive", "startup")
+CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "reinitialisation",
+          "recompile", "restart", "checkpoint stall", "steps re-done", "productive", "startup")
 BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
 _PHASE_CAUSE = {"first step": "recompile"}
 
@@ -127,7 +129,15 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
     out = [("productive", a, b) for _, a, b in kept] + [("steps re-done", a, b)
                                                         for _, a, b in redone]
     for rec in recs:
-        out += [(_PHASE_CAUSE.get(n, n), a, b) for n, a, b in rec.phases()]
+        for n, a, b in rec.phases():
+            split = rec.restore_split() if n == "restore" else None
+            if split is not None and split["reinitialisation"] > 0:
+                # The restore phase of a restarted (or re-initialising) process is mostly not
+                # the checkpoint's read: book that part as re-initialisation, the load as restore.
+                cut = b - round(split["load"] * 1000)
+                out += [("reinitialisation", a, cut), ("restore", cut, b)]
+            else:
+                out.append((_PHASE_CAUSE.get(n, n), a, b))
     run_start = None
     last_step_t: dict[int, int] = {}
     stall_cursor: dict[int, int] = {}

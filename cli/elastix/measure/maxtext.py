@@ -65,6 +65,9 @@ SAVE_ASYNC = re.compile(r"\bStarted an asynchronous checkpoint save for step (\d
 START_UP = re.compile(r"\] (?:Config param \w|System Information: Jax Version|"
                       r"Elastic attempt 1\s*$)")
 ABSL = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+(\d+) [^\s:]+:\d+\] ")
+TRACEBACK = "Traceback (most recent call last):"
+TRACEBACK_CHAIN = ("The above exception was the direct cause of the following exception:",
+                   "During handling of the above exception, another exception occurred:")
 _STEP_DIR = re.compile(r"/(\d+)/?\.?$")
 
 MARKERS = ("completed step:", "Elastic event detected", "Slice down event detected",
@@ -109,6 +112,7 @@ class Reader:
         self.first: tuple[int, int] | None = None  # (position, ms) of the log's first line
         self.after_main: tuple[int, int] | None = None  # of the line after main_tid's last
         self._prev_main = False
+        self._traceback: str | None = None  # the dying process's traceback: "frames", "error"
         self.blocking: dict[int, float] = {}  # step -> Orbax's blocking part of its save
         self.total: dict[int, float] = {}  # step -> Orbax's whole save
         self.async_saves: set[int] = set()
@@ -122,7 +126,13 @@ class Reader:
         """
         if not self.maxtext and (self.first is None or t < self.first[1]):
             self.first = (0, t)  # the earliest line (a log may carry others' lines first)
-        if self._prev_main:
+        if self._prev_main or self._traceback:
+            # The line after the main thread's last is the next process's first, unless the
+            # dying process printed its traceback there first (the local backend's failing
+            # head always does; a SIGKILL of the whole group prints none).
+            if self._traceback_goes_on(body):
+                self._prev_main = False
+                return None
             self.after_main = (pos, t)
         m = ABSL.match(body)
         self._prev_main = bool(m and m.group(1) == self.main_tid)
@@ -144,6 +154,23 @@ class Reader:
             self.after_main = None
             return start
         return None
+
+    def _traceback_goes_on(self, body: str) -> bool:
+        """Whether ``body``, after the main thread's last line, belongs to the dying process's
+        Python traceback (CPython's format: ``Traceback (most recent call last):``, indented
+        frame lines, the error's line; a chained one after a blank line and "The above
+        exception ..." or "During handling ..."; JAX's ``----`` and "For simplicity, JAX has
+        removed ..." lines between them)."""
+        if body.startswith(TRACEBACK) or body.startswith(TRACEBACK_CHAIN) or (
+                self._traceback is not None and not body.strip()):
+            self._traceback = "frames"
+            return True
+        if self._traceback == "frames":
+            if not body.startswith((" ", "\t", "-----", "For simplicity, JAX")):
+                self._traceback = "error"  # the error's own line ends the frames
+            return True
+        self._traceback = None
+        return False
 
     @staticmethod
     def _step_of(body: str) -> int | None:

@@ -44,6 +44,10 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     else:
         for phase, secs in r.phase_seconds().items():
             rows.append((phase, _phase(r, phase, secs)))
+            split = r.restore_split() if phase == "restore" else None
+            if split is not None:
+                rows.append(("of which", f"re-initialisation {_s(split['reinitialisation'])}, "
+                                         f"load {_s(split['load'])}"))
         rows.append(("detection counted from", r.detection_from or "-"))
         if r.restored_step is not None:
             size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"

@@ -27,6 +27,7 @@ COLORS = {
     "waiting for slices": "#ff7f0e",
     "restore": "#1f77b4",
     "first step": "#8c564b",
+    "reinitialisation": "#c5b0d5",
     "recompile": "#8c564b",
     "restart": "#e377c2",
     "checkpoint stall": "#bcbd22",

@@ -111,11 +111,13 @@ def test_a_killed_host_takes_its_work_with_it(cli, backend):
 
 
 def test_a_frozen_host_counts_from_its_last_heartbeat(cli, backend):
-    """A stopped host (SIGSTOP: alive, silent) is lost from its last heartbeat on: what the
-    controller computed after that is rolled back when the loss is detected, to the newest
-    state saved before it. Found a heartbeat timeout late, that loss leaves the stand-in
-    devices time for more snapshots and checkpoints than are kept; retiring the last good ones
-    behind them sent this run back to step 0 with checkpoints of good steps committed."""
+    """A stopped host (SIGSTOP: alive, silent) answers nothing from the moment it stops: the
+    step in flight is held until its heartbeats are a timeout old, then fails, and nothing
+    completes meanwhile. The loss is dated at the last time the host was heard (a heartbeat or
+    an answer), just before the stop; the recovery restores the newest state saved before it.
+    (Before the stand-in failed in time, the devices went on for a heartbeat timeout and the
+    work was undone afterwards; retiring the last good checkpoints behind that work once sent
+    this run back to step 0.)"""
     name = "fid-stop"
     _create(cli, name)
     try:

@@ -38,7 +38,8 @@ heartbeats come from (a datagram's sender address is the kernel's, not the sende
 
 When a host stopped counting is recorded too, for the measurement alone (``losses``: the
 detection event's ``since_loss``): exactly where the OS can say (Linux: a pidfd of the host's
-pid, readable the moment the process exits), else its last heartbeat. The record is cleared by
+pid, readable the moment the process exits), else the last time it was heard (a heartbeat or
+an answer). The record is cleared by
 ``wait_for``, with the latch, and by ``roll`` for the hosts a new session takes.
 
 Detection. A host whose process exited is lost at once: an exit is a fact, not an inference,
@@ -206,7 +207,8 @@ class LocalHeartbeatHealth(HealthSource):
                             self._latched[slice_id] = float("inf")  # until wait_for (see above)
                     if old != pid or key not in self._pids:
                         self._watch(key, pid)
-                    self._last[key] = self._heard[key] = ts
+                    self._last[key] = ts
+                    self._heard[key] = ts if old != pid else max(ts, self._heard.get(key, ts))
                     self._pids[key] = pid
                     if sender:
                         self._addr[key] = sender
@@ -224,6 +226,9 @@ class LocalHeartbeatHealth(HealthSource):
             prev = self._answers.get(key)
             if prev is None or prev[0] != pid or token > prev[1]:
                 self._answers[key] = (pid, token)
+            # Heard from, later than its last heartbeat maybe: a loss found later is dated no
+            # earlier than this answer (``losses``: the steps it answered for were completed).
+            self._heard[key] = max(self._heard.get(key, float("-inf")), self._clock())
             self._cond.notify_all()
 
     def _watch(self, key: tuple[int, int], pid: int) -> None:

@@ -35,7 +35,8 @@ Orbax restore run unchanged):
      copy needs the dead host's memory; a save whose copy ended before the kill commits.
 
 Item 3 is active for every MaxText head the local backend runs (with elastic off the error
-ends the head and the workload restarts it, as a lost slice does on Pathways); items 1 and 2
+ends the head, and the workload restarts it only while ``--max-restarts`` allows: its default,
+0, ends the workload, as JobSet's ``failurePolicy.maxRestarts: 0`` does); items 1 and 2
 only with ``elastic_enabled=true``. Activation: ``sitecustomize`` in the head's ``PYTHONPATH``
 (the local backend puts it there, ``elastix.backends.local.maxtext``) calls
 :func:`activate_from_env` when ``ELASTIX_MAXTEXT_STANDIN`` is set; the variable is removed so
