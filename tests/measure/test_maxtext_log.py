@@ -174,6 +174,30 @@ def test_a_head_that_died_with_a_traceback_restarts_at_the_new_processs_first_li
     assert rep.badput["restart"] == pytest.approx(r.phase_seconds()["restart"])
 
 
+def test_a_loss_during_start_up_is_not_detection():
+    """A slice host killed while MaxText was still starting (the stand-in aimed it at the first
+    step's entry): the failure surfaces 14 s after the head's first line, all of it ordinary
+    start-up. Detection is not in the log (no kill time, no step before it), so it is not
+    counted from the head's first line; goodput books that time as start-up."""
+    lines = _log("startup_kill")
+    events = events_from_log(lines)
+    assert events.skipped == 0
+    (r,) = recoveries(events)
+    assert r.kind == "in-process" and r.complete and r.first_step == 0
+    assert r.start == _at(lines, "Elastic event detected")
+    assert r.prev_event is None and r.detection_from is None
+    assert r.phase_seconds()["detection"] is None and "detection" in r.not_in_log
+    assert r.phase_seconds()["waiting for slices"] == (
+        _at(lines, "Sufficient slices active", last=True) - _at(lines, "Elastic attempt 2")) / 1000
+    rep = goodput(events)
+    assert rep.badput["detection"] == 0
+    # Start-up: the head's first line to step 0's end, less the recovery's own phases.
+    phases = sum(v for v in r.phase_seconds().values() if v)
+    step0 = _at(lines, "completed step: 0,")
+    assert rep.badput["startup"] >= (_at(lines, "Elastic event detected") - _ms(lines[0])) / 1000
+    assert rep.badput["startup"] <= (step0 - _ms(lines[0])) / 1000 - phases + 1e-9
+
+
 def test_an_in_process_elastic_recovery_gives_every_phase():
     lines = _log("elastic")
     events = events_from_log(lines)
@@ -308,7 +332,8 @@ def test_elastix_trainers_own_log_keeps_its_own_restore_and_save_lines():
     assert [e.name for e in events] == ["run_start", "step"] and events.skipped == 0
 
 
-@pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup", "restart_traceback"])
+@pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup", "restart_traceback",
+                                  "startup_kill"])
 def test_a_fixture_names_no_directory_of_the_machine_it_was_recorded_on(name):
     text = (FIX / f"{name}.log").read_text()
     # Where it was recorded (the repo, the user's home, pytest's temp dirs) is replaced away.

@@ -425,6 +425,7 @@ def recoveries(events: list[Event]) -> list[Recovery]:
     last_step: int | None = None
     live: int | None = None  # the last step's slice count, when its line says it
     prev_t: int | None = None
+    prev_name: str | None = None
     started = False
     for ev in events:
         d = ev.data
@@ -436,9 +437,13 @@ def recoveries(events: list[Event]) -> list[Recovery]:
                 out.append(cur)
             started, pid = True, d["pid"]
         elif ev.name == "elastic_detected":
+            # A loss found while the process was still starting (nothing since its run_start):
+            # the time before it is start-up, not detection; without a kill time or the
+            # trainer's own date of the loss, when it happened is not in the log.
+            origin = None if prev_name == "run_start" else prev_t
             cur = Recovery(len(out) + 1, "in-process", start=ev.t, pid_before=pid,
                            last_step=d["last_step"] if d["last_step"] is not None else last_step,
-                           lost_slices=d["lost_slices"], error=d["error"], prev_event=prev_t,
+                           lost_slices=d["lost_slices"], error=d["error"], prev_event=origin,
                            slices_before=live,
                            loss=(ev.t - round(d["since_loss"] * 1000)
                                  if isinstance(d.get("since_loss"), (int, float)) else None))
@@ -447,7 +452,7 @@ def recoveries(events: list[Event]) -> list[Recovery]:
             _fill(cur, ev, pid, d.get("live_slices") if ev.name == "step" else live)
         if ev.name == "step":
             last_step, live = d["step"], d.get("live_slices")
-        prev_t = ev.t
+        prev_t, prev_name = ev.t, ev.name
     return out
 
 
