@@ -198,6 +198,23 @@ def test_a_loss_during_start_up_is_not_detection():
     assert rep.badput["startup"] <= (step0 - _ms(lines[0])) / 1000 - phases + 1e-9
 
 
+def test_an_asynchronous_saves_stall_is_placed_where_it_blocked():
+    """With asynchronous saves MaxText logs a saved step's line an iteration after the save
+    began, and Orbax commits later still: the stall (Orbax's blocking part) is placed where the
+    loop blocked, ending at Orbax's "Finished blocking save" line, not after the step's line."""
+    lines = _log("async_saves")
+    events = events_from_log(lines)
+    assert events.skipped == 0
+    rep = goodput(events)
+    blocked = [(_ms(x), float(m.group(1))) for x in lines
+               if (m := re.search(r"Finished blocking save in (\d+\.\d+) seconds", x))]
+    stalls = [(a, b) for cause, a, b in rep.segments if cause == "checkpoint stall"]
+    assert len(stalls) == len(blocked) == 4
+    for (a, b), (end, secs) in zip(stalls, blocked, strict=True):
+        assert abs(b - end) <= 10 and abs((b - a) / 1000 - secs) <= 0.011  # 2 decimals logged
+    assert rep.badput["checkpoint stall"] == pytest.approx(sum(s for _, s in blocked), abs=0.02)
+
+
 def test_an_in_process_elastic_recovery_gives_every_phase():
     lines = _log("elastic")
     events = events_from_log(lines)
@@ -333,7 +350,7 @@ def test_elastix_trainers_own_log_keeps_its_own_restore_and_save_lines():
 
 
 @pytest.mark.parametrize("name", ["plain", "restart", "elastic", "scaleup", "restart_traceback",
-                                  "startup_kill"])
+                                  "startup_kill", "async_saves"])
 def test_a_fixture_names_no_directory_of_the_machine_it_was_recorded_on(name):
     text = (FIX / f"{name}.log").read_text()
     # Where it was recorded (the repo, the user's home, pytest's temp dirs) is replaced away.

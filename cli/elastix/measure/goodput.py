@@ -13,7 +13,8 @@ the causes partition the wall time exactly and goodput = productive / wall.
   new process's start-up: :meth:`Recovery.restore_split`), the load staying restore;
 - checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
   the ``step`` event of the saved step, or right before the save's own event when that step's
-  event comes later (MaxText logs a step's line after saving it);
+  event comes later: then from when the save began (its commit less its ``seconds``), so an
+  asynchronous save (MaxText: committed after its step's late line) stalls where it blocked;
 - startup: a run's start to the end of its first step (compile), minus any start-up restore.
 """
 
@@ -168,7 +169,14 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
         elif ev.name in ("checkpoint_committed", "snapshot_taken"):
             secs = ev.data["blocking_seconds" if ev.name == "checkpoint_committed" else "seconds"]
             at = last_step_t.get(ev.data["step"])
-            if at is not None and secs:
+            total = ev.data["seconds"] if ev.name == "checkpoint_committed" else None
+            began = ev.t - round(total * 1000) if total else None
+            if secs and began is not None and (at is None or at > began):
+                # The saved step's line came after the save began, or not yet: MaxText logs a
+                # step's line an iteration late, and an asynchronous save commits later still.
+                # The stall is the save's blocking part, from when it began.
+                out.append(("checkpoint stall", began, began + round(secs * 1000)))
+            elif at is not None and secs:
                 a = stall_cursor.get(at, at)
                 b = a + round(secs * 1000)
                 stall_cursor[at] = b
