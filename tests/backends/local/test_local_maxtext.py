@@ -155,3 +155,30 @@ def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend):
                    "step 40 saved again, after the recovery")
     finally:
         cli("workload", "delete", name, "--delete-data")
+
+
+def test_maxtext_loss_while_setting_up_its_state_is_raised_there(cli, backend):
+    """A slice host killed while MaxText sets up its training state at start-up (aimed by the
+    stand-in at the end of ``setup_initial_state``, once the state's arrays exist) fails that
+    set-up with DATA_LOSS, before any step and before the first step's compile, as Pathways
+    fails the first device operation that needs the dead host; pathwaysutils recovers in the
+    same process and training starts."""
+    _need_maxtext()
+    cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
+    name = "mt-setup"
+    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
+        "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
+        "--env", "ELASTIX_MAXTEXT_STANDIN_KILL_AT=while setting up the training state",
+        timeout=300)
+    try:
+        wait_until(lambda: "completed step: " in "\n".join(_lines(backend, name)), 900,
+                   "the first step after the recovery")
+        lines = _lines(backend, name)
+        kill = next(i for i, ln in enumerate(lines) if "elastix: aimed kill" in ln)
+        detected = next(i for i, ln in enumerate(lines) if "Elastic event detected" in ln)
+        first = next(i for i, ln in enumerate(lines) if "completed step: " in ln)
+        assert kill < detected < first
+        assert "lost a host while setting up the training state" in "\n".join(lines)
+        assert "Elastic attempt 2" in "\n".join(lines[detected:first])
+    finally:
+        cli("workload", "delete", name, "--delete-data")

@@ -27,6 +27,11 @@ Orbax restore run unchanged):
      step_num=step)`` block (maxtext 0.2.5 ``trainers/pre_train/train.py``,
      ``training_loop_iteration``): the step before it was dispatched, so the hosts answer in
      its shadow; the error reaches MaxText's loop where a device error would;
+   - MaxText's set-up of the training state, at start-up and after each elastic event
+     (``maxtext_utils.setup_initial_state``, maxtext 0.2.5: a restore, or the jitted init),
+     once its arrays exist: a loss during start-up or a restore is raised there, not at the
+     first step entry (which may come a compile later). The module is patched as it is first
+     imported (an import hook: the stand-in is installed before MaxText imports anything);
    - Orbax's device-to-host copy of a checkpoint (``replica_slices.transfer_arrays_to_host``,
      orbax-checkpoint 0.12.8, the blocking half of every save, sync or async): once the copy
      ends, every host must answer, or the save raises ``DATA_LOSS`` before anything is
@@ -51,7 +56,9 @@ module imports only the standard library at the top: the check runs in the MaxTe
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
@@ -218,6 +225,50 @@ def _patch_copy(standin: StandIn) -> None:
     replica_slices.transfer_arrays_to_host = transfer_arrays_to_host
 
 
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Run ``patch(module)`` right after module ``name`` is first imported (once)."""
+
+    def __init__(self, name: str, patch) -> None:
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; and find_spec below must not find this finder
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run, patch = spec.loader.exec_module, self.patch
+
+        def exec_module(module) -> None:
+            run(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module  # this module's own loader instance
+        return spec
+
+
+def _patch_state_setup(standin: StandIn) -> None:
+    """MaxText's training-state set-up (a restore or the init) must end with every host
+    answering, once its arrays exist."""
+    def patch(module) -> None:
+        base = getattr(module, "setup_initial_state", None)
+        if not callable(base):
+            return  # another MaxText: the step entry still asks
+
+        def setup_initial_state(*args, **kwargs):
+            out = base(*args, **kwargs)
+            import jax
+
+            jax.block_until_ready(out[0] if isinstance(out, tuple) else out)
+            standin.require("while setting up the training state")
+            return out
+
+        module.setup_initial_state = setup_initial_state
+
+    sys.meta_path.insert(0, _PatchOnImport("maxtext.utils.maxtext_utils", patch))
+
+
 def _saving_step() -> object:
     """The step MaxText is saving, from its ``save_checkpoint(checkpoint_manager, step, ...)``
     frame on this thread's stack (maxtext 0.2.5 ``common/checkpointing.py``), else ``?``: for
@@ -266,6 +317,7 @@ def activate(env: dict[str, str]) -> StandIn:
     try:
         _patch_step(standin)
         _patch_copy(standin)
+        _patch_state_setup(standin)
         if env.get(envvars.MAXTEXT_STANDIN) == "elastic":
             _patch_pathways(standin, devices_per_slice)
     except (ImportError, AttributeError, RuntimeError) as err:
