@@ -106,14 +106,10 @@ class Kill:
         ev = trainer.events
         self.last_step = max((r["step"] for r in ev.of("step")), default=0)
         self.saved = ([("snapshot", r["step"]) for r in ev.of("snapshot_taken")]
-                      + [("checkpoint", s) for s in copied(trainer)])
+                      + [("checkpoint", s) for s in trainer._test_copied])
         self.events_before = len(ev.records)
         self.done = True
         act()
-
-
-def copied(trainer) -> list[int]:
-    return getattr(trainer, "_test_copied", [])
 
 
 def _run_with(tmp_path, hosts, attach, **cfg_kw):
@@ -181,11 +177,11 @@ def test_killed_during_a_step(tmp_path, hosts):
     _check(trainer, kill, restored=("snapshot", 9))
 
 
-def _kill_in_copy(what: str, step: int, act: str = "kill"):
+def _kill_in_copy(hosts: Hosts, what: str, step: int):
     def attach(trainer, runtime, kill):
         def verify(slice_ids, copy):
             if copy == f"{what} of step {step}" and not kill.done:
-                kill.fire(trainer, lambda: getattr(trainer._test_hosts, act)(SLICE))
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
         hook = on(trainer, verify_transfer=verify)
         hook.order = 50  # before the stand-in's own verdict on the same copy
         trainer.add_hooks()  # re-sort by order
@@ -195,7 +191,7 @@ def _kill_in_copy(what: str, step: int, act: str = "kill"):
 def test_killed_during_a_checkpoint_copy(tmp_path, hosts):
     """The checkpoint of step 8 copies the state itself: killed during that copy, it never
     starts writing (``checkpoint_save_failed``); the snapshot of 6 is the newest state."""
-    trainer, kill = _with_hosts(tmp_path, hosts, _kill_in_copy("checkpoint copy", 8))
+    trainer, kill = _run_with(tmp_path, hosts, _kill_in_copy(hosts, "checkpoint copy", 8))
     assert kill.last_step == 8
     failed = [r for r in trainer.events.of("checkpoint_save_failed") if r["step"] == 8]
     assert failed and "DATA_LOSS" in failed[0]["error"]
@@ -218,7 +214,7 @@ def test_killed_just_after_a_checkpoint_copy(tmp_path, hosts):
 
 def test_killed_during_a_snapshot(tmp_path, hosts):
     """The snapshot of step 9 is never kept: the checkpoint of 8 is the newest state."""
-    trainer, kill = _with_hosts(tmp_path, hosts, _kill_in_copy("host snapshot", 9))
+    trainer, kill = _run_with(tmp_path, hosts, _kill_in_copy(hosts, "host snapshot", 9))
     assert 9 not in [r["step"] for r in trainer.events.records[:kill.events_before]
                      if r["event"] == "snapshot_taken"]
     _check(trainer, kill, restored=("checkpoint", 8))
@@ -285,9 +281,3 @@ def test_a_hung_host_holds_the_step_then_fails_it(tmp_path, hosts):
     # Dated at the last time the host was heard (a heartbeat or an answer), before detection.
     assert detected["since_loss"] > 0
 
-
-def _with_hosts(tmp_path, hosts, attach):
-    def attach_with(trainer, runtime, kill):
-        trainer._test_hosts = hosts
-        attach(trainer, runtime, kill)
-    return _run_with(tmp_path, hosts, attach_with)

@@ -121,6 +121,17 @@ def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
             follower.wait()
 
 
+def _create_aimed(cli, name: str, aim: str) -> str:
+    """The elastic MaxText workload of this module, its slice host killed by the stand-in at
+    the operation ``aim`` (``ELASTIX_MAXTEXT_STANDIN_KILL_AT``)."""
+    _need_maxtext()
+    cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
+    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
+        "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
+        "--env", f"ELASTIX_MAXTEXT_STANDIN_KILL_AT={aim}", timeout=300)
+    return name
+
+
 def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend):
     """The stand-in fails MaxText's checkpoint when a slice host dies during its device-to-host
     copy, as Pathways does: killed (SIGKILL, aimed by the stand-in at the copy of step 40,
@@ -129,13 +140,7 @@ def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend):
     ended before the kill), and step 40 is never restored. Before, the step in flight finished
     on the CPU devices, its save committed after the host was dead and was restored: 0 steps
     lost where a TPU run loses them."""
-    _need_maxtext()
-    cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
-    name = "mt-save"
-    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
-        "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
-        "--env", "ELASTIX_MAXTEXT_STANDIN_KILL_AT=during the checkpoint copy of step 40",
-        timeout=300)
+    name = _create_aimed(cli, "mt-save", "during the checkpoint copy of step 40")
     try:
         wait_until(lambda: _count(RESTORING, _lines(backend, name)), 900, "the recovery")
         lines = _lines(backend, name)
@@ -163,13 +168,7 @@ def test_maxtext_loss_while_setting_up_its_state_is_raised_there(cli, backend):
     set-up with DATA_LOSS, before any step and before the first step's compile, as Pathways
     fails the first device operation that needs the dead host; pathwaysutils recovers in the
     same process and training starts."""
-    _need_maxtext()
-    cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
-    name = "mt-setup"
-    cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
-        "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
-        "--env", "ELASTIX_MAXTEXT_STANDIN_KILL_AT=while setting up the training state",
-        timeout=300)
+    name = _create_aimed(cli, "mt-setup", "while setting up the training state")
     try:
         wait_until(lambda: "completed step: " in "\n".join(_lines(backend, name)), 900,
                    "the first step after the recovery")
