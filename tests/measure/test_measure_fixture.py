@@ -45,8 +45,8 @@ def test_goodput_from_events(events):
     assert g.wall_seconds == 45.895 and g.last_step == 175 and g.steps_redone == 14
     assert round(g.productive_seconds, 3) == 12.911
     assert {k: round(v, 3) for k, v in g.badput.items()} == {
-        "detection": 0.107, "cleanup": 0.006, "waiting for slices": 0.0, "restore": 0.344,
-        "reinitialisation": 0.0, "recompile": 0.138, "restart": 0.0, "checkpoint stall": 3.714,
+        "detection": 0.107, "cleanup": 0.006, "waiting for slices": 0.0, "restore": 0.342,
+        "reinitialisation": 0.002, "recompile": 0.138, "restart": 0.0, "checkpoint stall": 3.714,
         "steps re-done": 1.307,
         "startup": 27.315, "other": 0.053}
     assert round(g.productive_seconds + sum(g.badput.values()), 6) == g.wall_seconds

@@ -350,14 +350,11 @@ class Recovery:
         return {n: got.get(n) for n in names}
 
     def restore_split(self) -> dict[str, float] | None:
-        """A restart's restore phase in two: the new process's re-initialisation (from its
-        first line until the checkpoint is read: imports, config, mesh and state set-up) and
-        the checkpoint's own load (Orbax's ``Finished load in S seconds``, or the trainer's
-        restore seconds). In a restarted MaxText the first is most of it. None for an
-        in-process recovery (its restore phase starts once the slices are back) and when either
-        bound is not known."""
-        if self.kind != "restart":
-            return None
+        """The restore phase in two: re-initialisation (everything before the checkpoint's
+        own read: a restarted process's imports, config, mesh and state set-up; in-process,
+        the mesh and state rebuilt on the slices that are back) and the checkpoint's own load
+        (Orbax's ``Finished load in S seconds``, or the trainer's restore seconds). In MaxText
+        the first is most of it, restarted or not. None when either bound is not known."""
         secs = self.phase_seconds().get("restore")
         if secs is None or self.restore_seconds is None:
             return None

@@ -9,8 +9,9 @@ the causes partition the wall time exactly and goodput = productive / wall.
 - detection, cleanup, waiting for slices, restore, recompile (first step after recovery), restart:
   the recovery phases (:meth:`Recovery.phases`); detection starts at the kill when known, else at
   the last event before the failure surfaced;
-- reinitialisation: the part of a restart's restore phase before the checkpoint's own load (the
-  new process's start-up: :meth:`Recovery.restore_split`), the load staying restore;
+- reinitialisation: the part of a restore phase before the checkpoint's own load (a restarted
+  process's start-up, or an in-process rebuild of mesh and state: :meth:`Recovery.restore_split`),
+  the load staying restore;
 - checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
   the ``step`` event of the saved step, or right before the save's own event when that step's
   event comes later: then from when the save began (its commit less its ``seconds``), so an
