@@ -11,6 +11,9 @@ import os
 import shutil
 import tempfile
 
+import pytest
+import tiers
+
 _CACHES = tempfile.mkdtemp(prefix="elastix-test-caches-")
 atexit.register(shutil.rmtree, _CACHES, ignore_errors=True)
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHES, "matplotlib")
@@ -36,6 +39,7 @@ def pytest_configure(config) -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _declare_tier_markers(config)
 
 
 # -- parallel workers (pytest-xdist; pyproject's addopts asks for ``-n auto``) -------------------
@@ -80,3 +84,125 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return rank.get(path, len(SLOW_FIRST))
 
     items.sort(key=key)  # stable: each module's own order is kept
+
+    wanted = config.getoption("--tier")
+    kept, dropped = [], []
+    for item in items:
+        tier = _tier(item, root)
+        item.add_marker(tier)
+        item.stash[_TIER] = tier
+        (kept if wanted in ("all", tier) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+# -- tiers (tests/fakes/tiers.py says what each one holds) -----------------------------------------
+
+@pytest.fixture
+@tiers.slow
+def slow_run() -> None:
+    """Used by a test that takes minutes whatever it tests (a fresh virtualenv's install, the
+    CI workflow's smoke runs): it lands in the slow tier. Such tests also skip unless
+    ``ELASTIX_SLOW_TESTS=1`` (``.ci/run`` sets it), each saying why."""
+
+
+TIERS = ("fast", "process", "slow")
+_TIER = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--tier", choices=(*TIERS, "all"), default="all",
+                     help="run one tier of the suite: fast (no process, server or JAX; collects "
+                          "without importing JAX), process, slow; all (the default) runs every "
+                          "test")
+
+
+def _declare_tier_markers(config) -> None:  # called from pytest_configure below
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier (set by tests/conftest.py)")
+
+
+def _tier(item, root: str) -> str:
+    names = set(getattr(item, "fixturenames", ()))
+    if item.get_closest_marker("maxtext") or names & tiers.SLOW_FIXTURES:
+        return "slow"
+    path = str(item.path)
+    if (names & tiers.PROCESS_FIXTURES
+            or tiers.imports_jax(path, tiers.test_dirs(path, root))
+            or _conftest_imports_jax(os.path.dirname(path), root)
+            or _code_starts(item, root)):
+        return "process"
+    return "fast"
+
+
+def _code_starts(item, root: str) -> bool:
+    """The test's own code, or a fixture's it uses (defined in the suite), names something
+    that starts a process or a server (:func:`tiers.code_starts`)."""
+    tests = os.path.join(root, "tests") + os.sep
+    funcs = [(str(item.path), getattr(item, "originalname", item.name))]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        for fd in defs:
+            code = getattr(getattr(fd, "func", None), "__code__", None)
+            if code is not None and code.co_filename.startswith(tests):
+                funcs.append((code.co_filename, code.co_name))
+    return any(tiers.code_starts(p, n, tiers.test_dirs(p, root)) for p, n in funcs)
+
+
+def _conftest_imports_jax(folder: str, root: str) -> bool:
+    tests = os.path.join(root, "tests")
+    while folder.startswith(tests):
+        conftest = os.path.join(folder, "conftest.py")
+        if os.path.isfile(conftest) and tiers.imports_jax(conftest,
+                                                            tiers.test_dirs(conftest, root)):
+            return True
+        folder = os.path.dirname(folder)
+    return False
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The fast tier does not even collect a module (or a folder whose conftest) that imports
+    JAX: its collection stays free of it."""
+    if config.getoption("--tier") != "fast":
+        return None
+    root = str(config.rootpath)
+    path = str(collection_path)
+    if collection_path.is_dir():
+        conftest = os.path.join(path, "conftest.py")
+        if os.path.isfile(conftest) and tiers.imports_jax(conftest,
+                                                            tiers.test_dirs(conftest, root)):
+            return True
+    elif collection_path.name.startswith("test_") and path.endswith(".py"):
+        if tiers.imports_jax(path, tiers.test_dirs(path, root)):
+            return True
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.stash.get(_TIER, None) == "fast":
+        guard = tiers.Guard().__enter__()
+        item.stash[_GUARD] = guard
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    guard = item.stash.get(_GUARD, None)
+    if guard is not None:
+        guard.__exit__(None, None, None)
+        del item.stash[_GUARD]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    guard = item.stash.get(_GUARD, None)
+    if guard is not None and guard.imported_jax():
+        raise tiers.TierError("a fast-tier test imported JAX: it belongs in the process tier "
+                              "(tests/fakes/tiers.py)")
+
+
+_GUARD = pytest.StashKey[tiers.Guard]()

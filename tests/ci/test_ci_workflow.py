@@ -119,7 +119,7 @@ def _gone(tmp: Path) -> None:
 
 
 @pytest.mark.skipif(not SLOW, reason="two smoke runs of the real trainer: ELASTIX_SLOW_TESTS=1")
-def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env):
+def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env, slow_run):
     steps, work, summary = run_workflow(tmp_path, ci_env)
     ran = [s for s in steps if "rc" in s]
     assert [s["name"] for s in ran][:3] == ["Create the smoke workload", "Wait until it trains",
@@ -145,7 +145,8 @@ def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env):
 
 
 @pytest.mark.skipif(not SLOW, reason="two smoke runs of the real trainer: ELASTIX_SLOW_TESTS=1")
-def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_path, ci_env):
+def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_path, ci_env,
+                                                                          slow_run):
     steps, work, summary = run_workflow(tmp_path, ci_env, {"MAX_DOWNTIME": "1ms"})
     by = _by_name(steps)
     chaos = by["Kill a worker and measure the recovery"]

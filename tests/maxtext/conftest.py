@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import mtrun
 import pytest
+import tiers
 from mtsuite import PERIOD, SAVED, STEPS, THEN, Run, require_maxtext
 
 
 @pytest.fixture(scope="session")
+@tiers.slow
 def maxtext_run(tmp_path_factory) -> Run:
     require_maxtext()
     out = tmp_path_factory.mktemp("maxtext")

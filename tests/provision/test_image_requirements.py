@@ -47,7 +47,7 @@ def test_image_requirement_set_is_what_the_tests_run_on():
 
 @pytest.mark.skipif(not SLOW, reason="fresh-venv install of the JAX stack: set "
                     "ELASTIX_SLOW_TESTS=1 (and ELASTIX_WHEELHOUSE to stay offline)")
-def test_fresh_venv_with_the_image_requirements_runs_the_trainer(tmp_path):
+def test_fresh_venv_with_the_image_requirements_runs_the_trainer(tmp_path, slow_run):
     plan = _plan()
     ctx = tmp_path / "ctx"
     plan.write_context(ctx)

@@ -18,6 +18,7 @@ import os
 import re
 
 import pytest
+import tiers
 from local_helpers import wait_until
 
 from elastix.backends.base import LogOptions
@@ -39,9 +40,15 @@ SAVED = re.compile(r"Saved a checkpoint at step (\d+)")
 RESTORING = re.compile(r"restoring from this run's directory step (\d+)")
 
 
-def _need_maxtext() -> None:
+pytestmark = pytest.mark.maxtext
+
+
+@pytest.fixture
+@tiers.slow
+def maxtext() -> str:
+    """The MaxText environment's Python (skips without it, fails in CI)."""
     if os.access(MAXTEXT_PYTHON, os.X_OK):
-        return
+        return MAXTEXT_PYTHON
     why = (f"no MaxText environment at {MAXTEXT_PYTHON}: bash .ci/setup-maxtext makes it "
            "(or set ELASTIX_MAXTEXT_PYTHON)")
     if os.environ.get("CI") == "true":
@@ -57,8 +64,7 @@ def _count(pattern: re.Pattern[str], lines: list[str]) -> list[int]:
     return [int(m.group(1)) for line in lines if (m := pattern.search(line))]
 
 
-def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
-    _need_maxtext()
+def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path, maxtext):
     cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
     name = "mt"
     cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
@@ -124,7 +130,6 @@ def test_maxtext_elastic_recovery_in_the_same_process(cli, backend, tmp_path):
 def _create_aimed(cli, name: str, aim: str) -> str:
     """The elastic MaxText workload of this module, its slice host killed by the stand-in at
     the operation ``aim`` (``ELASTIX_MAXTEXT_STANDIN_KILL_AT``)."""
-    _need_maxtext()
     cli.env["ELASTIX_MAXTEXT_PYTHON"] = MAXTEXT_PYTHON
     cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
         "--elastic-slices", "1", "--max-slice-restarts", "5", "--command", MAXTEXT,
@@ -132,7 +137,7 @@ def _create_aimed(cli, name: str, aim: str) -> str:
     return name
 
 
-def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend):
+def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend, maxtext):
     """The stand-in fails MaxText's checkpoint when a slice host dies during its device-to-host
     copy, as Pathways does: killed (SIGKILL, aimed by the stand-in at the copy of step 40,
     which lasts milliseconds), the save of 40 raises DATA_LOSS before anything is written,
@@ -162,7 +167,7 @@ def test_maxtext_save_in_flight_at_a_kill_never_commits(cli, backend):
         cli("workload", "delete", name, "--delete-data")
 
 
-def test_maxtext_loss_while_setting_up_its_state_is_raised_there(cli, backend):
+def test_maxtext_loss_while_setting_up_its_state_is_raised_there(cli, backend, maxtext):
     """A slice host killed while MaxText sets up its training state at start-up (aimed by the
     stand-in at the end of ``setup_initial_state``, once the state's arrays exist) fails that
     set-up with DATA_LOSS, before any step and before the first step's compile, as Pathways
