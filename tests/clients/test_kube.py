@@ -23,7 +23,7 @@ def fake(tmp_path):
 
 def test_a_silent_server_is_one_bounded_wait_named_in_the_error(tmp_path, fake, monkeypatch):
     """urllib3 retried a timed-out GET three times: minutes of silence, then "timed out"."""
-    from elastix.backends.gke import backend as gke
+    from elastix.backends.gke import api as gke  # where the request bound lives
 
     monkeypatch.setattr(gke, "TIMEOUT", (5.0, 0.5))  # the read bound, small for the test
     with fault_proxy(fake.url) as (url, proxy):
@@ -86,7 +86,7 @@ def test_a_silent_tls_server_is_said_to_have_run_out_the_bound_that_ran_out(
         tmp_path, monkeypatch, silent_tls, tls, says):
     """A handshake that never completes runs out the *connect* timeout (urllib3 calls it a read
     timeout): the error used to name the read timeout, after the connect timeout had passed."""
-    from elastix.backends.gke import backend as gke
+    from elastix.backends.gke import api as gke  # where the request bound lives
 
     url, ca, mode = silent_tls
     mode["tls"] = tls

@@ -49,7 +49,7 @@ def test_no_jobset_api_is_api_unavailable(httpserver, backend):
 
 
 def test_slow_answer_is_api_timeout(httpserver, backend, monkeypatch):
-    from elastix.backends.gke import backend as gke
+    from elastix.backends.gke import api as gke  # where the request bound lives
 
     monkeypatch.setattr(gke, "TIMEOUT", (2.0, 0.3))
 

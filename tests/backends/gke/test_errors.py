@@ -138,7 +138,7 @@ def test_5xx(httpserver, run):
 
 
 def test_timeout(httpserver, run, monkeypatch):
-    from elastix.backends.gke import backend as gke
+    from elastix.backends.gke import api as gke  # where the request bound lives
 
     monkeypatch.setattr(gke, "TIMEOUT", (2.0, 0.3))  # a short read timeout, to keep the test fast
 

@@ -23,27 +23,23 @@ from elastix.backends.base import (
     LogOptions,
     WorkloadStatus,
 )
+from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
-    JOBSET_PLURAL,
     JOBSET_VERSION,
-    ApiUnavailable,
     Forbidden,
     Http,
     Translator,
     api_path,
-    close_stream,
 )
 from elastix.errors import AlreadyExists, BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels, rbac
 
 if TYPE_CHECKING:
+    from elastix.backends.gke.training import HeadLogReader
     from elastix.workload.selector import Selector
-
-TIMEOUT = (10.0, 20.0)  # (connect, read) seconds for ordinary requests: an API server
-# answers a GET, a create or a delete in well under a second; 20 s of silence is already a fault.
 
 
 class GKEBackend(Backend):
@@ -69,7 +65,8 @@ class GKEBackend(Backend):
         self.cluster_name = cluster_name
         self.notices: list[str] = []
         self.lost = LostSlices()  # the trainer's view, read incrementally from gs://
-        self._training: Any = None  # HeadLogReader, made when first asked
+        self.ns = Namespace(self.http, namespace, self.tr)  # what the readers below share
+        self._training: HeadLogReader | None = None  # made when first asked
 
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
@@ -85,45 +82,22 @@ class GKEBackend(Backend):
         api, where = api_client_from_kubeconfig(target.kubeconfig, target.context)
         return cls(api, target.namespace, where)
 
-    # --- raw helpers ------------------------------------------------------------------------
+    # --- the namespace's reads (on :class:`~elastix.backends.gke.api.Namespace`) -------------
 
     def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
         """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
-        api_version = {"pods": "v1", "events": "v1", "jobs": "batch/v1",
-                       "jobsets": f"{JOBSET_GROUP}/{JOBSET_VERSION}"}[kind]
-        plural = JOBSET_PLURAL if kind == "jobsets" else kind
-        return api_path(api_version, plural, name, self.namespace, sub)
-
-    def _get(self, what: str, kind: str, name: str | None = None,
-             query: dict | None = None) -> Any:
-        """GET an object or collection of this namespace, errors translated for ``what``."""
-        with self.tr(what, namespace=self.namespace):
-            return self.http.request("GET", self.path(kind, name), query, timeout=TIMEOUT)
+        return self.ns.path(kind, name, sub)
 
     def get_jobset(self, name: str) -> dict:
-        return self._get(f"reading workload {name}", "jobsets", name)
+        return self.ns.jobset(name)
 
     def pods(self, selector: str) -> tuple[list[dict], str]:
         """Pods matching a label selector, and the list's resourceVersion (to watch from)."""
-        out = self._get("listing pods", "pods", query={"labelSelector": selector})
-        return out.get("items") or [], (out.get("metadata") or {}).get("resourceVersion", "")
-
-    def _jobs(self, selector: str) -> list[dict]:
-        return self._get("listing jobs", "jobs", query={"labelSelector": selector}).get(
-            "items") or []
+        return self.ns.pods(selector)
 
     def wait_pod_change(self, selector: str, rv: str, timeout: float) -> None:
         """Block until a pod matching ``selector`` changes after ``rv``, or ``timeout`` passes."""
-        with self.tr("watching pods", namespace=self.namespace):
-            resp = self.http.request(
-                "GET", self.path("pods"),
-                {"labelSelector": selector, "watch": True, "resourceVersion": rv or None,
-                 "timeoutSeconds": max(1, int(timeout))},
-                stream=True, timeout=(TIMEOUT[0], timeout + 10))
-            try:
-                resp.readline()  # the first event (or the server closing the watch) is enough
-            finally:
-                close_stream(resp)
+        self.ns.wait_pod_change(selector, rv, timeout)
 
     # --- Backend ----------------------------------------------------------------------------
 
@@ -157,7 +131,7 @@ class GKEBackend(Backend):
         try:
             with self.tr("listing nodes"):
                 try:
-                    out = self.http.request("GET", api_path("v1", "nodes"), timeout=TIMEOUT)
+                    out = self.ns.request("GET", api_path("v1", "nodes"))
                 except ApiException as err:
                     if err.status == 403:
                         return None
@@ -170,8 +144,7 @@ class GKEBackend(Backend):
         """Whether the API server serves the JobSet group/version (the CRD is installed)."""
         try:
             with self.tr("looking for the JobSet API"):
-                self.http.request("GET", f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}",
-                                  timeout=TIMEOUT)
+                self.ns.request("GET", f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}")
         except NotFoundError:  # ApiUnavailable included: 404 on the group/version
             return False
         return True
@@ -202,10 +175,9 @@ class GKEBackend(Backend):
                 f"namespace {self.namespace}")
         try:
             with self.tr(f"creating workload {name}", namespace=self.namespace):
-                created = self.http.request("POST", self.path("jobsets"),
-                                            {"dryRun": "All" if dry_run == "server" else None,
-                                             "fieldValidation": "Strict"}, body=body,
-                                            timeout=TIMEOUT)
+                created = self.ns.request("POST", self.path("jobsets"),
+                                        {"dryRun": "All" if dry_run == "server" else None,
+                                         "fieldValidation": "Strict"}, body=body)
         except ConflictError:  # the head's account is the running workload's: keep it
             if dry_run and replace:
                 return name  # the server decoded and validated it before finding the old one
@@ -235,10 +207,9 @@ class GKEBackend(Backend):
             for api_version, plural, obj_name in made:
                 with self.tr(f"making the JobSet own {plural} {obj_name}",
                              namespace=self.namespace):
-                    self.http.request("PATCH", api_path(api_version, plural, obj_name,
+                    self.ns.request("PATCH", api_path(api_version, plural, obj_name,
                                                         self.namespace),
                                       body={"metadata": {"ownerReferences": [owner]}},
-                                      timeout=TIMEOUT,
                                       content_type="application/merge-patch+json")
         except BackendError as e:
             self.notices.append(f"the head pod's account, Role and RoleBinding are not owned by "
@@ -266,11 +237,10 @@ class GKEBackend(Backend):
                 path = api_path(api_version, plural, obj["metadata"]["name"], self.namespace)
                 with self.tr(f"granting workload {name}'s head read access to its pods "
                              f"({obj['kind']})", namespace=self.namespace):
-                    self.http.request("PATCH", path,
-                                      {"fieldManager": "elastix", "force": "true",
-                                       "dryRun": "All" if dry_run else None}, body=obj,
-                                      timeout=TIMEOUT,
-                                      content_type="application/apply-patch+yaml")
+                    self.ns.request("PATCH", path,
+                                    {"fieldManager": "elastix", "force": "true",
+                                     "dryRun": "All" if dry_run else None}, body=obj,
+                                    content_type="application/apply-patch+yaml")
                 if not dry_run:
                     made.append((api_version, plural, obj["metadata"]["name"]))
         except BaseException:
@@ -283,8 +253,8 @@ class GKEBackend(Backend):
         for api_version, plural, obj_name in reversed(made):
             try:
                 with self.tr(f"deleting {plural} {obj_name}", namespace=self.namespace):
-                    self.http.request("DELETE", api_path(api_version, plural, obj_name,
-                                                         self.namespace), timeout=TIMEOUT)
+                    self.ns.request("DELETE", api_path(api_version, plural, obj_name,
+                                                         self.namespace))
             except NotFoundError:
                 pass
 
@@ -294,13 +264,7 @@ class GKEBackend(Backend):
         Raises:
             ApiUnavailable: the cluster serves no JobSet API at all.
         """
-        try:
-            self.get_jobset(name)
-        except ApiUnavailable:
-            raise  # no JobSet API at all is not "no such workload"
-        except NotFoundError:
-            return False
-        return True
+        return self.ns.jobset_exists(name)
 
     def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
         from elastix.backends.gke.status import object_labels, workload_status
@@ -308,12 +272,12 @@ class GKEBackend(Backend):
         # Only elastix's workloads: other JobSets in the namespace are someone else's. The
         # API server ANDs the requirements of one selector: the user's narrow it further.
         wanted = labels.WORKLOAD + (f",{selector.text()}" if selector else "")
-        jobsets = self._get("listing workloads", "jobsets",
+        jobsets = self.ns.get("listing workloads", "jobsets",
                             query={"labelSelector": wanted}).get("items") or []
         if not jobsets:
             return []
         pods, _ = self.pods(labels.JOBSET_NAME)
-        jobs = self._jobs(labels.JOBSET_NAME)
+        jobs = self.ns.jobs(labels.JOBSET_NAME)
         self._head_logs().note_pods([js["metadata"]["name"] for js in jobsets], pods)
 
         def mine(objs: list[dict], name: str) -> list[dict]:
@@ -334,20 +298,20 @@ class GKEBackend(Backend):
         pending = {p["metadata"]["name"] for p in pods
                    if (p.get("status") or {}).get("phase") == "Pending"}
         if pending:
-            events = self._get("reading events", "events", query={
+            events = self.ns.get("reading events", "events", query={
                 "fieldSelector": "involvedObject.kind=Pod,type=Warning"}).get("items") or []
             events = [e for e in events if (e.get("involvedObject") or {}).get("name") in pending]
         lost, note = self.lost.of(js)
-        out = workload_status(js, pods, self._jobs(sel), events, lost)
+        out = workload_status(js, pods, self.ns.jobs(sel), events, lost)
         if note:
             out.reasons.append(note)
         return out
 
-    def _head_logs(self) -> Any:
+    def _head_logs(self) -> HeadLogReader:
         if self._training is None:
             from elastix.backends.gke.training import HeadLogReader
 
-            self._training = HeadLogReader(self)
+            self._training = HeadLogReader(self.ns)
         return self._training
 
     def training_log(self, name: str, *, whole: bool) -> HeadLog | None:
@@ -368,7 +332,7 @@ class GKEBackend(Backend):
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         from elastix.backends.gke.logs import stream_logs
 
-        return stream_logs(self, name, opts)
+        return stream_logs(self.ns, name, opts)
 
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
@@ -407,8 +371,8 @@ class GKEBackend(Backend):
             try:
                 with self.tr(f"killing pod {info.name}", name=info.name, kind="pod",
                              namespace=self.namespace):
-                    self.http.request("DELETE", self.path("pods", info.name),
-                                      {"gracePeriodSeconds": 0}, body=opts, timeout=TIMEOUT)
+                    self.ns.request("DELETE", self.path("pods", info.name),
+                                    {"gracePeriodSeconds": 0}, body=opts)
             except ConflictError:
                 raise ConflictError(f"pod {info.name} was replaced before it could be killed",
                                     hint="run the command again") from None
@@ -419,9 +383,9 @@ class GKEBackend(Backend):
                delete_data: bool = False) -> str | None:
         # Checkpoints on GKE live in the user's bucket (--checkpoint-dir): never deleted here.
         with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
-            self.http.request("DELETE", self.path("jobsets", name),
-                              body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                    "propagationPolicy": "Background"}, timeout=TIMEOUT)
+            self.ns.request("DELETE", self.path("jobsets", name),
+                            body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                  "propagationPolicy": "Background"})
         # The head's account, if submit made one (deleting what is not there is no error).
         self._delete_head_access([(v, p, body["metadata"]["name"])
                                   for v, p, body in rbac.objects(name, self.namespace)])

@@ -13,17 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elastix.backends.base import LogEvent, LogOptions
+from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.status import parse_time
 from elastix.clients.kube import ApiTimeout, ContainerWaiting, StreamCut, close_stream
 from elastix.errors import BackendError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
-
-if TYPE_CHECKING:  # the backend imports this module when asked for logs: no import cycle
-    from elastix.backends.gke.backend import GKEBackend
 
 MAX_CUTS = 5  # consecutive broken streams of one pod before giving up
 QUIET_RECONNECT = 300.0  # a followed log silent this long is re-requested (silently)
@@ -88,33 +86,46 @@ def read_lines(resp: Any) -> Iterator[str]:
         close_stream(resp)
 
 
-def stream_logs(backend: GKEBackend, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+def stream_logs(ns: Namespace, name: str, opts: LogOptions) -> Iterator[LogEvent]:
     """Yield the log of a workload's head (or one worker); see ``Backend.logs``."""
-    js = backend.get_jobset(name)  # NotFoundError for a wrong name, before anything else
+    js = ns.jobset(name)  # NotFoundError for a wrong name, before anything else
     sel, role = _selector(name, opts)
     if opts.previous:
-        yield from _previous(backend, name, js, sel, role, opts)
+        yield from _previous(ns, name, js, sel, role, opts)
         return
     if not opts.follow:
-        pods, _ = backend.pods(sel)
-        pod = pick_pod(pods)
-        if pod is None:
-            raise NotFoundError(f"workload {name} has no {role} pod yet",
-                                hint=f"elastix workload status {name} says why; "
-                                     "or add -f to wait for it")
-        yield from _once(backend, pod, log_container(pod, opts, role), opts)
+        pod, container = current_pod(ns, name, opts)
+        yield from _once(ns, pod, container, opts)
         return
-    yield from _follow(backend, name, sel, role, opts)
+    yield from _follow(ns, name, sel, role, opts)
 
 
-def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
+def current_pod(ns: Namespace, name: str, opts: LogOptions) -> tuple[dict, str]:
+    """The pod whose log ``logs`` without ``follow`` reads (the head, or ``opts``' worker), and
+    the container.
+
+    Raises:
+        NotFoundError: the workload has no such pod yet.
+        UsageError: the pod has no container ``opts.container``.
+    """
+    sel, role = _selector(name, opts)
+    pods, _ = ns.pods(sel)
+    pod = pick_pod(pods)
+    if pod is None:
+        raise NotFoundError(f"workload {name} has no {role} pod yet",
+                            hint=f"elastix workload status {name} says why; "
+                                 "or add -f to wait for it")
+    return pod, log_container(pod, opts, role)
+
+
+def _previous(ns: Namespace, name: str, js: dict, sel: str, role: str,
               opts: LogOptions) -> Iterator[LogEvent]:
     """``--previous``: the container's previous instance in the current pod, as kubectl.
 
     A JobSet restart deletes every pod and creates new ones: a deleted pod's log is gone from
     the Kubernetes API (only Cloud Logging keeps it), so say so rather than "not found".
     """
-    pods, _ = backend.pods(sel)
+    pods, _ = ns.pods(sel)
     pod = pick_pod(pods)
     if pod is None:
         raise NotFoundError(f"workload {name} has no {role} pod", hint=f"elastix workload status "
@@ -131,62 +142,62 @@ def _previous(backend: GKEBackend, name: str, js: dict, sel: str, role: str,
         raise NotFoundError(
             f"container {container} of {role} pod {pname} has no previous instance (it has not "
             "restarted)" + (f"; {deleted}" if deleted else ""),
-            hint=_cloud_logging(backend, name) if deleted else f"elastix logs {name} shows the "
+            hint=_cloud_logging(ns, name) if deleted else f"elastix logs {name} shows the "
                                                                "current one")
     yield LogEvent(f"previous instance of container {container} in pod {pname} (restarted "
                    f"{restarts} time{'s' if restarts != 1 else ''})"
                    + (f"; {deleted}: see Cloud Logging" if deleted else ""), notice=True)
-    resp = log_request(backend, pod, container, follow=False, since=opts.since_seconds,
-                    tail=opts.tail_lines, timestamps=opts.timestamps, previous=True)
-    with backend.tr(f"reading the log of pod {pname}"):
+    resp = log_request(ns, pod, container, follow=False, since=opts.since_seconds,
+                       tail=opts.tail_lines, timestamps=opts.timestamps, previous=True)
+    with ns.tr(f"reading the log of pod {pname}"):
         for line in read_lines(resp):
             yield LogEvent(line)
 
 
-def _cloud_logging(backend: GKEBackend, name: str) -> str:
+def _cloud_logging(ns: Namespace, name: str) -> str:
     """Where a deleted pod's log still is: the query for Cloud Logging (gcloud logging read)."""
     return ("Cloud Logging keeps it: gcloud logging read 'resource.type=\"k8s_container\" AND "
-            f"resource.labels.namespace_name=\"{backend.namespace}\" AND "
+            f"resource.labels.namespace_name=\"{ns.name}\" AND "
             f"labels.\"k8s-pod/{labels.JOBSET_NAME.replace('.', '_')}\"="
             f"\"{name}\"'")
 
 
-def log_request(backend: GKEBackend, pod: dict, container: str, *, follow: bool,
-             since: int | None, tail: int | None, timestamps: bool,
-             previous: bool = False) -> Any:
+def log_request(ns: Namespace, pod: dict, container: str, *, follow: bool,
+                since: int | None, tail: int | None, timestamps: bool,
+                previous: bool = False) -> Any:
     pname = pod["metadata"]["name"]
-    with backend.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
-                    namespace=backend.namespace, invalid=BackendError):
-        return backend.http.request(
-            "GET", backend.path("pods", pname, "log"),
+    with ns.tr(f"reading the log of pod {pname}", name=pname, kind="pod",
+               namespace=ns.name, invalid=BackendError):
+        return ns.request(
+            "GET", ns.path("pods", pname, "log"),
             {"container": container, "follow": follow, "sinceSeconds": since,
              "tailLines": tail, "timestamps": timestamps, "previous": previous or None},
             stream=True, timeout=(10.0, QUIET_RECONNECT) if follow else (10.0, 120.0))
 
 
-def _once(backend: GKEBackend, pod: dict, container: str,
+def _once(ns: Namespace, pod: dict, container: str,
           opts: LogOptions) -> Iterator[LogEvent]:
-    resp = log_request(backend, pod, container, follow=False, since=opts.since_seconds,
-                    tail=opts.tail_lines, timestamps=opts.timestamps)
-    with backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
+    resp = log_request(ns, pod, container, follow=False, since=opts.since_seconds,
+                       tail=opts.tail_lines, timestamps=opts.timestamps)
+    with ns.tr(f"reading the log of pod {pod['metadata']['name']}"):
         for line in read_lines(resp):
             yield LogEvent(line)
 
 
-def _follow(backend: GKEBackend, name: str, sel: str, role: str,
+def _follow(ns: Namespace, name: str, sel: str, role: str,
             opts: LogOptions) -> Iterator[LogEvent]:
     current: dict | None = None  # the pod being followed
     last: dt.datetime | None = None  # timestamp of the last line yielded from it
     cuts = 0
     announced = False
     while True:
-        pods, rv = backend.pods(sel)
+        pods, rv = ns.pods(sel)
         pod = pick_pod([p for p in pods if _running(p)])
         if pod is None or (current and pod["metadata"]["uid"] == current["metadata"]["uid"]
                            and _finished(pod)):
             if current and pod is not None:
                 return  # the followed container finished and was not replaced
-            if not backend.exists(name):
+            if not ns.jobset_exists(name):
                 yield LogEvent(f"workload {name} was deleted", notice=True)
                 return
             if not announced:
@@ -194,7 +205,7 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
                     f"a replacement for {role} pod {current['metadata']['name']}"
                 yield LogEvent(f"waiting for {waiting}", notice=True)
                 announced = True
-            backend.wait_pod_change(sel, rv, 5.0)
+            ns.wait_pod_change(sel, rv, 5.0)
             continue
         announced = False
         first = current is None
@@ -209,10 +220,10 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
             since = max(1, math.ceil((utc_now() - last).total_seconds()) + 1)
         container = log_container(pod, opts, role)
         try:
-            resp = log_request(backend, pod, container, follow=True, since=since,
-                            tail=opts.tail_lines if first else None, timestamps=True)
+            resp = log_request(ns, pod, container, follow=True, since=since,
+                               tail=opts.tail_lines if first else None, timestamps=True)
             try:
-                with backend.tr(f"following the log of pod {pod['metadata']['name']}"):
+                with ns.tr(f"following the log of pod {pod['metadata']['name']}"):
                     for line in read_lines(resp):
                         t, text = split_timestamp(line)
                         if last is not None and t is not None and t <= last:
@@ -223,7 +234,7 @@ def _follow(backend: GKEBackend, name: str, sel: str, role: str,
             except ApiTimeout:
                 continue  # a quiet log: ask again from the last line seen
         except ContainerWaiting:  # e.g. CrashLoopBackOff: wait for a change
-            backend.wait_pod_change(sel, rv, 5.0)
+            ns.wait_pod_change(sel, rv, 5.0)
             continue
         except StreamCut:
             cuts += 1

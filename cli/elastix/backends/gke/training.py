@@ -20,17 +20,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from typing import TYPE_CHECKING
 
 from elastix.backends.base import HeadLog, LogOptions
-from elastix.backends.gke.logs import log_container, log_request, pick_pod, read_lines, split_timestamp
+from elastix.backends.gke.api import Namespace
+from elastix.backends.gke.logs import (
+    log_container,
+    log_request,
+    pick_pod,
+    read_lines,
+    split_timestamp,
+)
 from elastix.backends.gke.status import object_labels, parse_time
 from elastix.clients.kube import ContainerWaiting
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
-
-if TYPE_CHECKING:
-    from elastix.backends.gke.backend import GKEBackend
 
 LOG_START_SLACK = 300.0
 """Seconds between the container's start and the first line served within which the lines
@@ -53,8 +56,8 @@ class _Read:
 class HeadLogReader:
     """Reads and keeps each workload's head log between refreshes of one command."""
 
-    def __init__(self, backend: GKEBackend) -> None:
-        self.backend = backend
+    def __init__(self, ns: Namespace) -> None:
+        self.ns = ns
         self.heads: dict[str, dict | None] = {}
         self._reads: dict[str, _Read] = {}
 
@@ -75,8 +78,8 @@ class HeadLogReader:
         if name in self.heads:
             pod = self.heads[name]
         else:
-            pods, _ = self.backend.pods(f"{labels.JOBSET_NAME}={name},"
-                                        f"{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}")
+            pods, _ = self.ns.pods(f"{labels.JOBSET_NAME}={name},"
+                                   f"{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}")
             pod = pick_pod(pods)
         if pod is None or (pod.get("status") or {}).get("phase") not in (
                 "Running", "Succeeded", "Failed"):
@@ -87,13 +90,14 @@ class HeadLogReader:
         try:
             if seen and seen.uid == uid and seen.last and (seen.from_start or not whole):
                 since = max(1, math.ceil((utc_now() - seen.last).total_seconds()) + 1)
-                new = [x for x in self._get(pod, container, since=since, tail=None)
+                new = [x for x in _lines(self.ns, pod, container, since=since, tail=None)
                        if (split_timestamp(x)[0] or seen.last) > seen.last]
                 lines, from_start = seen.lines + new, seen.from_start
                 if not whole and len(lines) > LIST_TAIL:
                     lines, from_start = lines[-LIST_TAIL:], False
             else:
-                lines = self._get(pod, container, since=None, tail=None if whole else LIST_TAIL)
+                lines = _lines(self.ns, pod, container, since=None,
+                               tail=None if whole else LIST_TAIL)
                 from_start = (whole or len(lines) < LIST_TAIL) and _reaches_start(
                     pod, container, lines)
         except ContainerWaiting:  # started, restarting: no log to read this time
@@ -102,12 +106,14 @@ class HeadLogReader:
         self._reads[name] = _Read(uid, lines, last, from_start)
         return HeadLog(lines=lines, from_start=from_start)
 
-    def _get(self, pod: dict, container: str, *, since: int | None,
-             tail: int | None) -> list[str]:
-        resp = log_request(self.backend, pod, container, follow=False, since=since, tail=tail,
-                        timestamps=True)
-        with self.backend.tr(f"reading the log of pod {pod['metadata']['name']}"):
-            return [x for x in read_lines(resp) if x]
+
+def _lines(ns: Namespace, pod: dict, container: str, *, since: int | None,
+           tail: int | None) -> list[str]:
+    """The container's log lines (without the empty ones), each led by the API's time."""
+    resp = log_request(ns, pod, container, follow=False, since=since, tail=tail,
+                       timestamps=True)
+    with ns.tr(f"reading the log of pod {pod['metadata']['name']}"):
+        return [x for x in read_lines(resp) if x]
 
 
 def _reaches_start(pod: dict, container: str, lines: list[str]) -> bool:
