@@ -23,7 +23,7 @@ import tempfile
 import time
 
 from elastix.backends.local.backend import LocalBackend
-from elastix.measure.chaos import read_stream
+from elastix.measure.events import events_of
 
 
 def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -48,7 +48,7 @@ def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dic
     try:
         backend = LocalBackend(state)
         deadline = time.monotonic() + 600
-        while not any(e.name == "step" for e in read_stream(backend, name)[0]):
+        while not any(e.name == "step" for e in events_of(backend.trainer_events(name))[0]):
             if time.monotonic() > deadline:
                 raise SystemExit(f"{name}: no step after 600 s\n"
                                  + elastix(env, "logs", name, check=False).stdout[-3000:])

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from elastix.backends.local.backend import LocalBackend
-from elastix.measure.chaos import measure_kill, read_stream
-from elastix.measure.events import events_from_log, recoveries
+from elastix.measure.chaos import measure_kill
+from elastix.measure.events import events_from_log, events_of, recoveries
 
 CONTROLLER = Path(__file__).resolve().parent / "event_controller.py"
 
@@ -36,7 +36,7 @@ def _create(env, name, extra=""):
 def _wait_steps(backend, name, n, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        events, _ = read_stream(backend, name)
+        events, _ = events_of(backend.trainer_events(name))
         if sum(1 for e in events if e.name == "step") >= n:
             return
         time.sleep(0.1)
@@ -163,7 +163,7 @@ def test_a_kill_waits_until_training_steps(live_env):
         seen_at_kill = []
 
         def kill():
-            events, _ = read_stream(backend, "early")
+            events, _ = events_of(backend.trainer_events("early"))
             seen_at_kill.append(sum(e.name == "step" for e in events))
             return [backend.kill_worker("early", seed=1)]
 

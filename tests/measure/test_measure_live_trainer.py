@@ -8,7 +8,7 @@ import sys
 import time
 
 from elastix.backends.local.backend import LocalBackend
-from elastix.measure.chaos import read_stream
+from elastix.measure.events import events_of
 
 TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-len 32 "
          "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 "
@@ -29,7 +29,7 @@ def test_measure_a_real_recovery(live_env, tmp_path):
          "--elastic-slices", "2", "--max-slice-restarts", "3", "--command", TRAIN)
     try:
         deadline = time.monotonic() + 240
-        while not any(e.name == "checkpoint_committed" for e in read_stream(backend, "real")[0]):
+        while not any(e.name == "checkpoint_committed" for e in events_of(backend.trainer_events("real"))[0]):
             assert time.monotonic() < deadline, "no committed checkpoint after 240 s"
             time.sleep(0.5)
         png = tmp_path / "recovery.png"

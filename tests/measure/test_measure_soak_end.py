@@ -12,7 +12,8 @@ from test_measure_live_driver import CONTROLLER, _cli, _wait_steps
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.errors import EXIT_CODES_HELP, ExitCode
-from elastix.measure.chaos import KillMeasurement, read_stream
+from elastix.measure.chaos import KillMeasurement
+from elastix.measure.events import events_of
 from elastix.measure.goodput import goodput
 from elastix.measure.report import ChaosReport, Violation
 
@@ -36,7 +37,8 @@ def test_soak_that_outlives_the_workload_reports_and_exits_5(live_env, tmp_path)
             text=True)
         try:
             deadline = time.monotonic() + 180
-            while not any(e.name == "elastic_first_step" for e in read_stream(backend, "short")[0]):
+            while not any(e.name == "elastic_first_step"
+                          for e in events_of(backend.trainer_events("short"))[0]):
                 assert soak.poll() is None and time.monotonic() < deadline, soak.communicate()
                 time.sleep(0.1)
             stop.touch()

@@ -12,7 +12,7 @@ from test_measure_live_driver import CONTROLLER, _cli
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.errors import ExitCode
-from elastix.measure.chaos import read_stream
+from elastix.measure.events import events_of
 
 SLICES = ["--tpu-type", "v5litepod-8", "--num-slices", "2", "--elastic-slices", "2",
           "--max-slice-restarts", "5"]
@@ -33,7 +33,7 @@ def test_wait_for_each_condition_and_its_codes(live_env):
         _cli(live_env, "workload", "wait", "w", "--for", "running", "--timeout", "60s")
         p = _cli(live_env, "workload", "wait", "w", "--for", "stepping", "--timeout", "60s")
         assert p.stderr.strip().endswith("w: stepping")
-        events, _ = read_stream(backend, "w")
+        events, _ = events_of(backend.trainer_events("w"))
         names = [e.name for e in events]
         first_save = names.index("checkpoint_committed")
         assert "step" in names[first_save + 1:]  # a step after the first committed save

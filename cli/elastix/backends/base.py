@@ -162,14 +162,33 @@ class LogOptions:
     timestamps: bool = False  # each line led by the time the log API recorded (GKE), as kubectl
 
 
-@dataclasses.dataclass
-class HeadLog:
-    """Lines of the head's log, each led by the time the log API recorded (``timestamps``)."""
+EVENTS_FILE = "events file"
+"""A :class:`TrainerEvents` source: the trainer's JSONL events (docs/events.md)."""
+HEAD_LOG = "head log"
+"""A :class:`TrainerEvents` source: the head's log lines (docs/events.md, "Log lines")."""
+MAXTEXT_LOG = "MaxText log"
+"""A :class:`TrainerEvents` source: a MaxText head's log, which has no events file."""
 
-    lines: list[str]
+
+@dataclasses.dataclass
+class TrainerEvents:
+    """A workload's trainer events as its backend reached them (:meth:`Backend.trainer_events`).
+
+    Exactly one of ``records`` and ``lines`` is set. Measurement normalises either into one
+    stream (``elastix.measure.events.events_of``): this layer only knows where they are.
+    """
+
+    source: str
+    """Where they came from: :data:`EVENTS_FILE`, :data:`HEAD_LOG` or :data:`MAXTEXT_LOG`."""
     from_start: bool
-    """The lines reach back to the head container's first line: a goodput over them is the
-    goodput of the run so far (of the current head, on GKE: a replaced pod's log is gone)."""
+    """They reach back to the run's first event: a goodput over them is the run's so far.
+    False for a log's tail, or a log the kubelet rotated (GKE: the current head's run; a
+    replaced head pod's log is gone with it)."""
+    records: list[dict[str, Any]] | None = None
+    """The events file's records, in the order written (an events file)."""
+    lines: list[str] | None = None
+    """The head's log lines, oldest first, each led by a time (a log): the log API's (GKE,
+    ``timestamps``) or the line's own; notices are not lines."""
 
 
 @dataclasses.dataclass
@@ -256,21 +275,40 @@ class Backend(abc.ABC):
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
 
-    def training_log(self, name: str, *, whole: bool) -> HeadLog | None:
-        """The head's log lines for ``list`` and ``status``'s training columns, or None where
-        the backend reads the trainer's events instead (local) or there is no log yet.
+    @abc.abstractmethod
+    def trainer_events(self, name: str, *, tail: bool = False,
+                       cheap: bool = False) -> TrainerEvents | None:
+        """The workload's trainer events, read now, with their source and whether they reach
+        the run's start: the one answer to "where do its events come from?".
 
-        ``whole``: all the log the backend keeps (``status``); else only its last lines, enough
-        for the last steps (``list``, one read per workload).
+        The events file when this backend can reach it, else the head's log (with the time of
+        each line: MaxText's lines have none of their own). Guarantees:
+
+        - One read of what exists now; it never follows or waits. Poll for more (as ``wait``
+          and ``chaos`` do): a later full read of the same run returns at least the events of
+          an earlier one, unless the head was replaced (GKE: a new pod's log begins anew).
+        - ``from_start`` is true only when the events reach back to the run's first one;
+          a log's tail or a rotated log says False, never a tail passed off as the run.
+        - Notices (the head restarted, the stream was cut) are never events.
+
+        Args:
+            name: the workload.
+            tail: the last steps are enough (``workload list``, one read per workload): a
+                backend may read only the log's last lines (then ``from_start`` is false
+                unless they are the whole log). Implies ``cheap``.
+            cheap: the cheapest read that holds the same events, even where a fuller source
+                exists (``workload status`` and its refreshes; GKE: the head's log, one request
+                to the API server, not the events file in a bucket).
+
+        Returns:
+            The events; None when there is nothing to read yet: no events file and no head
+            log (locally: no head has started; GKE, on a ``cheap`` read: no head pod runs).
+
+        Raises:
+            NotFoundError: no such workload (a ``cheap`` read may return None instead: its
+                callers have just listed the workload); on GKE, a full read where the events
+                file is out of reach and there is no head pod (as ``elastix logs`` says).
         """
-        return None
-
-    def read_events(self, name: str) -> list[dict[str, Any]] | None:
-        """The trainer's JSONL events (docs/events.md) if this backend can reach them, else None.
-
-        Callers fall back to the head's log lines when this returns None.
-        """
-        return None
 
     @abc.abstractmethod
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,

@@ -395,6 +395,6 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload goodput NAME "
                          "(or --events FILE / --log FILE)")
-    from elastix.measure.chaos import read_stream
+    from elastix.measure.events import events_of
 
-    return read_stream(get_backend(target), name)
+    return events_of(get_backend(target).trainer_events(name))

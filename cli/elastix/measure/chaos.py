@@ -1,7 +1,7 @@
 """Kill workers and measure the recovery: one kill (``kill-worker --measure``) or a soak.
 
 The measurement itself is pure (:mod:`elastix.measure.events`); this module only drives a backend: read
-the trainer's events (or the head's log lines when the events are out of reach), kill, and poll
+the trainer's events (``Backend.trainer_events``: its file, or the head's log), kill, and poll
 until the recovery that follows the kill has completed its first step, the workload has died, or
 the timeout has passed. Clock and sleep are injected so callers (and tests) control waiting.
 """
@@ -14,14 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.backends.base import Backend, KillRecord, LogOptions, WorkloadStatus
+from elastix.backends.base import Backend, KillRecord, WorkloadStatus
 from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
 from elastix.measure.events import (
     Event,
     Recovery,
-    events_from_log,
-    events_from_records,
-    log_note,
+    events_of,
     ms_of,
     recoveries,
 )
@@ -40,21 +38,9 @@ from elastix.measure.wait import stepping
 from elastix.protocol.timefmt import iso_ms
 
 __all__ = ["COMPLETED_STATES", "DEAD_STATES", "MODES", "Bounds", "ChaosFailed", "ChaosReport",
-           "KillMeasurement", "Violation", "measure_kill", "read_stream", "run_soak"]
+           "KillMeasurement", "Violation", "measure_kill", "run_soak"]
 
 MODES = ("random", "slice", "host")
-
-
-def read_stream(backend: Backend, name: str) -> tuple[list[Event], str]:
-    """The workload's normalised events and their source: ``"events"`` or ``"log"``."""
-    recs = backend.read_events(name)
-    if recs is not None:
-        return events_from_records(recs), "events"
-    # The API's time on every line: MaxText's lines have no time of their own.
-    lines = [e.text for e in backend.logs(name, LogOptions(follow=False, timestamps=True))
-             if not e.notice]
-    events = events_from_log(lines)
-    return events, "log" + log_note(events)
 
 
 @dataclasses.dataclass
@@ -126,7 +112,7 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     # A kill before the trainer is stepping (or mid-recovery) has no steady-state recovery to
     # measure: before its first save it restores from init.
     while True:
-        events, _ = read_stream(backend, name)
+        events, _ = events_of(backend.trainer_events(name))
         before = backend.status(name)
         if stepping(events) or before.state in DEAD_STATES:
             break
@@ -142,7 +128,7 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     rec: Recovery | None = None
     timed_out = True
     while True:
-        events, source = read_stream(backend, name)
+        events, source = events_of(backend.trainer_events(name))
         new = recoveries(events)[n_before:]
         rec = new[0] if new else None
         st = backend.status(name)
@@ -306,6 +292,6 @@ def check_killable(backend: Backend, name: str) -> WorkloadStatus:
 def _events_or_none(backend: Backend, name: str) -> list[Event] | None:
     """The workload's events, or None when they cannot be read any more (it was deleted)."""
     try:
-        return read_stream(backend, name)[0]
+        return events_of(backend.trainer_events(name))[0]
     except ElastixError:
         return None

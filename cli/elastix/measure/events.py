@@ -16,11 +16,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastix.errors import EventsUnreadable, UsageError
 from elastix.measure import maxtext
 from elastix.protocol import eventspec, timefmt
+
+if TYPE_CHECKING:
+    from elastix.backends.base import TrainerEvents
 
 # The keys of each event that the log lines also carry; nothing else survives normalisation.
 _KEYS: dict[str, tuple[str, ...]] = {name: ev.measured for name, ev in eventspec.EVENTS.items()}
@@ -231,6 +234,16 @@ def log_note(events: list[Event]) -> str:
         return ""
     return (f"; skipped {n} line{'s' if n != 1 else ''} elastix could not read "
             f"(first: {events.first_skipped})")  # type: ignore[attr-defined]
+
+
+def events_of(got: TrainerEvents | None) -> tuple[list[Event], str]:
+    """A backend's trainer events (``Backend.trainer_events``) normalised, and their source as
+    reports name it: ``"events"``, or ``"log"`` with what was skipped (:func:`log_note`).
+    Nothing to read yet (None) is no events, from the log."""
+    if got is not None and got.records is not None:
+        return events_from_records(got.records), "events"
+    events = events_from_log(got.lines or [] if got is not None else [])
+    return events, "log" + log_note(events)
 
 
 def _fix_recovery_restores(events: list[Event]) -> list[Event]:

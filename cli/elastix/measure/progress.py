@@ -5,7 +5,8 @@ last step and how long ago it completed (a stuck trainer shows as a growing age 
 Running pods), the step time, the loss, the goodput so far and the recoveries it made. The
 same normalised events as every measurement (:mod:`elastix.measure.events`), so these numbers
 and ``elastix workload goodput`` never disagree. On GKE the events are read from the head pod's
-log lines (the same events, docs/events.md), the same columns for both backends.
+log lines (the same events, docs/events.md), the same columns for both backends: which source
+is the backend's choice (``Backend.trainer_events``), not this module's.
 """
 
 from __future__ import annotations
@@ -15,15 +16,9 @@ import re
 import statistics
 from typing import Any
 
-from elastix.backends.base import Backend, HeadLog
+from elastix.backends.base import Backend, TrainerEvents
 from elastix.errors import ElastixError
-from elastix.measure.events import (
-    Event,
-    events_from_log,
-    events_from_records,
-    fmt_ms,
-    recoveries,
-)
+from elastix.measure.events import Event, events_of, fmt_ms, recoveries
 from elastix.measure.goodput import goodput
 
 RECENT_STEPS = 20
@@ -73,25 +68,21 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
 def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progress | None:
     """The workload's progress, or None when there is nothing to read yet.
 
-    Locally from its events file. On GKE from the head pod's log (``Backend.training_log``:
-    ``whole`` for ``status``, the last lines for ``list``): the events file is in a bucket, a
-    JobSet read and a download per workload and refresh, where the log is one request.
+    From the backend's cheapest read of the trainer's events (``Backend.trainer_events``:
+    locally its events file; on GKE the head pod's log, ``whole`` for ``status``, the last
+    lines for ``list``: the events file is in a bucket, a JobSet read and a download per
+    workload and refresh, where the log is one request). The goodput and the recoveries are
+    the run's so far only when the events reach its start; from a tail they would be the
+    tail's, so they are left out (None) rather than shown as the run's.
     """
     try:
-        log = backend.training_log(name, whole=whole)
-        if log is not None:
-            return progress_from_log(log)
-        if backend.name != "local":
+        got = backend.trainer_events(name, tail=not whole, cheap=True)
+        if got is None:
             return None
-        records = backend.read_events(name)
-        if records is None:
-            return None
-        loss = next((r.get("loss") for r in reversed(records)
-                     if isinstance(r, dict) and r.get("event") == "step"), None)
-        return progress(events_from_records(records),
-                        loss if isinstance(loss, (int, float)) else None)
+        p = progress(events_of(got)[0], _last_loss(got))
     except (ElastixError, OSError, ValueError):
         return None  # the pods' view still shows; the training columns are a bonus here
+    return p if got.from_start else dataclasses.replace(p, goodput=None, recoveries=None)
 
 
 # The loss at the end of a ``completed step`` line: elastix's template (eventspec's ``step``,
@@ -99,20 +90,15 @@ def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progre
 _LOSS = re.compile(r"\bcompleted step: \d+,.*\bloss: ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 
 
-def progress_from_log(log: HeadLog) -> Progress:
-    """Progress from the head's log lines, read as ``workload goodput`` reads them.
-
-    The goodput and the recoveries are the run's so far only when the lines reach back to the
-    head's first line (``log.from_start``); from a tail they would be the tail's, so they are
-    left out (None) rather than shown as the run's.
-    """
-    loss = None
-    for line in reversed(log.lines):
+def _last_loss(got: TrainerEvents) -> float | None:
+    """The last step's loss, which only a record or a line carries (normalised events have
+    none: measurement reads no loss)."""
+    if got.records is not None:
+        loss = next((r.get("loss") for r in reversed(got.records)
+                     if isinstance(r, dict) and r.get("event") == "step"), None)
+        return loss if isinstance(loss, (int, float)) else None
+    for line in reversed(got.lines or []):
         m = _LOSS.search(line)
         if m:
-            loss = float(m.group(1))
-            break
-    p = progress(events_from_log(log.lines), loss)
-    if not log.from_start:
-        p = dataclasses.replace(p, goodput=None, recoveries=None)
-    return p
+            return float(m.group(1))
+    return None

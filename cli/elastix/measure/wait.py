@@ -1,8 +1,8 @@
 """``elastix workload wait``: poll a workload until a condition holds, on any backend.
 
-Only the backend interface is used (``status``, and the trainer's events or the head's log
-through :func:`elastix.measure.chaos.read_stream`'s sources), so the local and the GKE backend
-wait alike. Like ``kubectl wait``: the condition met is exit 0, the timeout a distinct code
+Only the backend interface is used (``status``, and the trainer's events through
+``Backend.trainer_events``: its events file or the head's log), so the local and the GKE
+backend wait alike. Like ``kubectl wait``: the condition met is exit 0, the timeout a distinct code
 (:attr:`ExitCode.TIMED_OUT`); unlike it, a workload that can no longer meet the condition (it
 failed, or completed while ``running`` was awaited) ends the wait at once with its own code,
 so a CI job does not sit out the timeout.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from elastix.backends.base import Backend, LogOptions, WorkloadStatus
+from elastix.backends.base import Backend, WorkloadStatus
 from elastix.errors import ExitCode, NotFoundError, OutcomeError
-from elastix.measure.events import Event, events_from_log, events_from_records, recoveries
+from elastix.measure.events import Event, events_of, recoveries
 
 CONDITIONS = ("running", "stepping", "completed", "deleted")
 _COMPLETED = ("Completed", "Succeeded")
@@ -46,16 +46,6 @@ def stepping(events: list[Event]) -> bool:
     return all(r.complete for r in recoveries(events))
 
 
-def read_events(backend: Backend, name: str) -> list[Event]:
-    """The workload's normalised events: the trainer's file when reachable, else the head's log."""
-    recs = backend.read_events(name)
-    if recs is not None:
-        return events_from_records(recs)
-    lines = [e.text for e in backend.logs(name, LogOptions(follow=False, timestamps=True))
-             if not e.notice]
-    return events_from_log(lines)
-
-
 def _met(cond: str, backend: Backend, name: str, st: WorkloadStatus) -> bool:
     """Whether ``cond`` holds now; raises when it never can any more."""
     if st.state == "Failed":
@@ -69,7 +59,7 @@ def _met(cond: str, backend: Backend, name: str, st: WorkloadStatus) -> bool:
                            hint="give the job more steps (or wait --for completed)")
     if cond == "running":
         return st.state == "Running"
-    return stepping(read_events(backend, name))
+    return stepping(events_of(backend.trainer_events(name))[0])
 
 
 def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: float = 1.0,

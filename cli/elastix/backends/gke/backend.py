@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from elastix.backends import Target
 from elastix.backends.base import (
+    EVENTS_FILE,
+    HEAD_LOG,
     Backend,
-    HeadLog,
     KillRecord,
     LogEvent,
     LogOptions,
+    TrainerEvents,
     WorkloadStatus,
 )
 from elastix.backends.gke.api import Namespace
@@ -314,20 +316,30 @@ class GKEBackend(Backend):
             self._training = HeadLogReader(self.ns)
         return self._training
 
-    def training_log(self, name: str, *, whole: bool) -> HeadLog | None:
-        """The head pod's log (:mod:`elastix.backends.gke.training`): one request, no list
-        when ``list`` or ``status`` just listed the pods."""
-        return self._head_logs().read(name, whole=whole)
+    def trainer_events(self, name: str, *, tail: bool = False,
+                       cheap: bool = False) -> TrainerEvents | None:
+        """The events file at the gs:// URI in the JobSet's annotation when it has one and the
+        trainer has written it, else the head pod's log (:mod:`elastix.backends.gke.training`).
 
-    def read_events(self, name: str) -> list[dict[str, Any]] | None:
-        """The trainer's events from the gs:// URI in the JobSet's annotation, if it has one."""
+        A ``cheap`` read is the head's log only: one request, no list when ``list`` or
+        ``status`` just listed the pods, and on a refresh only the lines since the last read.
+        """
+        if tail or cheap:
+            log = self._head_logs().read(name, whole=not tail)
+            return None if log is None else TrainerEvents(HEAD_LOG, log.from_start,
+                                                          lines=log.lines)
         uri = ((self.get_jobset(name).get("metadata") or {}).get("annotations") or {}).get(
             labels.EVENTS_PATH)
-        if not uri:
-            return None
-        from elastix.clients.gcs import read_jsonl
+        if uri:
+            from elastix.clients.gcs import read_jsonl
 
-        return read_jsonl(uri)
+            records = read_jsonl(uri)
+            if records is not None:  # else not written yet: the head's log may say more
+                return TrainerEvents(EVENTS_FILE, True, records=records)
+        from elastix.backends.gke.training import whole_log
+
+        log = whole_log(self.ns, name)
+        return TrainerEvents(HEAD_LOG, log.from_start, lines=log.lines)
 
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
         from elastix.backends.gke.logs import stream_logs

@@ -1,4 +1,5 @@
-"""The head pod's log for ``workload list`` and ``status``'s training columns on GKE.
+"""The head pod's log as the trainer's events on GKE: ``list`` and ``status``'s training
+columns, and measurement's fallback when the events file is out of reach (:func:`whole_log`).
 
 The trainer's events file is in the user's bucket: a JobSet read and a download per workload
 and refresh. The head's log is one request to the API server that already serves the pods,
@@ -21,9 +22,10 @@ import dataclasses
 import datetime as dt
 import math
 
-from elastix.backends.base import HeadLog, LogOptions
+from elastix.backends.base import LogOptions
 from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.logs import (
+    current_pod,
     log_container,
     log_request,
     pick_pod,
@@ -43,6 +45,31 @@ a rotation needs 10Mi of lines, which takes far longer)."""
 LIST_TAIL = 400
 """Lines ``list`` reads per head: the trainer logs a line per step and a few per checkpoint or
 recovery, so this holds the last 20 steps (the step time's median) many times over."""
+
+
+@dataclasses.dataclass
+class HeadLog:
+    """Lines of the head's log, each led by the time the log API recorded (``timestamps``)."""
+
+    lines: list[str]
+    from_start: bool
+    """The lines reach back to the head container's first line: a goodput over them is the
+    goodput of the run so far (of the current head: a replaced pod's log is gone)."""
+
+
+def whole_log(ns: Namespace, name: str) -> HeadLog:
+    """The current head's whole log, read now, as ``elastix logs --timestamps`` reads it.
+
+    Raises:
+        NotFoundError: no such workload, or it has no head pod yet.
+    """
+    ns.jobset(name)  # a wrong name is said as such, before the pods are looked at
+    pod, container = current_pod(ns, name, LogOptions(timestamps=True))
+    resp = log_request(ns, pod, container, follow=False, since=None, tail=None,
+                       timestamps=True)
+    with ns.tr(f"reading the log of pod {pod['metadata']['name']}"):
+        lines = list(read_lines(resp))  # as they came: a skipped line's number is the log's
+    return HeadLog(lines=lines, from_start=_reaches_start(pod, container, lines))
 
 
 @dataclasses.dataclass

@@ -27,12 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import (
+    EVENTS_FILE,
+    HEAD_LOG,
+    MAXTEXT_LOG,
     Backend,
     KillRecord,
     LogEvent,
     LogOptions,
     PodInfo,
     SliceStatus,
+    TrainerEvents,
     WorkloadStatus,
 )
 from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
@@ -244,7 +248,25 @@ class LocalBackend(Backend):
             head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message,
             labels=dict(plan.labels))
 
+    def trainer_events(self, name: str, *, tail: bool = False,
+                       cheap: bool = False) -> TrainerEvents | None:
+        """The events file, else (a command that writes none) the head's log: every attempt's
+        for a MaxText head (its lines are stamped, so a restart is measured across attempts),
+        the current attempt's for any other. Files here are kept whole, so they reach the
+        start, and ``tail`` and ``cheap`` read the same: reading local files is cheap."""
+        records = self.read_events(name)
+        if records is not None:
+            return TrainerEvents(EVENTS_FILE, True, records=records)
+        d = self._dir(name)
+        if not any((d / "logs").glob("head-*.log")):
+            return None  # no head has started
+        plan = read_record(d / "plan.json", Plan.from_json)
+        lines = [e.text for e in self.logs(name, LogOptions(follow=False, timestamps=True))
+                 if not e.notice]
+        return TrainerEvents(MAXTEXT_LOG if plan.maxtext else HEAD_LOG, True, lines=lines)
+
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
+        """The records of the workload's events file, or None when the head writes none."""
         d = self._dir(name)
         path = Path(read_record(d / "plan.json", Plan.from_json).events_file)
         try:
