@@ -181,8 +181,10 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
              killer: Callable[[], list[KillRecord]] | None = None,
              on_kill: Callable[[int, KillMeasurement], None] | None = None,
              clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> ChaosReport:
-    """Kill ``kills`` times, at least ``interval`` seconds from one kill to the next, measuring
+             sleep: Callable[[float], None] = time.sleep,
+             wall: Callable[[], float] = time.time) -> ChaosReport:
+    """Kill ``kills`` times, at least ``interval`` seconds from one recorded kill to the next
+    (``wall`` is the clock the kills are recorded on: a backend's ``utc_now``), measuring
     each recovery. No kill lands before the trainer is stepping (:func:`~elastix.measure.wait.
     stepping`): the wait for it is not counted in the interval.
 
@@ -198,11 +200,19 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
         raise UsageError("--kills must be >= 1 and --interval >= 0")
     bounds = bounds or Bounds()
     chosen = killer or _killer(backend, name, mode, random.Random(seed))
-    last_kill: list[float] = []  # the clock at the previous kill
+    # --interval is from one *recorded* kill to the next (what the report and JUnit show), so
+    # the schedule reads the record's own clock: each record is taken once its kill begins,
+    # never before, so waiting until the previous record's time + interval on that clock makes
+    # the next record at least that far from it by construction (the clock at the call and
+    # the time a backend records are two instants; scheduling from the first let two records
+    # fall 3.988 s apart with --interval 4s).
+    last_kill: list[float] = []  # the previous kill's recorded time, in epoch seconds
 
     def kill() -> list[KillRecord]:
-        last_kill[:] = [clock()]
-        return chosen()
+        recs = chosen()
+        if recs:
+            last_kill[:] = [max(r.time.timestamp() for r in recs)]
+        return recs
 
     out: list[KillMeasurement] = []
     violations: list[Violation] = []
@@ -213,7 +223,8 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     try:
         for i in range(1, kills + 1):
             if last_kill:  # counted from the previous kill, not from before its wait
-                sleep(max(0.0, last_kill[0] + interval - clock()))
+                while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
+                    sleep(left)
             st = backend.status(name)
             if st.state in DEAD_STATES:
                 ended = st, f"before kill {i}"
