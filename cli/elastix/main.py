@@ -14,7 +14,7 @@ import typer
 
 from elastix import __version__
 from elastix.commands import chaos, cluster, delete, examples, image, logs, wait, workload
-from elastix.errors import EXIT_CODES_HELP, ElastixError, ProblemsError, UsageError
+from elastix.errors import EXIT_CODES_HELP, ElastixError, ExitCode, ProblemsError, UsageError
 from elastix.protocol import envvars
 
 HELP_MAX_WIDTH = 120  # --help uses the terminal's width, up to this
@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = command().main(args=_normalize(argv), prog_name="elastix",
                                 standalone_mode=False)
-        if result == 130:  # typer turns Ctrl-C into Exit(130) and returns it when not standalone
-            sys.stderr.write("interrupted\n")
-            return 130
+        if result == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) and returns it
+            sys.stderr.write("interrupted\n")  # when not standalone
+            return ExitCode.INTERRUPTED
     except ElastixError as err:
         if debug:
             raise
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         sys.stderr.write("interrupted\n")
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as err:  # click usage errors and anything unexpected
         from click import exceptions as click_errors
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             return err.exit_code
         if isinstance(err, typer.Abort):
             sys.stderr.write("aborted\n")
-            return 130
+            return ExitCode.INTERRUPTED
         if isinstance(err, click_errors.NoArgsIsHelpError):
             err.show()
             return 0
