@@ -8,6 +8,7 @@ file of the tree, so the plan cannot drift without this test naming the import t
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -292,3 +293,55 @@ def test_views_only_draw():
            for module, line, name in _imported_names("elastix.views")
            if name.split(".")[0] in ("typer", "click") or name == "elastix.backends"]
     assert bad == []
+
+
+# -- what the launcher starts of the trainer's: declared in one place --------------------------
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def test_the_launcher_names_the_trainer_only_where_it_declares_it():
+    """``elastix.protocol.entrypoints`` is the one launcher module whose code spells a trainer
+    module path: anywhere else such a string (not a docstring) is a tie that neither the import
+    graph nor this test's floors can see. (The ``elastix-train`` script in help texts' examples
+    is the user's to type, not a tie; the launcher's own use of it is declared there too.)"""
+    from elastix.protocol import entrypoints
+
+    spelled = re.compile(r"\belastix_trainer\b")
+    found = []
+    for module, path in MODULES.items():
+        if not module.startswith("elastix.") or module == "elastix.protocol.entrypoints":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = _docstring_nodes(tree)
+        # A string right after an assignment documents it (attribute docstrings).
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            for i, stmt in enumerate(body if isinstance(body, list) else []):
+                if (i and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                        and isinstance(body[i - 1], (ast.Assign, ast.AnnAssign))):
+                    docs.add(id(stmt.value))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docs and spelled.search(node.value)):
+                found.append(f"{module}:{node.lineno}: {node.value[:60]!r}")
+    assert found == [], "name it in elastix.protocol.entrypoints and use that"
+    # Each declared tie resolves to the tree.
+    assert _resolve(entrypoints.MAXTEXT_STANDIN) == entrypoints.MAXTEXT_STANDIN
+    pkg = SOURCE_ROOTS[entrypoints.TRAINER_PACKAGE] / entrypoints.TRAINER_PACKAGE
+    assert pkg.joinpath(*entrypoints.MAXTEXT_SITECUSTOMIZE).is_file()
+    scripts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    target = re.search(rf'^{re.escape(entrypoints.TRAINER_SCRIPT)} = "([\w.]+):(\w+)"$',
+                       scripts, re.M)
+    assert target, f"{entrypoints.TRAINER_SCRIPT} is not a console script of pyproject.toml"
+    module, func = target.groups()
+    assert _resolve(module) == module
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    assert any(isinstance(n, ast.FunctionDef) and n.name == func for n in tree.body)

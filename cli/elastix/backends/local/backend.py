@@ -66,7 +66,7 @@ from elastix.errors import (
     NotFoundError,
     UsageError,
 )
-from elastix.protocol import envvars, eventspec, timefmt
+from elastix.protocol import entrypoints, envvars, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
@@ -430,7 +430,8 @@ class LocalBackend(Backend):
         steps = SMOKE_STEPS if smoke else 3000
         return {
             "docker_image": "elastix-trainer:local",
-            "command": (f"elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
+            "command": (f"{entrypoints.TRAINER_SCRIPT} --preset tiny --steps {steps} "
+                        "--step-delay 0.1 "
                         "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" "
                         "--checkpoint-period 20 --snapshot-period 5"),
         }

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from elastix.errors import UsageError
-from elastix.protocol import envvars
+from elastix.protocol import entrypoints, envvars
 
 _PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")
 _MODULE = re.compile(r"^(?:maxtext|MaxText)(?:\.|$)")
@@ -162,7 +162,7 @@ def _check(python: str, submit_env: dict[str, str]) -> tuple[dict[str, str | Non
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH")) if p)
         env.pop(envvars.MAXTEXT_STANDIN, None)
         try:
-            out = subprocess.run([python, "-m", "elastix_trainer.elastic.local.maxtext", "--check"],
+            out = subprocess.run([python, "-m", entrypoints.MAXTEXT_STANDIN, "--check"],
                                  env=env, capture_output=True, text=True,
                                  timeout=CHECK_TIMEOUT, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -189,9 +189,9 @@ def link_shim(shim: Path) -> Path:
     """Make ``shim``: links to ``elastix``, ``elastix_trainer`` and the stand-in's
     ``sitecustomize``, for the head's ``PYTHONPATH``. Idempotent."""
     shim.mkdir(parents=True, exist_ok=True)
-    trainer = _package_dir("elastix_trainer")
-    links = {"elastix": _package_dir("elastix"), "elastix_trainer": trainer,
-             "sitecustomize.py": trainer / "elastic" / "local" / "maxtext_sitecustomize.py"}
+    trainer = _package_dir(entrypoints.TRAINER_PACKAGE)
+    links = {"elastix": _package_dir("elastix"), entrypoints.TRAINER_PACKAGE: trainer,
+             "sitecustomize.py": trainer.joinpath(*entrypoints.MAXTEXT_SITECUSTOMIZE)}
     for name, target in links.items():
         link = shim / name
         if link.is_symlink() or link.exists():

@@ -1,0 +1,24 @@
+"""What the launcher starts of the trainer's: the one place that names it, by module path.
+
+The launcher never imports the trainer (``tests/test_layers.py``): it starts it, in another
+process and often another Python (the MaxText environment's). Those ties are strings no import
+graph can see, so they are declared here and ``tests/test_layers.py`` resolves each one to a
+file of the tree and checks that no other launcher module spells a trainer module path.
+"""
+
+from __future__ import annotations
+
+TRAINER_PACKAGE = "elastix_trainer"
+"""The trainer's package: linked into a MaxText head's ``PYTHONPATH`` beside ``elastix``."""
+
+TRAINER_SCRIPT = "elastix-train"
+"""The trainer's console script (``pyproject.toml``: ``elastix_trainer.__main__:main``): the
+head command of the image (``templates/Dockerfile.j2``) and of the local backend's demo."""
+
+MAXTEXT_STANDIN = "elastix_trainer.elastic.local.maxtext"
+"""The local Pathways stand-in for MaxText, run as ``python -m`` with ``--check`` in the MaxText
+environment before a submit."""
+
+MAXTEXT_SITECUSTOMIZE = ("elastic", "local", "maxtext_sitecustomize.py")
+"""Inside :data:`TRAINER_PACKAGE`: linked as ``sitecustomize.py`` into a MaxText head's path,
+so the stand-in is installed before MaxText imports anything."""
