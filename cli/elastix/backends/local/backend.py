@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import os
 import random
 import re
@@ -21,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,13 +75,37 @@ from elastix.workload import labels
 if TYPE_CHECKING:
     from elastix.workload.selector import Selector
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_ASIDE = ".creating-"  # a state directory being built, before it is renamed into place
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
 SMOKE_STEPS = 1200  # `workload create --smoke`: 2 min of steps at 0.1 s, more under load
 
 
 def _parse_time(s: str | None) -> dt.datetime | None:
     return timefmt.parse(s) if s else None
+
+
+def _same_dir(d: Path, ours: os.stat_result) -> bool:
+    try:
+        st = os.stat(d)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
+
+
+def _sweep_asides(root: Path) -> None:
+    """Remove directories a create built aside and never renamed in because its launcher died
+    (``.creating-<pid>-<name>-*`` whose pid no longer runs): nothing else ever will."""
+    for p in root.glob(f"{_ASIDE}*"):
+        pid = p.name[len(_ASIDE):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 class LocalBackend(Backend):
@@ -141,16 +167,7 @@ class LocalBackend(Backend):
             # The previous run's events, logs and measurements lived in its state directory.
             self.notices.append(f"replaced {name}: the previous run's events, logs and "
                                 f"measurements are removed with it" + (f"; {kept}" if kept else ""))
-        try:
-            (d / "logs").mkdir(parents=True)
-            write_json_atomic(d / "manifest.json", manifest)
-            write_json_atomic(d / "plan.json", plan.to_json())
-        except OSError as e:
-            self._discard(d, None)
-            raise BackendError(f"cannot create the workload's state directory {d}: "
-                               f"{e.strerror or e}",
-                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
-                                    "directory") from None
+        ours = self._claim(name, d, manifest, plan)
         env = dict(os.environ)
         env[envvars.LOCAL_MARKER] = plan.marker
         with open(d / "supervisor.log", "ab") as out:
@@ -160,23 +177,77 @@ class LocalBackend(Backend):
         record_proc(d, proc.pid, "supervisor")
         deadline = time.monotonic() + START_TIMEOUT
         while not (d / "state.json").exists():
+            if not _same_dir(d, ours):
+                self._discard(d, ours, proc)
+                raise BackendError(f"workload {name!r} was deleted while it was being created",
+                                   hint=f"create it again: elastix workload create {name} "
+                                        "--backend local")
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
                 last = tail[-1] if tail else "no output"
-                self._discard(d, proc)  # a failed submit leaves nothing behind
+                self._discard(d, ours, proc)  # a failed submit leaves nothing behind
                 raise BackendError(f"the local supervisor did not start: {last}",
                                    hint="run again with --debug; the supervisor's log was: "
                                         + " | ".join(tail[-3:]))
             time.sleep(0.02)
         return name
 
+    def _claim(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> os.stat_result:
+        """Make the workload's state directory, atomically: it is built aside (a private
+        directory beside it, 0700) and renamed into place, and a rename onto a directory that
+        exists fails. So two creates of one name cannot both win, the loser removes only what
+        it made, and no reader ever sees a directory without its plan. Returns the directory's
+        identity (device and inode): what :meth:`_discard` checks before removing it."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _sweep_asides(self.root)
+            aside = Path(tempfile.mkdtemp(prefix=f"{_ASIDE}{os.getpid()}-{name}-", dir=self.root))
+        except OSError as e:
+            raise BackendError(f"cannot create the workload's state directory {d}: "
+                               f"{e.strerror or e}",
+                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
+                                    "directory") from None
+        try:
+            (aside / "logs").mkdir(mode=0o700)
+            write_json_atomic(aside / "manifest.json", manifest)
+            write_json_atomic(aside / "plan.json", plan.to_json())
+            ours = os.stat(aside)
+            self._rename_in(aside, d)
+        except FileExistsError:
+            shutil.rmtree(aside, ignore_errors=True)
+            raise AlreadyExists(f"workload {name!r} already exists (local, {d}): another create "
+                                "of that name won", hint=f"see it with: elastix workload status "
+                                f"{name} --backend local") from None
+        except OSError as e:
+            shutil.rmtree(aside, ignore_errors=True)
+            raise BackendError(f"cannot create the workload's state directory {d}: "
+                               f"{e.strerror or e}",
+                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
+                                    "directory") from None
+        return ours
+
     @staticmethod
-    def _discard(d: Path, proc: subprocess.Popen | None) -> None:
-        """Undo a submit that failed half-way: stop the supervisor, remove the state dir."""
+    def _rename_in(aside: Path, d: Path) -> None:
+        """Rename the built directory into place; FileExistsError when ``d`` exists. (A rename
+        onto an *empty* directory would replace it: only a directory with a plan is a workload,
+        and an empty one is no one's, so that is right.)"""
+        try:
+            os.rename(aside, d)
+        except OSError as e:
+            if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise FileExistsError(e.errno, e.strerror, str(d)) from None
+            raise
+
+    @staticmethod
+    def _discard(d: Path, ours: os.stat_result, proc: subprocess.Popen | None) -> None:
+        """Undo a submit that failed half-way: stop the supervisor, and remove the state dir
+        only if it is still the one this submit made (a delete and another create may have
+        come in between: theirs is never touched)."""
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        if _same_dir(d, ours):
+            shutil.rmtree(d, ignore_errors=True)
 
     # ------------------------------------------------------------------ status
     def _check_root(self) -> None:
