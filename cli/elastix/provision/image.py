@@ -33,7 +33,7 @@ are x86-64, and xpk builds its images ``--platform=linux/amd64`` (``src/xpk/core
 docker_image.py`` L210 @ 367c838). Without it an engine on an arm64 machine builds arm64 and
 the head fails with "exec format error"."""
 # Docker's platform syntax: os[/arch[/variant]] (Engine API, POST /build, ``platform``).
-_PLATFORM_RE = re.compile(r"^[a-z0-9]+(?:/[a-z0-9_]+(?:/[a-z0-9]+)?)?$")
+_PLATFORM_RE = re.compile(r"^[a-z0-9]+(?:/[a-z0-9_]+(?:/[a-z0-9]+)?)?\Z")
 # A Python version at the head of a base image tag (python:3.10-slim, python:3.12).
 _PY_TAG_RE = re.compile(r"^(?:python)?(\d+)\.(\d+)(?:[.-]|$)")
 # Files and directories of the source tree that go into the image (an allow-list, so nothing
@@ -48,7 +48,7 @@ _REF_RE = re.compile(
     r"(?P<path>[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(?:@sha256:[0-9a-f]{64})?$"
 )
-_GOOGLE_REGISTRY_RE = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)$")
+_GOOGLE_REGISTRY_RE = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)\Z")
 
 
 @dataclasses.dataclass(frozen=True)

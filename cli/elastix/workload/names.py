@@ -44,10 +44,10 @@ from typing import Any
 from elastix.errors import ManifestError, SpecError
 from elastix.workload import rbac
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 ANNOTATIONS_LIMIT = 256 * 1024
 
 # rule -> (maximum length, pattern, what it is called in Kubernetes' messages)
@@ -56,7 +56,7 @@ RULES: dict[str, tuple[int, re.Pattern[str], str]] = {
     "dns1123-subdomain": (253, _DNS1123_SUBDOMAIN, "a DNS-1123 subdomain"),
     "dns1035-label": (63, _DNS1035_LABEL, "a DNS-1035 label"),
     "label-value": (63, _LABEL_VALUE, "a label value"),
-    "path-segment": (10**9, re.compile(r"^(?!\.\.?$)[^/%]+$"), "a path segment name"),
+    "path-segment": (10**9, re.compile(r"^(?!\.\.?\Z)[^/%]+\Z"), "a path segment name"),
     "annotations": (ANNOTATIONS_LIMIT, re.compile(r"(?s).*"), "at most 256 KiB of annotations"),
     "pvc-name": (63, _DNS1123_SUBDOMAIN, "a DNS-1123 subdomain of at most 63 characters"),
 }

@@ -29,7 +29,7 @@ REPOSITORY = "us-docker.pkg.dev/cloud-tpu-v2-images/pathways"
 PROXY, SERVER = "proxy_server", "server"
 DEFAULT_TAG = "latest"
 MOVING_TAGS = frozenset({"latest"})
-TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # Docker's tag grammar
+TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")  # Docker's tag grammar
 
 
 def image(component: str, tag: str = DEFAULT_TAG) -> str:

@@ -64,7 +64,7 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 TPU_RESOURCE = "google.com/tpu"
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([a-zA-Z]{0,2})$")
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([a-zA-Z]{0,2})\Z")
 _SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 
@@ -155,7 +155,7 @@ def allocatable(capacity: Resources) -> Resources:
 # Cluster Toolkit Pathways path ("Create a GKE cluster with Pathways"). Families not listed are
 # unknown on purpose: cluster create refuses them unless --skip-cpu-machine-check.
 _GIB_PER_VCPU = {"n2-standard": 4, "n4-standard": 4, "n2-highmem": 8, "n4-highmem": 8}
-_MACHINE = re.compile(r"^([a-z0-9]+-[a-z]+)-([0-9]+)$")
+_MACHINE = re.compile(r"^([a-z0-9]+-[a-z]+)-([0-9]+)\Z")
 
 
 def machine_capacity(machine_type: str) -> Resources | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from elastix.errors import UsageError
 from elastix.protocol import entrypoints, envvars
 
-_PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?$")
+_PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?\Z")
 _MODULE = re.compile(r"^(?:maxtext|MaxText)(?:\.|$)")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _TRUE = ("true", "1", "yes")
