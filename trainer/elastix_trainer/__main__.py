@@ -63,6 +63,9 @@ def _prepare_data(argv: list[str]) -> int:
 def _train(argv: list[str]) -> int:
     from elastix_trainer.config import parse_args
 
+    # What a run writes (checkpoints, events, logs, snapshots) is its user's alone, whatever
+    # the umask it was started with: files 0600, directories 0700.
+    os.umask(0o077)
     cfg = parse_args(argv)
     _init_platform(cfg.num_slices)
     from elastix_trainer.program import run

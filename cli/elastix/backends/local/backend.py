@@ -50,6 +50,7 @@ from elastix.backends.local.state import (
     WorkloadState,
     default_root,
     marked_pids,
+    private_append,
     proc_matches,
     proc_stopped,
     read_procs,
@@ -170,7 +171,7 @@ class LocalBackend(Backend):
         ours = self._claim(name, d, manifest, plan)
         env = dict(os.environ)
         env[envvars.LOCAL_MARKER] = plan.marker
-        with open(d / "supervisor.log", "ab") as out:
+        with open(private_append(d / "supervisor.log"), "ab") as out:
             proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor", str(d)],
                                     env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)

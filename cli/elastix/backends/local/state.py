@@ -164,10 +164,18 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def private_append(path: Path) -> int:
+    """A file descriptor appending to ``path``, made 0600 if new, whatever the umask (the
+    launcher writes into a workload's state directory from the user's shell)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write-then-rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    # 0600 whatever the umask: a plan holds the workload's environment (every --env value).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
 
@@ -197,7 +205,7 @@ def record_proc(workload_dir: Path, pid: int, role: str, **fields: Any) -> float
     The start time makes the record name this process only, never a later one reusing the pid.
     """
     create_time = create_time_of(pid)
-    with open(workload_dir / "procs.jsonl", "a", encoding="utf-8") as f:
+    with open(private_append(workload_dir / "procs.jsonl"), "a", encoding="utf-8") as f:
         f.write(json.dumps({"pid": pid, "create_time": create_time, "role": role, **fields})
                 + "\n")
     return create_time

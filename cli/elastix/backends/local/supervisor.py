@@ -444,7 +444,14 @@ def _killpg(pid: int | None, sig: int) -> None:
             pass
 
 
+PRIVATE_UMASK = 0o077
+"""What a local workload writes (its state, logs, events, checkpoints, what its command makes)
+is its user's alone, whatever the launcher's umask: the supervisor and every process it starts
+create files 0600 and directories 0700."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.umask(PRIVATE_UMASK)
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         sys.stderr.write("usage: python -m elastix.backends.local.supervisor <workload-dir>\n")

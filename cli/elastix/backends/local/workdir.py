@@ -52,7 +52,7 @@ def move_command_files(workload_dir: Path, data: Path) -> str | None:
     while dest.exists():  # a second replace within the same second
         n += 1
         dest = data / f"workload-dir-{stamp}-{n}"
-    dest.mkdir(parents=True)
+    dest.mkdir(parents=True, mode=0o700)
     for name in names:
         os.replace(workload_dir / name, dest / name)  # same file system: the data dir is a sibling
     shown = ", ".join(names[:SHOWN]) + (", ..." if len(names) > SHOWN else "")
