@@ -119,3 +119,28 @@ def test_bad_application_credentials(tmp_path, env, content, fragment):
     _one_error(proc, f"GOOGLE_APPLICATION_CREDENTIALS={creds} is unusable", "unset it")
     assert fragment in proc.stderr
     assert "('" not in proc.stderr and "Error" not in proc.stderr.replace("error:", "")
+
+
+def test_files_that_are_not_what_they_should_be_are_refused_unread(tmp_path, env):
+    """Issue 34: --spec /dev/zero and --env-file /dev/urandom were read whole (2.6 GB, then a
+    MemoryError or the OOM killer); a spec error quoted the first line of any readable file."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:*:19000:0:99999:7:::\nadmin:$6$saltsalt$hashhash:19000::::::\n")
+    mapping = tmp_path / "creds.yaml"
+    mapping.write_text("password: hunter2\ntoken: abc\n")
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"# " + b"x" * (2 << 20) + b"\n")
+    cases = [
+        (["--spec", "/dev/zero"], "is not a regular file"),
+        (["--env-file", "/dev/urandom"], "is not a regular file"),
+        (["--spec", str(tmp_path)], "Is a directory"),
+        (["--spec", str(big)], "is larger than 1 MiB"),
+        (["--env-file", str(secret)], "expected KEY=VALUE"),
+        (["--spec", str(mapping)], "is not a workload spec"),
+    ]
+    for flags, fragment in cases:
+        proc = run_cli("workload", "create", "demo", "--backend", "local", "--tpu-type",
+                       "v5litepod-8", "--command", "true", *flags, env=env)
+        _one_error(proc, fragment, "hint:")
+        for leaked in ("root:", "$6$", "hunter2", "password", "token"):
+            assert leaked not in proc.stderr + proc.stdout, (flags, proc.stderr)

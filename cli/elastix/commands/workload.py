@@ -40,7 +40,11 @@ from elastix.commands.options import (
 )
 from elastix.errors import UsageError
 from elastix.workload.resolve import FlagValue, resolve_spec
-from elastix.workload.spec import FIELDS, KINDS, read_user_text
+from elastix.workload.spec import FIELDS, KINDS, read_user_bytes, read_user_text
+
+MAX_RUN_FILE = 1 << 30
+"""A run's events or log read by ``goodput --events/--log``: 1 GiB (a million steps' events
+are about 150 MB)."""
 
 if TYPE_CHECKING:
     from elastix.workload.spec import WorkloadSpec
@@ -382,14 +386,12 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
         raise UsageError("give --events or --log, not both", hint="pass one of them")
     if events_file:
         text = read_user_text(events_file, "events file", "--events",
-                              "pass the events.jsonl the trainer wrote")
+                              "pass the events.jsonl the trainer wrote", limit=MAX_RUN_FILE)
         return events_from_jsonl(text), f"events {events_file}"
     if log_file:
-        try:  # a log is a byte stream: a stray byte must not hide the event lines around it
-            text = log_file.read_bytes().decode("utf-8", errors="replace")
-        except OSError as err:
-            raise UsageError(f"cannot read log file {str(log_file)!r}: {err.strerror}",
-                             hint="check the path given to --log") from None
+        # a log is a byte stream: a stray byte must not hide the event lines around it
+        text = read_user_bytes(log_file, "log file", "--log", limit=MAX_RUN_FILE).decode(
+            "utf-8", errors="replace")
         events = events_from_log(text.splitlines())
         return events, f"log {log_file}{log_note(events)}"
     if not name:

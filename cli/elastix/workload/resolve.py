@@ -97,6 +97,13 @@ def load_spec_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UsageError(f"spec file {str(p)!r} must be a mapping of fields",
                          hint="e.g. 'name: demo' and 'tpu_type: v5litepod-16' on separate lines")
+    if data and not any(str(k).replace("-", "_") in FIELDS for k in data):
+        # Not a spec at all (some other YAML or key: value file): its keys are not quoted,
+        # they may be anything the file holds.
+        raise UsageError(f"spec file {str(p)!r} is not a workload spec: none of its {len(data)} "
+                         "keys is a spec field",
+                         hint="check the path given to --spec; elastix workload create --help "
+                              "lists the fields")
     return data
 
 
@@ -112,8 +119,8 @@ def load_env_file(path: str | Path) -> dict[str, str]:
             continue
         if s.startswith("export "):
             s = s[len("export "):].lstrip()
-        if "=" not in s:
-            raise UsageError(f"{p}:{n}: expected KEY=VALUE, got {line!r}",
+        if "=" not in s:  # its content is not quoted: it may be a file of secrets
+            raise UsageError(f"{p}:{n}: expected KEY=VALUE (the line has no '=')",
                              hint="one KEY=VALUE per line; quote nothing")
         k, v = s.split("=", 1)
         v = v.strip()
