@@ -14,8 +14,11 @@ import tempfile
 import pytest
 import tiers
 
-_CACHES = tempfile.mkdtemp(prefix="elastix-test-caches-")
-atexit.register(shutil.rmtree, _CACHES, ignore_errors=True)
+if "ELASTIX_TEST_CACHES" in os.environ:  # an xdist worker: the controller's caches
+    _CACHES = os.environ["ELASTIX_TEST_CACHES"]
+else:
+    _CACHES = os.environ["ELASTIX_TEST_CACHES"] = tempfile.mkdtemp(prefix="elastix-test-caches-")
+    atexit.register(shutil.rmtree, _CACHES, ignore_errors=True)
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHES, "matplotlib")
 os.environ["XDG_CACHE_HOME"] = os.path.join(_CACHES, "xdg-cache")
 os.environ["KUBECACHEDIR"] = os.path.join(_CACHES, "kube")
@@ -40,6 +43,19 @@ def pytest_configure(config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _declare_tier_markers(config)
+    if not hasattr(config, "workerinput"):
+        _font_cache()
+
+
+def _font_cache() -> None:
+    """Build matplotlib's font cache once, in the controller, before any test: building it runs
+    ``fc-list``, a process, inside whichever plotting test came first in a worker (a fast-tier
+    test then failed its guard, or not, by the order tests ran in). The workers share the
+    controller's cache directory and find it built."""
+    try:
+        import matplotlib.font_manager  # noqa: F401 (building the cache is its import)
+    except ImportError:
+        pass
 
 
 # -- parallel workers (pytest-xdist; pyproject's addopts asks for ``-n auto``) -------------------
