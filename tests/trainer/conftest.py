@@ -9,6 +9,7 @@ _flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
 for _var in ("ELASTIX_NUM_SLICES", "ELASTIX_DEVICES_PER_SLICE", "ELASTIX_EVENTS_FILE",
+             "ELASTIX_MAX_SLICE_LOSSES",
              "ELASTIX_LOCAL_HEALTH"):
     os.environ.pop(_var, None)
 

@@ -161,6 +161,20 @@ def test_config_file_and_flags(tmp_path):
     assert "did you mean steps?" in e.value.problems[0][2]
 
 
+def test_the_workloads_slice_loss_budget_is_the_default(tmp_path, monkeypatch):
+    """Under elastix workload create the head's env carries the JobSet's budget (restarts x
+    slices): the trainer's default, so the two run out together; a flag or a config file
+    still wins."""
+    from elastix_trainer.config import parse_args
+
+    assert parse_args([]).max_slice_losses == 10
+    monkeypatch.setenv("ELASTIX_MAX_SLICE_LOSSES", "20")
+    assert parse_args([]).max_slice_losses == 20
+    assert parse_args(["--max-slice-losses", "3"]).max_slice_losses == 3
+    (tmp_path / "c.yaml").write_text("max-slice-losses: 4\n")
+    assert parse_args(["--config", str(tmp_path / "c.yaml")]).max_slice_losses == 4
+
+
 def test_config_file_not_utf8(tmp_path):
     from elastix_trainer.config import ConfigError, parse_args
 

@@ -77,6 +77,23 @@ def test_elastic_settings():
     assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
 
 
+def _main_env(m) -> dict:
+    pod = head(m)["template"]["spec"]["template"]["spec"]
+    return {e["name"]: e.get("value") for e in pod["containers"][0].get("env", [])}
+
+
+def test_the_trainer_gets_the_workloads_slice_loss_budget():
+    """Issue 34: the trainer allowed 10 losses in all, the JobSet 10 restarts per slice, so the
+    trainer gave up at kill 11 of 20. The head's budget is the JobSet's: restarts x slices."""
+    m = render.render(make_spec("v5litepod-16", **MODES["elastic"]))
+    assert _main_env(m)["ELASTIX_MAX_SLICE_LOSSES"] == str(10 * 3)
+    m = render.render(make_spec("v5litepod-16", num_slices=2, elastic_slices=2,
+                                max_slice_restarts=4))
+    assert _main_env(m)["ELASTIX_MAX_SLICE_LOSSES"] == "8"
+    assert "ELASTIX_MAX_SLICE_LOSSES" not in _main_env(
+        render.render(make_spec("v5litepod-16", num_slices=2)))
+
+
 def test_not_elastic_has_no_slice_restarts():
     m = render.render(make_spec("v5litepod-16", num_slices=2))
     # pathways-job's and xpk's 4 x hosts, so a suspend-resume or one pod loss does not fail

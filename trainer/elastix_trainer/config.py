@@ -95,7 +95,9 @@ class TrainConfig:
     min_slices: int | None = None
     """replica-resize: fewest slices to train on (default: all slices - 1, at least 1)."""
     max_slice_losses: int = 10
-    """Slice-loss recoveries allowed before giving up (MaxText's elastic_max_retries)."""
+    """Slice-loss recoveries allowed before giving up (MaxText's elastic_max_retries); under
+    ``elastix workload create`` the workload's budget, ``ELASTIX_MAX_SLICE_LOSSES`` (its
+    ``--max-slice-restarts`` x slices), unless given."""
     max_other_errors: int = 0
     """Retries (from the last checkpoint) for errors that are not slice loss."""
     slice_wait_timeout: float = 300.0
@@ -346,4 +348,9 @@ def parse_args(argv: list[str]) -> TrainConfig:
     values = vars(ns)
     merged = _read_file(values.pop("config")) if "config" in values else {}
     merged.update(values)
+    budget = os.environ.get(envvars.MAX_SLICE_LOSSES)
+    if budget and not ({"max_slice_losses", "max-slice-losses"} & set(merged)):
+        # The workload's own budget (its slice restarts x slices, set by the launcher): the
+        # trainer never gives up on a loss the JobSet would still replace.
+        merged["max_slice_losses"] = budget
     return from_mapping(merged)

@@ -10,6 +10,10 @@ from __future__ import annotations
 WORKLOAD = "ELASTIX_WORKLOAD"
 """The workload's name."""
 NUM_SLICES = "ELASTIX_NUM_SLICES"
+MAX_SLICE_LOSSES = "ELASTIX_MAX_SLICE_LOSSES"
+"""An elastic workload's slice-loss budget, rendered into the head's environment: its slice
+restarts x slices (what the JobSet would replace). ``elastix-train``'s ``--max-slice-losses``
+default, so the trainer and the launcher run out together."""
 """Slices of the workload; on CPU the trainer groups its devices into this many."""
 EVENTS_FILE = "ELASTIX_EVENTS_FILE"
 """Where the trainer writes its JSONL events (overrides ``--events-file``)."""

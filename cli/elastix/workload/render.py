@@ -116,6 +116,8 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         envvars.WORKLOAD: {"value": spec.name},
         envvars.NUM_SLICES: {"value": str(spec.num_slices)},
     }
+    if spec.elastic:
+        main_env[envvars.MAX_SLICE_LOSSES] = {"value": str(spec.slice_restarts * spec.num_slices)}
     if spec.pathways_persistence:
         main_env[envvars.PATHWAYS_PERSISTENCE] = {"value": "1"}
     annotations = {labels.ELASTIC_SLICES: str(spec.elastic_slices),
