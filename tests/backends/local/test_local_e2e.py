@@ -101,7 +101,7 @@ def test_elastic_journey_with_the_real_trainer(cli, backend, tag, tmp_path):
         st = wait_until(lambda: (s := _status(cli, name))["state"] == "Failed" and s, 60,
                         "the workload to fail")
         assert "slice 0 failed 3 times, more than --max-slice-restarts 2 allows" in st["message"]
-        assert "restart budget used (0/0" in st["message"]
+        assert "no workload restart left (--max-restarts 0, 0 used)" in st["message"]
         assert follower.wait(timeout=30) == 0  # logs -f ends with the workload
         wait_until(lambda: not tagged_pids(tag), 30, "every process of the workload to exit")
 

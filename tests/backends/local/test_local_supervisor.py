@@ -89,7 +89,7 @@ def test_exceeding_the_slice_budget_restarts_then_fails_with_nothing_left(cli, b
     kill_slice0_until(2)  # and again: the restart budget (1) is spent, the workload fails
     st = wait_until(lambda: (s := backend.status("budget")).state == "Failed" and s, 30, "Failed")
     assert "slice 0 failed 2 times, more than --max-slice-restarts 1 allows" in st.message
-    assert "restart budget used (1/1" in st.message
+    assert "no workload restart left (--max-restarts 1, 1 used)" in st.message
     # Failed means stopped: no controller, no slice host is left running.
     wait_until(lambda: not tagged_pids(tag), 15, "every process of the failed workload to exit")
     out = cli("workload", "delete", "budget", check=False)
@@ -119,7 +119,7 @@ def test_one_host_death_restarts_its_whole_slice_and_counts_one_slice_restart(cl
     backend.kill_worker("unit", slice=0, host=1)
     st = wait_until(lambda: (s := backend.status("unit")).state == "Failed" and s, 30, "Failed")
     assert st.message == ("slice 0 failed 2 times, more than --max-slice-restarts 1 allows; "
-                          "restart budget used (0/0 restarts)")
+                          "no workload restart left (--max-restarts 0, 0 used)")
     out = cli("workload", "status", "unit")
     assert "more than --max-slice-restarts 1 allows" in out.stdout
     backend.delete("unit")
@@ -250,3 +250,19 @@ def test_a_failed_submit_leaves_nothing_behind(cli, tmp_path):
     assert "--state-dir" in out.stderr
     assert blocker.read_text() == "not a directory"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "state") == ["a-file"]
+
+
+def test_a_failed_head_names_its_own_error_and_the_workloads_budget(cli, backend):
+    """Issue 34: the trainer gave up on its slice-loss budget and the status said only
+    "restart budget used (0/0 restarts)", the wrong budget. The head's own last error line is
+    the reason; the workload's restarts are named as the flag that sets them."""
+    said = "error: slice-loss budget exhausted: 3 losses > --max-slice-losses 2"
+    cli("workload", "create", "gives-up", "--tpu-type", "v5litepod-8", "--num-slices", "1",
+        "--command", f"{sys.executable} -c \"import sys; print('step 1'); "
+                     f"print('{said}', file=sys.stderr); sys.exit(1)\"")
+    st = wait_until(lambda: (s := backend.status("gives-up")).state == "Failed" and s, 60,
+                    "Failed")
+    assert st.message == (f"head exited (exit code 1): {said}; no workload restart left "
+                          "(--max-restarts 0, 0 used)")
+    assert backend.status("gives-up").to_json()["message"] == st.message
+    cli("workload", "delete", "gives-up")

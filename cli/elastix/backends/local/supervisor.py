@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import select
 import signal
 import subprocess
@@ -245,8 +246,10 @@ class Supervisor:
             self.start_attempt()
         else:
             self.state = "Failed"
-            self.message = (f"{reason}; restart budget used ({self.restarts}/"
-                            f"{self.plan.max_restarts} restarts)")
+            # Name the budget that ran out: the trainer's own (in its error line), a slice's
+            # (backoffLimit, in ``reason``) or the workload's restarts (--max-restarts).
+            self.message = (f"{reason}; no workload restart left (--max-restarts "
+                            f"{self.plan.max_restarts}, {self.restarts} used)")
             self.log(f"workload failed: {self.message}")
             self.stop_pods("JobSetFailed")
 
@@ -265,8 +268,9 @@ class Supervisor:
                 self.state, self.message = "Completed", "the head completed"
             else:
                 pod.reason = "Error"
-                self.log(f"head (pid {pod.pid}) failed: {how}")
-                self.workload_failed(f"head exited ({how})")
+                said = _last_error(pod.log)
+                self.log(f"head (pid {pod.pid}) failed: {how}" + (f": {said}" if said else ""))
+                self.workload_failed(f"head exited ({how})" + (f": {said}" if said else ""))
             return
         self.slice_down(pod.slice, pod.host, how)
 
@@ -442,6 +446,29 @@ def _killpg(pid: int | None, sig: int) -> None:
             os.kill(pid, sig)
         except OSError:
             pass
+
+
+_ERROR_LINE = re.compile(r"^(?:error: .+|[A-Za-z_][\w.]*(?:Error|Exception|Failed): .+)$")
+
+
+def _last_error(log: str | None, tail: int = 16384) -> str | None:
+    """The last error line a failed head printed (``error: ...`` from elastix-train, or a
+    Python exception's last line), from the end of its log: what the status then says."""
+    if not log:
+        return None
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - tail))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        # A stamped log line leads with the time the supervisor read it.
+        text = text.split(" ", 1)[1] if text[:4].isdigit() and " " in text else text
+        if _ERROR_LINE.match(text):
+            return text[:300]
+    return None
 
 
 PRIVATE_UMASK = 0o077
