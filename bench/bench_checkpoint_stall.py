@@ -22,6 +22,9 @@ shows there.
 Nothing asserts a timing. Run by hand from the repo root::
 
     .venv/bin/python bench/bench_checkpoint_stall.py [--layouts 4x2,2x2] [--rounds 3]
+
+``--smoke`` runs the smallest case (one layout, ``tiny``, one round of 12 steps): it checks
+that the bench runs on today's trainer (the suite's slow tier runs it), its numbers mean nothing.
 """
 
 from __future__ import annotations
@@ -39,13 +42,21 @@ TARGET = {"tiny": 0.25, "small": 0.05}  # median stall / median step
 
 
 class PlainOrbax:
-    """Orbax's plain async CheckpointManager behind the few methods ``Trainer.train`` calls."""
+    """Orbax's plain async CheckpointManager behind what ``Trainer.train`` and
+    ``Trainer.finish`` ask of a checkpointer (``state.checkpoint.Checkpointer``'s face).
 
-    def __init__(self, directory: str, period: int) -> None:
-        self.directory, self.period, self.mgr, self.blocked = directory, period, None, []
+    Retention is Orbax's own (the manager's ``max_to_keep``, applied as each save finalises);
+    ``retire`` applies the same rule once more to what the manager lists and deletes what it
+    finds beyond it, so the trainer's call does what it says (on a healthy run Orbax has left
+    nothing, and it returns ``[]``). Orbax's wait has no timeout: ``settle`` waits without one.
+    """
+
+    def __init__(self, directory: str, period: int, max_to_keep: int = 3) -> None:
+        self.directory, self.period, self.max_to_keep = directory, period, max_to_keep
+        self.mgr, self.blocked, self.error = None, [], None
 
     def due(self, step: int) -> bool:
-        return step % self.period == 0
+        return self.period > 0 and step % self.period == 0
 
     def save(self, step: int, state, data_state: dict, **_) -> None:
         import orbax.checkpoint as ocp
@@ -54,20 +65,44 @@ class PlainOrbax:
         if self.mgr is None:
             self.mgr = ocp.CheckpointManager(
                 directory=self.directory,
-                options=ocp.CheckpointManagerOptions(max_to_keep=3, create=True,
+                options=ocp.CheckpointManagerOptions(max_to_keep=self.max_to_keep, create=True,
                                                      enable_async_checkpointing=True))
         self.mgr.save(step, args=ocp.args.StandardSave(state))
         self.blocked.append(time.perf_counter() - t0)
 
-    def settle(self, timeout=None):
-        self.mgr.wait_until_finished()
+    def in_flight(self) -> bool:
+        return self.mgr is not None and self.mgr.is_saving_in_progress()
+
+    def settle(self, timeout=None) -> bool | None:
+        """True once the save in flight committed, False if it failed, None if none was made."""
+        if self.mgr is None:
+            return None
+        try:
+            self.mgr.wait_until_finished()
+        except Exception as e:  # noqa: BLE001 - a failed save is reported, as the trainer's
+            self.error = (str(e).splitlines() or [type(e).__name__])[0]
+            return False
+        self.error = None
         return True
 
-    def in_flight(self) -> bool:
-        return False
+    def last_error(self) -> str | None:
+        return self.error
 
     def committed_steps(self) -> list[int]:
-        return list(self.mgr.all_steps()) if self.mgr else []
+        return sorted(self.mgr.all_steps()) if self.mgr else []
+
+    def latest_committed(self) -> int | None:
+        steps = self.committed_steps()
+        return steps[-1] if steps else None
+
+    def retire(self) -> list[int]:
+        """Delete the committed steps beyond the newest ``max_to_keep``; returns them."""
+        if self.mgr is None or self.in_flight():
+            return []
+        gone = self.committed_steps()[:-self.max_to_keep]
+        for step in gone:
+            self.mgr.delete(step)
+        return gone
 
     def close(self) -> None:
         if self.mgr is not None:
@@ -87,6 +122,7 @@ def one_run(kind: str, preset: str, slices: int, steps: int, period: int, tmp: s
     session = tr.start(range(slices))  # nothing to restore: a fresh directory
     blocked: list[float] = []
     if kind == "orbax":
+        tr.ckpt.close()  # the trainer's own checkpointer (its writer thread) is not used
         tr.ckpt = PlainOrbax(ckdir, period)
         blocked = tr.ckpt.blocked
     else:
@@ -130,7 +166,7 @@ def child(args) -> None:
     slices = int(args.layout.split("x")[0])
     out = {}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for preset in ("tiny", "small"):
+        for preset in args.presets.split(","):
             warm_up(preset, slices)  # compile, without saving: the first save is measured
             runs: dict[str, list[dict]] = {"elastix": [], "orbax": []}
             for _ in range(args.rounds):
@@ -176,9 +212,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="runs per saver (interleaved)")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--period", type=int, default=5)
+    ap.add_argument("--presets", default="tiny,small", help="comma-separated, of " + str(list(TARGET)))
     ap.add_argument("--dir", default=None, help="where checkpoints go (default: the temp dir)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest case: 2x2, tiny, 1 round of 12 steps (checks it runs)")
     ap.add_argument("--layout", help=argparse.SUPPRESS)  # set in the child
     args = ap.parse_args()
+    if args.smoke:
+        args.layouts, args.presets, args.rounds, args.steps = "2x2", "tiny", 1, 12
     if args.layout:
         child(args)
         return 0
@@ -190,10 +231,13 @@ def main() -> int:
         env = dict(os.environ, JAX_PLATFORMS="cpu",
                    XLA_FLAGS=f"--xla_force_host_platform_device_count={s * d}")
         cmd = [sys.executable, __file__, "--layout", layout, "--rounds", str(args.rounds),
-               "--steps", str(args.steps), "--period", str(args.period)]
+               "--steps", str(args.steps), "--period", str(args.period), "--presets", args.presets]
         if args.dir:
             cmd += ["--dir", args.dir]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if out.returncode != 0:  # the child's own traceback says why, not a CalledProcessError
+            sys.stderr.write(out.stderr[-6000:])
+            raise SystemExit(f"layout {layout}: the measuring process exited {out.returncode}")
         report(layout, json.loads(out.stdout.strip().splitlines()[-1]))
     return 0
 
