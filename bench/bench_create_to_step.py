@@ -18,10 +18,13 @@ Where the seconds go, from the files the run leaves (all wall-clock, one clock):
 ``create`` returns, the supervisor's first log line, the head's start, the trainer's
 ``run_start`` event (imports, JAX, the resume check done), the first step.
 
-    .venv/bin/python bench/bench_create_to_step.py [--runs 5]
+    .venv/bin/python bench/bench_create_to_step.py [--runs 5] [--timeout 300]
 
 Prints Markdown for docs/benchmarks.md, with the load average before and after. Nothing
-asserts a timing.
+asserts a timing. A run that fails says why at once (the workload failed, the trainer exited);
+``--timeout`` bounds the wait for a first step in seconds of a quiet machine, stretched by the
+load (``benchwait``), so a busy machine does not abort a healthy run. ``--smoke`` runs the
+smallest case (one run of each): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from pathlib import Path
 
 # Run as a script, so this folder is on the path.
 from bench_startup import cold_warm_table
+from benchwait import exited, wait_for, workload_ended
 
 NAME = "demo"
 CREATE = ["workload", "create", NAME, "--tpu-type", "v5litepod-8", "--num-slices", "2",
           "--elastic-slices", "2", "--backend", "local"]
 BIN = Path(sys.executable).parent
 LAYOUT: dict[str, str] = {}  # the head's device layout, from the first plan.json
+TIMEOUT = [300.0]  # seconds of a quiet machine to wait for a first step (--timeout)
 
 
 def _ts(s: str) -> float:
@@ -62,20 +67,22 @@ def env(state: Path | None = None) -> dict[str, str]:
     return e
 
 
-def _wait_step(events: Path, proc: subprocess.Popen | None = None,
-               timeout: float = 300.0) -> list[dict]:
-    """The events file's records once it holds a ``step`` event (a bench poll, not a test)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if events.exists():
-            recs = [json.loads(line) for line in events.read_text().splitlines()
-                    if line.endswith("}")]
-            if any(r["event"] == "step" for r in recs):
-                return recs
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"trainer exited {proc.returncode} before its first step")
-        time.sleep(0.01)
-    raise TimeoutError(f"no step in {events} after {timeout} s")
+def _wait_step(events: Path, gone, log: Path) -> list[dict]:
+    """The events file's records once it holds a ``step`` event; ``gone`` says when it never
+    will, ``log`` is shown when the wait fails."""
+    def stepped() -> list[dict] | None:
+        if not events.exists():
+            return None
+        recs = [json.loads(line) for line in events.read_text().splitlines()
+                if line.endswith("}")]
+        return recs if any(r["event"] == "step" for r in recs) else None
+
+    def tail() -> str:
+        lines = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+        return f"the last lines of {log}:\n" + "\n".join(lines) if lines else f"{log}: empty"
+
+    return wait_for(stepped, TIMEOUT[0], f"a first step in {events}", gone=gone, note=tail,
+                    poll=0.01)
 
 
 def _supervisor_marks(wdir: Path) -> dict[str, float]:
@@ -115,6 +122,8 @@ def _cpu_by_role(wdir: Path) -> dict[str, float]:
 def quickstart(state: Path) -> dict[str, float]:
     """One ``workload create``; seconds from its start to each mark, the first step last,
     then the CPU seconds each part used until then."""
+    from elastix.backends.local.backend import LocalBackend
+
     wdir = state / NAME
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
@@ -122,7 +131,12 @@ def quickstart(state: Path) -> dict[str, float]:
                    capture_output=True)
     returned = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    recs = _wait_step(wdir / "events.jsonl")
+    try:
+        recs = _wait_step(wdir / "events.jsonl", workload_ended(LocalBackend(state), NAME),
+                          wdir / "supervisor.log")
+    except BaseException:
+        delete(state)  # never leave a workload's processes behind
+        raise
     cpu = {"cpu: `workload create` (CLI)": after.ru_utime + after.ru_stime
            - before.ru_utime - before.ru_stime, **_cpu_by_role(wdir)}
     marks = _supervisor_marks(wdir)
@@ -134,9 +148,15 @@ def quickstart(state: Path) -> dict[str, float]:
     out = {"create returned": returned - t0, "supervisor up": marks["supervisor"] - t0,
            "head started": marks["head"] - t0, "run_start": _ts(start["ts"]) - t0,
            "first step": _ts(first["ts"]) - t0, **cpu}
-    subprocess.run([str(BIN / "elastix"), "workload", "delete", NAME, "--wait",
-                    "--backend", "local"], env=env(state), check=True, capture_output=True)
+    delete(state, check=True)
     return out
+
+
+def delete(state: Path, check: bool = False) -> None:
+    """``workload delete --wait`` of the bench's workload in ``state``."""
+    subprocess.run([str(BIN / "elastix"), "workload", "delete", NAME, "--wait",
+                    "--ignore-not-found", "--backend", "local"], env=env(state), check=check,
+                   capture_output=True)
 
 
 def head_command() -> list[str]:
@@ -154,13 +174,17 @@ def trainer_alone(tmp: Path, cache: Path, layout: dict[str, str]) -> dict[str, f
     events = run / "events.jsonl"
     e = env()
     e.update(layout)
+    run.mkdir(parents=True)
+    log = run / "trainer.log"
     t0 = time.time()
-    proc = subprocess.Popen([str(BIN / "elastix-train"), *head_command(),
-                             "--checkpoint-dir", str(run / "ckpt"),
-                             "--compilation-cache-dir", str(cache), "--events-file", str(events)],
-                            env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(BIN / "elastix-train"), *head_command(),
+                                 "--checkpoint-dir", str(run / "ckpt"),
+                                 "--compilation-cache-dir", str(cache),
+                                 "--events-file", str(events)],
+                                env=e, stdout=out, stderr=subprocess.STDOUT)
     try:
-        recs = _wait_step(events, proc)
+        recs = _wait_step(events, exited(proc), log)
         cpu = cpu_seconds(proc.pid)
     finally:
         proc.kill()
@@ -174,7 +198,13 @@ def trainer_alone(tmp: Path, cache: Path, layout: dict[str, str]) -> dict[str, f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=TIMEOUT[0],
+                    help="seconds of a quiet machine to wait for a first step (see benchwait)")
+    ap.add_argument("--smoke", action="store_true", help="one run of each: checks it runs")
     a = ap.parse_args()
+    if a.smoke:
+        a.runs = 1
+    TIMEOUT[0] = a.timeout
     tmp = Path(tempfile.mkdtemp(prefix="bench-c2s-"))
     load0 = os.getloadavg()
     rows: dict[str, list[dict]] = {k: [] for k in ("create cold", "create warm", "alone cold",
