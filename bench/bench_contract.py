@@ -16,6 +16,9 @@ both arms do the same host copies). Also reported: one ``answer`` round trip wit
 (median and p90 of 200). Nothing asserts a timing. From the repo root::
 
     .venv/bin/python bench/bench_contract.py [--rounds 3] [--steps 60]
+
+``--smoke`` runs the smallest case (``tiny``, one round of 5 steps, 20 round trips): it checks
+that the bench runs.
 """
 
 from __future__ import annotations
@@ -64,7 +67,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--presets", default="tiny,small", help="comma-separated")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny, one round of 5 steps: checks it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds, args.steps, args.presets = 1, 5, "tiny"
+    presets = args.presets.split(",")
     addr = f"unix:@elastix-bench-{uuid.uuid4().hex[:12]}"
     health = LocalHeartbeatHealth(addr, SLICES, hosts_per_slice=HOSTS)
     procs = start_hosts(addr)
@@ -72,14 +81,14 @@ def main() -> None:
         health.wait_for(SLICES, 60)
         roll = health.roll(range(SLICES))
         trips = []
-        for _ in range(200):
+        for _ in range(20 if args.smoke else 200):
             t0 = time.perf_counter()
             assert health.answer(range(SLICES), roll) == {}
             trips.append(time.perf_counter() - t0)
         trips.sort()
         arms = {"seam only": lambda: StaticHealth(SLICES), "contract": lambda: health}
         got: dict[tuple[str, str], list[float]] = {}
-        for preset in ("tiny", "small"):
+        for preset in presets:
             median_step(preset, 8, StaticHealth(SLICES))  # compile once, off the clock
             for r in range(args.rounds):
                 order = list(arms) if r % 2 == 0 else list(reversed(arms))
@@ -98,7 +107,7 @@ def main() -> None:
     print("| preset | seam only: median step per round (ms) | contract (ms) | contract ÷ seam, "
           "per round | median ratio |")
     print("|---|---|---|---|---|")
-    for preset in ("tiny", "small"):
+    for preset in presets:
         a, b = got[(preset, "seam only")], got[(preset, "contract")]
         ratios = [y / x for x, y in zip(a, b, strict=True)]
         print(f"| {preset} | {', '.join(f'{x * 1e3:.1f}' for x in a)} | "

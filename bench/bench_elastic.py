@@ -17,6 +17,9 @@
     .venv/bin/python bench/bench_elastic.py [--blocks 30] [--only-overhead | --only-recovery]
         [--runs 1] [--resizes 4]
 
+``--smoke`` runs the smallest case (one block, one fault per recovery variant, one fault per
+steps-lost run): it checks that the bench runs.
+
 Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
 """
 
@@ -202,14 +205,16 @@ def recovery(tmp: str, mode: str, precompile: bool = True, warm: bool | None = N
     return [dict(row, **extra) for row in rows]
 
 
-def steps_lost(tmp: str, snapshot_period: int) -> list[int]:
-    cfg = cfg_for(tmp, steps=55, checkpoint_period=20, snapshot_period=snapshot_period,
-                  max_slice_losses=5)
-    faults = [16, 34, 47]
+def steps_lost(tmp: str, snapshot_period: int, faults: tuple[int, ...] = (16, 34, 47)) -> list[int]:
+    cfg = cfg_for(tmp, steps=faults[-1] + 8, checkpoint_period=20,
+                  snapshot_period=snapshot_period, max_slice_losses=5)
+    faults = list(faults)
+
+    total = len(faults)
 
     def setup(tr, rt, health):
         def hook(session, n):
-            if faults and n == faults[0] and rt.recoveries == 3 - len(faults):
+            if faults and n == faults[0] and rt.recoveries == total - len(faults):
                 faults.pop(0)
                 health.set_down(2)
         on(tr, before_dispatch=hook)
@@ -227,7 +232,12 @@ def main() -> None:
     ap.add_argument("--only-recovery", action="store_true")
     ap.add_argument("--runs", type=int, default=1, help="recovery runs per variant")
     ap.add_argument("--resizes", type=int, default=4, help="faults per recovery run (1-4)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one block, one fault per run: checks it runs")
     ns = ap.parse_args()
+    faults = (16, 34, 47)
+    if ns.smoke:
+        ns.blocks, ns.runs, ns.resizes, faults = 1, 1, 1, (16,)
     setup_logging(io.StringIO(), logging.INFO)  # log lines are formatted but not printed
     tmp = tempfile.mkdtemp(prefix="bench-elastic-")
     try:
@@ -260,8 +270,9 @@ def main() -> None:
         ratios = {name: [round(r["÷ normal step"], 2) for r in rs] for name, rs in rows.items()}
         print("\n" + "\n".join(f"- {name}: ÷ normal step per fault {v}"
                                 for name, v in ratios.items()))
-        ck, snap = steps_lost(tmp, 0), steps_lost(tmp, 2)
-        print("\n| recovery source | steps lost per fault (faults at 16, 34, 47) | mean |\n"
+        ck, snap = steps_lost(tmp, 0, faults), steps_lost(tmp, 2, faults)
+        at = ", ".join(map(str, faults))
+        print(f"\n| recovery source | steps lost per fault (faults at {at}) | mean |\n"
               "|---|---|---|")
         print(f"| checkpoints only (every 20) | {ck} | {statistics.mean(ck):.1f} |")
         print(f"| + host snapshots (every 2) | {snap} | {statistics.mean(snap):.1f} |")

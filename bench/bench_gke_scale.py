@@ -15,6 +15,8 @@ the same run, the time of one plain ``GET pods?labelSelector=jobset-name=<name>`
 Run by hand from the repo root::
 
     .venv/bin/python bench/bench_gke_scale.py --rounds 5
+
+``--smoke`` runs the smallest case (one round, the same 1024 pods): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -103,7 +105,10 @@ def _pod_watch(fake, api, where) -> tuple[float, int, int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--smoke", action="store_true", help="one round: checks it runs")
     args = p.parse_args()
+    if args.smoke:
+        args.rounds = 1
     pods = SLICES * HOSTS
     with tempfile.TemporaryDirectory() as tmp:
         fake = start_fake(Path(tmp), {"log_interval": 0.05, "recreate_delay": 0.05})

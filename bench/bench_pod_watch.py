@@ -24,6 +24,9 @@ changes checks that load alone triggers nothing.
 Run by hand from the repo root::
 
     .venv/bin/python bench/bench_pod_watch.py --rounds 5 --saturate
+
+``--smoke`` runs the smallest case (one round, ``--poll 1``, a 1 s quiet spell, no saturation):
+it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from elastix_trainer.elastic.podwatch import PodWatch  # noqa: E402
 
 REFERENCE = ROOT / "tests" / "fixtures" / "xpk-1.16.0-pathways-elastic.yaml"
 NAME, SLICES, HOSTS = "elastic-demo", 3, 4
+WAIT = 120.0  # seconds for what the fake does at once (a watch event, a replacement): a hang
 
 
 class Observer:
@@ -81,7 +85,7 @@ def one_round(backend, obs: Observer, sources: dict, s: int, sampler,
     obs.ready.pop(s, None)
     sampler.killed = s
     backend.kill_worker(NAME, slice=s, host=s % HOSTS)
-    wait_for(lambda: s in obs.gone, what="the kill seen")
+    wait_for(lambda: s in obs.gone, WAIT, what="the kill seen")
     for h in sources.values():
         h.probe()
     seen: dict[str, float] = {}
@@ -99,7 +103,7 @@ def one_round(backend, obs: Observer, sources: dict, s: int, sampler,
             if k not in seen and s in h.live_slices():
                 seen[k] = time.monotonic()
         time.sleep(0.001)
-    wait_for(lambda: s in obs.ready, what="the replacement Ready")
+    wait_for(lambda: s in obs.ready, WAIT, what="the replacement Ready")
     sampler.killed = None
     return {k: t - obs.ready[s] for k, t in seen.items()}
 
@@ -130,7 +134,8 @@ def run(rounds: int, poll: float, label: str, fake, backend, api, waits: bool,
     obs = Observer(api, StandinProbe(fake.url, NAME, HOSTS))
     sampler = Sampler(sources["watch"])
     sampler.start()
-    wait_for(lambda: watch.state == "watching" and obs.watch.state == "watching", what="watches")
+    wait_for(lambda: watch.state == "watching" and obs.watch.state == "watching", WAIT,
+             what="watches")
     out: dict[str, list[float]] = {k: [] for k in ("watch", "poll", "watch wait_for",
                                                    "poll wait_for")}
     rng = random.Random(seed)
@@ -164,7 +169,7 @@ def quiet(seconds: float, fake, api) -> None:
     probe = StandinProbe(fake.url, NAME, HOSTS)
     h = PathwaysHealth({i: [] for i in range(SLICES)}, poll=10.0, active=probe, pod_watch=False)
     watch = PodWatch(api, "default", NAME, h.nudge).start()
-    wait_for(lambda: watch.state == "watching", what="watch")
+    wait_for(lambda: watch.state == "watching", WAIT, what="watch")
     asked, lost = len(probe.calls), 0
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -185,14 +190,18 @@ def main() -> None:
     p.add_argument("--no-wait-for", dest="waits", action="store_false",
                    help="time live_slices() alone (a waiting wait_for also refreshes the view "
                         "of the source without a watch, every min(poll, 5) s)")
+    p.add_argument("--smoke", action="store_true",
+                   help="one round, --poll 1, --quiet 1, not saturated: checks it runs")
     args = p.parse_args()
+    if args.smoke:
+        args.rounds, args.poll, args.quiet, args.saturate = 1, 1.0, 1.0, False
     with tempfile.TemporaryDirectory() as tmp:
         fake = start_fake(Path(tmp), {"recreate_delay": 0.2})
         try:
             api, where = api_client_from_kubeconfig(str(fake.kubeconfig), None)
             backend = GKEBackend(api, "default", where)
             backend.submit(yaml.safe_load(REFERENCE.read_text()), preflight=False)
-            wait_for(lambda: StandinProbe(fake.url, NAME, HOSTS).up() == set(range(SLICES)),
+            wait_for(lambda: StandinProbe(fake.url, NAME, HOSTS).up() == set(range(SLICES)), WAIT,
                      what="every slice Ready")
             print(f"nproc {os.cpu_count()}, poll {args.poll:g} s, {args.rounds} rounds each")
             run(args.rounds, args.poll, "no extra load", fake, backend, api, args.waits)

@@ -5,6 +5,8 @@ The fake cluster (tests/fakes) has 9 Nodes: a cpu-np n2-standard-64 and two v5li
 Nothing here asserts a timing. Run by hand from the repo root::
 
     .venv/bin/python bench/bench_preflight.py 20
+
+``--smoke`` runs the smallest case (one pair): it checks that the bench runs.
 """
 import shutil
 import statistics
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
 from fake_cluster import start_fake, stop  # noqa: E402
 from fake_gke import pool_nodes  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+N = 1 if sys.argv[1:] == ["--smoke"] else int(sys.argv[1]) if len(sys.argv) > 1 else 12
 tmp = Path(tempfile.mkdtemp())
 fake = start_fake(tmp, {"start_delay": 0.05})
 try:

@@ -27,6 +27,8 @@ sharing the machine keep their caches (``/proc/sys/vm/drop_caches`` would drop t
 their benchmarks' warm numbers with them). Nothing asserts a timing. From the repo root::
 
     .venv/bin/python bench/bench_restore.py [--dir /var/tmp] [--rounds 3]
+
+``--smoke`` runs the smallest case (``--preset tiny``, one round): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -106,7 +108,10 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where the checkpoint goes (default: temp dir)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--preset", default="bench-1g")
+    ap.add_argument("--smoke", action="store_true", help="tiny, one round: checks it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.preset, args.rounds = "tiny", 1
 
     import jax
 

@@ -14,6 +14,8 @@ alternate, ``--runs`` each:
 
     .venv/bin/python bench/bench_startup.py [--runs 5]
 
+``--smoke`` runs the smallest case (one run each): it checks that the bench runs.
+
 Prints Markdown for docs/benchmarks.md. Nothing asserts a timing.
 """
 
@@ -117,7 +119,10 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="one run each: checks it runs")
     a = ap.parse_args()
+    if a.smoke:
+        a.runs = 1
     tmp = tempfile.mkdtemp(prefix="bench-startup-")
     try:
         ckpt, warm = os.path.join(tmp, "ckpt"), os.path.join(tmp, "warm-cache")

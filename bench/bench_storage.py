@@ -14,6 +14,8 @@
 Nothing here asserts a timing. Run by hand from the repo root::
 
     .venv/bin/python bench/bench_storage.py [--events 5000]
+
+``--smoke`` runs the smallest case (``tiny``, 1000 events): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -122,7 +124,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="small")
     ap.add_argument("--events", type=int, default=5000)
+    ap.add_argument("--smoke", action="store_true", help="tiny, 1000 events: checks it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.preset, args.events = "tiny", 1000
     restore_bytes(args.preset)
     events_cost(args.events)
     return 0

@@ -8,6 +8,8 @@ the two are timed interleaved (ABAB) so both share the noise of a shared machine
 Run by hand::
 
     .venv/bin/python bench/bench_train_help.py --runs 10 [--baseline OLD/trainer]
+
+``--smoke`` runs the smallest case (one run): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--baseline", help="directory with another tree's elastix_trainer package")
+    ap.add_argument("--smoke", action="store_true", help="one run: checks it runs")
     ns = ap.parse_args()
+    if ns.smoke:
+        ns.runs = 1
     cases = {"this tree": None} | ({"baseline": ns.baseline} if ns.baseline else {})
     for path in cases.values():
         _once(path)  # warm the page cache
