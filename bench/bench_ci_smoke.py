@@ -9,7 +9,11 @@ the workload's kept data, which cleanup deletes, so every run compiles cold, as 
 
     .venv/bin/python bench/bench_ci_smoke.py --runs 3
 
-Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing.
+Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing. The job's own
+bounds on waiting (``WAIT_TIMEOUT``, ``TIMEOUT``) are given in seconds of a quiet machine,
+stretched by the load (``benchwait``), unless set in the environment; a recovery bound missed
+(``chaos`` exit 3) is a result, shown in the row, not an abort. ``--smoke`` runs the smallest
+case (one run): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# Run as a script, so this folder is on the path.
+from benchwait import stretch
+
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("create", "wait", "chaos", "collect", "cleanup")
 
@@ -31,22 +38,32 @@ STEPS = ("create", "wait", "chaos", "collect", "cleanup")
 def one_run(tmp: Path) -> dict:
     env = {**os.environ, "ELASTIX_STATE_DIR": str(tmp / "state"), "OUT": str(tmp / "out"),
            "WORKLOAD": "bench-smoke", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    times = {}
+    env.setdefault("WAIT_TIMEOUT", f"{stretch(600):.0f}s")
+    env.setdefault("TIMEOUT", f"{stretch(300):.0f}s")
+    times, missed = {}, False
     for step in STEPS:
         t0 = time.monotonic()
         p = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), step], env=env,
                            capture_output=True, text=True)
         times[step] = time.monotonic() - t0
-        if p.returncode != 0:
+        if step == "chaos" and p.returncode == 3:  # a bound missed: measured all the same
+            missed = True
+        elif p.returncode != 0:
+            if step != "cleanup":  # never leave the workload's processes behind
+                subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "cleanup"],
+                               env=env, capture_output=True)
             raise SystemExit(f"smoke.sh {step} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     report = json.loads((tmp / "out" / "chaos.json").read_text())
-    return {"times": times, "report": report}
+    return {"times": times, "report": report, "missed": missed}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="one run: checks it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs = 1
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"cores: {os.cpu_count()}; load before: {os.getloadavg()[0]:.2f}")
     print("| run | create s | wait (stepping) s | chaos s | collect s | cleanup s | total s | "
@@ -66,7 +83,8 @@ def main() -> None:
         cells += [f"{r['downtime_seconds']:.3f}", str(r["steps_lost"]),
                   f"step {r['restored_step']} ({r['restore_source']})",
                   f"{os.getloadavg()[0]:.2f}"]
-        print(f"| {i} | " + " | ".join(cells) + " |", flush=True)
+        note = " (a bound missed)" if res["missed"] else ""
+        print(f"| {i}{note} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

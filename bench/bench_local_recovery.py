@@ -18,7 +18,9 @@ recompile the real system avoids. ``--no-cache`` turns the cache off, for the ol
 
     .venv/bin/python bench/bench_local_recovery.py --runs 3
 
-Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing.
+Prints a Markdown table for docs/benchmarks.md. Nothing here asserts a timing. Its waits end at
+once when the workload fails, and are bounded in seconds of a quiet machine (``benchwait``).
+``--smoke`` runs the smallest case (one run of each): it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+# Run as a script, so this folder is on the path.
+from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.base import KillRecord
 from elastix.backends.local.backend import LocalBackend
@@ -50,15 +54,6 @@ def elastix(env: dict[str, str], *args: str) -> str:
     if p.returncode != 0:
         raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
     return p.stdout
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (v := cond()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-    return v
 
 
 def committed_after(backend: LocalBackend, name: str, n_events: int) -> bool:
@@ -86,7 +81,10 @@ def main() -> int:
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
     ap.add_argument("--no-cache", action="store_true",
                     help="run the trainer without its persistent compilation cache")
+    ap.add_argument("--smoke", action="store_true", help="one run of each: checks it runs")
     a = ap.parse_args()
+    if a.smoke:
+        a.runs = 1
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),
@@ -102,19 +100,20 @@ def main() -> int:
     backend = LocalBackend(env["ELASTIX_STATE_DIR"])
     results: dict[str, list] = {"elastic": [], "restart": []}
     try:
-        wait_for(lambda: committed_after(backend, name, 0), 600, "a first checkpoint")
+        ended = workload_ended(backend, name)
+        wait_for(lambda: committed_after(backend, name, 0), 600, "a first checkpoint", gone=ended)
         for i in range(a.runs):
             for kind in ("elastic", "restart"):
                 n = len(backend.read_events(name) or [])
                 wait_for(lambda n=n: committed_after(backend, name, n), 300,
-                         "a fresh checkpoint before the kill")
+                         "a fresh checkpoint before the kill", gone=ended)
                 if kind == "elastic":
                     def kill(i=i):
                         return [backend.kill_worker(name, slice=i % a.slices)]
                 else:
                     def kill():
                         return kill_controller(backend, name)
-                m = measure_kill(backend, name, kill, timeout=600, poll=0.2)
+                m = measure_kill(backend, name, kill, timeout=stretch(600), poll=0.2)
                 r = m.recovery
                 if r is None or not r.complete:
                     raise SystemExit(f"{kind} run {i + 1}: no recovery ({m.state_after})")

@@ -19,6 +19,10 @@ of the log is printed too.
     ELASTIX_MAXTEXT_PYTHON=.venv-maxtext/bin/python .venv/bin/python bench/bench_maxtext.py
 
 Prints a Markdown table for docs/benchmarks.md and the load average. Nothing asserts a time.
+Its waits end at once when a workload fails, and are bounded in seconds of a quiet machine
+(``benchwait``). ``--smoke`` runs the smallest case: the elastic MaxText run and the elastix
+trainer's (the full restart is one more MaxText start, a minute, and reads its log with the
+same patterns); it checks that the bench runs.
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Run as a script, so this folder is on the path: the same CLI runner and wait as the elastix
-# trainer's recovery bench.
+# Run as a script, so this folder is on the path: the same CLI runner as the elastix trainer's
+# recovery bench, and the benches' wait.
 from bench_local_recovery import elastix as cli
-from bench_local_recovery import wait_for
+from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.measure.chaos import measure_kill
@@ -104,13 +108,17 @@ def last_step(lines) -> int | None:
 def wait_between_checkpoints(backend: LocalBackend, name: str, period: int) -> None:
     """Wait until MaxText is half a checkpoint period past its newest save (not the first)."""
     def half_way():
-        lines = attempts(backend, name)[-1]
+        logs = attempts(backend, name)
+        if not logs:  # the head has not started yet
+            return False
+        lines = logs[-1]
         saves = [int(m.group(1)) for _, b in lines if (m := SAVED.search(b))]
         step = last_step(lines)
         return saves and saves[-1] >= period and step is not None \
             and period // 2 <= step - saves[-1] < period - period // 4
 
-    wait_for(half_way, 1800, "MaxText half-way between two checkpoints")
+    wait_for(half_way, 1800, "MaxText half-way between two checkpoints",
+             gone=workload_ended(backend, name))
 
 
 def maxtext_timeline(backend, name, kill, restart: bool, timeout: float = 1800):
@@ -129,7 +137,8 @@ def maxtext_timeline(backend, name, kill, restart: bool, timeout: float = 1800):
                 return logs, seen, t, int(m.group(1))
         return None
 
-    logs, seen, t_first, first = wait_for(first_step_after, timeout, "MaxText's first step")
+    logs, seen, t_first, first = wait_for(first_step_after, timeout, "MaxText's first step",
+                                          gone=workload_ended(backend, name))
     killed_in = logs[-2] if restart else logs[-1]
     before = last_step([(t, b) for t, b in killed_in if t < kill.time])  # the log's own view
     marks: list[tuple[str, dt.datetime]] = [("kill", kill.time)]
@@ -166,7 +175,7 @@ def run_maxtext(env, backend, name, period, elastic: bool):
     measured = None
     if elastic:  # the CLI's own measurement (chaos kill-worker --measure) of the same kill
         m = measure_kill(backend, name, lambda: [backend.kill_worker(name, slice=0, host=0)],
-                         timeout=900, poll=0.2)
+                         timeout=stretch(900), poll=0.2)
         kill, measured = m.kills[0], m.recovery.to_json() if m.recovery else None
     else:
         kill = backend.kill_worker(name, slice=0, host=0)
@@ -181,17 +190,19 @@ def run_elastix(env, backend, name, period):
     cli(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "1",
         "--elastic-slices", "1", "--max-slice-restarts", "3", "--command",
         ELASTIX.format(period=period))
+    ended = workload_ended(backend, name)
     wait_for(lambda: any(e["event"] == "checkpoint_committed"
-                         for e in backend.read_events(name) or []), 900, "a checkpoint")
+                         for e in backend.read_events(name) or []), 900, "a checkpoint",
+             gone=ended)
 
     def half_period():
         steps = [e["step"] for e in backend.read_events(name) or [] if e["event"] == "step"]
         return steps and steps[-1] >= period and \
             period // 2 <= steps[-1] % period < period - period // 4
 
-    wait_for(half_period, 300, "half a checkpoint period")
+    wait_for(half_period, 300, "half a checkpoint period", gone=ended)
     m = measure_kill(backend, name, lambda: [backend.kill_worker(name, slice=0, host=0)],
-                     timeout=600, poll=0.2)
+                     timeout=stretch(600), poll=0.2)
     r = m.recovery
     if r is None or not r.complete:
         raise SystemExit(f"elastix trainer: no recovery ({m.state_after})")
@@ -204,7 +215,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--period", type=int, default=100, help="checkpoint period, steps (all three)")
     ap.add_argument("--only", choices=("elastic", "restart", "elastix"), action="append")
+    ap.add_argument("--smoke", action="store_true",
+                    help="--only elastic --only elastix: checks it runs")
     a = ap.parse_args()
+    if a.smoke:
+        a.only = ["elastic", "elastix"]
     root = tempfile.mkdtemp(prefix="elastix-bench-maxtext-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none")}
