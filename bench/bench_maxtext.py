@@ -53,7 +53,11 @@ MAXTEXT = (
     "steps=1000000 per_device_batch_size=1 enable_checkpointing=true async_checkpointing=false "
     "checkpoint_period={period} base_emb_dim=64 base_num_query_heads=2 base_num_kv_heads=2 "
     "base_mlp_dim=128 base_num_decoder_layers=2 head_dim=32 vocab_size=256 "
-    "max_target_length=64 skip_jax_distributed_system=true")
+    "max_target_length=64 skip_jax_distributed_system=true "
+    # MaxText's compilation cache defaults to ~/jax_cache: one shared by every run, kept between
+    # them, and outside the bench's own directories. Kept with the workload's data instead, as
+    # elastix's trainer keeps its own (a restarted head reads it, a new workload starts cold).
+    "jax_cache_dir=\"$ELASTIX_LOCAL_DATA_DIR/jax_cache\"")
 ELASTIC = " elastic_enabled=true enable_single_controller=true elastic_timeout_seconds=300"
 ELASTIX = ("elastix-train --preset tiny --steps 1000000 --checkpoint-dir "
            "\"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" --checkpoint-period {period} "
