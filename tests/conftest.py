@@ -75,6 +75,7 @@ def pytest_xdist_auto_num_workers(config) -> int:
 # runs after them in collection order.
 SLOW_FIRST = (
     "tests/provision/test_image_requirements.py",  # a fresh venv installs the image's set
+    "tests/bench/test_bench_smoke.py",  # every benchmark's smallest case, one after another
     "tests/maxtext/test_real_maxtext.py",  # two real MaxText starts
     "tests/backends/local/test_local_maxtext.py",
     "tests/trainer/test_precompile.py",
