@@ -117,6 +117,20 @@ def test_worker_backoff_follows_pathways_job(tpu_type, kw, limit):
     assert workers(m)["template"]["spec"]["backoffLimit"] == limit
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_only_the_head_pod_mounts_a_service_account_token(mode):
+    """Workers never call the Kubernetes API: a token mounted in them is one more credential to
+    steal from a TPU host (issue 34). The head keeps the token its pod watch needs (it names
+    its own account, ``rbac.service_account``); headless, it names none and keeps the default."""
+    m = render.render(make_spec("v5litepod-16", **MODES[mode]))
+    worker_pod = workers(m)["template"]["spec"]["template"]["spec"]
+    assert worker_pod["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in worker_pod
+    head_pod = head(m)["template"]["spec"]["template"]["spec"]
+    assert "automountServiceAccountToken" not in head_pod
+    assert crd.problems(m) == []
+
+
 def test_headless_has_no_restart_policy_on_regular_containers():
     m = render.render(make_spec("v6e-8", **MODES["headless"]))
     pod = head(m)["template"]["spec"]["template"]["spec"]

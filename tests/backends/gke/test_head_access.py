@@ -71,6 +71,9 @@ def test_create_grants_the_head_pod_read_on_pods_and_delete_removes_it(fake_clus
     assert head["spec"]["serviceAccountName"] == "demo-head"
     workers = fake.pods("jobset.sigs.k8s.io/replicatedjob-name=worker")
     assert workers and all("serviceAccountName" not in p["spec"] for p in workers)
+    # Workers never call the API: no token mounted in them; the head's watch needs its own.
+    assert all(p["spec"].get("automountServiceAccountToken") is False for p in workers)
+    assert head["spec"].get("automountServiceAccountToken") is not False
 
     # A second create of the same name fails and leaves the running one's access alone.
     again = elastix(fake, *CREATE, check=False)
