@@ -19,6 +19,9 @@ from polling import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fakes" / "fake_k8s.py"
 JOBSET_CRD = ROOT / "templates" / "jobset-crd-v0.12.0.yaml"  # the vendored JobSet CRD
+# The head pod's ServiceAccount, Role and RoleBinding (elastix.workload.rbac), by API prefix.
+HEAD_ACCESS_KINDS = {"serviceaccounts": "/api/v1", "roles": "/apis/rbac.authorization.k8s.io/v1",
+                     "rolebindings": "/apis/rbac.authorization.k8s.io/v1"}
 
 
 def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
@@ -83,6 +86,13 @@ class FakeCluster:
     def pods(self, selector: str = "", namespace: str = "default") -> list[dict]:
         q = f"?labelSelector={urllib.parse.quote(selector)}" if selector else ""
         return self.get(f"/api/v1/namespaces/{namespace}/pods{q}")["items"]
+
+    def head_access(self, namespace: str = "default") -> dict[str, list[str]]:
+        """Names of the ServiceAccounts, Roles and RoleBindings elastix made, by plural."""
+        sel = "?labelSelector=app.kubernetes.io/managed-by%3Delastix"
+        return {k: sorted(o["metadata"]["name"] for o in self.get(
+            f"{prefix}/namespaces/{namespace}/{k}{sel}")["items"])
+            for k, prefix in HEAD_ACCESS_KINDS.items()}
 
     def requests(self, clear: bool = False) -> list[dict]:
         """The API requests the fake has served (method, path, query); ``clear`` empties the log."""

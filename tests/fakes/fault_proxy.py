@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy in front of a storage server (fake-gcs-server), on 127.0.0.1.
 
 Requests are forwarded to the upstream as they come, except those a rule matches: a rule
-(method, path regex) answers with an HTTP status (429, 500, 503 ...), resets the connection, or
+(method, path regex) answers with an HTTP status (429, 500, 503 ...; with ``k8s_refusal``, as
+the Kubernetes API server does, Status body and Retry-After), resets the connection, or
 stalls before forwarding, for its next ``count`` matches. Every request is recorded with its
 fate and times, so a test can say which request failed and when.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import http.client
+import json
 import re
 import socket
 import struct
@@ -31,6 +33,27 @@ class Rule:
     status: int = 503
     seconds: float = 0.0  # for "stall": wait this long, then forward
     count: int = 1
+    body: dict | None = None  # for "status": the JSON answered (default: a GCS-shaped error)
+    headers: dict = dataclasses.field(default_factory=dict)  # for "status": extra headers
+
+
+def k8s_refusal(method: str, path: str, status: int = 429, count: int = 1,
+                retry_after: int | None = 1, message: str | None = None) -> Rule:
+    """A rule answering as the Kubernetes API server turns a request away before acting on it:
+    a ``Status`` body (reason TooManyRequests for 429, ServiceUnavailable for 503) and, with
+    ``retry_after``, the ``Retry-After`` header and ``details.retryAfterSeconds`` (a 429 of
+    the API server's Priority and Fairness filter carries both)."""
+    reason = {429: "TooManyRequests", 503: "ServiceUnavailable"}.get(status, "InternalError")
+    text = message or {429: "Too many requests, please try again later.",
+                       503: "the server is currently unable to handle the request"}.get(
+        status, "injected")
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": text, "reason": reason, "code": status}
+    headers = {}
+    if retry_after is not None:
+        body["details"] = {"retryAfterSeconds": retry_after}
+        headers["Retry-After"] = str(retry_after)
+    return Rule(method, path, "status", status=status, count=count, body=body, headers=headers)
 
 
 @dataclasses.dataclass
@@ -114,9 +137,12 @@ def _handler(proxy: FaultProxy):
                     return
                 if rule is not None and rule.action == "status":
                     seen.fate = f"status {rule.status}"
-                    payload = b'{"error": {"code": %d, "message": "injected"}}' % rule.status
+                    payload = (json.dumps(rule.body).encode() if rule.body is not None else
+                               b'{"error": {"code": %d, "message": "injected"}}' % rule.status)
                     self.send_response(rule.status)
                     self.send_header("Content-Type", "application/json")
+                    for k, v in rule.headers.items():
+                        self.send_header(k, v)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from elastix.clients.retry import Retried, RetryPolicy, is_api_server_status
 from elastix.errors import (
     BackendError,
     ConflictError,
@@ -49,6 +50,16 @@ class ApiTimeout(BackendError):
 
 class ApiUnavailable(NotFoundError):
     """The JobSet API is not served by the cluster (404 on the API path: no CRD)."""
+
+
+class Busy(BackendError):
+    """429 or 503 that retries did not get past. ``not_processed``: the API server's own
+    refusal (a ``Status`` body), so the request was certainly not acted on."""
+
+    def __init__(self, message: str, hint: str | None = None, *,
+                 not_processed: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        self.not_processed = not_processed
 
 
 class Forbidden(BackendError):
@@ -210,10 +221,11 @@ class Http:
     and elastix reads plain JSON anyway, so requests go to explicit API paths.
     """
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, retry: RetryPolicy | None = None) -> None:
         from urllib3.util.retry import Retry
 
         self.api = api_client
+        self.retry = retry or RetryPolicy()  # 429/503 answers: elastix.clients.retry
         # urllib3 retries a timed-out GET three times by default: a server that accepts and
         # never answers would hold a command silent for 4 x the read timeout. One attempt each,
         # so every request is bounded by the timeout it is given (and the error can say which).
@@ -234,10 +246,33 @@ class Http:
         ``timeout`` is (connect, read) seconds or one number for both; None takes the default,
         so no request waits unbounded.
 
+        A 429 or 503 answer is sent again within :attr:`retry`'s bound when that is safe
+        (:mod:`elastix.clients.retry`); the error that ends it carries a
+        :class:`~elastix.clients.retry.Retried` as ``elastix_retried``, for the message.
+
         Raises:
             kubernetes.client.exceptions.ApiException: a non-2xx answer.
             NoAnswer: the server did not connect or answer within the timeout.
         """
+        from kubernetes.client.exceptions import ApiException
+
+        started, record = self.retry.clock(), Retried()
+        while True:
+            try:
+                return self._once(method, path, query, body, stream, timeout, content_type)
+            except ApiException as err:
+                delay = self.retry.wait(method, content_type, err, record.attempts, started,
+                                        record)
+                if delay is None:
+                    err.elastix_retried = record
+                    raise
+            self.retry.sleep(delay)
+            record.attempts += 1
+            record.waited += delay
+
+    def _once(self, method: str, path: str, query: dict | None, body: Any, stream: bool,
+              timeout: Any, content_type: str) -> Any:
+        """One attempt of :meth:`request`."""
         from kubernetes.client.exceptions import ApiException
 
         timeout = DEFAULT_TIMEOUT if timeout is None else timeout
@@ -424,13 +459,35 @@ class Translator:
                                       "--dry-run=server")
         if code == 410:
             return BackendError(f"the watch expired while {what}", hint="run the command again")
-        if code == 429:
-            return BackendError(f"the API server is throttling requests while {what}",
-                                hint="wait a moment and try again")
+        if code in (429, 503):
+            return self._busy(err, code, msg, what)
         if code >= 500:
             return BackendError(f"the API server failed ({code}) while {what}: {msg}",
                                 hint="a control-plane problem (upgrade, overload); try again later")
         return BackendError(f"the API server answered {code} while {what}: {msg}")
+
+
+    def _busy(self, err: Any, code: int, msg: str, what: str) -> Busy:
+        """429 (throttled) or 503 (unavailable), with what the retries did."""
+        tried: Retried = getattr(err, "elastix_retried", None) or Retried()
+        after = (f"; it asked to retry after {tried.retry_after:g} s"
+                 if tried.retry_after is not None else "")
+        if tried.over_budget:
+            after += " (longer than elastix waits)" if tried.attempts == 1 else ""
+        if tried.attempts > 1:
+            after += f"; still {code} after {tried.attempts} attempts in {tried.waited:g} s"
+        if not tried.sendable:
+            after += " (not sent again: the answer did not come from the API server itself)"
+        if code == 429:
+            return Busy(f"the Kubernetes API server is throttling requests (429 Too Many "
+                        f"Requests) while {what} ({self.where}){after}",
+                        hint="the control plane is overloaded (too many clients or requests); "
+                             "try again in a minute", not_processed=is_api_server_status(err))
+        return Busy(f"the Kubernetes API server is unavailable (503 Service Unavailable) while "
+                    f"{what} ({self.where}): {msg}{after}",
+                    hint="the control plane may be restarting, upgrading or overloaded (on GKE: "
+                         "gcloud container operations list); try again in a few minutes",
+                    not_processed=is_api_server_status(err))
 
 
 def _status_body(body: Any) -> dict:

@@ -129,11 +129,12 @@ def test_server_dry_run_sends_dry_run_all(httpserver, run):
 
 
 def test_5xx(httpserver, run):
+    # 503 is "unavailable", retried (test_503_says_unavailable, test_retries.py); other 5xx not.
     httpserver.expect_request(JOBSETS).respond_with_response(
-        status(503, "ServiceUnavailable", "etcdserver: leader changed"))
+        status(500, "InternalError", "etcdserver: leader changed"))
     rc, err = run("workload", "list")
-    assert rc == 1
-    assert "API server failed (503) while listing workloads: etcdserver: leader changed" in err
+    assert rc == 1 and len(httpserver.log) == 1
+    assert "API server failed (500) while listing workloads: etcdserver: leader changed" in err
     assert "try again" in err
 
 
@@ -178,3 +179,30 @@ def test_bad_kubeconfig_context(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "error: --context 'nope' is not in kubeconfig" in err and "(its contexts: " in err
     assert "hint: pass --context with one of them" in err and "Traceback" not in err
+
+
+def test_429_says_throttled_with_its_retry_after_never_no_crd(httpserver, run):
+    """One 429 was reported as "the JobSet CRD is not installed?" (issue 34)."""
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+            "message": "Too many requests, please try again later.", "reason": "TooManyRequests",
+            "details": {"retryAfterSeconds": 120}}
+    httpserver.expect_request(JOBSETS).respond_with_response(Response(
+        json.dumps(body), status=429, content_type="application/json",
+        headers={"Retry-After": "120"}))
+    rc, err = run("workload", "list")
+    assert rc == 1 and "CRD" not in err
+    assert "the Kubernetes API server is throttling requests (429 Too Many Requests) while " \
+           "listing workloads" in err
+    assert "it asked to retry after 120 s (longer than elastix waits)" in err
+    assert len(httpserver.log) == 1  # 120 s is more than the bound: not waited for
+
+
+def test_503_says_unavailable(httpserver, run):
+    resp = status(503, "ServiceUnavailable", "the server is currently unable to handle the request")
+    resp.headers["Retry-After"] = "300"  # longer than the bound: answered at once
+    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_response(resp)
+    rc, err = run("workload", "status", "demo")
+    assert rc == 1 and "CRD" not in err
+    assert "the Kubernetes API server is unavailable (503 Service Unavailable) while reading " \
+           "workload demo" in err and "unable to handle the request" in err
+    assert "retry after 300 s" in err and "try again in a few minutes" in err

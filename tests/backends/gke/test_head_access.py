@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from fake_cluster import CREATE, elastix
+from fake_cluster import CREATE, HEAD_ACCESS_KINDS, elastix
 from fault_proxy import Rule, fault_proxy
 
 from elastix.backends.gke.backend import GKEBackend
@@ -17,15 +17,11 @@ from elastix.errors import ConflictError, ElastixError, ManifestError
 from elastix.workload import rbac, render
 from elastix.workload.spec import build_spec
 
-KINDS = {"serviceaccounts": "/api/v1", "roles": "/apis/rbac.authorization.k8s.io/v1",
-         "rolebindings": "/apis/rbac.authorization.k8s.io/v1"}
+KINDS = HEAD_ACCESS_KINDS
 
 
 def access(fake, namespace: str = "default") -> dict[str, list[str]]:
-    """Names of the ServiceAccounts, Roles and RoleBindings elastix made, by kind."""
-    return {k: sorted(o["metadata"]["name"] for o in fake.get(
-        f"{prefix}/namespaces/{namespace}/{k}?labelSelector=app.kubernetes.io/managed-by%3D"
-        "elastix")["items"]) for k, prefix in KINDS.items()}
+    return fake.head_access(namespace)
 
 
 NONE = {k: [] for k in KINDS}

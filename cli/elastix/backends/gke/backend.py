@@ -35,6 +35,7 @@ from elastix.clients.kube import (
     Translator,
     api_path,
 )
+from elastix.clients.retry import RetryPolicy
 from elastix.errors import AlreadyExists, BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels, rbac
@@ -50,7 +51,8 @@ class GKEBackend(Backend):
     name = "gke"
 
     def __init__(self, api_client: Any, namespace: str = "default", where: str = "cluster",
-                 gke_cluster: Any = None, cluster_name: str | None = None) -> None:
+                 gke_cluster: Any = None, cluster_name: str | None = None,
+                 retry: RetryPolicy | None = None) -> None:
         """Args:
         api_client: a ``kubernetes.client.ApiClient`` (tests point it at a fake server).
         namespace: where workloads live.
@@ -58,9 +60,11 @@ class GKEBackend(Backend):
         gke_cluster: the ``container_v1.Cluster`` looked up for ``--cluster`` (its node pools
             are what preflight reads); None to read the Kubernetes API's Nodes instead.
         cluster_name: the cluster's name, for the fixes preflight suggests.
+        retry: how 429 and 503 answers are retried (``elastix.clients.retry``; tests inject
+            one with a recording sleep).
         """
         self.api = api_client
-        self.http = Http(api_client)
+        self.http = Http(api_client, retry)
         self.namespace = namespace
         self.tr = Translator(where)
         self.gke_cluster = gke_cluster
