@@ -2,9 +2,10 @@
 
 Requests are forwarded to the upstream as they come, except those a rule matches: a rule
 (method, path regex) answers with an HTTP status (429, 500, 503 ...; with ``k8s_refusal``, as
-the Kubernetes API server does, Status body and Retry-After), resets the connection, or
-stalls before forwarding, for its next ``count`` matches. Every request is recorded with its
-fate and times, so a test can say which request failed and when.
+the Kubernetes API server does, Status body and Retry-After), resets the connection (before
+forwarding, or after: "lose"), or stalls before forwarding, for its next ``count`` matches.
+Every request is recorded with its fate and times, so a test can say which request failed and
+when.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Rule:
 
     method: str
     path: str  # a regex searched in the request path (with its query)
-    action: str  # "status", "reset" or "stall"
+    action: str  # "status", "reset", "stall", or "lose" (forward, then reset: acted, no answer)
     status: int = 503
     seconds: float = 0.0  # for "stall": wait this long, then forward
     count: int = 1
@@ -128,8 +129,11 @@ def _handler(proxy: FaultProxy):
             rule = proxy._take(self.command, self.path)
             proxy._record(seen)  # now, so a test sees a request still hanging (end stays 0)
             try:
-                if rule is not None and rule.action == "reset":
-                    seen.fate = "reset"
+                if rule is not None and rule.action == "lose":
+                    seen.fate = "lost"  # the upstream acts on it; its answer never arrives
+                    self._forward(body, answer=False)
+                if rule is not None and rule.action in ("reset", "lose"):
+                    seen.fate = "lost" if rule.action == "lose" else "reset"
                     # SO_LINGER 0: close() sends RST, the client sees a reset connection.
                     self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                                struct.pack("ii", 1, 0))
@@ -155,7 +159,7 @@ def _handler(proxy: FaultProxy):
             finally:
                 seen.end, seen.done = time.monotonic(), True
 
-        def _forward(self, body: bytes) -> None:
+        def _forward(self, body: bytes, answer: bool = True) -> None:
             up = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port,
                                             timeout=60)
             headers = {k: v for k, v in self.headers.items()
@@ -165,6 +169,9 @@ def _handler(proxy: FaultProxy):
             up.request(self.command, self.path, body=body, headers=headers)
             resp = up.getresponse()
             data = resp.read()
+            if not answer:
+                up.close()
+                return
             self.send_response(resp.status)
             for k, v in resp.getheaders():
                 if k.lower() not in ("transfer-encoding", "content-length", "connection"):

@@ -99,7 +99,8 @@ def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float
             raise
         err.print(f"workload [bold]{name}[/]: not found, nothing to delete ({e.message})")
         return
-    if note and note.startswith("only its data"):  # the workload was gone already
+    if note and note.startswith("only its "):  # the workload was gone already (its data,
+        # or on GKE its head's account left by a failed create)
         err.print(f"workload [bold]{name}[/]: {note}")
         return
     gone = "deleted; every pod is gone" if wait else "deletion requested"

@@ -8,11 +8,12 @@ from __future__ import annotations
 import copy
 
 import pytest
-from fake_cluster import CREATE, HEAD_ACCESS_KINDS, elastix
-from fault_proxy import Rule, fault_proxy
+from fake_cluster import CREATE, HEAD_ACCESS_KINDS, elastix, wait_for
+from fault_proxy import Rule, fault_proxy, k8s_refusal
 
 from elastix.backends.gke.backend import GKEBackend
-from elastix.clients.kube import api_client_from_kubeconfig
+from elastix.clients.kube import Busy, api_client_from_kubeconfig
+from elastix.clients.retry import RetryPolicy
 from elastix.errors import ConflictError, ElastixError, ManifestError
 from elastix.workload import rbac, render
 from elastix.workload.spec import build_spec
@@ -136,3 +137,91 @@ def test_replace_keeps_access_and_a_template_without_the_account_gets_none(fake_
     with pytest.raises(ManifestError):
         b.submit(bad, preflight=False)
     assert access(fake_cluster) == DEMO
+
+
+def _owners(fake, name: str = "demo-head") -> list[str]:
+    """The uid each head object is owned by (one per object; '' for none)."""
+    out = []
+    for kind, prefix in KINDS.items():
+        refs = fake.get(f"{prefix}/namespaces/default/{kind}/{name}")["metadata"].get(
+            "ownerReferences") or [{}]
+        out.append(refs[0].get("uid", ""))
+    return out
+
+
+def test_a_create_refused_while_the_api_server_is_unavailable_leaves_nothing(fake_cluster):
+    """Issue 34: a 503 on the JobSet POST, with the API server refusing the reads after it too,
+    left the head's account, Role and RoleBinding with no owner. The API server's own 503 means
+    it made nothing: they are deleted without asking it whether the JobSet exists."""
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(k8s_refusal("POST", r"/jobsets", 503, count=100, retry_after=None))
+        proxy.add(k8s_refusal("GET", r"/jobsets", 503, count=100, retry_after=None))
+        b = backend(url)
+        b.http.retry = RetryPolicy(sleep=lambda _s: None)  # waits not slept
+        with pytest.raises(Busy) as err:
+            b.submit(manifest(), preflight=False)
+    assert access(fake_cluster) == NONE
+    assert err.value.not_processed and "unavailable (503" in err.value.message
+    assert proxy.matching("GET", r"/jobsets") == []  # no need to ask
+
+
+def test_a_create_whose_answer_was_lost_gives_the_jobset_its_objects(fake_cluster):
+    """The API server made the JobSet but its answer never came (the connection dropped): the
+    create fails, says the JobSet may be there, and the JobSet owns the head's objects, so
+    they go with it (not left without an owner, nor deleted from under it)."""
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(Rule("POST", r"/jobsets", "lose"))
+        with pytest.raises(ElastixError) as err:
+            backend(url).submit(manifest(), preflight=False)
+    assert "exists now" in err.value.hint
+    uid = fake_cluster.get("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo")[
+        "metadata"]["uid"]
+    assert _owners(fake_cluster) == [uid] * 3
+
+
+def test_a_create_cut_before_the_api_server_got_it_is_cleaned_up_by_delete(fake_cluster):
+    """Cut before any answer and no JobSet seen: it might still be being made, and deleting the
+    account would get its head refused. So the objects stay, the error says so, and
+    `workload delete` removes them though there is no JobSet."""
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(Rule("POST", r"/jobsets", "reset"))
+        with pytest.raises(ElastixError) as err:
+            backend(url).submit(manifest(), preflight=False)
+    assert "elastix workload delete demo" in err.value.hint
+    assert access(fake_cluster) == DEMO
+    out = elastix(fake_cluster, "workload", "delete", "demo")
+    assert "only its head's ServiceAccount, Role and RoleBinding were left" in out.stderr
+    assert access(fake_cluster) == NONE
+    again = elastix(fake_cluster, "workload", "delete", "demo", check=False)
+    assert again.returncode == 1 and "demo" in again.stderr  # nothing left: not found
+
+
+def test_a_stale_owner_is_replaced_and_an_owned_account_never_deleted(fake_cluster):
+    """Objects a JobSet owned before this create (one deleted with kubectl, not yet collected,
+    or a running one of the same name) are not this create's to delete when it fails; when it
+    succeeds, the new JobSet owns them (the stale owner's collector would take them)."""
+    b = backend(fake_cluster)
+    b.submit(manifest(), preflight=False)
+    first = _owners(fake_cluster)
+    fake_cluster_delete_jobset_only(fake_cluster)
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(k8s_refusal("POST", r"/jobsets", 429, count=100, retry_after=None))
+        failing = backend(url)
+        failing.http.retry = RetryPolicy(attempts=1)
+        with pytest.raises(Busy):
+            failing.submit(manifest(), preflight=False)
+    assert access(fake_cluster) == DEMO and _owners(fake_cluster) == first  # kept
+    b.submit(manifest(), preflight=False)
+    uid = b.get_jobset("demo")["metadata"]["uid"]
+    assert uid not in first and _owners(fake_cluster) == [uid] * 3
+
+
+def fake_cluster_delete_jobset_only(fake) -> None:
+    """Delete the JobSet as kubectl would, leaving its dependents (the fake collects none)."""
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"{fake.url}/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo",
+        method="DELETE")
+    urllib.request.urlopen(req, timeout=10).read()
+    wait_for(lambda: not fake.pods("jobset.sigs.k8s.io/jobset-name=demo"), what="pods gone")

@@ -89,7 +89,9 @@ def test_a_create_the_api_server_refused_is_sent_again_and_made_once(fake_cluste
 def test_a_create_refused_by_something_else_is_not_sent_again(fake_cluster):
     """A 503 without the API server's Status (a proxy, a load balancer) may have come after the
     API server made the JobSet: sending it again could report "already exists" for the user's
-    own workload. Not sent again; the error says why; nothing is left behind."""
+    own workload. Not sent again, and the error says why. No JobSet is seen, but it may still
+    be being made: the head's objects stay, and the hint names the command that removes them
+    (test_head_access.py: a create cut before any answer)."""
     clock = Clock()
     with fault_proxy(fake_cluster.url) as (url, proxy):
         proxy.add(Rule("POST", JOBSETS, "status", status=503))
@@ -98,7 +100,8 @@ def test_a_create_refused_by_something_else_is_not_sent_again(fake_cluster):
     assert fates(proxy, "POST") == ["status 503"] and clock.slept == []
     assert "unavailable (503 Service Unavailable) while creating workload demo" in err.value.message
     assert "not sent again" in err.value.message
-    assert fake_cluster.head_access() == NONE
+    assert "`elastix workload delete demo` removes them" in err.value.hint
+    assert fake_cluster.head_access() == {k: ["demo-head"] for k in NONE}
 
 
 def test_the_bound_is_attempts(fake_cluster):

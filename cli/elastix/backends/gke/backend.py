@@ -25,11 +25,13 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
+from elastix.backends.gke import head_access
 from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
     JOBSET_VERSION,
+    ApiUnavailable,
     Forbidden,
     Http,
     Translator,
@@ -168,11 +170,11 @@ class GKEBackend(Backend):
         if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
         try:
-            made = self._apply_head_access(body, bool(dry_run))
+            applied = head_access.apply(self.ns, body, bool(dry_run))
         except Forbidden as e:
             # The watch only speeds recovery up: a user who may not grant it still gets the
             # workload, with a head that polls (the account it would have named is not made).
-            made = []
+            applied = []
             rbac.drop_service_account(body)
             self.notices.append(
                 f"the head pod will not watch its worker pods ({e}): it probes lost slices "
@@ -180,6 +182,8 @@ class GKEBackend(Backend):
                 "the watch, ask for create on serviceaccounts, roles and rolebindings in "
                 f"namespace {self.namespace}")
         try:
+            # Sent once, or again only after the API server's own 429/503 (it made nothing):
+            # elastix.clients.retry.
             with self.tr(f"creating workload {name}", namespace=self.namespace):
                 created = self.ns.request("POST", self.path("jobsets"),
                                         {"dryRun": "All" if dry_run == "server" else None,
@@ -190,79 +194,11 @@ class GKEBackend(Backend):
             raise AlreadyExists(f"workload {name!r} already exists in namespace {self.namespace}",
                                 hint="pass --replace to delete it and submit again, or choose "
                                      "another name") from None
-        except BaseException:
-            if made and not self._still_there(name):
-                self._delete_head_access(made)  # a failed submit leaves nothing behind
+        except BaseException as err:  # a failed submit leaves nothing without an owner
+            head_access.after_failed_create(self.ns, name, applied, err, self.notices)
             raise
-        if made:
-            self._own_head_access(made, created)
+        head_access.own(self.ns, applied, created, self.notices)
         return name
-
-    def _own_head_access(self, made: list[tuple], jobset: Any) -> None:
-        """Make the JobSet the owner of the head's account, Role and RoleBinding, so that
-        Kubernetes' garbage collector deletes them with a JobSet deleted by other tools
-        (ownerReferences: "Owners and Dependents", kubernetes.io/docs/concepts/overview/
-        working-with-objects/owners-dependents/). The workload runs either way: a refusal is
-        a note, not a failed submit."""
-        md = (jobset.get("metadata") or {}) if isinstance(jobset, dict) else {}
-        if not md.get("uid"):
-            return
-        owner = {"apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
-                 "name": md.get("name"), "uid": md["uid"]}
-        try:
-            for api_version, plural, obj_name in made:
-                with self.tr(f"making the JobSet own {plural} {obj_name}",
-                             namespace=self.namespace):
-                    self.ns.request("PATCH", api_path(api_version, plural, obj_name,
-                                                        self.namespace),
-                                      body={"metadata": {"ownerReferences": [owner]}},
-                                      content_type="application/merge-patch+json")
-        except BackendError as e:
-            self.notices.append(f"the head pod's account, Role and RoleBinding are not owned by "
-                                f"the JobSet ({e}): `elastix workload delete` removes them, "
-                                "deleting the JobSet by other means leaves them")
-
-    def _still_there(self, name: str) -> bool:
-        """Whether a JobSet of this name runs (its head uses the account a failed submit of the
-        same name re-applied); True when that cannot be told, to delete nothing it may use."""
-        try:
-            return self.exists(name)
-        except Exception:  # noqa: BLE001 - the submit's own error is the one to report
-            return True
-
-    def _apply_head_access(self, manifest: dict[str, Any], dry_run: bool) -> list[tuple]:
-        """Create the head pod's ServiceAccount, Role and RoleBinding (``elastix.workload.rbac``)
-        when the manifest asks for them; what was made, to undo. Server-side apply, so objects
-        left by a JobSet deleted with kubectl are taken over, not a conflict."""
-        name = rbac.wanted(manifest)
-        if name is None:
-            return []
-        made = []
-        try:
-            for api_version, plural, obj in rbac.objects(name, self.namespace):
-                path = api_path(api_version, plural, obj["metadata"]["name"], self.namespace)
-                with self.tr(f"granting workload {name}'s head read access to its pods "
-                             f"({obj['kind']})", namespace=self.namespace):
-                    self.ns.request("PATCH", path,
-                                    {"fieldManager": "elastix", "force": "true",
-                                     "dryRun": "All" if dry_run else None}, body=obj,
-                                    content_type="application/apply-patch+yaml")
-                if not dry_run:
-                    made.append((api_version, plural, obj["metadata"]["name"]))
-        except BaseException:
-            self._delete_head_access(made)
-            raise
-        return made
-
-    def _delete_head_access(self, made: list[tuple]) -> None:
-        """Delete what ``_apply_head_access`` made (reverse order; already gone is fine)."""
-        for api_version, plural, obj_name in reversed(made):
-            try:
-                with self.tr(f"deleting {plural} {obj_name}", namespace=self.namespace):
-                    self.ns.request("DELETE", api_path(api_version, plural, obj_name,
-                                                         self.namespace))
-            except NotFoundError:
-                pass
 
     def exists(self, name: str) -> bool:
         """Whether the workload's JobSet is still there (the log follower asks while waiting).
@@ -398,13 +334,21 @@ class GKEBackend(Backend):
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
         # Checkpoints on GKE live in the user's bucket (--checkpoint-dir): never deleted here.
-        with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
-            self.ns.request("DELETE", self.path("jobsets", name),
-                            body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                  "propagationPolicy": "Background"})
+        try:
+            with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
+                self.ns.request("DELETE", self.path("jobsets", name),
+                                body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                      "propagationPolicy": "Background"})
+        except ApiUnavailable:
+            raise
+        except NotFoundError:
+            # No JobSet; the head's objects of a create whose outcome was unknown may be left.
+            if head_access.delete_all(self.ns, name):
+                return ("only its head's ServiceAccount, Role and RoleBinding were left (by a "
+                        "create that failed): removed")
+            raise
         # The head's account, if submit made one (deleting what is not there is no error).
-        self._delete_head_access([(v, p, body["metadata"]["name"])
-                                  for v, p, body in rbac.objects(name, self.namespace)])
+        head_access.delete_all(self.ns, name)
         if wait:
             self.wait_gone(name, timeout)
         return None
