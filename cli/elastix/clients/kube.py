@@ -265,6 +265,7 @@ class Http:
                                         record)
                 if delay is None:
                     err.elastix_retried = record
+                    err.elastix_request = (method, path)  # what a 404 was about
                     raise
             self.retry.sleep(delay)
             record.attempts += 1
@@ -430,18 +431,7 @@ class Translator:
                                 hint=f"the identity of {self.where} needs RBAC permission for "
                                      "this (on GKE: roles/container.developer)")
         if code == 404:
-            details = body.get("details") or {}
-            if body.get("reason") == "NotFound" and details.get("name"):
-                if details.get("kind") == "namespaces":
-                    return NotFoundError(f"namespace {details['name']!r} does not exist",
-                                         hint="pick another namespace with -n")
-                where = f" in namespace {namespace}" if namespace else ""
-                return NotFoundError(f"no {kind} named {details['name']!r}{where}",
-                                     hint="list them with: elastix workload list"
-                                          + (f" -n {namespace}" if namespace else ""))
-            return ApiUnavailable(f"the JobSet API is not available on {self.where} (the JobSet "
-                                  f"CRD is not installed?) while {what}",
-                                  hint=JOBSET_INSTALL_HINT)
+            return self._not_found(err, body, msg, what, kind, namespace)
         if code == 409:
             return ConflictError(f"conflict while {what}: {msg}",
                                  hint="the object changed or already exists; try again")
@@ -467,6 +457,34 @@ class Translator:
         return BackendError(f"the API server answered {code} while {what}: {msg}")
 
 
+    def _not_found(self, err: Any, body: dict, msg: str, what: str, kind: str,
+                   namespace: str | None) -> NotFoundError:
+        """A 404, saying what was not found: an object the API server named (kind, name,
+        namespace), or, with no object named, the JobSet API itself (the CRD is not installed)
+        when the request was for JobSets, else the path asked for."""
+        details = body.get("details") or {}
+        where = f" in namespace {namespace}" if namespace else ""
+        if body.get("reason") == "NotFound" and details.get("name"):
+            name, plural = details["name"], details.get("kind") or ""
+            if plural == "namespaces":
+                return NotFoundError(f"namespace {name!r} does not exist",
+                                     hint="pick another namespace with -n")
+            listing = "elastix workload list" + (f" -n {namespace}" if namespace else "")
+            if plural == JOBSET_PLURAL or (not plural and kind == "workload"):
+                return NotFoundError(f"JobSet {name!r} not found{where}: no workload of that "
+                                     "name", hint=f"list them with: {listing}")
+            label = _KINDS.get(plural) or plural.removesuffix("s") or kind
+            return NotFoundError(f"{label} {name!r} not found{where} (while {what})",
+                                 hint=f"it may have just been deleted or replaced; see the "
+                                      f"workloads with: {listing}")
+        method, path = getattr(err, "elastix_request", ("", ""))
+        if not path or f"/apis/{JOBSET_GROUP}/" in path:
+            return ApiUnavailable(f"the JobSet API is not available on {self.where} (the JobSet "
+                                  f"CRD is not installed?) while {what}",
+                                  hint=JOBSET_INSTALL_HINT)
+        return NotFoundError(f"not found while {what}: the API server has no {path} ({msg})",
+                             hint="it may have just been deleted; run the command again")
+
     def _busy(self, err: Any, code: int, msg: str, what: str) -> Busy:
         """429 (throttled) or 503 (unavailable), with what the retries did."""
         tried: Retried = getattr(err, "elastix_retried", None) or Retried()
@@ -488,6 +506,12 @@ class Translator:
                     hint="the control plane may be restarting, upgrading or overloaded (on GKE: "
                          "gcloud container operations list); try again in a few minutes",
                     not_processed=is_api_server_status(err))
+
+
+# How a 404's Status names a kind (its plural) and how a message names it.
+_KINDS = {"pods": "pod", "jobs": "Job", "events": "event", "nodes": "node",
+          "serviceaccounts": "ServiceAccount", "roles": "Role", "rolebindings": "RoleBinding",
+          JOBSET_PLURAL: "JobSet"}
 
 
 def _status_body(body: Any) -> dict:

@@ -76,7 +76,7 @@ def test_404_workload_missing(httpserver, run):
         {"name": "nope", "group": "jobset.x-k8s.io", "kind": "jobsets"}))
     rc, err = run("workload", "status", "nope")
     assert rc == 1
-    assert "no workload named 'nope' in namespace default" in err
+    assert "JobSet 'nope' not found in namespace default: no workload of that name" in err
     assert "elastix workload list -n default" in err
 
 

@@ -193,7 +193,7 @@ def test_a_create_cut_before_the_api_server_got_it_is_cleaned_up_by_delete(fake_
     assert "only its head's ServiceAccount, Role and RoleBinding were left" in out.stderr
     assert access(fake_cluster) == NONE
     again = elastix(fake_cluster, "workload", "delete", "demo", check=False)
-    assert again.returncode == 1 and "demo" in again.stderr  # nothing left: not found
+    assert again.returncode == 1 and "JobSet 'demo' not found" in again.stderr
 
 
 def test_a_stale_owner_is_replaced_and_an_owned_account_never_deleted(fake_cluster):

@@ -100,7 +100,7 @@ def test_journey(fake_cluster):
     elastix(fake, "workload", "delete", "demo", "--wait")
     assert fake.pods(f"{JS}jobset-name=demo") == []
     gone = elastix(fake, "workload", "status", "demo", check=False)
-    assert gone.returncode == 1 and "no workload named 'demo'" in gone.stderr
+    assert gone.returncode == 1 and "JobSet 'demo' not found" in gone.stderr
 
 
 def test_logs_reconnects_after_a_cut_stream_without_repeating_lines(fake_cluster):
