@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from elastix.backends.local.plan import Plan, expand, health_address, make_plan, resolve_env
+from elastix.backends.local.channel import address as health_address
+from elastix.backends.local.plan import Plan, expand, make_plan, resolve_env
 from elastix.errors import UsageError
 from elastix.workload import labels
 
@@ -56,10 +57,12 @@ def test_kubernetes_variable_expansion():
 
 
 def test_long_state_dirs_get_a_short_socket_address(tmp_path):
-    assert health_address(tmp_path / "w") == f"unix:{tmp_path / 'w' / 'health.sock'}"
+    assert health_address(tmp_path / "w") == f"unix:{tmp_path / 'w' / 'hb' / 'health.sock'}"
     long_dir = tmp_path / ("d" * 120)
     addr = health_address(long_dir)
-    assert len(addr) < 60 and addr.startswith(("unix:@elastix-", "unix:/tmp/elastix-"))
+    # Never abstract (unix:@...): a socket file under a per-user directory (test_local_health_strangers).
+    assert len(addr) < 70 and addr.startswith(f"unix:/tmp/elastix-{os.geteuid()}/")
+    assert health_address(tmp_path / ("e" * 120)) != addr  # one directory per workload
 
 
 def test_plan_json_round_trips(manifest, tmp_path):

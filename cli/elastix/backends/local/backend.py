@@ -41,6 +41,7 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
+from elastix.backends.local import channel
 from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
 from elastix.backends.local.plan import Plan, data_dir, make_plan
 from elastix.backends.local.state import (
@@ -409,12 +410,8 @@ class LocalBackend(Backend):
         if survivors:
             raise BackendError(f"processes of {name!r} survived SIGKILL: {survivors}",
                                hint="they may be stuck in the kernel; try again")
-        address = plan.health_address if plan else ""
-        if address.startswith("unix:/") and not address.startswith(f"unix:{d}"):
-            try:
-                os.unlink(address[len("unix:"):])
-            except FileNotFoundError:
-                pass
+        if plan is not None:  # a SIGKILLed supervisor's short socket directory, outside d
+            channel.remove(plan.health_address, d)
         kept = data_dir(d)
         theirs = command_files(d)
         moved = None

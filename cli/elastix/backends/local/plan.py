@@ -12,11 +12,11 @@ import dataclasses
 import hashlib
 import os
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from elastix.backends.local import channel
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.errors import UsageError
 from elastix.protocol import envvars, heartbeat, timefmt
@@ -91,20 +91,6 @@ def data_dir(workload_dir: Path) -> Path:
     """The workload's kept data (``ELASTIX_LOCAL_DATA_DIR``): beside the workload directories,
     under a name no workload can have, so replacing or deleting the workload leaves it."""
     return workload_dir.parent / ".data" / workload_dir.name
-
-
-def health_address(workload_dir: Path) -> str:
-    """A UNIX datagram socket in the workload dir, or a short stand-in when the path is too long.
-
-    ``sun_path`` holds about 104 bytes; pytest's tmp dirs easily exceed that.
-    """
-    path = str(workload_dir / "health.sock")
-    if len(path.encode()) < 100:
-        return f"unix:{path}"
-    digest = hashlib.sha1(path.encode()).hexdigest()[:16]
-    if sys.platform.startswith("linux"):
-        return f"unix:@elastix-{digest}"
-    return f"unix:/tmp/elastix-{digest}.sock"
 
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -215,7 +201,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         scheduling_delay=float(env.get(envvars.LOCAL_SCHEDULING_DELAY, DEFAULT_SCHEDULING_DELAY)),
         health_timeout=float(env.get(envvars.HEALTH_TIMEOUT, heartbeat.DEFAULT_TIMEOUT)),
         heartbeat_interval=float(env.get(envvars.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL)),
-        health_address=health_address(workload_dir),
+        health_address=channel.address(workload_dir),
         events_file=str(workload_dir / "events.jsonl"),
         head_command=mt.command if mt else command,
         head_env=main.get("env") or [],

@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from elastix.backends.local import channel
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.backends.local.liveness import Liveness
 from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
@@ -365,6 +366,13 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._request_stop)
         self.log(f"supervisor {os.getpid()} starting {self.plan.name}")
+        channel.prepare(self.plan.health_address)  # before any pod: none may bind elsewhere
+        try:
+            return self._loop(r)
+        finally:
+            channel.remove(self.plan.health_address, self.dir)
+
+    def _loop(self, r: int) -> int:
         self.start_attempt()
         self.write_state()
         while self.state not in ("Completed", "Failed"):

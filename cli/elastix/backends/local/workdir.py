@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 
 OWN = frozenset({"logs", "manifest.json", "plan.json", "state.json", "procs.jsonl",
-                 "supervisor.log", "events.jsonl", "health.sock", "maxtext-standin"})
+                 "supervisor.log", "events.jsonl", "hb", "health.sock", "maxtext-standin"})
 """What the launcher (backend, supervisor, default trainer's events) writes in the directory."""
 _OWN_TMP = re.compile(r"^\..+\.\d+\.tmp$")  # ``state.write_json_atomic``'s half-written files
 
