@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-import uuid
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
+from elastix.protocol.heartbeat import new_key  # noqa: E402
 from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import StaticHealth  # noqa: E402
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth  # noqa: E402
@@ -43,12 +45,12 @@ from elastix_trainer.program import build_trainer  # noqa: E402
 SLICES, HOSTS = 4, 2
 
 
-def start_hosts(addr: str) -> list[subprocess.Popen]:
+def start_hosts(addr: str, key: str) -> list[subprocess.Popen]:
     procs = []
     for s in range(SLICES):
         for h in range(HOSTS):
             env = dict(os.environ, ELASTIX_LOCAL_HEALTH=addr, ELASTIX_SLICE=str(s),
-                       ELASTIX_HOST=str(h))
+                       ELASTIX_HOST=str(h), ELASTIX_HEARTBEAT_KEY=key)
             procs.append(subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"],
                                           env=env, stdout=subprocess.DEVNULL))
     return procs
@@ -74,9 +76,10 @@ def main() -> None:
     if args.smoke:
         args.rounds, args.steps, args.presets = 1, 5, "tiny"
     presets = args.presets.split(",")
-    addr = f"unix:@elastix-bench-{uuid.uuid4().hex[:12]}"
-    health = LocalHeartbeatHealth(addr, SLICES, hosts_per_slice=HOSTS)
-    procs = start_hosts(addr)
+    sock_dir = tempfile.mkdtemp(prefix="elastix-bench-")  # 0700, as the supervisor's
+    addr, key = f"unix:{sock_dir}/health.sock", new_key()
+    health = LocalHeartbeatHealth(addr, SLICES, hosts_per_slice=HOSTS, key=key)
+    procs = start_hosts(addr, key)
     try:
         health.wait_for(SLICES, 60)
         roll = health.roll(range(SLICES))
@@ -100,6 +103,7 @@ def main() -> None:
         for p in procs:
             p.kill()
             p.wait()
+        shutil.rmtree(sock_dir, ignore_errors=True)
     load = os.getloadavg()[0]
     print(f"answer round trip, {SLICES} x {HOSTS} hosts, loop idle: median "
           f"{statistics.median(trips) * 1e3:.3f} ms, p90 {trips[int(0.9 * len(trips))] * 1e3:.3f} ms")

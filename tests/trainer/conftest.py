@@ -10,7 +10,7 @@ if "xla_force_host_platform_device_count" not in _flags:
     os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
 for _var in ("ELASTIX_NUM_SLICES", "ELASTIX_DEVICES_PER_SLICE", "ELASTIX_EVENTS_FILE",
              "ELASTIX_MAX_SLICE_LOSSES",
-             "ELASTIX_LOCAL_HEALTH"):
+             "ELASTIX_LOCAL_HEALTH", "ELASTIX_HEARTBEAT_KEY"):
     os.environ.pop(_var, None)
 
 import jax  # noqa: E402

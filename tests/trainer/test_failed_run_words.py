@@ -14,6 +14,8 @@ import sys
 from polling import wait_until
 from trainer_helpers import REPO, cli_env, run_cli
 
+from elastix.protocol.heartbeat import new_key
+
 
 def test_a_checkpoint_dir_that_cannot_exist_is_one_line():
     proc = run_cli(["--preset", "tiny", "--steps", "1", "--checkpoint-dir", "/proc/x"],
@@ -25,9 +27,12 @@ def test_a_checkpoint_dir_that_cannot_exist_is_one_line():
     assert "Traceback" not in proc.stderr and "FileNotFoundError" not in proc.stderr
 
 
+KEY = new_key()
+
+
 def _host(addr: str, s: int) -> subprocess.Popen:
     env = dict(os.environ, ELASTIX_LOCAL_HEALTH=addr, ELASTIX_SLICE=str(s), ELASTIX_HOST="0",
-               ELASTIX_HEARTBEAT_INTERVAL="0.05")
+               ELASTIX_HEARTBEAT_INTERVAL="0.05", ELASTIX_HEARTBEAT_KEY=KEY)
     return subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"], env=env,
                             stdout=subprocess.DEVNULL)
 
@@ -36,7 +41,7 @@ def test_a_run_failed_by_a_slice_loss_ends_on_its_error_line(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     log = tmp_path / "head.log"
     hosts = [_host(addr, s) for s in range(2)]
-    env = cli_env(ELASTIX_LOCAL_HEALTH=addr, ELASTIX_NUM_SLICES="2",
+    env = cli_env(ELASTIX_LOCAL_HEALTH=addr, ELASTIX_HEARTBEAT_KEY=KEY, ELASTIX_NUM_SLICES="2",
                   XLA_FLAGS="--xla_force_host_platform_device_count=4")
     try:
         with open(log, "w") as out:

@@ -18,15 +18,17 @@ What every kill must give, with nothing undone afterwards:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-import uuid
 
 import pytest
 from trainer_helpers import make_cfg, on, run_elastic
 
+from elastix.protocol.heartbeat import new_key
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 
 SLICE = 1  # the slice whose host dies
@@ -37,14 +39,17 @@ class Hosts:
     """One real slice-host process per slice, and a supervisor's replacement of a dead one."""
 
     def __init__(self, num_slices: int) -> None:
-        self.addr = f"unix:@elastix-test-{uuid.uuid4().hex[:12]}"
-        self.health = LocalHeartbeatHealth(self.addr, num_slices, timeout=TIMEOUT)
+        self.dir = tempfile.mkdtemp(prefix="elastix-test-")  # short and 0700, as the supervisor's
+        self.addr = f"unix:{self.dir}/health.sock"
+        self.key = new_key()
+        self.health = LocalHeartbeatHealth(self.addr, num_slices, timeout=TIMEOUT, key=self.key)
         self.procs = {s: self._spawn(s) for s in range(num_slices)}
         self.health.wait_for(num_slices, 60)
 
     def _spawn(self, s: int) -> subprocess.Popen:
         env = dict(os.environ, ELASTIX_LOCAL_HEALTH=self.addr, ELASTIX_SLICE=str(s),
-                   ELASTIX_HOST="0", ELASTIX_HEARTBEAT_INTERVAL="0.05")
+                   ELASTIX_HOST="0", ELASTIX_HEARTBEAT_INTERVAL="0.05",
+                   ELASTIX_HEARTBEAT_KEY=self.key)
         return subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"], env=env,
                                 stdout=subprocess.DEVNULL)
 
@@ -75,6 +80,7 @@ class Hosts:
         for p in self.procs.values():
             p.kill()
             p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import sys
 import pytest
 from trainer_helpers import losses, make_cfg, run_cli, run_elastic
 
+from elastix.protocol.heartbeat import new_key
 from elastix_trainer.elastic.health import (
     HealthSource,
     ManualHealth,
@@ -73,7 +74,8 @@ def test_cli_runtime_failure_exits_1_with_a_clear_line(tmp_path):
     events = tmp_path / "events.jsonl"
     proc = run_cli(["--preset", "tiny", "--steps", "3", "--num-slices", "4", "--seq-len", "16",
                     "--slice-wait-timeout", "0.3", "--checkpoint-dir", str(tmp_path / "ck")],
-                   ELASTIX_LOCAL_HEALTH=f"udp:127.0.0.1:{port}", ELASTIX_EVENTS_FILE=str(events))
+                   ELASTIX_LOCAL_HEALTH=f"udp:127.0.0.1:{port}", ELASTIX_HEARTBEAT_KEY=new_key(),
+                   ELASTIX_EVENTS_FILE=str(events))
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr.strip().splitlines()
     assert err[0].startswith("error: not enough slices to start: only 0 of 4"), err

@@ -30,6 +30,10 @@ HEALTH_TIMEOUT = "ELASTIX_HEALTH_TIMEOUT"
 DETECT_EXITS = "ELASTIX_DETECT_EXITS"
 """``0``: the local trainer notices a dead slice host by its missing heartbeats only (the
 timeout), not the moment its process exits (Linux pidfd). For comparisons; default on."""
+HEARTBEAT_KEY = "ELASTIX_HEARTBEAT_KEY"
+"""The workload's heartbeat key (hex): every datagram of the heartbeat channel is sealed with it
+(``elastix.protocol.heartbeat``). Made by the supervisor, kept in its memory and in the
+environment of the processes it starts, never in a file."""
 HEARTBEAT_INTERVAL = "ELASTIX_HEARTBEAT_INTERVAL"
 """Seconds between a slice host's heartbeats (also a submit-time knob)."""
 HOSTS_PER_SLICE = "ELASTIX_HOSTS_PER_SLICE"

@@ -11,11 +11,15 @@ import sys
 import pytest
 from local_helpers import wait_until
 
+from elastix.errors import UsageError
 from elastix.protocol.heartbeat import decode as decode_heartbeat
 from elastix.protocol.heartbeat import encode as encode_heartbeat
-from elastix.protocol.heartbeat import encode_pong, parse_address
+from elastix.protocol.heartbeat import encode_pong, key_bytes, new_key, parse_address, unseal
 from elastix_trainer.elastic.health import SliceWaitTimeout
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
+
+KEY = new_key()
+"""The workload key of this module's receivers and senders."""
 
 
 class Clock:
@@ -31,7 +35,7 @@ class Clock:
 def _send(address: str, slice_id: int, host: int, pid: int, ts: float) -> None:
     family, addr = parse_address(address)
     with socket.socket(family, socket.SOCK_DGRAM) as s:
-        s.sendto(encode_heartbeat(slice_id, host, pid, ts), addr)
+        s.sendto(encode_heartbeat(key_bytes(KEY), slice_id, host, pid, ts), addr)
 
 
 def _received(health: LocalHeartbeatHealth, key: tuple[int, int], pid: int) -> bool:
@@ -41,7 +45,7 @@ def _received(health: LocalHeartbeatHealth, key: tuple[int, int], pid: int) -> b
 def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
     clock = Clock()
     addr = f"unix:{tmp_path}/h.sock"
-    with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=2.0,
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=2.0,
                               clock=clock, deaf_after=None) as health:
         assert health.live_slices() == frozenset()
         for s, h in [(0, 0), (0, 1), (1, 0)]:
@@ -77,41 +81,54 @@ def test_slice_is_live_only_while_every_host_is_fresh(tmp_path):
 
 
 def test_wait_for_times_out_with_a_clear_error(tmp_path):
-    with LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", num_slices=3) as health:
+    with LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", key=KEY, num_slices=3) as health:
         with pytest.raises(SliceWaitTimeout, match="only 0 of 2 required slices"):
             health.wait_for(2, timeout=0.2)
 
 
-@pytest.mark.parametrize("kind", ["udp", "abstract"])
-def test_other_addresses(kind, tmp_path):
-    if kind == "abstract" and not sys.platform.startswith("linux"):
-        pytest.skip("abstract UNIX sockets exist only on Linux")
-    if kind == "udp":
-        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-        probe.close()
-        addr = f"udp:127.0.0.1:{port}"
-    else:
-        addr = f"unix:@elastix-test-{os.getpid()}"
-    with LocalHeartbeatHealth(addr, num_slices=1, timeout=60) as health:
+def test_loopback_udp():
+    addr = f"udp:127.0.0.1:{_free_port()}"
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=1, timeout=60) as health:
         _send(addr, 0, 0, 5, __import__("time").monotonic())
         assert health.wait_for(1, timeout=10) == frozenset({0})
 
 
+def test_no_socket_others_can_reach(tmp_path):
+    """Never an abstract socket (no permissions: any local user could send to it), never a
+    socket file in a directory others can enter; the socket file itself is 0600."""
+    with pytest.raises(UsageError, match="abstract UNIX socket has no permissions"):
+        LocalHeartbeatHealth(f"unix:@elastix-test-{os.getpid()}", key=KEY, num_slices=1)
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o755)
+    with pytest.raises(UsageError, match="is open to other users"):
+        LocalHeartbeatHealth(f"unix:{open_dir}/h.sock", key=KEY, num_slices=1)
+    assert not (open_dir / "h.sock").exists()
+    with LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", key=KEY, num_slices=1):
+        assert (tmp_path / "h.sock").stat().st_mode & 0o777 == 0o600
+
+
 def test_address_and_datagram_parsing():
     assert parse_address("unix:/a/b")[1] == "/a/b"
-    assert parse_address("unix:@x")[1] == "\0x"
     assert parse_address("udp:127.0.0.1:9")[1] == ("127.0.0.1", 9)
     with pytest.raises(ValueError, match="unix:PATH or udp:HOST:PORT"):
         parse_address("tcp:1")
-    assert decode_heartbeat(encode_heartbeat(1, 2, 3, 4.5)) == (1, 2, 3, 4.5)
-    assert decode_heartbeat(b"hb 1 x 3 4") is None
+    with pytest.raises(ValueError, match="abstract"):
+        parse_address("unix:@x")
+    key = key_bytes(KEY)
+    sealed = encode_heartbeat(key, 1, 2, 3, 4.5)
+    assert decode_heartbeat(unseal(key, sealed)) == (1, 2, 3, 4.5)
+    assert unseal(key_bytes(new_key()), sealed) is None  # another workload's key
+    assert unseal(key, sealed.replace(b"hb 1", b"hb 0")) is None  # altered on the way
+    assert unseal(key, b"hb 1 2 3 4.5") is None  # never sealed
+    assert decode_heartbeat("hb 1 x 3 4") is None
+    with pytest.raises(ValueError, match="must be 32 to 64 bytes"):
+        key_bytes("abcd")
 
 
 def _host(addr: str, s: int, h: int) -> subprocess.Popen:
     env = dict(os.environ, ELASTIX_LOCAL_HEALTH=addr, ELASTIX_SLICE=str(s), ELASTIX_HOST=str(h),
-               ELASTIX_HEARTBEAT_INTERVAL="0.05")
+               ELASTIX_HEARTBEAT_INTERVAL="0.05", ELASTIX_HEARTBEAT_KEY=KEY)
     return subprocess.Popen([sys.executable, "-m", "elastix.backends.local.host"], env=env,
                             stdout=subprocess.DEVNULL)
 
@@ -122,7 +139,7 @@ def test_real_slice_hosts_killed_and_replaced(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=0.5) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=0.5) as health:
             procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
             victim = procs[1]  # slice 0, host 1
@@ -141,7 +158,8 @@ def test_real_slice_hosts_killed_and_replaced(tmp_path):
 def test_a_host_replaced_before_the_timeout_is_reported_lost_until_handled(tmp_path):
     clock = Clock()
     addr = f"unix:{tmp_path}/h.sock"
-    with LocalHeartbeatHealth(addr, num_slices=2, timeout=2.0, clock=clock, deaf_after=None) as health:
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=2.0, clock=clock,
+                              deaf_after=None) as health:
         for s in range(2):
             _send(addr, s, 0, 10 + s, clock.t)
         health.wait_for(2, timeout=5)
@@ -165,7 +183,8 @@ def test_a_host_replaced_before_the_timeout_is_reported_lost_until_handled(tmp_p
 _WATCHER = """
 import json, sys, time
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
-h = LocalHeartbeatHealth(sys.argv[1], num_slices=4, hosts_per_slice=2, timeout=1.0)
+h = LocalHeartbeatHealth(sys.argv[1], num_slices=4, hosts_per_slice=2, timeout=1.0,
+                         key=sys.argv[2])
 h.wait_for(4, timeout=30)
 print("ready", flush=True)
 while True:
@@ -179,7 +198,7 @@ def test_a_frozen_controller_does_not_see_slices_lost(tmp_path):
     fills in a quarter second and later heartbeats are dropped. After SIGCONT no slice may look
     lost (it used to report every slice lost, and spend the slice-loss budget on nothing)."""
     addr = f"unix:{tmp_path}/h.sock"
-    watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, addr], stdout=subprocess.PIPE,
+    watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, addr, KEY], stdout=subprocess.PIPE,
                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     procs = []
     try:
@@ -232,7 +251,7 @@ def test_every_host_answers_and_a_killed_one_fails_the_answer_at_once(tmp_path, 
     addr = f"unix:{tmp_path}/h.sock" if scheme == "unix" else f"udp:127.0.0.1:{_free_port()}"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
             procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
             roll = health.roll({0, 1})
@@ -265,7 +284,7 @@ def test_a_hung_host_holds_the_answer_until_its_heartbeats_are_stale(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=1, timeout=60) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=1, timeout=60) as health:
             procs = [_host(addr, 0, 0)]
             health.wait_for(1, timeout=30)
             roll = health.roll({0})
@@ -277,13 +296,15 @@ def test_a_hung_host_holds_the_answer_until_its_heartbeats_are_stale(tmp_path):
             with socket.socket(family, socket.SOCK_DGRAM) as stranger:
                 stranger.bind("")
                 for token in range(1, 50):
-                    stranger.sendto(encode_pong(0, 0, procs[0].pid, token), sockaddr)
+                    # Sealed even (the key leaked): still not from the host's socket.
+                    stranger.sendto(encode_pong(key_bytes(KEY), 0, 0, procs[0].pid, token),
+                                    sockaddr)
             waiter.join(0.5)
             assert waiter.is_alive() and box == []  # the forgery counted for nothing
             os.kill(procs[0].pid, signal.SIGCONT)
             waiter.join(30)
             assert box == [{}]  # it ran again within the timeout: the step goes on
-        with LocalHeartbeatHealth(addr, num_slices=1, timeout=0.5) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=1, timeout=0.5) as health:
             health.wait_for(1, timeout=30)
             roll = health.roll({0})
             os.kill(procs[0].pid, signal.SIGSTOP)
@@ -302,7 +323,7 @@ def test_a_replaced_host_fails_the_answer_of_the_roll_it_was_not_on(tmp_path):
     state: the old roll's answer names it; a new roll (a new session) takes the newcomer."""
     clock = Clock()
     addr = f"unix:{tmp_path}/h.sock"
-    with LocalHeartbeatHealth(addr, num_slices=1, timeout=2.0, clock=clock,
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=1, timeout=2.0, clock=clock,
                               deaf_after=None) as health:
         _send(addr, 0, 0, 100, clock.t)
         wait_until(lambda: _received(health, (0, 0), 100), 5, "hb")
@@ -324,7 +345,7 @@ def test_a_host_exit_is_dated_at_once_and_a_stale_host_from_its_last_heartbeat(t
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, timeout=60, exits=False) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=60, exits=False) as health:
             procs = [_host(addr, s, 0) for s in range(2)]
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
             assert health.losses({0, 1}) == {}
@@ -338,7 +359,7 @@ def test_a_host_exit_is_dated_at_once_and_a_stale_host_from_its_last_heartbeat(t
             assert health.losses({1}) == {}
             health.roll({0})
             assert health.losses({0, 1}) == {}
-        with LocalHeartbeatHealth(addr, num_slices=2, timeout=0.5) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=0.5) as health:
             assert health.wait_for(1, timeout=30) == frozenset({1})
             os.kill(procs[1].pid, signal.SIGSTOP)
             t_stop = time.monotonic()
@@ -371,7 +392,7 @@ def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
             _two_slices_then_kill_slice_1_host_1(addr, health, procs)
             procs.append(_host(addr, 1, 1))
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
@@ -388,7 +409,7 @@ def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path)
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
             _two_slices_then_kill_slice_1_host_1(addr, health, procs)
             assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
             procs.append(_host(addr, 1, 1))
@@ -411,7 +432,7 @@ def test_a_wait_that_times_out_names_the_hung_host(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     procs = []
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, timeout=0.5) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=0.5) as health:
             procs = [_host(addr, s, 0) for s in range(2)]
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
             os.kill(procs[1].pid, signal.SIGSTOP)
@@ -437,7 +458,7 @@ def test_a_saturated_machine_does_not_look_like_a_dead_slice(tmp_path):
     procs, burners = [], []
     stop = multiprocessing.Event()
     try:
-        with LocalHeartbeatHealth(addr, num_slices=2, hosts_per_slice=2, timeout=2.0) as health:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=2.0) as health:
             procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
             assert health.wait_for(2, timeout=30) == frozenset({0, 1})
             ctx = multiprocessing.get_context("spawn")

@@ -8,8 +8,12 @@ step on the stand-in devices completes only once every host of its mesh has answ
 step's result exists, as a TPU step needs every host. It imports only stdlib-only modules (the
 protocol, the local state helpers) so that a dozen of them start fast on 2 cores.
 
-Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_SLICE``, ``ELASTIX_HOST``,
-``ELASTIX_HEARTBEAT_INTERVAL`` (default 0.2), ``ELASTIX_SUPERVISOR_PID`` (exit if it goes away).
+Every datagram it sends is sealed with the workload's key, and it answers only pings sealed with
+it (``elastix.protocol.heartbeat``).
+
+Environment: ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_HEARTBEAT_KEY``, ``ELASTIX_SLICE``,
+``ELASTIX_HOST``, ``ELASTIX_HEARTBEAT_INTERVAL`` (default 0.2), ``ELASTIX_SUPERVISOR_PID`` (exit
+if it goes away).
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ def run(env: dict[str, str]) -> int:
     slice_id, host = int(env[envvars.SLICE]), int(env[envvars.HOST])
     interval = float(env.get(envvars.HEARTBEAT_INTERVAL, heartbeat.DEFAULT_INTERVAL))
     family, addr = heartbeat.parse_address(env[envvars.LOCAL_HEALTH])
+    try:
+        key = heartbeat.key_bytes(env.get(envvars.HEARTBEAT_KEY, ""))
+    except ValueError as err:
+        print(f"slice host {slice_id}/{host}: {err}", file=sys.stderr, flush=True)
+        return 2
     supervisor = int(env[envvars.SUPERVISOR_PID]) if env.get(envvars.SUPERVISOR_PID) else None
     if not die_with_parent(supervisor):
         return 1
@@ -46,11 +55,11 @@ def run(env: dict[str, str]) -> int:
     while True:
         now = time.monotonic()
         if now >= due:
-            _send(sock, heartbeat.encode(slice_id, host, pid, now), addr)
+            _send(sock, heartbeat.encode(key, slice_id, host, pid, now), addr)
             due = now + interval
         ready, _, _ = select.select([sock], [], [], max(0.0, due - time.monotonic()))
         if ready:
-            _answer(sock, slice_id, host, pid)
+            _answer(sock, key, slice_id, host, pid)
 
 
 def _send(sock: socket.socket, data: bytes, addr) -> None:
@@ -60,18 +69,21 @@ def _send(sock: socket.socket, data: bytes, addr) -> None:
         pass  # controller not listening yet (starting or restarting): keep trying
 
 
-def _answer(sock: socket.socket, slice_id: int, host: int, pid: int) -> None:
-    """Answer every ``ping`` queued on ``sock``, each to the socket it came from."""
+def _answer(sock: socket.socket, key: bytes, slice_id: int, host: int, pid: int) -> None:
+    """Answer every ``ping`` sealed with ``key`` queued on ``sock``, each to the socket it came
+    from (a stranger's is not answered: its answer would be a sealed pong for any token)."""
     while True:
         try:
-            data, sender = sock.recvfrom(64)
+            data, sender = sock.recvfrom(heartbeat.MAX_DATAGRAM)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             return
-        token = heartbeat.decode_ping(data)
+        text = heartbeat.unseal(key, data)
+        token = heartbeat.decode_ping(text) if text is not None else None
         if token is not None and sender:
-            _send(sock, heartbeat.encode_pong(slice_id, host, pid, token), sender)
+            _send(sock, heartbeat.encode_pong(key, slice_id, host, pid, token), sender)
+
 
 def main() -> int:
     return run(dict(os.environ))

@@ -51,7 +51,7 @@ from elastix.backends.local.state import (
     record_proc,
     sweep,
 )
-from elastix.protocol import envvars, timefmt
+from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
@@ -92,6 +92,10 @@ class Supervisor:
         self.guard: int | None = None
         self.me = {"pid": os.getpid(), "create_time": create_time_of(os.getpid())}
         self.liveness = Liveness(self.plan.hung_host_timeout)
+        # The heartbeat channel's key: in this process's memory and its pods' environments
+        # only (readable by this user alone), never in a file; one per supervisor, so a
+        # workload's restart attempts share it and another workload's datagrams never count.
+        self.key = heartbeat.new_key()
 
     # ------------------------------------------------------------------ bookkeeping
     def log(self, msg: str) -> None:
@@ -139,6 +143,7 @@ class Supervisor:
         env[envvars.WORKLOAD_DIR] = str(self.dir)
         env[envvars.LOCAL_DATA_DIR] = str(data_dir(self.dir))
         env[envvars.LOCAL_HEALTH] = self.plan.health_address
+        env[envvars.HEARTBEAT_KEY] = self.key
         env[envvars.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
         env[envvars.HEARTBEAT_INTERVAL] = str(self.plan.heartbeat_interval)
         env[envvars.HOSTS_PER_SLICE] = str(self.plan.hosts_per_slice)

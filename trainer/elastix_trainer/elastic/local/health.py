@@ -49,6 +49,16 @@ GKE the equivalent fact is a worker pod's termination seen by a Kubernetes watch
 itself notices through its own heartbeats (≈ 13 s in the published run). ``exits=False``
 (``ELASTIX_DETECT_EXITS=0``) keeps the heartbeat-only behaviour, for comparisons.
 
+Only the workload's own hosts are heard. The socket is a file in a directory only its owner
+can enter (0700: the receiver refuses to bind anywhere else, and never to an abstract socket),
+or loopback UDP; and every datagram is sealed with the workload's key (``ELASTIX_HEARTBEAT_KEY``,
+``elastix.protocol.heartbeat``). A datagram that is not the workload's is dropped and counted
+(``dropped``), never taken as a heartbeat, an answer or a loss: one whose seal does not match
+(``forged``: a stranger, another workload), and one sealed but older than the newest heard from
+its process, or sent before that process exited (``stale``: a captured datagram sent again; a
+replay can make no host look fresher than it was, and no dead host alive). The first forged one
+is logged at once, the counts when the receiver closes.
+
 The address and the datagram are the protocol's (``elastix.protocol.heartbeat``). No JAX
 import here: tests and benchmarks run the receiver without it.
 """
@@ -58,10 +68,13 @@ from __future__ import annotations
 import os
 import selectors
 import socket
+import stat
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 
+from elastix.errors import UsageError
 from elastix.protocol import envvars, heartbeat
 from elastix.protocol.heartbeat import DEFAULT_TIMEOUT
 from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, stopped
@@ -89,14 +102,22 @@ class LocalHeartbeatHealth(HealthSource):
             the module docstring); None turns that off (a hand-driven test clock).
         exits: a host whose process exited is lost at once (where the OS tells: Linux), not
             one heartbeat timeout later.
+        key: the workload's key (hex, ``ELASTIX_HEARTBEAT_KEY``): only datagrams sealed with
+            it count.
+
+    Raises:
+        UsageError: the address is an abstract socket, or a socket file whose directory others
+            can enter.
     """
 
     def __init__(self, address: str, num_slices: int, hosts_per_slice: int = 1,
                  timeout: float = DEFAULT_TIMEOUT,
                  clock: Callable[[], float] = time.monotonic,
-                 deaf_after: float | None = DEAF_AFTER, exits: bool = True) -> None:
+                 deaf_after: float | None = DEAF_AFTER, exits: bool = True, *,
+                 key: str) -> None:
         if num_slices < 1 or hosts_per_slice < 1 or timeout <= 0:
             raise ValueError("num_slices and hosts_per_slice must be >= 1 and timeout > 0")
+        self._key = heartbeat.key_bytes(key)
         self.address = address
         self.num_slices = num_slices
         self.hosts_per_slice = hosts_per_slice
@@ -120,13 +141,22 @@ class LocalHeartbeatHealth(HealthSource):
         self._answers: dict[tuple[int, int], tuple[int, int]] = {}  # host -> (pid, newest token)
         self._token = 0
         self._unaskable: set[tuple[int, int]] = set()  # hosts with no address, said once
-        family, sockaddr = heartbeat.parse_address(address)
-        is_file = family == socket.AF_UNIX and not sockaddr.startswith("\0")
-        self._path = sockaddr if is_file else None
+        self._newest: dict[tuple[int, int], tuple[int, float]] = {}  # host -> (pid, newest ts)
+        self._exit_at: dict[tuple[int, int], tuple[int, float]] = {}  # host -> (pid, exited)
+        self._dropped: Counter[str] = Counter()
+        try:
+            family, sockaddr = heartbeat.parse_address(address)
+        except ValueError as err:
+            raise UsageError(str(err), hint="the local backend's supervisor sets it") from None
+        self._path = sockaddr if family == socket.AF_UNIX else None
+        if self._path is not None:
+            _check_private_dir(self._path)
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
         if self._path is not None and os.path.exists(self._path):
             os.unlink(self._path)  # left by a controller of an earlier restart attempt
         self._sock.bind(sockaddr)
+        if self._path is not None:
+            os.chmod(self._path, 0o600)  # its 0700 directory keeps others out; so does this
         self._sock.setblocking(False)
         self._sel = selectors.DefaultSelector()  # the socket, and a pidfd per host (Linux)
         self._sel.register(self._sock, selectors.EVENT_READ)
@@ -139,10 +169,16 @@ class LocalHeartbeatHealth(HealthSource):
         """Build from ``ELASTIX_LOCAL_HEALTH``, ``ELASTIX_HOSTS_PER_SLICE`` and
         ``ELASTIX_HEALTH_TIMEOUT``."""
         env = os.environ if env is None else env
+        if not env.get(envvars.HEARTBEAT_KEY):
+            raise UsageError(f"{envvars.LOCAL_HEALTH} is set but {envvars.HEARTBEAT_KEY} is not: "
+                             "no heartbeat could be told from a forgery",
+                             hint="the local backend's supervisor sets both; unset "
+                                  f"{envvars.LOCAL_HEALTH} to run without slice hosts")
         return cls(env[envvars.LOCAL_HEALTH], num_slices,
                    hosts_per_slice=int(env.get(envvars.HOSTS_PER_SLICE, "1")),
                    timeout=float(env.get(envvars.HEALTH_TIMEOUT, DEFAULT_TIMEOUT)),
-                   exits=env.get(envvars.DETECT_EXITS, "1") != "0")
+                   exits=env.get(envvars.DETECT_EXITS, "1") != "0",
+                   key=env[envvars.HEARTBEAT_KEY])
 
     def _awake(self) -> None:
         """The receiver runs: if it was deaf (not scheduled) for a while, credit the hosts."""
@@ -177,23 +213,30 @@ class LocalHeartbeatHealth(HealthSource):
     def _drain(self) -> None:
         while True:
             try:
-                data, sender = self._sock.recvfrom(256)
+                data, sender = self._sock.recvfrom(heartbeat.MAX_DATAGRAM)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # socket closed
-            pong = heartbeat.decode_pong(data)
+            text = heartbeat.unseal(self._key, data)
+            if text is None:
+                self._drop("forged", sender)
+                continue
+            pong = heartbeat.decode_pong(text)
             if pong is not None:
                 self._answered(pong, sender)
                 continue
-            hb = heartbeat.decode(data)
-            if hb is None:
+            hb = heartbeat.decode(text)
+            if hb is None or not (0 <= hb[0] < self.num_slices and 0 <= hb[1] < self.hosts_per_slice):
+                self._drop("unexpected", sender)
                 continue
             slice_id, host, pid, ts = hb
-            if not (0 <= slice_id < self.num_slices and 0 <= host < self.hosts_per_slice):
-                continue
             with self._cond:
                 key = (slice_id, host)
+                if self._stale(key, pid, ts):
+                    self._drop("stale", sender)
+                    continue
+                self._newest[key] = (pid, ts)
                 last = self._last.get(key, float("-inf"))
                 if ts >= last:
                     old = self._pids.get(key, pid)
@@ -215,6 +258,32 @@ class LocalHeartbeatHealth(HealthSource):
                     self._exited_now.discard(key)
                     self._credited.discard(key)
                 self._cond.notify_all()
+
+    def _stale(self, key: tuple[int, int], pid: int, ts: float) -> bool:
+        """A sealed heartbeat no newer than one already heard from its process, or sent before
+        that process exited: a replay (or one queued before the exit), never news."""
+        newest = self._newest.get(key)
+        if newest is not None and newest[0] == pid and ts <= newest[1]:
+            return True
+        gone = self._exit_at.get(key)
+        return gone is not None and gone[0] == pid and ts <= gone[1]
+
+    def _drop(self, why: str, sender: object) -> None:
+        """Count a datagram that is not the workload's; say the first forged one at once."""
+        with self._cond:
+            self._dropped[why] += 1
+            first = why != "stale" and self._dropped[why] == 1
+        if first:
+            log.warning("elastix: dropped a %s heartbeat datagram from %r (not sealed with this "
+                        "workload's key, or not one of its hosts'); further ones are counted",
+                        why, sender or "an unnamed socket")
+
+    def dropped(self) -> dict[str, int]:
+        """Datagrams dropped as not the workload's, by why: ``forged`` (the seal does not
+        match), ``stale`` (a replay, or queued before its process exited), ``unexpected``
+        (sealed, but no heartbeat or answer of this workload's hosts)."""
+        with self._cond:
+            return dict(self._dropped)
 
     def _answered(self, pong: tuple[int, int, int, int], sender: object) -> None:
         """A host answered a ``ping``: counted only from the socket its heartbeats come from."""
@@ -259,6 +328,7 @@ class LocalHeartbeatHealth(HealthSource):
         now = self._clock()
         self._unwatch(fd)
         with self._cond:
+            self._exit_at[key] = (pid, now)  # nothing it sent later is real (``_stale``)
             if self._pids.get(key) == pid:
                 self._died.setdefault(key, now)
                 self._exited_now.add(key)
@@ -371,7 +441,7 @@ class LocalHeartbeatHealth(HealthSource):
                     "step cannot ask it to answer, only its heartbeats count", *key)
 
     def _ping(self, keys, token: int) -> None:
-        data = heartbeat.encode_ping(token)
+        data = heartbeat.encode_ping(self._key, token)
         for key in keys:
             try:
                 self._sock.sendto(data, self._addr[key])
@@ -475,12 +545,34 @@ class LocalHeartbeatHealth(HealthSource):
                 os.unlink(self._path)
             except FileNotFoundError:
                 pass
+        if self._dropped:
+            log.warning("elastix: dropped %s heartbeat datagrams that were not this workload's "
+                        "hosts'", ", ".join(f"{n} {why}" for why, n in sorted(self._dropped.items())))
 
     def __enter__(self) -> LocalHeartbeatHealth:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_private_dir(path: str) -> None:
+    """Refuse a socket file whose directory another user could enter: anyone who can reach a
+    UNIX socket file with write access can send to it.
+
+    Raises:
+        UsageError: the directory is not this user's, or its mode lets others in.
+    """
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        st = os.stat(d)
+    except OSError as err:
+        raise UsageError(f"the heartbeat socket's directory {d}: {err.strerror or err}",
+                         hint="the local backend's supervisor makes it (0700)") from None
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        raise UsageError(f"the heartbeat socket's directory {d} is open to other users (mode "
+                         f"{stat.S_IMODE(st.st_mode):o}, owner uid {st.st_uid})",
+                         hint="give a socket path in a directory of yours with mode 0700")
 
 
 def _process_exists(pid: int) -> bool:
