@@ -170,3 +170,41 @@ def test_a_trainer_dated_loss_is_the_origin_without_a_kill_time():
     assert rec.downtime == 4.1 + 1.25
     assign_kills([rec], [_kill_ms(kill)])  # a known kill time still wins
     assert rec.detection_from == "kill" and rec.phase_seconds()["detection"] == 1.3
+
+
+def test_a_kill_during_a_recovery_is_that_recoverys_not_the_next_ones():
+    """Issue 34: two kills at once, the second landing while the first recovery waited for
+    slices, was named nowhere, and with a later kill it was taken as the next recovery's kill
+    (that recovery's detection then counted from 18 s too early)."""
+    recs, kill = recorded_run()
+    recs = recs[:-1]  # no run_end: a second recovery follows
+    ev = lambda s, name, **kw: {"ts": ts(s, 999), "event": name, "pid": 4242, **kw}  # noqa: E731
+    recs += [
+        {"ts": ts(25.0), "event": "step", "pid": 4242, "step": 30, "seconds": 0.4,
+         "live_slices": 4},
+        ev(30.0, "elastic_detected", recovery=2, kind="slice_lost", error="DATA_LOSS",
+           last_step=30, live_slices=3, lost_slices=[1]),
+        ev(30.05, "elastic_cleanup_done", recovery=2, seconds=0.05),
+        ev(32.0, "elastic_slices_ready", recovery=2, live_slices=4, required_slices=4,
+           seconds=1.95),
+        ev(32.2, "elastic_restored", recovery=2, source="snapshot", step=30, bytes=10,
+           seconds=0.2),
+        ev(33.0, "elastic_first_step", recovery=2, step=31, seconds=0.8),
+    ]
+    first, second = recoveries(events_from_jsonl(to_jsonl(recs)))
+    assign_kills([first, second], [_kill_ms(kill), _kill_ms(11.0), _kill_ms(29.0)])
+    assert first.kill == _kill_ms(kill) and first.also_killed == [_kill_ms(11.0)]
+    assert first.phase_at(_kill_ms(11.0)) == "waiting for slices"
+    assert second.kill == _kill_ms(29.0) and second.also_killed == []
+    assert second.phase_seconds()["detection"] == 1.0
+    (also,) = first.to_json()["also_killed"]
+    assert also["phase"] == "waiting_for_slices" and also["time"].endswith(":41.000Z")  # T0 + 11 s
+    from elastix.backends.base import KillRecord
+    from elastix.measure.chaos import KillMeasurement
+    from elastix.views.measurement import recovery_rows
+
+    k = KillRecord("demo", "demo-worker-2-0", 2, 0, None, T0 + dt.timedelta(seconds=kill))
+    rows = dict(recovery_rows(KillMeasurement([k], first, "events", "Running", 0, 0, None, None,
+                                              False)))
+    assert rows["also killed"].endswith("41.000Z  during waiting for slices: replaced in this "
+                                        "recovery"), rows["also killed"]

@@ -293,6 +293,10 @@ class Recovery:
     index: int  # 1-based, in order of appearance
     kind: str  # "in-process" or "restart"
     kill: int | None = None  # from the launcher's KillRecord, when known
+    also_killed: list[int] = dataclasses.field(default_factory=list)
+    """Kills (ms) this recovery took in besides :attr:`kill`: one before its start (two kills,
+    one detection) or one that landed while it ran (a second slice lost during the recovery:
+    it is replaced inside this recovery, and no later recovery is its)."""
     start: int | None = None  # elastic_detected, or the new process's run_start
     cleanup_done: int | None = None
     slices_ready: int | None = None
@@ -407,9 +411,19 @@ class Recovery:
             return None
         return self.pid_before == self.pid_after
 
+    def phase_at(self, t: int) -> str:
+        """The phase this recovery was in at ``t`` (ms): before it ("before detection") or one
+        of :meth:`phases`."""
+        for name, a, b in self.phases():
+            if a <= t < b:
+                return name
+        return "before detection"
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict: times as ISO strings, phases in seconds, derived numbers."""
         d = dataclasses.asdict(self)
+        d["also_killed"] = [{"time": fmt_ms(t), "phase": snake(self.phase_at(t))}
+                            for t in self.also_killed]
         for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
                   "prev_event", "loss"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
@@ -486,7 +500,11 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
 
 
 def assign_kills(recs: list[Recovery], kills: list[int]) -> None:
-    """Attach kill times (ms) to recoveries: each kill to the first later unclaimed recovery."""
+    """Attach kill times (ms) to recoveries: each kill to the first later unclaimed recovery
+    (:attr:`Recovery.kill`); more kills before that recovery's start, and kills that land
+    while it runs (until its first step), are that recovery's too (:attr:`Recovery.also_killed`),
+    never a later recovery's: a kill during a recovery used to be taken as the next
+    recovery's kill, its detection then counted from a moment long before its own."""
     pending = sorted(kills)
     for rec in recs:
         if not pending or rec.start is None:
@@ -494,4 +512,8 @@ def assign_kills(recs: list[Recovery], kills: list[int]) -> None:
         if pending[0] <= rec.start:
             rec.kill = pending.pop(0)
             while pending and pending[0] <= rec.start:  # two kills, one recovery
-                pending.pop(0)
+                rec.also_killed.append(pending.pop(0))
+        end = rec.first_step_at
+        if rec.kill is not None and end is not None:
+            while pending and pending[0] <= end:  # landed during it
+                rec.also_killed.append(pending.pop(0))

@@ -49,6 +49,9 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                 rows.append(("of which", f"re-initialisation {_s(split['reinitialisation'])}, "
                                          f"load {_s(split['load'])}"))
         rows.append(("detection counted from", r.detection_from or "-"))
+        for t in r.also_killed:
+            rows.append(("also killed", f"{fmt_ms(t)}  during {r.phase_at(t)}: replaced in "
+                                        "this recovery"))
         if r.restored_step is not None:
             size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
