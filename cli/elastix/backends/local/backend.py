@@ -95,6 +95,17 @@ def _same_dir(d: Path, ours: os.stat_result) -> bool:
     return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
 
 
+def _disk_full(d: Path) -> str | None:
+    """How little is free under ``d`` when that is too little to write a state file, else
+    None."""
+    try:
+        vfs = os.statvfs(d)
+    except OSError:
+        return None
+    free = vfs.f_bavail * vfs.f_frsize
+    return f"{free:,} bytes free" if free < 64 * 1024 else None
+
+
 def _sweep_asides(root: Path) -> None:
     """Remove directories a create built aside and never renamed in because its launcher died
     (``.creating-<pid>-<name>-*`` whose pid no longer runs): nothing else ever will."""
@@ -285,6 +296,11 @@ class LocalBackend(Backend):
         state, reasons = st.state, []
         if state == "Starting":
             state = "Pending"
+        full = _disk_full(d) if state not in FINAL_STATES else None
+        if full is not None:
+            reasons.append(f"the state directory's disk is full ({full}): this status is as "
+                           f"of {st.updated or 'the start'}, when state.json was last written; "
+                           f"free space under {d.parent}")
         if state not in FINAL_STATES and not alive:
             state = "Failed"
             reasons.append("the local supervisor is not running (killed?); "

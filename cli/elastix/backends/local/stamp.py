@@ -23,8 +23,9 @@ class LineStamper:
     def __init__(self, fd: int, log: Path) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
-        self.out = open(log, "ab")  # noqa: SIM115 - closed at end of file
+        self.out = open(log, "ab", buffering=0)  # noqa: SIM115 - closed at end of file
         self.buf = b""
+        self.dropped = 0  # lines a full disk did not take (the head runs on regardless)
 
     def pump(self) -> bool:
         """Copy what the pipe holds now; False once it reached end of file (and is closed)."""
@@ -40,14 +41,19 @@ class LineStamper:
                 return False
             stamp = timefmt.iso_us().encode()
             *whole, self.buf = (self.buf + chunk).split(b"\n")
-            self.out.write(b"".join(stamp + b" " + line + b"\n" for line in whole))
-            self.out.flush()
+            self._write(b"".join(stamp + b" " + line + b"\n" for line in whole), len(whole))
+
+    def _write(self, data: bytes, lines: int) -> None:
+        try:
+            self.out.write(data)
+        except OSError:  # a full disk: the lines are lost, as a node's would be
+            self.dropped += lines
 
     def close(self) -> None:
         if self.out.closed:
             return
         if self.buf:
-            self.out.write(timefmt.iso_us().encode() + b" " + self.buf + b"\n")
+            self._write(timefmt.iso_us().encode() + b" " + self.buf + b"\n", 1)
             self.buf = b""
         self.out.close()
         os.close(self.fd)

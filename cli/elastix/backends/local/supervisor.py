@@ -78,6 +78,7 @@ class Supervisor:
         self.logs = workload_dir / "logs"
         self.logs.mkdir(exist_ok=True)
         self.state = "Starting"
+        self.unwritable = False  # the last state.json write failed (a full disk)
         self.restarts = 0
         self.message: str | None = None
         self.head: Pod | None = None
@@ -102,9 +103,28 @@ class Supervisor:
         ts = timefmt.iso_us()
         self.events.append({"ts": ts, "msg": msg})
         del self.events[:-100]
-        print(f"{ts} {msg}", flush=True)
+        try:
+            print(f"{ts} {msg}", flush=True)
+        except OSError:  # its log's disk is full: the line stays in state.json's events
+            pass
 
     def write_state(self) -> None:
+        """Write state.json. When its disk is full the workload goes on (its processes do
+        not need the state directory to train): the supervisor says so once, keeps the last
+        whole state.json, and writes again once it can; ``status`` tells why it is old."""
+        try:
+            self._write_state()
+        except OSError as e:
+            if not self.unwritable:
+                self.unwritable = True
+                self.log(f"cannot write state.json in {self.dir}: {e.strerror or e} (is its "
+                         "disk full?); the workload goes on, its status stays as last written")
+            return
+        if self.unwritable:
+            self.unwritable = False
+            self.log("state.json written again")
+
+    def _write_state(self) -> None:
         p = self.plan
         WorkloadState(
             supervisor=self.me, state=self.state, restarts=self.restarts,
