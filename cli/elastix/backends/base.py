@@ -134,18 +134,57 @@ class WorkloadStatus:
         return d
 
 
+FAULTS = ("kill", "term", "hang", "slice", "head")
+"""The faults ``elastix chaos`` delivers (``--fault``), each as the platform delivers it:
+
+- ``kill``: one slice host crashes (SIGKILL; GKE: its pod deleted with grace 0);
+- ``term``: planned maintenance of one host (SIGTERM, then SIGKILL once the grace is over;
+  GKE: its pod deleted with that grace, as node maintenance does);
+- ``hang``: one host stops answering (SIGSTOP) until the platform replaces it, or until
+  ``Fault.hang_for`` seconds have passed (then SIGCONT);
+- ``slice``: every host of one slice at once (SIGKILL);
+- ``head``: the controller itself dies (SIGKILL of the head): the whole workload restarts.
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One fault to deliver: its kind (:data:`FAULTS`) and how."""
+
+    kind: str = "kill"
+    grace: float | None = None
+    """``term``: seconds from SIGTERM to SIGKILL; None: the platform's (the pod's
+    ``terminationGracePeriodSeconds``, Kubernetes' default 30 s when it sets none)."""
+    hang_for: float | None = None
+    """``hang``: SIGCONT after this many seconds; None: stopped until the platform replaces
+    the host (locally the hung-host probe, ``ELASTIX_LOCAL_HUNG_HOST_TIMEOUT``)."""
+
+    def describe(self) -> str:
+        """``kill``, ``term (grace 30 s)``, ``hang (10 s)``... as reports name it."""
+        if self.kind == "term" and self.grace is not None:
+            return f"term (grace {self.grace:g} s)"
+        if self.kind == "hang":
+            return f"hang ({self.hang_for:g} s)" if self.hang_for is not None \
+                else "hang (until replaced)"
+        return self.kind
+
+
 @dataclasses.dataclass
 class KillRecord:
-    """What ``elastix chaos kill-worker`` did (or would do, with ``dry_run``)."""
+    """What ``elastix chaos kill-worker`` did (or would do, with ``dry_run``): one process or
+    pod a fault was delivered to."""
 
     workload: str
     pod: str
-    slice: int | None
+    slice: int | None  # None for the head
     host: int | None
     node: str | None
-    time: dt.datetime
+    time: dt.datetime  # when the fault was delivered (term: its SIGTERM)
     dry_run: bool = False
-    pid: int | None = None  # local backend: the process that got SIGKILL
+    pid: int | None = None  # local backend: the process that got the signal
+    fault: str = "kill"  # the kind delivered (:data:`FAULTS`)
+    grace: float | None = None  # term: the grace given, in seconds
+    resumed: dt.datetime | None = None  # hang --for: when it was sent SIGCONT
 
 
 @dataclasses.dataclass
@@ -274,6 +313,44 @@ class Backend(abc.ABC):
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
+
+    def fault_support(self, fault: Fault) -> str | None:
+        """None when this backend can deliver ``fault``; else one line saying why not (said
+        before anything is killed)."""
+        if fault.kind == "kill":
+            return None
+        return f"--fault {fault.kind} cannot be delivered on the {self.name} backend"
+
+    def inject(self, name: str, fault: Fault, *, slice: int | None = None,
+               host: int | None = None, seed: int | None = None,
+               dry_run: bool = False) -> list[KillRecord]:
+        """Deliver ``fault`` to the workload and return what it hit, in the order hit.
+
+        ``slice``/``host`` pin the victim (``slice`` alone: that slice's host chosen with
+        ``seed``); ``head`` takes neither. ``term`` returns once the victim is gone (at most
+        its grace, then SIGKILL); ``hang`` returns once it is stopped (:meth:`resume` ends it).
+
+        Raises:
+            UsageError: the fault cannot be delivered here (:meth:`fault_support`) or a
+                pin is out of range; nothing was done.
+            BackendError: no running victim.
+        """
+        from elastix.errors import UsageError
+
+        why = self.fault_support(fault)
+        if why is not None:
+            raise UsageError(why, hint="see elastix chaos kill-worker --help for the faults")
+        return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
+
+    def events_path(self, name: str) -> str | None:
+        """The trainer's events file, when this machine can read it as it grows (local):
+        aiming a fault polls it every few ms. None: poll :meth:`trainer_events`."""
+        return None
+
+    def resume(self, name: str, rec: KillRecord) -> bool:
+        """End a ``hang`` (SIGCONT): True if the stopped process was resumed, False if it is
+        gone (replaced meanwhile)."""
+        return False
 
     @abc.abstractmethod
     def trainer_events(self, name: str, *, tail: bool = False,

@@ -33,6 +33,7 @@ from elastix.backends.base import (
     HEAD_LOG,
     MAXTEXT_LOG,
     Backend,
+    Fault,
     KillRecord,
     LogEvent,
     LogOptions,
@@ -354,6 +355,9 @@ class LocalBackend(Backend):
                  if not e.notice]
         return TrainerEvents(MAXTEXT_LOG if plan.maxtext else HEAD_LOG, True, lines=lines)
 
+    def events_path(self, name: str) -> str | None:
+        return read_record(self._dir(name) / "plan.json", Plan.from_json).events_file or None
+
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The records of the workload's events file, or None when the head writes none."""
         d = self._dir(name)
@@ -391,6 +395,94 @@ class LocalBackend(Backend):
                 raise BackendError(f"worker {victim.name} exited before the kill") from err
         return KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
+
+    def fault_support(self, fault: Fault) -> str | None:
+        return None  # every fault is a real signal to a real process here
+
+    def inject(self, name: str, fault: Fault, *, slice: int | None = None,
+               host: int | None = None, seed: int | None = None,
+               dry_run: bool = False) -> list[KillRecord]:
+        """Signal the victim's process: SIGKILL (``kill``, ``slice``: every host of the slice,
+        ``head``: the head's process group, as a pod's containers die together), SIGTERM then
+        SIGKILL after the grace (``term``), SIGSTOP (``hang``)."""
+        if fault.kind == "kill":
+            return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
+        d = self._dir(name)
+        plan, st = self._raw(d)
+        if fault.kind == "head":
+            if slice is not None or host is not None:
+                raise UsageError("--fault head takes no --slice or --host",
+                                 hint="the head is one pod: drop --slice/--host")
+            head = st.head
+            if head is None or head.phase != "Running" \
+                    or not proc_matches(head.pid, head.create_time):
+                raise BackendError(f"the head of {name} is not running: nothing to kill",
+                                   hint=f"see elastix workload status {name}")
+            t = utc_now()
+            if not dry_run:
+                _signal_group(head.pid, signal.SIGKILL)
+            return [KillRecord(workload=name, pod=head.name, slice=None, host=None,
+                               node="localhost", time=t, dry_run=dry_run, pid=head.pid,
+                               fault="head")]
+        _check_pod_index(name, plan, slice, host)
+        running = self._running_workers(st, slice, None if fault.kind == "slice" else host)
+        if not running:
+            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
+                            if v is not None)
+            raise BackendError(f"no running worker pod of {name}{where} to fault",
+                               hint=f"see the pods with: elastix workload status {name}")
+        rng = random.Random(seed)
+        if fault.kind == "slice":
+            if host is not None:
+                raise UsageError("--fault slice takes every host of a slice: not --host",
+                                 hint="drop --host (or use --fault kill --slice S --host H)")
+            chosen = slice if slice is not None else rng.choice(sorted({p.slice for p in running}))
+            victims = [p for p in running if p.slice == chosen]
+        else:
+            victims = [rng.choice(running)]
+        out: list[KillRecord] = []
+        for i, v in enumerate(victims):
+            t = utc_now()
+            rec = KillRecord(workload=name, pod=v.name, slice=v.slice, host=v.host,
+                             node="localhost", time=t, dry_run=dry_run, pid=v.pid,
+                             fault=fault.kind)
+            if dry_run:
+                out.append(rec)
+                continue
+            sig = {"slice": signal.SIGKILL, "term": signal.SIGTERM,
+                   "hang": signal.SIGSTOP}[fault.kind]
+            try:
+                os.kill(v.pid, sig)
+            except ProcessLookupError:
+                if fault.kind == "slice" and i > 0:
+                    continue  # its slice went down with the first host: that is the fault
+                raise BackendError(f"worker {v.name} exited before the fault") from None
+            if fault.kind == "term":
+                rec.grace = fault.grace if fault.grace is not None else TERMINATION_GRACE
+                _sigkill_after(v.pid, v.create_time, rec.grace)
+            out.append(rec)
+        return out
+
+    def resume(self, name: str, rec: KillRecord) -> bool:
+        """SIGCONT the hung host ``rec`` stopped, if that same process still exists."""
+        d = self._dir(name, must_exist=False)
+        ours = next((r for r in read_procs(d) if r.get("pid") == rec.pid), None)
+        if rec.pid is None or ours is None or not proc_matches(rec.pid, ours.get("create_time")):
+            return False
+        try:
+            os.kill(rec.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            return False
+        rec.resumed = utc_now()
+        return True
+
+    @staticmethod
+    def _running_workers(st: WorkloadState, slice: int | None,
+                         host: int | None) -> list[PodRecord]:
+        pods = [p for s in st.slices for p in s.pods
+                if p.phase == "Running" and proc_matches(p.pid, p.create_time)
+                and (slice is None or p.slice == slice) and (host is None or p.host == host)]
+        return sorted(pods, key=lambda p: (p.slice, p.host))
 
     # ------------------------------------------------------------------ delete
     def exists(self, name: str) -> bool:
@@ -541,6 +633,36 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
+
+
+TERMINATION_GRACE = 30.0
+"""Seconds from SIGTERM to SIGKILL of a ``term`` fault: Kubernetes' default
+``terminationGracePeriodSeconds``, which elastix's rendered pods keep (they set none)."""
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Signal a pod's process group (a pod's containers die together), else the process."""
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _sigkill_after(pid: int, create_time: float | None, grace: float) -> None:
+    """Wait until ``pid`` has exited, at most ``grace`` seconds, then SIGKILL it if it is still
+    the same process: the kubelet's end of a pod's grace period."""
+    deadline = time.monotonic() + grace
+    while proc_matches(pid, create_time):
+        if time.monotonic() >= deadline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return
+        time.sleep(0.01)
 
 
 def _check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
