@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from elastix.backends.base import Backend, KillRecord, WorkloadStatus
+from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
 from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
+from elastix.measure.aim import Aim, EventFeed, Landing, Window, check_reachable, find_open, landing
 from elastix.measure.events import (
     Event,
     Recovery,
@@ -34,7 +35,8 @@ from elastix.measure.report import (
     check_bounds,
     trainer_step,
 )
-from elastix.measure.wait import stepping
+from elastix.measure.schedule import Planned
+from elastix.measure.wait import stepping, wait_for
 from elastix.protocol.timefmt import iso_ms
 
 __all__ = ["COMPLETED_STATES", "DEAD_STATES", "MODES", "Bounds", "ChaosFailed", "ChaosReport",
@@ -45,7 +47,7 @@ MODES = ("random", "slice", "host")
 
 @dataclasses.dataclass
 class KillMeasurement:
-    """One kill and the recovery that followed it (``recovery`` is None if none started)."""
+    """One fault and the recovery that followed it (``recovery`` is None if none started)."""
 
     kills: list[KillRecord]
     recovery: Recovery | None
@@ -56,6 +58,20 @@ class KillMeasurement:
     head_pid_before: int | None
     head_pid_after: int | None
     timed_out: bool
+    fault: str = "kill"  # Fault.describe(): "kill", "term (grace 30 s)", "hang (10 s)"...
+    landing: Landing | None = None  # where an aimed fault landed
+    planned: float | None = None  # --mtbf/--schedule: seconds after the soak's start it was due
+    late: float | None = None  # seconds it landed after it was due (a recovery was measured)
+    openers: int = 0  # kills[:openers] opened the recovery the aimed fault landed in
+    cut_short: list[int] = dataclasses.field(default_factory=list)
+    """Recoveries (1-based, as the trainer numbers them) that began after the opener and never
+    completed: the aimed fault cut them short, and :attr:`recovery` is the one that followed."""
+
+    def fault_times(self) -> list[int]:
+        """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
+        opener and the aimed fault are two), for goodput's attribution of kills."""
+        starts = [0] + ([self.openers] if 0 < self.openers < len(self.kills) else [])
+        return [ms_of(self.kills[i].time) for i in starts]
 
     @property
     def pid_same(self) -> bool | None:
@@ -84,8 +100,15 @@ class KillMeasurement:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "fault": self.fault,
             "kills": [{"pod": k.pod, "slice": k.slice, "host": k.host, "node": k.node,
-                       "time": iso_ms(k.time), "pid": k.pid} for k in self.kills],
+                       "time": iso_ms(k.time), "pid": k.pid, "fault": k.fault,
+                       "grace_seconds": k.grace,
+                       "resumed": iso_ms(k.resumed) if k.resumed else None}
+                      for k in self.kills],
+            "aim": self.landing.to_json() if self.landing else None,
+            "planned_seconds": self.planned, "late_seconds": self.late,
+            "openers": self.openers, "cut_short": self.cut_short,
             "recovery": self.recovery.to_json() if self.recovery else None,
             "source": self.source, "state_after": self.state_after,
             "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
@@ -99,79 +122,208 @@ def _head(st: WorkloadStatus) -> tuple[int, int | None]:
     return (st.head.restarts, st.head.pid) if st.head else (0, None)
 
 
+AIM_POLL = 0.005
+"""Seconds between reads of a local events file while a fault waits for its moment: a save's
+copy of the tiny model lasts tens of ms."""
+
+
+def _worker_running(st: WorkloadStatus) -> bool:
+    return any(p.phase == "Running" for s in st.slices for p in s.pods)
+
+
+def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, since: int, *,
+                     deadline: float, poll: float, clock: Callable[[], float],
+                     sleep: Callable[[float], None]) -> tuple[WorkloadStatus, Window | None]:
+    """Wait until the fault may land: the run is stepping (un-aimed), or the aimed moment is
+    open. Returns the status last read and the window found (None when un-aimed, or when the
+    workload ended first).
+
+    Raises:
+        UsageError: the aim cannot be met by this run (exit 2; nothing was killed).
+        BackendError: the moment did not come within the timeout (nothing was killed).
+    """
+    fast = feed.path is not None
+    step = AIM_POLL if fast and aim.aimed else poll
+    next_status = clock()
+    st: WorkloadStatus | None = None
+    checked = False
+    while True:
+        events = feed.poll()
+        if clock() >= next_status or st is None:
+            st = backend.status(name)
+            next_status = clock() + poll
+            if st.state in DEAD_STATES:
+                return st, None
+        if not checked and (events or aim.during != "startup"):
+            check_reachable(aim, events, feed.records)
+            checked = any(e.name == "run_start" for e in events)
+        if aim.after is not None:  # its delay was waited by the caller: now
+            return st, None
+        if not aim.aimed:
+            if stepping(events):
+                return st, None
+        elif aim.during == "startup":
+            if find_open(events, aim, since, feed.records) is None:
+                raise UsageError(f"--during startup: {name} has already started (its trainer "
+                                 "wrote run_start)", hint="aim at startup right after "
+                                 "`elastix workload create`, or use --during compile")
+            if _worker_running(st):
+                return st, find_open(events, aim, since, feed.records)
+            step = poll / 20  # the hosts start in ms: check the pods often
+            next_status = min(next_status, clock() + step)
+        elif not aim.needs_stepping() or stepping(events) or aim.at_step is not None:
+            w = find_open(events, aim, since, feed.records)
+            if w is not None:
+                return st, w
+        if clock() >= deadline:
+            what = "stepping (no step after a committed snapshot or checkpoint)" \
+                if not aim.aimed else f"{aim.describe()} (the moment never came)"
+            raise BackendError(f"{name} was not {what} within the timeout; nothing was killed",
+                               hint=f"see elastix logs {name}; or raise --timeout")
+        sleep(step)
+
+
 def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRecord]], *,
-                 timeout: float = 600.0, poll: float = 1.0,
+                 timeout: float = 600.0, poll: float = 1.0, aim: Aim | None = None,
+                 since: int = 0, hang_for: float | None = None,
+                 opened: list[KillRecord] | None = None, baseline: int | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> KillMeasurement:
-    """Kill (``do_kill``) and wait for the recovery that follows; measure it.
+    """Fault (``do_kill``) once the moment has come, and wait for the recovery that follows;
+    measure it.
 
-    The baseline (recoveries so far, restart counters, head PID) is read before the kill, so the
-    first recovery that appears afterwards is this kill's.
+    ``aim``: when (:mod:`elastix.measure.aim`); un-aimed, once the trainer is stepping (a kill
+    before its first save restores from init). ``since``: the index of the events after which
+    an aimed moment counts (the previous fault's). ``hang_for``: resume the hung hosts
+    (:meth:`Backend.resume`) that long after the fault. The baseline (recoveries so far,
+    restart counters, head PID) is read before the fault, so the first recovery that appears
+    afterwards is this fault's (``opened``: faults made before this one to open the
+    recovery it aims at, ``baseline`` the count of recoveries before them: the recovery
+    measured is then the newest since that count, once it completes, and this fault is among
+    its ``also_killed``); a fault before the run's first step that no recovery took up
+    is measured as absorbed by the start (a ``start-up`` recovery: fault to first step).
     """
+    aim = aim or Aim()
     deadline = clock() + timeout
-    # A kill before the trainer is stepping (or mid-recovery) has no steady-state recovery to
-    # measure: before its first save it restores from init.
-    while True:
-        events, _ = events_of(backend.trainer_events(name))
-        before = backend.status(name)
-        if stepping(events) or before.state in DEAD_STATES:
-            break
-        if clock() >= deadline:
-            raise BackendError(f"{name} is not stepping after {timeout:g} s (no step after a "
-                               "committed snapshot or checkpoint); nothing was killed",
-                               hint=f"see elastix logs {name}; does the job save? or raise "
-                                    "--timeout")
-        sleep(poll)
-    n_before = len(recoveries(events))
-    kills = do_kill()
+    feed = EventFeed(backend, name)
+    try:
+        before, window = _wait_for_moment(backend, name, feed, aim, since, deadline=deadline,
+                                          poll=poll, clock=clock, sleep=sleep)
+        events = feed.events
+        n_before = len(recoveries(events)) if baseline is None else baseline
+        first_steps = sum(1 for e in events if e.name == "step")
+        aimed = do_kill()
+    except BaseException:
+        feed.close()
+        raise
+    kills = [*(opened or []), *aimed]
+    kill_ms = ms_of(aimed[0].time)
+    resume_at = clock() + hang_for if hang_for is not None else None
     deadline = clock() + timeout
     rec: Recovery | None = None
     timed_out = True
-    while True:
-        events, source = events_of(backend.trainer_events(name))
-        new = recoveries(events)[n_before:]
-        rec = new[0] if new else None
-        st = backend.status(name)
-        if (rec and rec.complete) or st.state in DEAD_STATES:
-            timed_out = False
-            break
-        if clock() >= deadline:
-            break
-        sleep(poll)
+    try:
+        while True:
+            if resume_at is not None and clock() >= resume_at:
+                for k in kills:
+                    backend.resume(name, k)
+                resume_at = None
+            events, source = events_of(backend.trainer_events(name))
+            new = recoveries(events)[n_before:]
+            # A fault during a recovery cuts it short (its first step never comes) or is
+            # absorbed in it: the recovery that completes is the newest.
+            rec = (new[-1] if baseline is not None else new[0]) if new else None
+            if rec is None:
+                rec = _absorbed(events, kill_ms, first_steps)
+            st = backend.status(name)
+            if (rec and rec.complete) or st.state in DEAD_STATES:
+                timed_out = False
+                break
+            if clock() >= deadline:
+                break
+            sleep(min(poll, max(0.0, resume_at - clock())) if resume_at is not None else poll)
+        if resume_at is not None:  # the recovery ended first: the hang still ends on time
+            while (left := resume_at - clock()) > 0:
+                sleep(left)
+            for k in kills:
+                backend.resume(name, k)
+        landed = landing(feed.poll(), aim, window, kill_ms) \
+            if aim.at_step is not None or aim.during is not None else None
+    finally:
+        feed.close()
     if rec is not None:
         rec.kill = ms_of(kills[0].time)
+        if opened and kill_ms not in rec.also_killed:
+            rec.also_killed.append(kill_ms)
     h0, h1 = _head(before), _head(st)
+    short = [r.index for r in new[:-1] if not r.complete] if baseline is not None and new else []
     return KillMeasurement(kills, rec, source, st.state,
                            st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
-                           h0[1], h1[1], timed_out)
+                           h0[1], h1[1], timed_out, landing=landed, cut_short=short)
 
 
-def _killer(backend: Backend, name: str, mode: str, rng: random.Random
-            ) -> Callable[[], list[KillRecord]]:
-    """What one kill does in each mode: any worker, one chosen host, or every host of a slice."""
-    def kill() -> list[KillRecord]:
-        if mode == "random":
-            return [backend.kill_worker(name, seed=rng.randrange(2**31))]
-        running = [(s.index, p.host) for s in backend.status(name).slices for p in s.pods
-                   if p.phase == "Running" and p.role == "worker"]
-        if not running:
-            raise UsageError(f"workload {name} has no running worker to kill",
-                             hint="wait until `elastix workload status` shows it Running")
-        if mode == "host":
-            sl, host = rng.choice(running)
-            return [backend.kill_worker(name, slice=sl, host=host)]
-        sl = rng.choice(sorted({s for s, _ in running}))
+def _absorbed(events: list[Event], kill: int, steps_before: int) -> Recovery | None:
+    """A fault before the run's first step that no recovery took up: the start absorbed it
+    (the slice's replacement came up while the trainer still waited for its slices). Its
+    measurement is the time from the fault to that first step; no step was lost."""
+    if steps_before:
+        return None
+    i = next((j for j, e in enumerate(events) if e.name == "step" and e.t >= kill), None)
+    if i is None or any(e.name == "elastic_detected" for e in events[:i]):
+        return None
+    first = events[i]
+    done = first.data["step"] - 1
+    return Recovery(0, "start-up", start=kill, first_step_at=first.t, first_step=first.data["step"],
+                    first_step_seconds=first.data.get("seconds"), last_step=done,
+                    restored_step=done)
+
+
+def _running(backend: Backend, name: str) -> list[tuple[int, int]]:
+    running = [(s.index, p.host) for s in backend.status(name).slices for p in s.pods
+               if p.phase == "Running" and p.role == "worker"]
+    if not running:
+        raise UsageError(f"workload {name} has no running worker to kill",
+                         hint="wait until `elastix workload status` shows it Running")
+    return running
+
+
+def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: Fault = Fault(),
+            count: int = 1, spread: float = 0.0, sleep: Callable[[float], None] = time.sleep
+            ) -> Callable[..., list[KillRecord]]:
+    """What one round of faults does: ``count`` faults of kind ``fault``, ``spread`` seconds
+    apart, each on a slice not yet hit when one runs (``mode`` random: any worker, host: one
+    chosen host, slice: every host of a slice, as ``--fault slice``)."""
+    kind = "slice" if mode == "slice" and fault.kind == "kill" else fault.kind
+    fault = dataclasses.replace(fault, kind=kind)
+
+    def one(hit: set[int], slice_: int | None = None, host: int | None = None
+            ) -> list[KillRecord]:
+        if kind == "head":
+            return backend.inject(name, fault)
+        if slice_ is None and (mode == "host" or kind == "slice" or hit):
+            running = [(s, h) for s, h in _running(backend, name) if s not in hit] \
+                or _running(backend, name)
+            if kind == "slice":
+                slice_ = rng.choice(sorted({s for s, _ in running}))
+            else:
+                slice_, host = rng.choice(running) if mode == "host" or hit else (None, None)
+        return backend.inject(name, fault, slice=slice_, host=host,
+                              seed=rng.randrange(2**31))
+
+    def kill(slice_: int | None = None, host: int | None = None) -> list[KillRecord]:
         done: list[KillRecord] = []
-        for s, h in running:
-            if s != sl:
-                continue
+        hit: set[int] = set()
+        for i in range(count):
+            if i and spread > 0:
+                sleep(spread)
             try:
-                done.append(backend.kill_worker(name, slice=sl, host=h))
+                recs = one(hit, slice_ if i == 0 else None, host if i == 0 else None)
             except BackendError:
-                # One host's death takes its whole slice down (on TPU, and so on the local
-                # backend): the rest may be gone before their turn. That is the point.
                 if not done:
                     raise
+                break  # the rest went down with the first (a slice, the head): that is the fault
+            done += recs
+            hit |= {r.slice for r in recs if r.slice is not None}
         return done
     return kill
 
@@ -180,13 +332,24 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
              seed: int | None = None, bounds: Bounds | None = None, poll: float = 1.0,
              killer: Callable[[], list[KillRecord]] | None = None,
              on_kill: Callable[[int, KillMeasurement], None] | None = None,
+             fault: Fault = Fault(), aim: Aim | None = None, count: int = 1,
+             spread: float = 0.0, schedule: list[Planned] | None = None,
+             aims: list[Aim] | None = None,
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep,
              wall: Callable[[], float] = time.time) -> ChaosReport:
-    """Kill ``kills`` times, at least ``interval`` seconds from one recorded kill to the next
-    (``wall`` is the clock the kills are recorded on: a backend's ``utc_now``), measuring
-    each recovery. No kill lands before the trainer is stepping (:func:`~elastix.measure.wait.
-    stepping`): the wait for it is not counted in the interval.
+    """Fault ``kills`` times, at least ``interval`` seconds from one recorded fault to the next
+    (``wall`` is the clock the faults are recorded on: a backend's ``utc_now``), measuring
+    each recovery. No un-aimed fault lands before the trainer is stepping
+    (:func:`~elastix.measure.wait.stepping`): the wait for it is not counted in the interval.
+
+    ``fault``/``count``/``spread``: each round delivers ``count`` faults of that kind,
+    ``spread`` seconds apart. ``aim``: when each lands (:mod:`elastix.measure.aim`); aimed at a
+    recovery or a restore, each round first kills one host to open that recovery (the
+    "opener", measured with it). ``schedule``: the rounds' due times and faults instead
+    (``--mtbf``, ``--schedule``; ``kills`` is its length): each lands when due, or as soon as
+    the previous recovery was measured (``late`` says by how much). ``aims``: one aim per
+    round (``--at-step N1,N2``), instead of ``aim``.
 
     ``killer`` replaces ``mode``'s choice of victims (``kill-worker --measure``'s pinned pod).
     Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
@@ -196,10 +359,14 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     """
     if mode not in MODES:
         raise UsageError(f"unknown chaos mode {mode!r}", hint="use random, slice or host")
+    if schedule is not None:
+        kills = len(schedule)
     if kills < 1 or interval < 0:
         raise UsageError("--kills must be >= 1 and --interval >= 0")
+    aim = aim or Aim()
     bounds = bounds or Bounds()
-    chosen = killer or _killer(backend, name, mode, random.Random(seed))
+    rng = random.Random(seed)
+    chosen = killer or _killer(backend, name, mode, rng, fault, count, spread, sleep)
     # --interval is from one *recorded* kill to the next (what the report and JUnit show), so
     # the schedule reads the record's own clock: each record is taken once its kill begins,
     # never before, so waiting until the previous record's time + interval on that clock makes
@@ -207,12 +374,7 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     # the time a backend records are two instants; scheduling from the first let two records
     # fall 3.988 s apart with --interval 4s).
     last_kill: list[float] = []  # the previous kill's recorded time, in epoch seconds
-
-    def kill() -> list[KillRecord]:
-        recs = chosen()
-        if recs:
-            last_kill[:] = [max(r.time.timestamp() for r in recs)]
-        return recs
+    opener = aim.during in ("recovery", "restore")
 
     out: list[KillMeasurement] = []
     violations: list[Violation] = []
@@ -220,25 +382,68 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     error: str | None = None
     interrupted = deleted = False
     i = 0
+    start: float | None = None  # wall time the soak's schedule counts from
+    since = 0
     try:
         for i in range(1, kills + 1):
-            if last_kill:  # counted from the previous kill, not from before its wait
+            planned = schedule[i - 1] if schedule is not None else None
+            if planned is None and last_kill:  # counted from the previous kill
                 while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
                     sleep(left)
             st = backend.status(name)
             if st.state in DEAD_STATES:
                 ended = st, f"before kill {i}"
                 break
+            this_aim = Aim(after=0) if planned is not None else aims[i - 1] if aims else (
+                Aim(after=0) if aim.after is not None and i > 1 else aim)
+            opened: list[KillRecord] = []
+
+            def kill(planned: Planned | None = planned) -> list[KillRecord]:
+                if planned is not None and killer is None:
+                    recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
+                                   sleep)(planned.slice, planned.host)
+                else:
+                    recs = chosen()
+                if recs:
+                    last_kill[:] = [max(r.time.timestamp() for r in recs)]
+                return recs
+
             try:
+                if planned is not None and start is None:
+                    wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
+                             clock=clock, sleep=sleep)
+                    start = wall()
+                if planned is not None:
+                    while (left := start + planned.at - wall()) > 0:
+                        sleep(min(left, poll))
+                if aim.after is not None and i == 1:
+                    sleep(aim.after)
+                n_base = None
+                if opener:  # open the recovery this round's fault aims at
+                    wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
+                             clock=clock, sleep=sleep)
+                    evs = events_of(backend.trainer_events(name))[0]
+                    n_base, since = len(recoveries(evs)), len(evs)
+                    opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
                 m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
-                                 clock=clock, sleep=sleep)
+                                 clock=clock, sleep=sleep, aim=this_aim, since=since,
+                                 hang_for=(planned.fault if planned else fault).hang_for,
+                                 opened=opened, baseline=n_base)
+                m.openers = len(opened)
             except ElastixError as err:  # e.g. no running worker left: did the workload end?
+                if isinstance(err, UsageError) and not out and not opened:
+                    raise  # an aim this run cannot meet: exit 2, nothing was killed
                 st = backend.status(name)
                 if st.state in DEAD_STATES:
                     ended = st, f"before kill {i}"
                 else:
                     error = f"kill {i} failed: {err.message}"
                 break
+            m.fault = (planned.fault if planned else fault).describe()
+            if planned is not None:
+                m.planned = planned.at
+                m.late = max(0.0, round(m.kills[0].time.timestamp() - start - planned.at, 3))
+            since = len(events_of(backend.trainer_events(name))[0])
             out.append(m)
             violations += check_bounds(m, i, bounds)
             if on_kill:
@@ -253,12 +458,40 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
             raise  # a wrong name: nothing was done
         deleted = True
     events = _events_or_none(backend, name)
-    report = goodput(events or [], kills=[ms_of(m.kills[0].time) for m in out])
+    report = goodput(events or [], kills=[t for m in out for t in m.fault_times()])
     res = ChaosReport(out, report, violations, died=deleted, error=error,
                       interrupted=interrupted, events=events or [], workload=name,
                       bounds=bounds)
     res.stopped = _why_stopped(res, ended, i, kills, deleted, interrupted, error)
     return res
+
+
+def describe_plan(kills: int, interval: float, fault: Fault, count: int, spread: float,
+                  steps: list[int] | None, aim: Aim, schedule: list[Planned] | None
+                  ) -> list[dict[str, Any]]:
+    """What ``chaos run --dry-run`` prints: each round's fault, when it lands, whom it hits."""
+    rows = []
+    for i in range(1, kills + 1):
+        p = schedule[i - 1] if schedule is not None else None
+        f = p.fault if p is not None else fault
+        if p is not None:
+            when = f"{p.at:.3f} s after stepping"
+        elif steps:
+            when = f"at step {steps[i - 1]}"
+        elif aim.aimed and not (aim.after is not None and i > 1):
+            when = aim.describe() + (" (after an opener kill)"
+                                     if aim.during in ("recovery", "restore") else "")
+        elif i == 1:
+            when = "once stepping"
+        else:
+            when = f"{interval:g} s after fault {i - 1}"
+        target = "the head" if f.kind == "head" else (
+            f"slice {p.slice}" + (f" host {p.host}" if p.host is not None else "")
+            if p is not None and p.slice is not None else "random")
+        rows.append({"round": i, "fault": f.describe(), "count": count,
+                     "spread_seconds": spread, "when": when, "target": target,
+                     "at_seconds": round(p.at, 3) if p is not None else None})
+    return rows
 
 
 def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: int,

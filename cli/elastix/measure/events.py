@@ -280,7 +280,8 @@ def snake(name: str) -> str:
     return name.replace(" ", "_").replace("-", "_")
 
 
-PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart")
+PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart",
+          "start-up")
 
 
 @dataclasses.dataclass
@@ -291,7 +292,10 @@ class Recovery:
     """
 
     index: int  # 1-based, in order of appearance
-    kind: str  # "in-process" or "restart"
+    kind: str
+    """``in-process``, ``restart`` or ``start-up`` (a fault that landed before the run's
+    first step and was absorbed by its start: no recovery event, only the first step after
+    it; made by the chaos driver, never by :func:`recoveries`)."""
     kill: int | None = None  # from the launcher's KillRecord, when known
     also_killed: list[int] = dataclasses.field(default_factory=list)
     """Kills (ms) this recovery took in besides :attr:`kill`: one before its start (two kills,
@@ -344,7 +348,9 @@ class Recovery:
         """(phase, start ms, end ms), contiguous, for the phases that were reached."""
         origin = next((t for t in (self.kill, self.loss, self.prev_event) if t is not None),
                       None)
-        if self.kind == "restart":
+        if self.kind == "start-up":
+            points = [("start-up", origin), (None, self.first_step_at)]
+        elif self.kind == "restart":
             points = [("restart", origin), ("restore", self.start), ("first step", self.restored),
                       (None, self.first_step_at)]
         else:
@@ -356,14 +362,14 @@ class Recovery:
         for i, j in zip(reached, reached[1:], strict=False):
             # A phase whose end the source did not log is not stretched over the next one:
             # in a recovery that went on, it is unknown ("not in the log"), not longer.
-            if j == i + 1 or self.kind == "restart":
+            if j == i + 1 or self.kind != "in-process":
                 out.append((points[i][0], points[i][1], points[j][1]))
         return out
 
     def phase_seconds(self) -> dict[str, float | None]:
         """Each phase's duration in seconds (None when not reached)."""
         got = {n: (b - a) / 1000 for n, a, b in self.phases()}
-        names = PHASES[-3:] if self.kind == "restart" else PHASES[:5]
+        names = {"restart": PHASES[-4:-1], "start-up": PHASES[-1:]}.get(self.kind, PHASES[:5])
         return {n: got.get(n) for n in names}
 
     def restore_split(self) -> dict[str, float] | None:
@@ -492,6 +498,11 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
         cur.restore_source, cur.restore_bytes = d["source"], d["bytes"]
         cur.restore_seconds = d["seconds"]
     elif ev.name == ("step" if cur.kind == "restart" else "elastic_first_step"):
+        if cur.kind == "restart" and cur.restored_step is None and d.get("step") is not None:
+            # no restore was logged: the new process resumed from the step before its first
+            # (from init, step 0, when nothing was saved where it could read it)
+            cur.restored_step = d["step"] - 1
+            cur.restore_source = "init" if d["step"] == 1 else None
         cur.first_step_at, cur.first_step = ev.t, d["step"]
         cur.first_step_seconds = d["seconds"]
         cur.slices_after = live

@@ -404,7 +404,8 @@ class LocalBackend(Backend):
                dry_run: bool = False) -> list[KillRecord]:
         """Signal the victim's process: SIGKILL (``kill``, ``slice``: every host of the slice,
         ``head``: the head's process group, as a pod's containers die together), SIGTERM then
-        SIGKILL after the grace (``term``), SIGSTOP (``hang``)."""
+        SIGKILL after the grace (``term``: ``--grace``, else the worker pods' rendered
+        ``terminationGracePeriodSeconds``), SIGSTOP (``hang``)."""
         if fault.kind == "kill":
             return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
         d = self._dir(name)
@@ -458,7 +459,7 @@ class LocalBackend(Backend):
                     continue  # its slice went down with the first host: that is the fault
                 raise BackendError(f"worker {v.name} exited before the fault") from None
             if fault.kind == "term":
-                rec.grace = fault.grace if fault.grace is not None else TERMINATION_GRACE
+                rec.grace = fault.grace if fault.grace is not None else plan.worker_grace
                 _sigkill_after(v.pid, v.create_time, rec.grace)
             out.append(rec)
         return out
@@ -633,11 +634,6 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
-
-
-TERMINATION_GRACE = 30.0
-"""Seconds from SIGTERM to SIGKILL of a ``term`` fault: Kubernetes' default
-``terminationGracePeriodSeconds``, which elastix's rendered pods keep (they set none)."""
 
 
 def _signal_group(pid: int, sig: int) -> None:

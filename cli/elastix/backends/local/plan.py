@@ -68,6 +68,9 @@ class Plan:
     """Said in the supervisor's log when the head starts."""
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """The JobSet's labels (``workload create --label``), for ``-l`` selectors."""
+    worker_grace: float = 30.0
+    """The worker pods' ``terminationGracePeriodSeconds`` (``--termination-grace-period``):
+    a ``term`` fault's SIGTERM-to-SIGKILL, as the kubelet gives it."""
 
     @property
     def stamped(self) -> bool:
@@ -212,6 +215,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         maxtext=(mt.standin or "none") if mt else "",
         head_note=(mt.note or "") if mt else "",
         labels=dict((manifest.get("metadata") or {}).get("labels") or {}),
+        worker_grace=float(wjob["template"]["spec"].get("terminationGracePeriodSeconds", 30)),
     )
 
 

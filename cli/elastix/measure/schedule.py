@@ -1,0 +1,122 @@
+"""When a soak's faults land: drawn as a fleet's failures arrive (``--mtbf``), or replayed
+from a file (``--schedule``).
+
+A schedule file is YAML (or JSON): a list of faults, each a mapping with ``at`` (a duration
+after the soak's start: ``90s``, ``5m``, or seconds) and optionally ``fault`` (:data:`FAULTS`,
+default ``kill``), ``slice``, ``host``, ``grace`` (term) and ``for`` (hang)::
+
+    - {at: 30s, fault: kill, slice: 0, host: 1}
+    - {at: 2m, fault: term, grace: 10s}
+    - {at: 3m, fault: slice, slice: 1}
+    - {at: 4m30s, fault: hang, for: 20s}
+
+Times count from the moment the trainer is first seen stepping (a step after its first save),
+so a schedule replays alike whatever the start-up took.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any
+
+from elastix.backends.base import FAULTS, Fault
+from elastix.errors import UsageError
+
+MAX_SCHEDULE = 10_000  # faults in one file; more is not a schedule a soak can keep
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One fault of a schedule (``--mtbf``, ``--schedule``): due ``at`` seconds after the
+    soak's start (the trainer first seen stepping), of kind ``fault``, at a pinned victim or
+    a random one."""
+
+    at: float
+    fault: Fault = Fault()
+    slice: int | None = None
+    host: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at_seconds": round(self.at, 3), "fault": self.fault.describe(),
+                "slice": self.slice, "host": self.host}
+
+
+def mtbf_schedule(mtbf: float, kills: int, seed: int | None, fault: Fault = Fault()
+                  ) -> list[Planned]:
+    """``kills`` fault times drawn as a fleet's failures arrive: independent exponential gaps
+    of mean ``mtbf`` seconds (a Poisson process), reproducible from ``seed``."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(kills):
+        t += rng.expovariate(1.0 / mtbf)
+        out.append(Planned(t, fault))
+    return out
+
+
+Duration = Callable[[str, str, bool], float]
+"""Parses a duration: (text, what it is for, whether 0 is allowed) -> seconds, or raises a
+UsageError (the CLI's one grammar, ``elastix.commands.options.parse_duration_in``)."""
+
+
+def _duration(v: Any, where: str, key: str, parse: Duration) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise UsageError(f"{where}: {key} is not a duration", hint=f"e.g. {key}: 90s")
+    return parse(str(v), f"{where}: {key}", key == "at")
+
+
+def _index(v: Any, where: str, key: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise UsageError(f"{where}: {key} {v!r} is not a {key} index (0 or more)",
+                         hint=f"e.g. {key}: 0")
+    return v
+
+
+def parse_schedule(doc: Any, source: str, duration: Duration) -> list[Planned]:
+    """The faults of a schedule document (already parsed YAML), in time order.
+
+    Raises:
+        UsageError: not a list of mappings, an unknown key or fault, a bad time or index.
+    """
+    if not isinstance(doc, list) or not doc:
+        raise UsageError(f"{source} is not a list of faults",
+                         hint="e.g. - {at: 30s, fault: kill, slice: 0}")
+    if len(doc) > MAX_SCHEDULE:
+        raise UsageError(f"{source} has {len(doc)} faults, more than {MAX_SCHEDULE}",
+                         hint="split it into several soaks")
+    out = []
+    for i, item in enumerate(doc, 1):
+        where = f"{source}, fault {i}"
+        if not isinstance(item, dict):
+            raise UsageError(f"{where} is not a mapping", hint="e.g. - {at: 30s, fault: kill}")
+        unknown = sorted(set(map(str, item)) - {"at", "fault", "slice", "host", "grace", "for"})
+        if unknown:
+            raise UsageError(f"{where}: unknown key {unknown[0]!r}",
+                             hint="keys: at, fault, slice, host, grace, for")
+        if "at" not in item:
+            raise UsageError(f"{where} has no 'at'", hint="e.g. at: 90s")
+        kind = item.get("fault", "kill")
+        if kind not in FAULTS:
+            raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
+                             hint="e.g. fault: term")
+        grace = _duration(item["grace"], where, "grace", duration) if "grace" in item else None
+        hang_for = _duration(item["for"], where, "for", duration) if "for" in item else None
+        if grace is not None and kind != "term":
+            raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
+        if hang_for is not None and kind != "hang":
+            raise UsageError(f"{where}: for is for fault hang only", hint="drop for")
+        sl, host = _index(item.get("slice"), where, "slice"), _index(item.get("host"), where,
+                                                                      "host")
+        if host is not None and sl is None:
+            raise UsageError(f"{where}: host needs slice", hint="e.g. slice: 0, host: 1")
+        if kind == "head" and sl is not None:
+            raise UsageError(f"{where}: fault head takes no slice or host", hint="drop them")
+        if kind == "slice" and host is not None:
+            raise UsageError(f"{where}: fault slice takes every host: not host",
+                             hint="drop host")
+        out.append(Planned(_duration(item["at"], where, "at", duration), Fault(kind, grace, hang_for),
+                           sl, host))
+    return sorted(out, key=lambda p: p.at)
