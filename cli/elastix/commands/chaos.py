@@ -6,7 +6,7 @@ JSON, bounds, JUnit and Markdown files, and exit codes (:class:`elastix.errors.E
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,8 @@ from elastix.commands.options import (
 from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
+    from elastix.backends.base import Fault
+    from elastix.measure.aim import Aim
     from elastix.measure.report import Bounds, ChaosReport
 
 KILL_OUTPUTS = ("text", "json")
@@ -46,6 +48,27 @@ Junit = Annotated[str | None, typer.Option(
                     "missed bound.")]
 Summary = Annotated[str | None, typer.Option(
     "--summary", help="Append a Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY).")]
+FaultOpt = Annotated[str, typer.Option(
+    "--fault", help="kill (a host crashes: SIGKILL), term (planned maintenance: SIGTERM, "
+                    "SIGKILL after the grace), hang (SIGSTOP until replaced, or --for), slice "
+                    "(every host of a slice) or head (the controller dies: the workload "
+                    "restarts).", autocompletion=lambda incomplete: [
+                        f for f in ("kill", "term", "hang", "slice", "head")
+                        if f.startswith(incomplete)])]
+Grace = Annotated[str | None, typer.Option(
+    "--grace", help="--fault term: SIGTERM to SIGKILL (default: the pod's "
+                    "terminationGracePeriodSeconds, 30s).")]
+HangFor = Annotated[str | None, typer.Option(
+    "--for", help="--fault hang: SIGCONT after this (default: stopped until the platform "
+                  "replaces the host).")]
+During = Annotated[str | None, typer.Option(
+    "--during", help="Land in a moment: save (a checkpoint's copy), snapshot, restore, "
+                     "recovery, startup or compile; found in the trainer's events (or a "
+                     "MaxText head's log).", autocompletion=lambda incomplete: [
+                         m for m in ("save", "snapshot", "restore", "recovery", "startup",
+                                     "compile") if m.startswith(incomplete)])]
+After = Annotated[str | None, typer.Option(
+    "--after", help="Land this long after the command starts (90s, 5m), stepping or not.")]
 
 
 def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) -> Bounds:
@@ -58,6 +81,37 @@ def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) 
     down = parse_duration_in(max_downtime, "--max-downtime") if max_downtime is not None \
         else None
     return Bounds(down, max_steps_lost, parse_duration_in(timeout, "--timeout"))
+
+
+def _fault(backend_name: str, fault: str, grace: str | None, hang_for: str | None
+           ) -> Fault:
+    """``--fault`` and its options, checked (exit 2 before anything is killed)."""
+    from elastix.backends.base import FAULTS, Fault
+
+    if fault not in FAULTS:
+        raise UsageError(f"--fault {fault!r} is not one of {', '.join(FAULTS)}",
+                         hint="e.g. --fault term (planned maintenance)")
+    if grace is not None and fault != "term":
+        raise UsageError(f"--grace is for --fault term, not {fault}", hint="drop --grace")
+    if hang_for is not None and fault != "hang":
+        raise UsageError(f"--for is for --fault hang, not {fault}", hint="drop --for")
+    return Fault(fault, parse_duration_in(grace, "--grace", allow_zero=True)
+                 if grace is not None else None,
+                 parse_duration_in(hang_for, "--for") if hang_for is not None else None)
+
+
+def _aim(at_step: int | None, during: str | None, after: str | None) -> Aim:
+    from elastix.measure.aim import Aim
+
+    return Aim(at_step, during, parse_duration_in(after, "--after", allow_zero=True)
+               if after is not None else None)
+
+
+def _deliverable(backend: Any, fault: Fault) -> None:
+    """Refuse a fault this backend cannot deliver, in one line, before anything is killed."""
+    why = backend.fault_support(fault)
+    if why is not None:
+        raise UsageError(why, hint="see elastix chaos kill-worker --help for the faults")
 
 
 def _check_files(junit: str | None, summary: str | None, plot: str | None) -> None:
@@ -127,6 +181,13 @@ def kill_worker(
         "--host", help="Kill this host of --slice [random].")] = None,
     seed: Annotated[int | None, typer.Option(
         "--seed", help="Seed of the random choice (reproducible).")] = None,
+    fault: FaultOpt = "kill",
+    grace: Grace = None,
+    hang_for: HangFor = None,
+    at_step: Annotated[int | None, typer.Option(
+        "--at-step", help="Land while step N runs (after step N-1 completed).")] = None,
+    during: During = None,
+    after: After = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show which pod would be killed.")] = False,
     output: Annotated[str, output_option(
@@ -135,7 +196,8 @@ def kill_worker(
         "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
                           "lost (the report chaos run prints).")] = False,
     timeout: Annotated[str, typer.Option(
-        "--timeout", help="--measure: give up on the recovery after this.")] = "10m",
+        "--timeout", help="--measure: give up on the recovery (or the aimed moment) after "
+                          "this.")] = "10m",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="--measure: draw the timeline to FILE.png.")] = None,
     max_downtime: MaxDowntime = None,
@@ -143,15 +205,17 @@ def kill_worker(
     junit: Junit = None,
     summary: Summary = None,
 ) -> None:
-    """Delete one worker pod with grace period 0 (SIGKILL, like a hardware fault)."""
+    """Deliver one fault: by default delete a worker pod with grace 0 (SIGKILL, a crash)."""
     import json
+    import time
 
     from elastix.measure.chaos import check_killable
     from elastix.views.status import kill_json, kill_line
 
     reporting = [f for f, v in (("--plot", plot), ("--max-downtime", max_downtime),
                                 ("--max-steps-lost", max_steps_lost), ("--junit", junit),
-                                ("--summary", summary)) if v is not None]
+                                ("--summary", summary), ("--at-step", at_step),
+                                ("--during", during), ("--after", after)) if v is not None]
     measuring = measure or bool(reporting)
     if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
         check_output(output, KILL_OUTPUTS)
@@ -160,29 +224,47 @@ def kill_worker(
                          "--dry-run", hint="drop --dry-run to kill and measure")
     if host is not None and slice_ is None:
         raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
+    flt = _fault(target.backend or "", fault, grace, hang_for)
+    if flt.kind == "head" and slice_ is not None:
+        raise UsageError("--fault head takes no --slice or --host",
+                         hint="the head is one pod: drop --slice/--host")
+    if flt.kind == "slice" and host is not None:
+        raise UsageError("--fault slice takes every host of a slice: not --host",
+                         hint="drop --host (or --fault kill --slice S --host H)")
+    aim = _aim(at_step, during, after)
     if measuring:
         bounds = _bounds(max_downtime, max_steps_lost, timeout)
         _check_files(junit, summary, plot)
         _measured_kill(target, name, slice_=slice_, host=host, seed=seed, output=output,
-                       bounds=bounds, plot=plot, junit=junit, summary=summary)
+                       bounds=bounds, plot=plot, junit=junit, summary=summary, fault=flt,
+                       aim=aim)
         return
     backend = get_backend(target)
+    _deliverable(backend, flt)
     try:
-        rec = backend.kill_worker(name, slice=slice_, host=host, seed=seed, dry_run=dry_run)
+        recs = backend.inject(name, flt, slice=slice_, host=host, seed=seed, dry_run=dry_run)
     except BackendError as err:
         if isinstance(err, NotFoundError):
             raise
         check_killable(backend, name)  # a completed workload: exit 5, as chaos run gives
         raise
-    typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
+    for rec in recs:
+        typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
+    if flt.kind == "hang" and flt.hang_for is not None and not dry_run:
+        time.sleep(flt.hang_for)  # --for: the host answers again, as a stalled VM resumes
+        for rec in recs:
+            resumed = backend.resume(name, rec)
+            if output != "json":
+                typer.echo(f"resumed pod {rec.pod} after {flt.hang_for:g} s" if resumed else
+                           f"pod {rec.pod} was replaced before it could be resumed")
 
 
 def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
                    seed: int | None, output: str, bounds: Bounds, plot: str | None,
-                   junit: str | None, summary: str | None) -> None:
-    """``kill-worker --measure``: a chaos run of one pinned kill, reported as chaos run is.
+                   junit: str | None, summary: str | None, fault: Fault, aim: Aim) -> None:
+    """``kill-worker --measure``: a chaos run of one pinned fault, reported as chaos run is.
 
-    Every input was checked before; once the kill is made its measurement is printed (and
+    Every input was checked before; once the fault is made its measurement is printed (and
     the files written) whatever follows.
 
     Raises:
@@ -196,9 +278,14 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     from elastix.views.measurement import print_kill, print_verdict
 
     backend = get_backend(target)
-    res = run_soak(backend, name, kills=1, interval=0, bounds=bounds,
-                   killer=lambda: [backend.kill_worker(name, slice=slice_, host=host,
-                                                       seed=seed)])
+    _deliverable(backend, fault)
+    backend.status(name)  # a wrong name: one error line, before any wait
+    if aim.aimed:
+        console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
+                                   "waiting for that moment[/]")
+    res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
+                   killer=lambda: backend.inject(name, fault, slice=slice_, host=host,
+                                                 seed=seed))
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
@@ -222,19 +309,43 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
 def run(
     target: Target,
     name: WorkloadName,
-    kills: Annotated[int, typer.Option("--kills", help="How many kills.")] = 3,
-    interval: Annotated[str, typer.Option(
-        "--interval", help="Time from one kill to the next (90s, 2m, 1h); the first kill "
-                           "waits until training is stepping.")] = "2m",
+    kills: Annotated[int | None, typer.Option(
+        "--kills", help="How many rounds of faults [3; --at-step's count; --schedule's].")
+    ] = None,
+    interval: Annotated[str | None, typer.Option(
+        "--interval", help="Time from one fault to the next (90s, 2m, 1h); the first waits "
+                           "until training is stepping [2m].")] = None,
     mode: Annotated[str, typer.Option(
         "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
-                       "one slice).", autocompletion=_complete_mode)] = "random",
+                       "one slice, as --fault slice).", autocompletion=_complete_mode)
+    ] = "random",
+    fault: FaultOpt = "kill",
+    grace: Grace = None,
+    hang_for: HangFor = None,
+    count: Annotated[int, typer.Option(
+        "--count", help="Faults per round, each on a slice not yet hit (--fault slice "
+                        "--count 2: two slices).")] = 1,
+    spread: Annotated[str, typer.Option(
+        "--spread", help="Time between a round's --count faults [0: at once].")] = "0",
+    at_step: Annotated[str | None, typer.Option(
+        "--at-step", help="Land round i while step N_i runs: N or N1,N2,...")] = None,
+    during: During = None,
+    after: After = None,
+    mtbf: Annotated[str | None, typer.Option(
+        "--mtbf", help="Fault at random times, exponential gaps of this mean (5m), as a "
+                       "fleet's failures arrive; reproducible with --seed.")] = None,
+    schedule: Annotated[str | None, typer.Option(
+        "--schedule", help="Replay the faults of a YAML FILE: a list of {at, fault, slice, "
+                           "host, grace, for} (docs/chaos.md).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the faults planned (times, kinds, targets); kill "
+                          "nothing.")] = False,
     seed: Annotated[int | None, typer.Option(
-        "--seed", help="Seed for choosing victims.")] = None,
+        "--seed", help="Seed for choosing victims and --mtbf times.")] = None,
     max_downtime: MaxDowntime = None,
     max_steps_lost: MaxStepsLost = None,
     timeout: Annotated[str, typer.Option(
-        "--timeout", help="Give up on a recovery after this.")] = "10m",
+        "--timeout", help="Give up on a recovery (or an aimed moment) after this.")] = "10m",
     output: Annotated[str, output_option(RUN_OUTPUTS, "table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
@@ -242,35 +353,90 @@ def run(
     junit: Junit = None,
     summary: Summary = None,
 ) -> None:
-    """Chaos experiment: kill workers at intervals, measure every recovery and the goodput."""
+    """Chaos experiment: faults at intervals, aimed, or on a schedule; each recovery measured."""
     import json
 
+    from elastix.measure.aim import Aim
     from elastix.measure.chaos import MODES, KillMeasurement, run_soak
+    from elastix.measure.schedule import mtbf_schedule
     from elastix.views.console import console
-    from elastix.views.measurement import print_kill, print_soak
+    from elastix.views.measurement import print_kill, print_schedule, print_soak
 
-    # Every input is checked before the first kill.
+    # Every input is checked before the first fault.
     check_output(output, RUN_OUTPUTS)
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r} is not {', '.join(MODES)}",
                          hint="use --mode random, --mode host or --mode slice")
+    flt = _fault(target.backend or "", fault, grace, hang_for)
+    if count < 1:
+        raise UsageError(f"--count {count} is out of range: 1 or more", hint="e.g. --count 2")
+    gap = parse_duration_in(spread, "--spread", allow_zero=True)
+    steps = _steps(at_step)
+    timing = [f for f, v in (("--at-step", at_step), ("--during", during), ("--after", after),
+                             ("--mtbf", mtbf), ("--schedule", schedule)) if v is not None]
+    if len(timing) > 1:
+        raise UsageError(f"{timing[0]} and {timing[1]} cannot be combined: they both say when "
+                         "faults land", hint=f"keep one of {', '.join(timing)}")
+    if interval is not None and (mtbf or schedule):
+        raise UsageError(f"--interval and {'--mtbf' if mtbf else '--schedule'} cannot be "
+                         "combined", hint="the schedule says when each fault lands")
+    plan = None
+    if schedule is not None:
+        from elastix.commands.faults import load_schedule
+
+        if kills is not None:
+            raise UsageError("--kills and --schedule cannot be combined: the file lists the "
+                             "faults", hint="drop --kills")
+        plan = load_schedule(schedule)
+    if steps is not None:
+        if kills is not None and kills != len(steps):
+            raise UsageError(f"--kills {kills} but --at-step names {len(steps)} steps",
+                             hint="one step per round, or drop --kills")
+        kills = len(steps)
+    kills = 3 if kills is None else kills
     if kills < 1:
         raise UsageError(f"--kills {kills} is out of range: 1 or more", hint="e.g. --kills 3")
+    if mtbf is not None:
+        plan = mtbf_schedule(parse_duration_in(mtbf, "--mtbf"), kills, seed, flt)
+    if during in ("startup", "compile") and kills > 1 and flt.kind != "head":
+        raise UsageError(f"--during {during} aims at the run's start, which comes once: "
+                         f"--kills {kills} cannot all land in it",
+                         hint="use --kills 1 (or --fault head, whose restarts start again)")
+    aim = _aim(None, during, after)
     bounds = _bounds(max_downtime, max_steps_lost, timeout)
-    every = parse_duration_in(interval, "--interval", allow_zero=True)
+    every = parse_duration_in(interval or "2m", "--interval", allow_zero=True)
     check_window(window)
     _check_files(junit, summary, plot)
     backend = get_backend(target)
+    for f in {p.fault for p in plan} if plan else {flt}:
+        _deliverable(backend, f)
     err = console(stderr=True)
+    if dry_run:
+        from elastix.measure.chaos import describe_plan
+
+        backend.status(name)
+        rows = describe_plan(kills, every, flt, count, gap, steps, aim, plan)
+        if output == "json":
+            typer.echo(json.dumps({"workload": name, "faults": rows}, indent=2))
+        else:
+            print_schedule(console(), name, rows)
+        return
 
     def progress(i: int, m: KillMeasurement) -> None:
-        print_kill(err, m, title=f"kill {i}/{kills}")
+        print_kill(err, m, title=f"fault {i}/{kills}")
 
     backend.status(name)  # a wrong name: one error line, before anything else is said
-    err.print(f"[dim]{name}: each kill waits until it is stepping (a step after its first "
-              f"save); {kills} kill{'s' if kills != 1 else ''}, {interval} apart[/]")
+    when = (f"on a schedule of {len(plan)} from {schedule}" if schedule else
+            f"at exponential times of mean {mtbf} (seed {seed})" if mtbf else
+            f"{aim.describe()}" if aim.aimed else
+            f"at steps {at_step}" if steps else f"{interval or '2m'} apart")
+    err.print(f"[dim]{name}: {kills} round{'s' if kills != 1 else ''} of "
+              f"{flt.describe()}{f' x{count}' if count > 1 else ''}, {when}; un-aimed faults "
+              "wait until it is stepping (a step after its first save)[/]")
     res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
-                   bounds=bounds, on_kill=progress)
+                   bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
+                   spread=gap, schedule=plan,
+                   aims=[Aim(at_step=n) for n in steps] if steps else None)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
@@ -284,6 +450,21 @@ def run(
     elif plot:
         _wrote_none(plot)
     _finish(res, name, "chaos run")
+
+
+def _steps(text: str | None) -> list[int] | None:
+    """``--at-step N`` or ``N1,N2,...``: increasing step numbers, 1 or more."""
+    if text is None:
+        return None
+    try:
+        steps = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--at-step {text!r} is not a step or a list of steps",
+                         hint="e.g. --at-step 40 or --at-step 40,80,120") from None
+    if any(n < 1 for n in steps) or steps != sorted(set(steps)):
+        raise UsageError(f"--at-step {text!r}: steps must be 1 or more and increasing",
+                         hint="e.g. --at-step 40,80,120")
+    return steps
 
 
 run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES_HELP} Whatever the code, every recovery " \

@@ -37,8 +37,24 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     """(what, value) rows of one kill's recovery timeline, in time order."""
     r: Recovery | None = m.recovery
     k = m.kills[0]
-    rows = [("kill", f"{fmt_ms(r.kill if r and r.kill else ms_of(k.time))}  "
-                     f"{', '.join(x.pod for x in m.kills)}")]
+    aimed = m.kills[m.openers] if 0 < m.openers < len(m.kills) else None
+    rows = [("kill" if m.openers else _fault_word(m.fault),
+             f"{fmt_ms(ms_of(k.time))}  {', '.join(x.pod for x in m.kills[:m.openers or None])}"
+             + (" (opened the recovery)" if m.openers else ""))]
+    if aimed is not None:
+        rows.append((_fault_word(m.fault), f"{fmt_ms(ms_of(aimed.time))}  "
+                                           f"{', '.join(x.pod for x in m.kills[m.openers:])}"))
+    if m.fault != "kill" and m.fault != _fault_word(m.fault):
+        rows.append(("fault", m.fault))
+    if m.landing is not None:
+        rows.append(("aimed", m.landing.text()))
+    if m.cut_short:
+        rows.append(("cut short", ", ".join(f"recovery {i}" for i in m.cut_short)
+                     + ": never stepped; the phases below are of the next, from the first "
+                       "kill"))
+    if m.planned is not None:
+        rows.append(("planned", f"{m.planned:.3f} s after stepping"
+                                + (f", landed {m.late:.3f} s late" if m.late else "")))
     if r is None:
         rows.append(("recovery", "none observed" + (" (timed out)" if m.timed_out else "")))
     else:
@@ -75,6 +91,11 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
     return rows
 
 
+def _fault_word(fault: str) -> str:
+    """The row name of a fault: ``kill``, ``term``, ``hang``, ``slice``, ``head``."""
+    return fault.split(" ", 1)[0]
+
+
 def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> None:
     from rich.table import Table
 
@@ -87,7 +108,9 @@ def print_kill(console: Any, m: KillMeasurement, title: str = "recovery") -> Non
 
 
 def _victims(m: KillMeasurement) -> str:
-    """``1/0`` (slice 1, host 0); a slice killed whole is ``1/all``."""
+    """``1/0`` (slice 1, host 0); a slice killed whole is ``1/all``; the head ``head``."""
+    if all(k.slice is None for k in m.kills):
+        return "head"
     slices = sorted({k.slice for k in m.kills})
     if len(m.kills) > 1 and len(slices) == 1:
         return f"{slices[0]}/all"
@@ -119,7 +142,9 @@ def print_soak(console: Any, res: ChaosReport) -> None:
                  for p in ("detection", "waiting for slices", "restore", "first step")]
         unknown = unknown or NOT_IN_LOG in cells
         cells = ["?" if c == NOT_IN_LOG else c.removesuffix(" s") for c in cells]
-        t.add_row(str(i), _victims(m), *cells, _n(r.downtime if r else None),
+        kind = _fault_word(m.fault)
+        t.add_row(f"{i}" + ("" if kind == "kill" else f" {kind}"), _victims(m), *cells,
+                  _n(r.downtime if r else None),
                   "-" if not r or r.steps_lost is None else str(r.steps_lost),
                   _yn(m.in_process))
     console.print(t)
@@ -129,11 +154,33 @@ def print_soak(console: Any, res: ChaosReport) -> None:
                       if m.recovery and m.recovery.detection_from})
     if origins:
         console.print(f"detection counted from: {' and '.join(origins)}", markup=False)
+    for i, m in enumerate(res.measurements, 1):
+        if m.landing is not None:
+            console.print(f"fault {i} aimed {m.landing.text()}", markup=False)
+        if m.late:
+            console.print(f"fault {i} landed {m.late:.3f} s after it was due (the previous "
+                          "recovery was being measured)", markup=False)
     tot = res.to_json()["totals"]
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
                   f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
     print_verdict(console, res)
+
+
+def print_schedule(console: Any, name: str, rows: list[dict[str, Any]]) -> None:
+    """``chaos run --dry-run``: the faults planned, one row a round; nothing was killed."""
+    from rich.table import Table
+
+    t = Table(title=f"chaos run {name}: faults planned (nothing killed)", title_justify="left",
+              box=None, pad_edge=False, header_style="bold")
+    for col in ("round", "fault", "when", "target"):
+        t.add_column(col, justify="right" if col == "round" else "left", no_wrap=True)
+    for r in rows:
+        fault = r["fault"] + (f" x{r['count']}" if r["count"] > 1 else "") + (
+            f", {r['spread_seconds']:g} s apart" if r["count"] > 1 and r["spread_seconds"]
+            else "")
+        t.add_row(str(r["round"]), fault, r["when"], r["target"])
+    console.print(t)
 
 
 def print_verdict(console: Any, res: ChaosReport) -> None:
