@@ -10,8 +10,8 @@ works), list/watch with label and field selectors, pod logs (``follow`` streams)
 controller of ``k8s_jobset``. ``POST /_fake/config`` (JSON body, fields of ``Config``) changes
 timings and scripted faults; ``POST /_fake/log`` appends log lines (``"timestamps": true``: each
 line led by its RFC3339 time, a recorded log);
-``GET /_fake/requests`` is the log of every API request (method, path, query; ``POST`` with
-``{"clear": true}`` also empties it);
+``GET /_fake/requests`` is the log of every API request (method, path, query, and a DELETE's
+body: its DeleteOptions; ``POST`` with ``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod;
 ``POST /_fake/rotate_log`` rotates one container's log as the kubelet does (only the new file
@@ -180,8 +180,8 @@ class Api:
         parts = [p for p in request.path.split("/") if p]
         if parts[:1] == ["_fake"]:
             return await self.admin(parts[1:], request)
-        self.requests.append({"method": request.method, "path": request.path,
-                              "query": dict(request.query)})
+        seen = {"method": request.method, "path": request.path, "query": dict(request.query)}
+        self.requests.append(seen)
         if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
         if request.method == "GET":
@@ -214,6 +214,8 @@ class Api:
                 obj = self.store.get(res, ns, name)
                 return web.json_response(obj) if obj else not_found(res, name)
             body = await self._body(request)
+            if request.method == "DELETE" and body is not None:
+                seen["body"] = body  # the DeleteOptions: grace and preconditions
             if request.method == "POST" and name is None:
                 return self.create(res, ns, body, q)
             if request.method == "PUT":
@@ -439,7 +441,8 @@ class Api:
         if q.get("dryRun") == "All" or body.get("dryRun") == ["All"]:
             return web.json_response(obj)
         if res.plural == "pods":
-            grace = q.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
+            # As the API server: a body's DeleteOptions, else the query's (never both).
+            grace = body.get("gracePeriodSeconds") if body else q.get("gracePeriodSeconds")
             grace = self.cluster.config.terminate_delay if grace is None else float(grace)
             return web.json_response(self.cluster.delete_pod(obj, grace))
         if res.plural == "customresourcedefinitions":
