@@ -9,7 +9,6 @@ Every API error becomes an ``elastix.errors`` type through ``elastix.clients.kub
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ from elastix.clients.kube import (
 )
 from elastix.clients.retry import RetryPolicy
 from elastix.errors import AlreadyExists, BackendError, ConflictError, NotFoundError, UsageError
-from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels, rbac
 
 if TYPE_CHECKING:
@@ -288,48 +286,13 @@ class GKEBackend(Backend):
 
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
-        from elastix.backends.gke.status import pod_info
+        """Delete one running worker pod with grace 0 (see :mod:`elastix.backends.gke.faults`)."""
+        from elastix.backends.gke import faults
 
-        js = self.get_jobset(name)
-        pods, _ = self.pods(f"{labels.JOBSET_NAME}={name},"
-                            f"{labels.REPLICATED_JOB_NAME}={labels.WORKER_JOB}")
-        infos = [(pod_info(p), p) for p in pods]
-        wjob = next((rj for rj in js.get("spec", {}).get("replicatedJobs", [])
-                     if rj.get("name") == labels.WORKER_JOB), {})
-        num = wjob.get("replicas", 1) if wjob else 0
-        if slice is not None and not 0 <= slice < num:
-            raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                             f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
-        hosts = (wjob.get("template", {}).get("spec", {}).get("parallelism") or 1) if wjob else 0
-        if host is not None and not 0 <= host < hosts:
-            raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                             f"slice (0-{hosts - 1})",
-                             hint=f"see them with: elastix workload status {name}")
-        live = sorted(((i, p) for i, p in infos if i.phase == "Running"
-                       and (slice is None or i.slice == slice)
-                       and (host is None or i.host == host)),
-                      key=lambda x: (x[0].slice or 0, x[0].host or 0, x[0].name))
-        if not live:
-            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
-                            if v is not None)
-            raise BackendError(f"no running worker pod of {name}{where} to kill",
-                               hint=f"see the pods with: elastix workload status {name}")
-        info, pod = live[0] if (slice is not None and host is not None) else \
-            random.Random(seed).choice(live)
+        info, pod = faults.one_worker(self.ns, name, slice, host, seed)
         if not dry_run:
-            # Grace 0 is SIGKILL; the UID precondition never kills a pod that replaced it.
-            opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                    "preconditions": {"uid": pod["metadata"]["uid"]}}
-            try:
-                with self.tr(f"killing pod {info.name}", name=info.name, kind="pod",
-                             namespace=self.namespace):
-                    self.ns.request("DELETE", self.path("pods", info.name),
-                                    {"gracePeriodSeconds": 0}, body=opts)
-            except ConflictError:
-                raise ConflictError(f"pod {info.name} was replaced before it could be killed",
-                                    hint="run the command again") from None
-        return KillRecord(workload=name, pod=info.name, slice=info.slice, host=info.host,
-                          node=info.node, time=utc_now(), dry_run=dry_run)
+            faults.delete_pod(self.ns, info, pod, 0)
+        return faults.record(name, info, "kill", dry_run)
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
