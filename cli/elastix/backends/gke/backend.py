@@ -18,6 +18,7 @@ from elastix.backends.base import (
     EVENTS_FILE,
     HEAD_LOG,
     Backend,
+    Fault,
     KillRecord,
     LogEvent,
     LogOptions,
@@ -287,12 +288,28 @@ class GKEBackend(Backend):
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Delete one running worker pod with grace 0 (see :mod:`elastix.backends.gke.faults`)."""
+        return self.inject(name, Fault("kill"), slice=slice, host=host, seed=seed,
+                           dry_run=dry_run)[0]
+
+    def fault_support(self, fault: Fault) -> str | None:
         from elastix.backends.gke import faults
 
-        info, pod = faults.one_worker(self.ns, name, slice, host, seed)
-        if not dry_run:
-            faults.delete_pod(self.ns, info, pod, 0)
-        return faults.record(name, info, "kill", dry_run)
+        return faults.support(fault)
+
+    def inject(self, name: str, fault: Fault, *, slice: int | None = None,
+               host: int | None = None, seed: int | None = None,
+               dry_run: bool = False) -> list[KillRecord]:
+        """Delete the victim's pod(s) through the API server, the kubelet doing the rest:
+        grace 0 for ``kill``, ``slice`` (every pod of one slice) and ``head``; the fault's or
+        the pod's own grace for ``term`` (returning once the delete is accepted: the kubelet
+        SIGKILLs the pod when the grace is over). ``hang`` is refused before any request."""
+        from elastix.backends.gke import faults
+
+        why = self.fault_support(fault)
+        if why is not None:
+            raise UsageError(why, hint="see elastix chaos kill-worker --help for the faults")
+        return faults.deliver(self.ns, name, fault, slice=slice, host=host, seed=seed,
+                              dry_run=dry_run)
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:

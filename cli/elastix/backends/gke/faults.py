@@ -1,7 +1,12 @@
 """Chaos faults on GKE, each delivered as the platform delivers it: a pod deleted through the
 API server, the kubelet doing the rest.
 
-- ``kill``: one worker pod deleted with grace 0 (the kubelet SIGKILLs it: a host crash).
+- ``kill``: one worker pod deleted with grace 0 (the kubelet SIGKILLs it: a host crash);
+- ``term``: one worker pod deleted with a grace (SIGTERM now, SIGKILL when it is over: what
+  node maintenance does); elastix returns once the API server accepted it, not once it is gone;
+- ``slice``: every pod of one worker slice, grace 0 (a slice's hosts fail together);
+- ``head``: the head pod, grace 0 (its Job fails and the JobSet restarts);
+- ``hang`` is not delivered: it needs a SIGSTOP inside the worker container (an exec).
 
 Every delete carries the pod's UID as a precondition: a pod that replaced the one chosen is
 never hit. Pods are chosen by JobSet labels, never by name (:mod:`elastix.workload.labels`).
@@ -10,14 +15,32 @@ never hit. Pods are chosen by JobSet labels, never by name (:mod:`elastix.worklo
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
-from elastix.backends.base import KillRecord, PodInfo
+from elastix.backends.base import FAULTS, Fault, KillRecord, PodInfo
 from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.status import pod_info
-from elastix.errors import BackendError, ConflictError, UsageError
+from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
+
+DEFAULT_GRACE = 30
+"""Kubernetes' default ``terminationGracePeriodSeconds``, for a pod whose spec has none (the
+API server fills it in at creation, so only a pod read from elsewhere lacks it)."""
+
+HANG = ("--fault hang cannot be delivered on the gke backend: it needs a SIGSTOP inside the "
+        "worker container (an exec), which elastix does not do; use --fault kill or --fault "
+        "term, or the local backend")
+
+
+def support(fault: Fault) -> str | None:
+    """None when GKE can deliver ``fault``; else one line saying why not and what instead."""
+    if fault.kind == "hang":
+        return HANG
+    if fault.kind not in FAULTS:
+        return f"unknown fault {fault.kind!r}: one of {', '.join(FAULTS)}"
+    return None
 
 
 @dataclasses.dataclass
@@ -79,7 +102,45 @@ def one_worker(ns: Namespace, name: str, slice: int | None, host: int | None,
     return random.Random(seed).choice(live)
 
 
-_VERBS = {"kill": ("killing", "killed")}
+def slice_pods(ns: Namespace, name: str, slice: int | None,
+               seed: int | None) -> list[tuple[PodInfo, dict]]:
+    """Every pod of one slice, in host order: ``slice``, or one chosen with ``seed`` among
+    the slices with a running pod. A pod still starting goes too (its slice is down), one
+    already terminating is left to finish."""
+    w = workers(ns, name, slice, None)
+    live = w.running(slice)
+    if not live:
+        raise no_victim(name, slice, None, "fault")
+    chosen = slice if slice is not None else \
+        random.Random(seed).choice(sorted({i.slice for i, _ in live}))
+    return sorted(((i, p) for i, p in w.pods if i.slice == chosen
+                   and i.phase in ("Running", "Pending")),
+                  key=lambda x: (x[0].host or 0, x[0].name))
+
+
+def head_pod(ns: Namespace, name: str) -> tuple[PodInfo, dict]:
+    """The running head pod (the newest, should a restart have left two)."""
+    ns.jobset(name)  # no such workload: said as such, not as "no head"
+    pods, _ = ns.pods(f"{labels.JOBSET_NAME}={name},"
+                      f"{labels.REPLICATED_JOB_NAME}={labels.HEAD_JOB}")
+    live = [(pod_info(p), p) for p in pods]
+    live = [(i, p) for i, p in live if i.phase == "Running"]
+    if not live:
+        raise BackendError(f"the head of {name} is not running: nothing to kill",
+                           hint=f"see elastix workload status {name}")
+    return max(live, key=lambda x: (x[0].started is not None, x[0].started, x[0].name))
+
+
+def grace_of(fault: Fault, pod: dict) -> int:
+    """The grace a ``term`` gives: ``fault.grace`` (whole seconds, as the API takes them,
+    rounded up), else the pod's own ``terminationGracePeriodSeconds``."""
+    if fault.grace is not None:
+        return math.ceil(fault.grace)
+    own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return DEFAULT_GRACE if own is None else int(own)
+
+
+_VERBS = {"kill": ("killing", "killed"), "terminate": ("terminating", "terminated")}
 
 
 def delete_pod(ns: Namespace, info: PodInfo, pod: dict, grace: int, verb: str = "kill") -> None:
@@ -109,3 +170,48 @@ def record(name: str, info: PodInfo, fault: str, dry_run: bool,
     return KillRecord(workload=name, pod=info.name, slice=info.slice, host=info.host,
                       node=info.node, time=utc_now(), dry_run=dry_run, fault=fault,
                       grace=None if grace is None else float(grace))
+
+
+def deliver(ns: Namespace, name: str, fault: Fault, *, slice: int | None, host: int | None,
+            seed: int | None, dry_run: bool) -> list[KillRecord]:
+    """Deliver ``fault`` (GKE can: :func:`support`) and return what it hit, in the order hit.
+    See :meth:`elastix.backends.base.Backend.inject`."""
+    if fault.kind == "kill":
+        info, pod = one_worker(ns, name, slice, host, seed)
+        if not dry_run:
+            delete_pod(ns, info, pod, 0)
+        return [record(name, info, "kill", dry_run)]
+    if fault.kind == "head":
+        if slice is not None or host is not None:
+            raise UsageError("--fault head takes no --slice or --host",
+                             hint="the head is one pod: drop --slice/--host")
+        info, pod = head_pod(ns, name)
+        if not dry_run:
+            delete_pod(ns, info, pod, 0)
+        return [record(name, info, "head", dry_run)]
+    if fault.kind == "term":
+        if fault.grace is not None and fault.grace < 0:
+            raise UsageError(f"--grace must be 0 or more, got {fault.grace:g}",
+                             hint="give the seconds from SIGTERM to SIGKILL, e.g. --grace 30")
+        info, pod = one_worker(ns, name, slice, host, seed, "terminate")
+        grace = grace_of(fault, pod)
+        if not dry_run:
+            delete_pod(ns, info, pod, grace, "terminate")
+        return [record(name, info, "term", dry_run, grace)]
+    if fault.kind != "slice":
+        raise UsageError(f"--fault {fault.kind} is not delivered here",
+                         hint="see elastix chaos kill-worker --help for the faults")
+    if host is not None:
+        raise UsageError("--fault slice takes every host of a slice: not --host",
+                         hint="drop --host (or use --fault kill --slice S --host H)")
+    out: list[KillRecord] = []
+    for n, (info, pod) in enumerate(slice_pods(ns, name, slice, seed)):
+        if not dry_run:
+            try:
+                delete_pod(ns, info, pod, 0)
+            except (NotFoundError, ConflictError):
+                if n == 0:
+                    raise
+                continue  # its slice went down with the first host: that is the fault
+        out.append(record(name, info, "slice", dry_run))
+    return out
