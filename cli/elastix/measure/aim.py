@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from elastix.errors import UsageError
@@ -332,12 +333,58 @@ def landing(events: list[Event], aim: Aim, window: Window | None, fault: int) ->
     return Landing(aim.describe(), window.what, window.opened, close, fault, inside, note)
 
 
+class _FileWatch:
+    """Wakes when a file is written (Linux inotify through libc), so a fault aimed at a
+    4-ms checkpoint copy lands inside it: the trainer writes each event line at once, and a
+    poll every few ms would land after the copy of a small model. None where there is no
+    inotify: the feed then polls."""
+
+    IN_MODIFY = 0x2
+
+    def __init__(self, libc: Any, fd: int) -> None:
+        self.libc, self.fd, self.wd = libc, fd, -1
+
+    @classmethod
+    def make(cls) -> _FileWatch | None:
+        import ctypes
+
+        try:  # the process's own symbols: libc's, without find_library's subprocess
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        return cls(libc, fd) if fd >= 0 else None
+
+    def watch(self, path: str) -> None:
+        if self.wd >= 0:
+            self.libc.inotify_rm_watch(self.fd, self.wd)
+        self.wd = self.libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_MODIFY)
+
+    def wait(self, timeout: float) -> None:
+        import select
+
+        if self.wd < 0:
+            time.sleep(timeout)
+            return
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if ready:
+            try:
+                while os.read(self.fd, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 class EventFeed:
     """The trainer's events, read as they grow, cheaply enough to poll every few ms.
 
     A local events file is read from where the last read stopped (one open descriptor, so a
-    re-created workload's new file is noticed by its inode); any other source (a head's log,
-    GKE) is read whole through ``Backend.trainer_events`` at each poll.
+    re-created workload's new file is noticed by its inode), and :meth:`wait` wakes as soon as
+    it is written; any other source (a head's log, GKE) is read whole through
+    ``Backend.trainer_events`` at each poll.
     """
 
     def __init__(self, backend: Backend, name: str) -> None:
@@ -348,6 +395,20 @@ class EventFeed:
         self._f = None
         self._ino: int | None = None
         self._buf = b""
+        self._watch = _FileWatch.make() if self.path is not None else None
+
+    @property
+    def following(self) -> bool:
+        """The events file is read as it grows (and :meth:`wait` wakes on its writes)."""
+        return self._f is not None
+
+    def wait(self, timeout: float, sleep: Any = time.sleep) -> None:
+        """Until the events file is written or ``timeout`` seconds passed (``sleep`` when the
+        file is not followed)."""
+        if self._f is not None and self._watch is not None:
+            self._watch.wait(timeout)
+        else:
+            sleep(timeout)
 
     def poll(self) -> list[Event]:
         try:
@@ -364,6 +425,8 @@ class EventFeed:
                 self._f.close()
             self._f = open(self.path, "rb")  # noqa: SIM115 - held across polls
             self._ino, self._buf, self.records, self.events = ino, b"", [], []
+            if self._watch is not None:
+                self._watch.watch(self.path)
         self._buf += self._f.read()
         *lines, self._buf = self._buf.split(b"\n")
         new = []
@@ -384,3 +447,6 @@ class EventFeed:
         if self._f is not None:
             self._f.close()
             self._f = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
