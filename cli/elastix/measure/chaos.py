@@ -64,8 +64,9 @@ class KillMeasurement:
     late: float | None = None  # seconds it landed after it was due (a recovery was measured)
     openers: int = 0  # kills[:openers] opened the recovery the aimed fault landed in
     cut_short: list[int] = dataclasses.field(default_factory=list)
-    """Recoveries (1-based, as the trainer numbers them) that began after the opener and never
-    completed: the aimed fault cut them short, and :attr:`recovery` is the one that followed."""
+    """Recoveries (1-based, in the order they began) that began after the fault (or its
+    opener) and never stepped: another loss cut them short, and :attr:`recovery` is the
+    one that followed."""
 
     def fault_times(self) -> list[int]:
         """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
@@ -122,9 +123,10 @@ def _head(st: WorkloadStatus) -> tuple[int, int | None]:
     return (st.head.restarts, st.head.pid) if st.head else (0, None)
 
 
-AIM_POLL = 0.005
-"""Seconds between reads of a local events file while a fault waits for its moment: a save's
-copy of the tiny model lasts tens of ms."""
+LOG_POLL = 0.05
+"""Seconds between reads of a local head's log while a fault waits for its moment (a head
+with no events file: MaxText). An events file is followed as it is written
+(:class:`EventFeed`); a remote source is read once a ``poll``."""
 
 
 def _worker_running(st: WorkloadStatus) -> bool:
@@ -142,13 +144,17 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
         UsageError: the aim cannot be met by this run (exit 2; nothing was killed).
         BackendError: the moment did not come within the timeout (nothing was killed).
     """
-    fast = feed.path is not None
-    step = AIM_POLL if fast and aim.aimed else poll
+    step = LOG_POLL if aim.aimed else poll
     next_status = clock()
     st: WorkloadStatus | None = None
     checked = False
+    first = True
     while True:
         events = feed.poll()
+        if first and aim.during in ("save", "snapshot"):
+            # a save or snapshot already under way is missed: its copy, where a fault hurts,
+            # is most likely over; aim at the next one from its start
+            since, first = max(since, len(events)), False
         if clock() >= next_status or st is None:
             st = backend.status(name)
             next_status = clock() + poll
@@ -180,7 +186,11 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
                 if not aim.aimed else f"{aim.describe()} (the moment never came)"
             raise BackendError(f"{name} was not {what} within the timeout; nothing was killed",
                                hint=f"see elastix logs {name}; or raise --timeout")
-        sleep(step)
+        if feed.following:  # woken by the trainer's next event line, or at the next status
+            feed.wait(max(0.0, min(next_status - clock(), poll)) if aim.aimed else step)
+        else:
+            # a remote source (GKE: the API server) is read once a poll; a local log often
+            sleep(step if aim.aimed and feed.path is not None else poll)
 
 
 def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRecord]], *,
@@ -211,7 +221,8 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                                           poll=poll, clock=clock, sleep=sleep)
         events = feed.events
         n_before = len(recoveries(events)) if baseline is None else baseline
-        first_steps = sum(1 for e in events if e.name == "step")
+        run = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
+        first_steps = sum(1 for e in events[run:] if e.name == "step")  # this run's
         aimed = do_kill()
     except BaseException:
         feed.close()
@@ -230,11 +241,14 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                 resume_at = None
             events, source = events_of(backend.trainer_events(name))
             new = recoveries(events)[n_before:]
-            # A fault during a recovery cuts it short (its first step never comes) or is
-            # absorbed in it: the recovery that completes is the newest.
-            rec = (new[-1] if baseline is not None else new[0]) if new else None
+            # A recovery followed by another before its first step was cut short (a second
+            # loss during it, or a restart's compile): the fault's recovery is the first that
+            # stepped again.
+            rec = next((r for r in new if r.complete), new[-1] if new else None)
             if rec is None:
                 rec = _absorbed(events, kill_ms, first_steps)
+            if rec is None and resume_at is None and hang_for is not None:
+                rec = _stalled(events, kill_ms, kills)
             st = backend.status(name)
             if (rec and rec.complete) or st.state in DEAD_STATES:
                 timed_out = False
@@ -256,10 +270,26 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
         if opened and kill_ms not in rec.also_killed:
             rec.also_killed.append(kill_ms)
     h0, h1 = _head(before), _head(st)
-    short = [r.index for r in new[:-1] if not r.complete] if baseline is not None and new else []
+    short = [r.index for r in new[:new.index(rec)] if not r.complete] if rec in new else []
     return KillMeasurement(kills, rec, source, st.state,
                            st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
                            h0[1], h1[1], timed_out, landing=landed, cut_short=short)
+
+
+def _stalled(events: list[Event], kill: int, kills: list[KillRecord]) -> Recovery | None:
+    """A hang shorter than the loss timeout: no recovery began, and once the hosts were
+    resumed a step completed. Measured from the fault to that step; nothing was lost."""
+    resumed = [ms_of(k.resumed) for k in kills if k.resumed is not None]
+    if not resumed or any(e.name == "elastic_detected" and e.t >= kill for e in events):
+        return None
+    after = [e for e in events if e.name == "step" and e.t > max(resumed)]
+    if not after:
+        return None
+    done = [e.data["step"] for e in events if e.name == "step" and e.t <= kill]
+    last = done[-1] if done else after[0].data["step"] - 1
+    return Recovery(0, "stall", start=kill, first_step_at=after[0].t,
+                    first_step=after[0].data["step"], first_step_seconds=after[0].data.get(
+                        "seconds"), last_step=last, restored_step=last)
 
 
 def _absorbed(events: list[Event], kill: int, steps_before: int) -> Recovery | None:
@@ -269,7 +299,7 @@ def _absorbed(events: list[Event], kill: int, steps_before: int) -> Recovery | N
     if steps_before:
         return None
     i = next((j for j, e in enumerate(events) if e.name == "step" and e.t >= kill), None)
-    if i is None or any(e.name == "elastic_detected" for e in events[:i]):
+    if i is None or any(e.name == "elastic_detected" and e.t >= kill for e in events[:i]):
         return None
     first = events[i]
     done = first.data["step"] - 1

@@ -281,7 +281,7 @@ def snake(name: str) -> str:
 
 
 PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart",
-          "start-up")
+          "start-up", "stall")
 
 
 @dataclasses.dataclass
@@ -293,9 +293,11 @@ class Recovery:
 
     index: int  # 1-based, in order of appearance
     kind: str
-    """``in-process``, ``restart`` or ``start-up`` (a fault that landed before the run's
-    first step and was absorbed by its start: no recovery event, only the first step after
-    it; made by the chaos driver, never by :func:`recoveries`)."""
+    """``in-process``, ``restart``; or, made by the chaos driver (never by
+    :func:`recoveries`), ``start-up`` (a fault that landed before the run's first step and was
+    absorbed by its start: no recovery event, only the first step after it) or ``stall`` (a
+    host hung for less than the loss timeout: training waited for it, lost nothing, and its
+    next step came once it answered)."""
     kill: int | None = None  # from the launcher's KillRecord, when known
     also_killed: list[int] = dataclasses.field(default_factory=list)
     """Kills (ms) this recovery took in besides :attr:`kill`: one before its start (two kills,
@@ -348,8 +350,8 @@ class Recovery:
         """(phase, start ms, end ms), contiguous, for the phases that were reached."""
         origin = next((t for t in (self.kill, self.loss, self.prev_event) if t is not None),
                       None)
-        if self.kind == "start-up":
-            points = [("start-up", origin), (None, self.first_step_at)]
+        if self.kind in ("start-up", "stall"):
+            points = [(self.kind, origin), (None, self.first_step_at)]
         elif self.kind == "restart":
             points = [("restart", origin), ("restore", self.start), ("first step", self.restored),
                       (None, self.first_step_at)]
@@ -369,7 +371,8 @@ class Recovery:
     def phase_seconds(self) -> dict[str, float | None]:
         """Each phase's duration in seconds (None when not reached)."""
         got = {n: (b - a) / 1000 for n, a, b in self.phases()}
-        names = {"restart": PHASES[-4:-1], "start-up": PHASES[-1:]}.get(self.kind, PHASES[:5])
+        names = {"restart": ("restore", "first step", "restart"), "start-up": ("start-up",),
+                 "stall": ("stall",)}.get(self.kind, PHASES[:5])
         return {n: got.get(n) for n in names}
 
     def restore_split(self) -> dict[str, float] | None:
