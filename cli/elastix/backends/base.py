@@ -314,12 +314,13 @@ class Backend(abc.ABC):
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
         """Kill one worker with no grace (SIGKILL). Random among running workers unless pinned."""
 
-    def fault_support(self, fault: Fault) -> str | None:
+    @classmethod
+    def fault_support(cls, fault: Fault) -> str | None:
         """None when this backend can deliver ``fault``; else one line saying why not (said
-        before anything is killed)."""
+        before anything is killed, before any connection: a class method)."""
         if fault.kind == "kill":
             return None
-        return f"--fault {fault.kind} cannot be delivered on the {self.name} backend"
+        return f"--fault {fault.kind} cannot be delivered on the {cls.name} backend"
 
     def inject(self, name: str, fault: Fault, *, slice: int | None = None,
                host: int | None = None, seed: int | None = None,

@@ -6,7 +6,7 @@ JSON, bounds, JUnit and Markdown files, and exit codes (:class:`elastix.errors.E
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -83,8 +83,7 @@ def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) 
     return Bounds(down, max_steps_lost, parse_duration_in(timeout, "--timeout"))
 
 
-def _fault(backend_name: str, fault: str, grace: str | None, hang_for: str | None
-           ) -> Fault:
+def _fault(fault: str, grace: str | None, hang_for: str | None) -> Fault:
     """``--fault`` and its options, checked (exit 2 before anything is killed)."""
     from elastix.backends.base import FAULTS, Fault
 
@@ -107,9 +106,12 @@ def _aim(at_step: int | None, during: str | None, after: str | None) -> Aim:
                if after is not None else None)
 
 
-def _deliverable(backend: Any, fault: Fault) -> None:
-    """Refuse a fault this backend cannot deliver, in one line, before anything is killed."""
-    why = backend.fault_support(fault)
+def _deliverable(target: Target, fault: Fault) -> None:
+    """Refuse a fault the target's backend cannot deliver, in one line, before anything is
+    killed or any cluster is reached."""
+    from elastix.backends import backend_class, choose_backend
+
+    why = backend_class(choose_backend(target)).fault_support(fault)
     if why is not None:
         raise UsageError(why, hint="see elastix chaos kill-worker --help for the faults")
 
@@ -224,7 +226,8 @@ def kill_worker(
                          "--dry-run", hint="drop --dry-run to kill and measure")
     if host is not None and slice_ is None:
         raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
-    flt = _fault(target.backend or "", fault, grace, hang_for)
+    flt = _fault(fault, grace, hang_for)
+    _deliverable(target, flt)
     if flt.kind == "head" and slice_ is not None:
         raise UsageError("--fault head takes no --slice or --host",
                          hint="the head is one pod: drop --slice/--host")
@@ -240,7 +243,6 @@ def kill_worker(
                        aim=aim)
         return
     backend = get_backend(target)
-    _deliverable(backend, flt)
     try:
         recs = backend.inject(name, flt, slice=slice_, host=host, seed=seed, dry_run=dry_run)
     except BackendError as err:
@@ -278,7 +280,6 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     from elastix.views.measurement import print_kill, print_verdict
 
     backend = get_backend(target)
-    _deliverable(backend, fault)
     backend.status(name)  # a wrong name: one error line, before any wait
     if aim.aimed:
         console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
@@ -367,7 +368,7 @@ def run(
     if mode not in MODES:
         raise UsageError(f"--mode {mode!r} is not {', '.join(MODES)}",
                          hint="use --mode random, --mode host or --mode slice")
-    flt = _fault(target.backend or "", fault, grace, hang_for)
+    flt = _fault(fault, grace, hang_for)
     if count < 1:
         raise UsageError(f"--count {count} is out of range: 1 or more", hint="e.g. --count 2")
     gap = parse_duration_in(spread, "--spread", allow_zero=True)
@@ -407,9 +408,9 @@ def run(
     every = parse_duration_in(interval or "2m", "--interval", allow_zero=True)
     check_window(window)
     _check_files(junit, summary, plot)
-    backend = get_backend(target)
     for f in {p.fault for p in plan} if plan else {flt}:
-        _deliverable(backend, f)
+        _deliverable(target, f)
+    backend = get_backend(target)
     err = console(stderr=True)
     if dry_run:
         from elastix.measure.chaos import describe_plan

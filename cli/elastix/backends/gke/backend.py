@@ -291,7 +291,8 @@ class GKEBackend(Backend):
         return self.inject(name, Fault("kill"), slice=slice, host=host, seed=seed,
                            dry_run=dry_run)[0]
 
-    def fault_support(self, fault: Fault) -> str | None:
+    @classmethod
+    def fault_support(cls, fault: Fault) -> str | None:
         from elastix.backends.gke import faults
 
         return faults.support(fault)

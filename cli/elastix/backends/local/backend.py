@@ -396,7 +396,8 @@ class LocalBackend(Backend):
         return KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
-    def fault_support(self, fault: Fault) -> str | None:
+    @classmethod
+    def fault_support(cls, fault: Fault) -> str | None:
         return None  # every fault is a real signal to a real process here
 
     def inject(self, name: str, fault: Fault, *, slice: int | None = None,
