@@ -1,0 +1,231 @@
+"""Aimed chaos and every fault kind on the local backend (issue 35): real processes, real signals.
+
+Each fault goes through the CLI (``chaos kill-worker ... -o json``) and its measured recovery is
+checked against the trainer's own events and the checkpoint directory, never against itself:
+the step restored is a state saved before the fault (a save whose copy the fault hit is never
+restored from storage), every step reported committed is on storage, and the fault landed in
+the moment it aimed at.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from local_helpers import tiny_trainer, wait_until
+from local_helpers import workload_events as _events
+
+from elastix.protocol.timefmt import parse
+
+POLICY = ("--elastic-mode pause-resume --max-slice-losses 100 --slice-wait-timeout 120 "
+          "--snapshot-period 3")
+
+
+def _create(cli, name: str, *extra: str, tpu: str = "v5litepod-4", env=None) -> None:
+    cli("workload", "create", name, "--tpu-type", tpu, "--num-slices", "2", "--elastic-slices",
+        "2", "--max-slice-restarts", "50", *extra, env=env)
+
+
+def _fault(cli, name: str, *args: str, timeout: float = 240) -> dict:
+    p = cli("chaos", "kill-worker", name, *args, "-o", "json", "--timeout", "200s",
+            timeout=timeout)
+    (kill,) = json.loads(p.stdout)["kills"]
+    return kill
+
+
+def _t(iso: str) -> float:
+    return parse(iso).timestamp()
+
+
+def _judge(backend, name: str, kill: dict, ckpt: Path) -> None:
+    """The recovery restored a state saved before the first fault, from the run as it stood
+    then, and lost no committed checkpoint."""
+    evs = _events(backend, name)
+    rec = kill["recovery"]
+    assert rec is not None and rec["complete"], kill
+    t_kill = _t(kill["kills"][0]["time"])
+    before = [e for e in evs if _t(e["ts"]) < t_kill]
+    start = max((i for i, e in enumerate(before) if e["event"] in
+                 ("run_start", "restore", "elastic_restored")), default=0)
+    session = before[start:]
+    saved = {e["step"] for e in evs if e["event"] in ("snapshot_taken", "checkpoint_committed")}
+    first = session[0]
+    base = first["step"] if first["event"] in ("restore", "elastic_restored") else 0
+    done = [e["step"] for e in session if e["event"] == "step"]
+    # newest state known saved when the fault landed .. newest step it could have saved by then
+    lo = max([base, *(e["step"] for e in session if e["event"] in
+                      ("snapshot_taken", "checkpoint_committed"))])
+    hi = max([base, *done])
+    got = rec["restored_step"]
+    assert lo <= got <= hi, (kill, lo, hi)
+    assert got == 0 or got in saved or got == base, kill
+    committed = {e["step"] for e in evs if e["event"] == "checkpoint_committed"}
+    on_disk = {int(p.name) for p in ckpt.iterdir() if p.name.isdigit()}
+    newest = sorted(on_disk)[-3:]  # --max-to-keep 3 retires the rest
+    assert {s for s in committed if s >= min(newest)} <= on_disk, (committed, on_disk)
+
+
+def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, backend, state_dir):
+    """save, snapshot, recovery, restore and a step, one after the other on one run."""
+    name = "aim"
+    _create(cli, name, "--command", tiny_trainer(POLICY))
+    ckpt = state_dir / name / "ckpt"
+    wait_until(lambda: any(e["event"] == "checkpoint_committed" for e in _events(backend, name)),
+               240, "a committed checkpoint")
+
+    # A save: the fault lands inside it; a save whose copy it hit is never restored from disk.
+    for _ in range(3):
+        kill = _fault(cli, name, "--during", "save")
+        aim = kill["aim"]
+        assert aim["aimed"] == "during save" and aim["window"].startswith(
+            "the checkpoint save of step"), aim
+        _judge(backend, name, kill, ckpt)
+        if aim["note"].startswith("the save failed"):
+            step = int(aim["window"].rsplit(" ", 1)[1])
+            r = kill["recovery"]
+            assert aim["inside"] is True and 0 <= aim["offset_seconds"] < 5
+            assert not (r["restored_step"] == step and r["restore_source"] == "checkpoint")
+            failed = [e for e in _events(backend, name) if e["event"] ==
+                      "checkpoint_save_failed" and e["step"] == step]
+            assert failed and "DATA_LOSS" in failed[0]["error"]
+            break
+    else:
+        raise AssertionError(f"3 faults aimed at a save's copy all landed after it: {aim}")
+
+    # A snapshot: kept only if its copy ended before the fault.
+    kill = _fault(cli, name, "--during", "snapshot")
+    assert kill["aim"]["window"].startswith("the host snapshot of step"), kill["aim"]
+    _judge(backend, name, kill, ckpt)
+
+    # A recovery, and a restore: one kill opens it, the aimed one lands in it.
+    for moment in ("recovery", "restore"):
+        kill = _fault(cli, name, "--during", moment)
+        assert kill["openers"] == 1 and len(kill["kills"]) == 2, kill
+        assert kill["aim"]["inside"] is True, kill["aim"]
+        r = kill["recovery"]
+        assert r["complete"] and r["also_killed"], r  # the aimed fault is this recovery's
+        _judge(backend, name, kill, ckpt)
+
+    # A step: it lands while that step runs, so the steps before it are the last completed.
+    now = max(e["step"] for e in _events(backend, name) if e["event"] == "step")
+    kill = _fault(cli, name, "--at-step", str(now + 12))
+    assert kill["aim"]["window"] == f"step {now + 12}" and kill["aim"]["inside"], kill["aim"]
+    assert kill["recovery"]["last_step"] in (now + 11, now + 12), kill  # 12: the gate's shadow
+    _judge(backend, name, kill, ckpt)
+    cli("workload", "delete", name)
+
+
+def test_start_up_compile_and_head(cli, backend, tmp_path):
+    """A kill during start-up is measured to the first step; the head's death is a restart
+    recovery; a kill aimed at the restarted run's compile lands there."""
+    name = "boot"
+    _create(cli, name, "--max-restarts", "2", "--command", tiny_trainer(POLICY))
+    kill = _fault(cli, name, "--during", "startup")
+    assert kill["aim"]["window"] == "the run's start-up" and kill["aim"]["inside"], kill["aim"]
+    assert not any(_t(e["ts"]) < _t(kill["kills"][0]["time"]) and e["event"] == "run_start"
+                   for e in _events(backend, name))
+    r = kill["recovery"]
+    assert r["complete"] and r["kind"] in ("start-up", "in-process") and r["steps_lost"] == 0, r
+    wait_until(lambda: any(e["event"] == "snapshot_taken" for e in _events(backend, name)), 120,
+               "a snapshot")
+
+    head = _fault(cli, name, "--fault", "head", "--measure")
+    assert head["fault"] == "head" and head["kills"][0]["slice"] is None
+    rh = head["recovery"]
+    assert rh["kind"] == "restart" and rh["complete"] and not head["in_process"], rh
+    assert head["jobset_restarts"] == 1 and rh["pid_before"] != rh["pid_after"]
+    # The dead controller's host snapshots died with it: it resumed from storage (or init).
+    assert rh["steps_lost"] is not None and rh["steps_lost"] >= 0
+    assert rh["restored_step"] <= rh["last_step"]
+
+    # The head dies again, and a kill aimed at the restarted run's compile lands there: the
+    # restart is cut short, and the head's measurement says so.
+    compile_out = tmp_path / "compile.json"
+    aimed = cli.popen("chaos", "kill-worker", name, "--during", "compile", "-o", "json",
+                      "--timeout", "200s", out=compile_out)
+    wait_until(lambda: "waiting for that moment" in compile_out.read_text(), 60, "aiming")
+    head = _fault(cli, name, "--fault", "head", "--measure")
+    assert aimed.wait(timeout=240) == 0, compile_out.read_text()
+    text = compile_out.read_text()  # stderr's progress line, then the JSON report
+    (kill,) = json.loads(text[text.index("{"):])["kills"]
+    assert kill["aim"]["window"] == "the run's start and first compile", kill["aim"]
+    assert kill["aim"]["inside"] is True and kill["recovery"]["complete"], kill
+    if head["cut_short"]:  # the restart never stepped before the aimed kill's recovery
+        assert head["recovery"]["kind"] == "in-process", head
+    else:  # the kill landed before the trainer held its slices: its start absorbed it
+        assert head["recovery"]["kind"] == "restart" and kill["recovery"]["kind"] == "start-up"
+    starts = [_t(e["ts"]) for e in _events(backend, name) if e["event"] == "run_start"]
+    assert len(starts) == 3 and _t(kill["kills"][0]["time"]) > starts[2]
+    cli("workload", "delete", name)
+
+
+def test_term_hang_and_slice_faults(cli, backend, state_dir):
+    name = "faults"
+    _create(cli, name, "--command", tiny_trainer(POLICY), "--termination-grace-period", "7",
+            tpu="v5litepod-8", env={"ELASTIX_LOCAL_HUNG_HOST_TIMEOUT": "3"})
+    ckpt = state_dir / name / "ckpt"
+    wait_until(lambda: any(e["event"] == "checkpoint_committed" for e in _events(backend, name)),
+               240, "a committed checkpoint")
+
+    term = _fault(cli, name, "--fault", "term", "--slice", "1", "--host", "1", "--measure")
+    (k,) = term["kills"]
+    assert term["fault"] == "term" and k["grace_seconds"] == 7.0 and k["slice"] == 1
+    sup = (state_dir / name / "supervisor.log").read_text()
+    assert f"worker slice 1 host 1 (pid {k['pid']}) exit code 0" in sup  # SIGTERM: it left
+    _judge(backend, name, term, ckpt)
+
+    # A hang shorter than the loss timeout (2 s): a stall, nothing lost.
+    short = _fault(cli, name, "--fault", "hang", "--for", "0.5s", "--measure")
+    (k,) = short["kills"]
+    assert short["fault"] == "hang (0.5 s)" and k["resumed"] is not None
+    assert _t(k["resumed"]) - _t(k["time"]) >= 0.5
+    assert short["recovery"]["kind"] in ("stall", "in-process"), short
+    if short["recovery"]["kind"] == "stall":
+        assert short["recovery"]["steps_lost"] == 0
+
+    # A hang until the platform replaces the host (the hung-host probe, 3 s here).
+    hung = _fault(cli, name, "--fault", "hang", "--measure")
+    (k,) = hung["kills"]
+    assert hung["fault"] == "hang (until replaced)" and k["resumed"] is None
+    sup = (state_dir / name / "supervisor.log").read_text()
+    assert f"(pid {k['pid']}) hung (no progress for" in sup
+    _judge(backend, name, hung, ckpt)
+
+    # Every host of a slice at once, then two slices.
+    sl = _fault(cli, name, "--fault", "slice", "--slice", "0", "--measure")
+    assert {(x["slice"], x["host"]) for x in sl["kills"]} == {(0, 0), (0, 1)}
+    assert sl["recovery"]["lost_slices"] == [0], sl["recovery"]
+    _judge(backend, name, sl, ckpt)
+    p = cli("chaos", "run", name, "--fault", "slice", "--count", "2", "--kills", "1",
+            "-o", "json", "--timeout", "200s", timeout=240)
+    (both,) = json.loads(p.stdout)["kills"]
+    assert {x["slice"] for x in both["kills"]} == {0, 1} and len(both["kills"]) == 4
+    assert sorted(both["recovery"]["lost_slices"]) == [0, 1]
+    cli("workload", "delete", name)
+
+
+def test_a_schedule_and_seeded_times(cli, backend, tmp_path):
+    """--mtbf with a seed plans the same times twice; a schedule file is replayed in order,
+    each fault when due (or said late)."""
+    name = "sched"
+    _create(cli, name, "--command", tiny_trainer(POLICY))
+
+    def plan(seed: str) -> list[float]:
+        out = cli("chaos", "run", name, "--mtbf", "5m", "--seed", seed, "--kills", "4",
+                  "--dry-run", "-o", "json").stdout
+        return [r["at_seconds"] for r in json.loads(out)["faults"]]
+
+    assert plan("7") == plan("7") != plan("8")
+    assert _events(backend, name) == [] or not any(
+        e["event"] == "elastic_detected" for e in _events(backend, name))  # dry: nothing hit
+    sched = tmp_path / "faults.yaml"
+    sched.write_text("- {at: 1s, fault: kill, slice: 0}\n- {at: 5s, fault: term, slice: 1}\n")
+    p = cli("chaos", "run", name, "--schedule", str(sched), "-o", "json", "--timeout", "200s",
+            timeout=300)
+    rep = json.loads(p.stdout)
+    assert rep["ok"] and [k["fault"] for k in rep["kills"]] == ["kill", "term"]
+    assert [k["kills"][0]["slice"] for k in rep["kills"]] == [0, 1]
+    assert [k["planned_seconds"] for k in rep["kills"]] == [1.0, 5.0]
+    t0, t1 = (_t(k["kills"][0]["time"]) for k in rep["kills"])
+    assert t1 - t0 >= 4.0 - 1e-3 or rep["kills"][1]["late_seconds"] > 0
+    cli("workload", "delete", name)
