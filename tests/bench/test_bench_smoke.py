@@ -141,6 +141,11 @@ def test_chaos_soak(run_bench, tmp_path):
     assert [p.name for p in tmp_path.glob("soak-*.png")] == ["soak-on.png"]
 
 
+def test_faults(run_bench):
+    run = run_bench("bench_faults.py", "--smoke")
+    _table(run, "| fault | recovered |", ["| term | 1/1 |", "| kill --during save (1/1 inside) | 1/1 |"])
+
+
 def test_ci_smoke(run_bench):
     run = run_bench("bench_ci_smoke.py", "--smoke")
     _table(run, "| run | create s |", ["| 1"])
