@@ -80,7 +80,7 @@ def test_a_missed_bound_is_structured_in_json_junit_and_markdown():
     md = summary_markdown(res, planned=2)
     assert md.startswith("### elastix chaos `demo`: failed (exit 3)")
     assert "- bound missed: kill 1: 2 steps lost > 1" in md
-    assert "| 2 | `demo-worker-0-2` | 0.041 s |" in md and "**missed**" in md
+    assert "| 2 | kill | `demo-worker-0-2` | 0.041 s |" in md and "**missed**" in md
 
 
 def test_a_passing_run_has_no_failure_and_exit_0():
@@ -196,3 +196,35 @@ def test_the_chaos_summary_and_goodput_tables_fit_80_columns_whole():
         print_goodput(c, goodput(events), "events")
     caption = cap.get().splitlines()[0]
     assert caption.startswith("goodput ") and caption.endswith("last step 29)"), cap.get()
+
+
+def test_a_fault_and_where_it_landed_are_in_junit_markdown_and_the_table():
+    """Issue 35: every report names the fault kind and the moment an aimed one landed in."""
+    from elastix.measure.aim import Landing
+    from elastix.views.measurement import recovery_rows
+
+    m = _kill(1, downtime_ms=900, lost=0)
+    m.kills[0].fault, m.kills[0].grace = "term", 30.0
+    m.fault = "term (grace 30 s)"
+    m.landing = Landing("during save", "the checkpoint save of step 100", T0 + 59_990, T0 + 60_400,
+                        T0 + 60_000, True, "the save failed: DATA_LOSS")
+    res = _report([m], Bounds(timeout=60), stopped="all 1 kill done")
+    d = res.to_json()
+    k = d["kills"][0]
+    assert k["fault"] == "term (grace 30 s)" and k["kills"][0]["grace_seconds"] == 30.0
+    assert k["aim"]["window"] == "the checkpoint save of step 100" and k["aim"]["inside"] is True
+    assert k["aim"]["offset_seconds"] == pytest.approx(0.01)
+    suite = validate_junit(junit_xml(res, planned=1)).find("testsuite")
+    (case,) = suite.findall("testcase")
+    assert case.get("name") == "kill 1 (term (grace 30 s), during save): demo-worker-0-1"
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["kill.1.fault"] == "term (grace 30 s)" and props["kill.1.aimed_inside"] == "True"
+    assert props["kill.1.aimed_window"] == "the checkpoint save of step 100"
+    md = summary_markdown(res, planned=1)
+    assert "| 1 | term (grace 30 s), during save | `demo-worker-0-1` |" in md
+    assert ("- kill 1 aimed during save: the checkpoint save of step 100; landed 0.010 s after "
+            "it opened, inside (the save failed: DATA_LOSS)") in md
+    rows = dict(recovery_rows(m))
+    assert rows["term"].endswith("demo-worker-0-1") and rows["fault"] == "term (grace 30 s)"
+    assert rows["aimed"] == ("during save: 0.010 s into the checkpoint save of step 100 (the "
+                             "save failed: DATA_LOSS)")

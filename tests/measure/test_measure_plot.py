@@ -95,3 +95,24 @@ def test_auto_window_is_round_and_about_a_twentieth():
     from elastix.measure.goodput import auto_window
 
     assert auto_window(18.7) == 1 and auto_window(600) == 30 and auto_window(3 * 3600) == 600
+
+
+def test_the_fault_kind_is_named_on_both_charts(tmp_path, run):
+    """Issue 35: a term's line is labelled term, and a fault the start absorbed is drawn in
+    its own colour (a phase with no colour used to be a KeyError)."""
+    from elastix.measure.events import Recovery
+
+    events, kill = run
+    rep = goodput(events, kills=[kill])
+    chart = plot_goodput(rep, events, str(tmp_path / "g.png"), faults={kill: "term (grace 30 s)"})
+    assert "term (grace 30 s)" in chart.legend and "kill" not in chart.legend
+    (rec,) = recoveries(events)
+    assign_kills([rec], [kill])
+    chart = plot_recovery(events, rec, str(tmp_path / "r.png"), fault="hang (2 s)")
+    assert chart.legend[:2] == ("step completed", "hang (2 s)")
+    first = next(e for e in events if e.name == "step")
+    boot = Recovery(1, "start-up", kill=first.t - 4000, start=first.t - 4000,
+                    first_step_at=first.t, first_step=1, last_step=0, restored_step=0)
+    out = tmp_path / "s.png"
+    assert plot_recovery(events, boot, str(out)).drawn == ["start-up"]
+    assert _has_colour(mimage.imread(str(out)), COLORS["start-up"])

@@ -298,7 +298,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     if plot and m is not None and m.recovery is not None and m.recovery.phases():
         from elastix.views.plot import plot_recovery
 
-        plot_recovery(res.events, m.recovery, plot)
+        plot_recovery(res.events, m.recovery, plot, fault=m.fault)
         _wrote(plot, "recovery timeline")
     elif plot:
         _wrote_none(plot)
@@ -446,7 +446,9 @@ def run(
     if plot and res.goodput.end > res.goodput.start:
         from elastix.views.plot import plot_goodput
 
-        plot_goodput(res.goodput, res.events, plot, window_seconds=window)
+        plot_goodput(res.goodput, res.events, plot, window_seconds=window,
+                     faults={t: "kill (opener)" if t != m.fault_times()[-1] else m.fault
+                             for m in res.measurements for t in m.fault_times()})
         _wrote(plot, "goodput chart")
     elif plot:
         _wrote_none(plot)

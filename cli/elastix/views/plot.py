@@ -33,6 +33,8 @@ COLORS = {
     "checkpoint stall": "#bcbd22",
     "steps re-done": "#7f7f7f",
     "startup": "#17becf",
+    "start-up": "#17becf",  # a fault the run's start absorbed (chaos --during startup)
+    "stall": "#ffbb78",  # a hang shorter than the loss timeout
     "other": "#dddddd",
 }
 
@@ -138,7 +140,7 @@ def _legend_below(fig: Any, axes: list[Any]) -> tuple[str, ...]:
 
 
 def plot_recovery(events: list[Event], rec: Recovery, path: str,
-                  margin_seconds: float = 10.0) -> Chart:
+                  margin_seconds: float = 10.0, fault: str = "kill") -> Chart:
     """Draw one recovery's timeline to a PNG: the steps completed over time above, the
     recovery's phases as one bar below, on one time axis that ends shortly after the data.
 
@@ -164,10 +166,15 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
                      color=COLORS[name], label=f"{name} {_secs((b - a) / 1000)}")
         axp.set_yticks([])
         axp.set_ylim(-0.6, 0.6)
-        kill = "kill" if rec.kill is not None else "first event"
+        kill = fault if rec.kill is not None else "first event"
         for a in (ax, axp):
             a.axvline(0, color="black", ls="--", lw=0.8, label=kill if a is ax else None)
-        axp.set_xlabel("seconds since the kill" if rec.kill is not None else "seconds")
+        for t in rec.also_killed:  # faults this recovery took in besides its first
+            for a in (ax, axp):
+                a.axvline((t - origin) / 1000, color="black", ls=":", lw=0.8,
+                          label="also killed" if a is ax and t == rec.also_killed[0] else None)
+        axp.set_xlabel(f"seconds since the {fault.split(' ')[0]}" if rec.kill is not None
+                       else "seconds")
         title = f"recovery {rec.index} ({rec.kind})"
         if rec.downtime is not None:
             title += f": downtime {rec.downtime:.1f} s"
@@ -181,12 +188,14 @@ def plot_recovery(events: list[Event], rec: Recovery, path: str,
 
 
 def plot_goodput(report: GoodputReport, events: list[Event], path: str,
-                 window_seconds: float | None = None) -> Chart:
+                 window_seconds: float | None = None,
+                 faults: dict[int, str] | None = None) -> Chart:
     """Draw a run's steps over time, what each moment was spent on, and goodput over time
     (per window, and cumulative from the first moment on); return what was drawn.
 
     ``window_seconds`` None picks about 20 windows over the run (:func:`auto_window`): a fixed
-    minute would draw one flat block for a short smoke run.
+    minute would draw one flat block for a short smoke run. ``faults`` names the fault at each
+    kill time (ms): ``term``, ``hang (10 s)``... (a plain kill when not named).
 
     Raises:
         UsageError: an empty run, matplotlib missing, or the file cannot be written.
@@ -223,15 +232,21 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
         fine = report.series(max(wall / 200, 0.001))
         axg.plot([0.0] + [x for x, _, _ in fine], [0.0] + [c for _, _, c in fine],
                  color="black", label="cumulative goodput")
-        labelled = False
+        labelled: set[str] = set()
+        styles = ("--", ":", "-.", (0, (5, 1)), (0, (1, 3)))
+        kinds: list[str] = []
         for rec in report.recoveries:
             at = rec.kill if rec.kill is not None else rec.start
             if at is None:
                 continue
+            kind = (faults or {}).get(at, "kill")
+            if kind not in kinds:
+                kinds.append(kind)
             for a in (ax, axc, axg):
-                a.axvline((at - report.start) / 1000, color=COLORS["detection"], ls="--",
-                          lw=0.8, label="kill" if a is axg and not labelled else None)
-            labelled = True
+                a.axvline((at - report.start) / 1000, color=COLORS["detection"],
+                          ls=styles[kinds.index(kind) % len(styles)], lw=0.8,
+                          label=kind if a is axg and kind not in labelled else None)
+            labelled.add(kind)
         axg.set_ylim(0, 1.05)
         axg.set_ylabel("goodput")
         axg.set_xlabel("seconds since the run started")

@@ -65,9 +65,27 @@ def _kill_props(i: int, k: dict[str, Any]) -> list[tuple[str, Any]]:
            (f"kill.{i}.steps_lost", r.get("steps_lost")),
            (f"kill.{i}.restored_step", r.get("restored_step")),
            (f"kill.{i}.restore_source", r.get("restore_source")),
-           (f"kill.{i}.in_process", k["in_process"])]
+           (f"kill.{i}.in_process", k["in_process"]),
+           (f"kill.{i}.fault", k.get("fault", "kill"))]
+    aim = k.get("aim")
+    if aim:
+        out += [(f"kill.{i}.aimed", aim["aimed"]), (f"kill.{i}.aimed_window", aim["window"]),
+                (f"kill.{i}.aimed_offset_seconds", aim["offset_seconds"]),
+                (f"kill.{i}.aimed_inside", aim["inside"])]
+    if k.get("planned_seconds") is not None:
+        out += [(f"kill.{i}.planned_seconds", k["planned_seconds"]),
+                (f"kill.{i}.late_seconds", k.get("late_seconds"))]
     out += [(f"kill.{i}.{p}_seconds", phases.get(p)) for p in _PHASES]
     return out
+
+
+def _case_name(i: int, k: dict[str, Any]) -> str:
+    """``kill 1: demo-worker-1-0``; another fault or an aimed one says so:
+    ``kill 2 (term, during save): demo-worker-0-1``."""
+    what = [f for f in (k.get("fault") if k.get("fault", "kill") != "kill" else None,
+                        (k.get("aim") or {}).get("aimed")) if f]
+    pods = k["kills"][k.get("openers", 0):] or k["kills"]
+    return f"kill {i}" + (f" ({', '.join(what)})" if what else "") + f": {pods[0]['pod']}"
 
 
 def junit_xml(res: ChaosReport, planned: int) -> str:
@@ -95,7 +113,7 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
         r = k.get("recovery") or {}
         secs = r.get("downtime_seconds") or 0.0
         total += secs
-        case = ET.SubElement(suite, "testcase", name=f"kill {i}: {k['kills'][0]['pod']}",
+        case = ET.SubElement(suite, "testcase", name=_case_name(i, k),
                              classname=f"elastix.chaos.{name}", time=f"{secs:.3f}")
         for v in res.kill_violations(i):
             failures += 1
@@ -147,19 +165,30 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
     lines = [f"### elastix chaos `{d['workload']}`: {verdict}", "",
              f"{len(d['kills'])} of {planned} kill{'s' if planned != 1 else ''} made; "
              f"bounds: {bounds}; goodput {_cell(d['totals']['goodput'], '')}", "",
-             "| kill | pod | detection | cleanup | waiting for slices | restore | first step "
-             "| downtime | steps lost | restored from | result |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+             "| kill | fault | pod | detection | cleanup | waiting for slices | restore "
+             "| first step | downtime | steps lost | restored from | result |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for k in d["kills"]:
         r = k.get("recovery") or {}
         ph = r.get("phases") or {}
         src = (f"step {r['restored_step']} ({r['restore_source']})"
                if r.get("restored_step") is not None else "-")
         lines.append("| " + " | ".join([
-            str(k["index"]), ", ".join(f"`{x['pod']}`" for x in k["kills"]),
+            str(k["index"]), k.get("fault", "kill") + (f", {k['aim']['aimed']}"
+                                                       if k.get("aim") else ""),
+            ", ".join(f"`{x['pod']}`" for x in k["kills"]),
             *(_cell(ph.get(p)) for p in _PHASES), _cell(r.get("downtime_seconds")),
             _cell(r.get("steps_lost")), src, "ok" if k["ok"] else "**missed**"]) + " |")
     lines.append("")
+    for k in d["kills"]:
+        if k.get("aim"):
+            a = k["aim"]
+            where = ("inside" if a["inside"] else "after it" if a["inside"] is False
+                     else "unknown")
+            off = f" {a['offset_seconds']:.3f} s after it opened" \
+                if a["offset_seconds"] is not None else ""
+            lines.append(f"- kill {k['index']} aimed {a['aimed']}: {a['window'] or '-'}; "
+                         f"landed{off}, {where}" + (f" ({a['note']})" if a["note"] else ""))
     for v in res.violations:
         lines.append(f"- bound missed: {v.text()}")
     lines += [f"- stopped: {d['stopped']}", ""]
