@@ -11,8 +11,11 @@
 #                   --location L"                             [--backend local]
 #   WORKLOAD        workload name (a DNS label)               [elastix-smoke]
 #   CREATE_ARGS     workload create flags                     [the local smoke job: 2 slices]
-#   KILLS           kills                                     [1]
+#   KILLS           kills (rounds of faults)                  [1]
 #   INTERVAL        time from one kill to the next            [60s]
+#   FAULT           kill, term, hang, slice or head           [kill]
+#   DURING          aim each at a moment: save, snapshot, restore, recovery, startup or
+#                   compile (docs/chaos.md)                   [unset: once training steps]
 #   MAX_DOWNTIME    bound per recovery, kill to next step     [2m]
 #   MAX_STEPS_LOST  bound per recovery                        [10]
 #   TIMEOUT         give up on one recovery after             [5m]
@@ -54,8 +57,10 @@ step_chaos() {
   mkdir -p "$out"
   rm -f "$out/summary.md"  # --summary appends
   local rc=0
+  local aim=()
+  if [ -n "${DURING:-}" ]; then aim=(--during "$DURING"); fi
   "$elastix" chaos run "$workload" --kills "${KILLS:-1}" --interval "${INTERVAL:-60s}" \
-    --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
+    --fault "${FAULT:-kill}" "${aim[@]}" --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
     --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \
     --plot "$out/goodput.png" "${target[@]}" > "$out/chaos.json" || rc=$?
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/summary.md" ]; then

@@ -147,7 +147,9 @@ def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env, 
 @pytest.mark.skipif(not SLOW, reason="two smoke runs of the real trainer: ELASTIX_SLOW_TESTS=1")
 def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_path, ci_env,
                                                                           slow_run):
-    steps, work, summary = run_workflow(tmp_path, ci_env, {"MAX_DOWNTIME": "1ms"})
+    # and the smoke job names a fault and a moment (issue 35)
+    steps, work, summary = run_workflow(tmp_path, ci_env, {"MAX_DOWNTIME": "1ms",
+                                                           "FAULT": "term", "DURING": "save"})
     by = _by_name(steps)
     chaos = by["Kill a worker and measure the recovery"]
     assert chaos["rc"] == 3, f"{chaos['stdout']}\n{chaos['stderr']}"
@@ -157,6 +159,7 @@ def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_p
     (case,) = suite.findall("testcase")
     (failure,) = case.findall("failure")
     assert failure.get("type") == "max_downtime" and "> 0.001 s" in failure.get("message")
+    assert case.get("name").startswith("kill 1 (term, during save): smoke-4242-worker-")
     assert suite.get("failures") == "1"
     assert "failed (exit 3)" in summary.read_text()
     assert "chaos exit code 3" in by["Report"]["stdout"]
