@@ -474,8 +474,9 @@ run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES_HELP} Whatever the code, every reco
     "measured is printed (with -o json: the goodput so far and why the run stopped) and " \
     "--plot, --junit and --summary are written."
 kill_worker.__doc__ = (
-    f"{kill_worker.__doc__}\n\nWith --measure (or any of its report flags) it is a chaos run "
-    f"of this one kill, with the same report. {EXIT_CODES_HELP}")
+    f"{kill_worker.__doc__}\n\nWith --measure (or any of its report flags, or an aim: "
+    f"--at-step, --during, --after) it is a chaos run of this one fault, with the same report "
+    f"(docs/chaos.md). {EXIT_CODES_HELP}")
 
 
 def _where_to_look(name: str) -> str:
