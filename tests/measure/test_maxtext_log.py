@@ -76,6 +76,10 @@ def test_the_parser_reads_the_sources_formats():
     assert maxtext.SAVE_BLOCKING.search(blocking).groups() == ("0.07", "/d/checkpoints/10")
     assert maxtext.SAVED.search(_render("saved", step=20)).group(1) == "20"
     assert maxtext.SAVE_ASYNC.search(_render("save_started", step=20)).group(1) == "20"
+    start = "I1202 06:29:55.309798 140309166955392 checkpoint_manager.py:1527] "
+    assert maxtext.SAVE_START.search(start + _render("orbax_save_start", 0, 20)).group(1) == "20"
+    assert not maxtext.SAVE_START.search(
+        start + _render("orbax_save_start", 0, 20) + " due to preemption.")
     for key in ("config_param", "system_info"):
         text = _render(key, "run_name", "r1") if key == "config_param" else _render(
             key, version="0.12.0.1")
@@ -219,7 +223,8 @@ def test_an_in_process_elastic_recovery_gives_every_phase():
     lines = _log("elastic")
     events = events_from_log(lines)
     assert events.skipped == 0
-    names = [e.name for e in events if e.name not in ("step", "checkpoint_committed")]
+    names = [e.name for e in events if e.name not in ("step", "checkpoint_committed",
+                                                  "checkpoint_save_started")]
     assert names == ["run_start", "elastic_detected", "elastic_cleanup_done",
                      "elastic_slices_ready", "elastic_restored", "elastic_first_step"]
     (r,) = recoveries(events)
@@ -366,3 +371,21 @@ def test_a_fixture_names_no_directory_of_the_machine_it_was_recorded_on(name):
     assert [d for d in machine if d in text] == []
     # the run's directory, as capture.py (or capture_local.py) renames it
     assert "/tmp/maxtext-run/" in text or "/tmp/elastix-state/" in text
+
+
+def test_a_fault_aims_at_a_maxtext_save_from_its_log():
+    """Issue 35: MaxText writes no events file; Orbax's save-start line (before the copy) opens
+    the window ``chaos --during save`` aims at, and the save's end closes it."""
+    from elastix.measure.aim import Aim, find_open, landing
+
+    lines = _log("async_saves")
+    i = next(j for j, x in enumerate(lines) if "Saving checkpoint at step 20" in x)
+    events = events_from_log(lines[:i + 1])
+    w = find_open(events, Aim(during="save"))
+    assert w is not None and w.step == 20 and w.opened == _ms(lines[i])
+    whole = events_from_log(lines)
+    got = landing(whole, Aim(during="save"), w, _ms(lines[i]) + 5)
+    assert got.inside is True and got.closed is not None and got.closed > w.opened
+    # every save MaxText made, the final one (step 59 of 60) included
+    assert [e.data["step"] for e in whole if e.name == "checkpoint_save_started"] == [0, 20, 40,
+                                                                                      59]

@@ -21,6 +21,10 @@ orbax-checkpoint 0.12.8 really printed):
   0.12.8, ``OperationRecorder``): ``'[process=%s] [%s] Finished %s%s in %.2f seconds @ %s'``
   (``load`` for a restore, ``save (blocking + background)`` for a save) and
   ``'[process=%s] [%s] Finished blocking %s in %.2f seconds. Continuing %s @ %s.'``.
+- Orbax ``checkpoint/orbax/checkpoint/checkpoint_manager.py`` (orbax-checkpoint 0.12.8,
+  ``CheckpointManager.save``, before the device-to-host copy): ``'[process=%s] Saving
+  checkpoint at step %d'``: a save's start (``checkpoint_save_started``; ``chaos --during save``
+  aims at it; the preemption variant ends ``due to preemption.`` and is not read).
 - Orbax ``checkpoint/orbax/checkpoint/_src/checkpointers/checkpointer.py`` (0.11.30;
   @ 01712332): ``'Finished restoring checkpoint in %.2f seconds from %s.'``.
 - pathwaysutils ``pathwaysutils/elastic/manager.py`` (0.1.13; @ v0.1.11 1089127f):
@@ -62,6 +66,7 @@ SAVE_DONE = re.compile(r"\] \[(?:a?sync)\] Finished save(?: \(blocking \+ backgr
                        r"(\d+(?:\.\d+)?) seconds @ (\S+)")
 SAVED = re.compile(r"\bSaved a checkpoint at step (\d+)\.")
 SAVE_ASYNC = re.compile(r"\bStarted an asynchronous checkpoint save for step (\d+)\b")
+SAVE_START = re.compile(r"\] \[process=\d+\] Saving checkpoint at step (\d+)\s*$")
 START_UP = re.compile(r"\] (?:Config param \w|System Information: Jax Version|"
                       r"Elastic attempt 1\s*$)")
 ABSL = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+(\d+) [^\s:]+:\d+\] ")
@@ -228,6 +233,9 @@ class Reader:
                 return [_committed(step, secs, self.blocking.pop(step, None))]
             self.total[step] = secs
             return []
+        m = SAVE_START.search(body)
+        if m:
+            return [("checkpoint_save_started", {"step": int(m.group(1))})]
         m = SAVE_ASYNC.search(body)
         if m:
             self.async_saves.add(int(m.group(1)))
