@@ -18,6 +18,7 @@
 #                   compile (docs/chaos.md)                   [unset: once training steps]
 #   MAX_DOWNTIME    bound per recovery, kill to next step     [2m]
 #   MAX_STEPS_LOST  bound per recovery                        [10]
+#   MIN_GOODPUT     bound on goodput from the first fault on, e.g. 90%   [unset]
 #   TIMEOUT         give up on one recovery after             [5m]
 #   WAIT_TIMEOUT    give up waiting for training after        [10m]
 #   OUT             folder for the evidence                   [elastix-smoke]
@@ -59,6 +60,7 @@ step_chaos() {
   local rc=0
   local aim=()
   if [ -n "${DURING:-}" ]; then aim=(--during "$DURING"); fi
+  if [ -n "${MIN_GOODPUT:-}" ]; then aim+=(--min-goodput "$MIN_GOODPUT"); fi
   "$elastix" chaos run "$workload" --kills "${KILLS:-1}" --interval "${INTERVAL:-60s}" \
     --fault "${FAULT:-kill}" "${aim[@]}" --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
     --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \

@@ -58,7 +58,7 @@ def test_a_missed_bound_is_structured_in_json_junit_and_markdown():
         {"kill": 1, "bound": "max_downtime", "limit": 0.5, "value": 1.181},
         {"kill": 1, "bound": "max_steps_lost", "limit": 1, "value": 2}]
     assert d["bounds"] == {"max_downtime_seconds": 0.5, "max_steps_lost": 1,
-                           "timeout_seconds": 60}
+                           "timeout_seconds": 60, "min_goodput": None}
     assert [k["ok"] for k in d["kills"]] == [False, True]
     assert list(d["kills"][0]["recovery"]["phases"]) == [
         "detection", "cleanup", "waiting_for_slices", "restore", "first_step"]
@@ -228,3 +228,40 @@ def test_a_fault_and_where_it_landed_are_in_junit_markdown_and_the_table():
     assert rows["term"].endswith("demo-worker-0-1") and rows["fault"] == "term (grace 30 s)"
     assert rows["aimed"] == ("during save: 0.010 s into the checkpoint save of step 100 (the "
                              "save failed: DATA_LOSS)")
+
+
+def test_min_goodput_is_a_bound_over_the_chaos_window():
+    """Issue 36: goodput from the first fault to the last event, under --min-goodput, is a
+    missed bound (exit 3) with a JUnit testcase of its own; above it, none."""
+    from elastix.measure.goodput import GoodputReport
+
+    m = _kill(1, downtime_ms=1000, lost=0)
+    t = T0 + 60_000
+    # 10 s before the fault all productive (outside the window), then 1 s down, 9 s productive
+    segs = [("productive", t - 10_000, t), ("detection", t, t + 1000),
+            ("productive", t + 1000, t + 10_000)]
+    rep = GoodputReport(t - 10_000, t + 10_000, 19.0, {}, 100, 0, [], segs)
+    assert rep.between(t, t + 10_000) == pytest.approx(0.9)
+    assert rep.goodput == pytest.approx(0.95)  # the whole run: the window is what is bounded
+    for bound, ok in ((0.95, False), (0.9, True)):
+        res = ChaosReport([m], rep, [], False, workload="demo", window=(t, t + 10_000),
+                          bounds=Bounds(timeout=60, min_goodput=bound), stopped="all 1 kill done")
+        res.check_goodput()
+        d = res.to_json()
+        assert d["chaos_window"]["goodput"] == pytest.approx(0.9)
+        assert d["ok"] is ok and d["exit_code"] == (0 if ok else 3)
+        suite = validate_junit(junit_xml(res, planned=1)).find("testsuite")
+        case = next(c for c in suite.findall("testcase") if c.get("name").startswith("goodput"))
+        assert case.get("name") == f"goodput >= {bound:.1%} (chaos window)"
+        assert (case.find("failure") is None) is ok
+        if not ok:
+            assert d["violations"] == [{"kill": 0, "bound": "min_goodput", "limit": 0.95,
+                                        "value": pytest.approx(0.9)}]
+            assert case.find("failure").get("message") == (
+                "goodput 90.0% over the chaos window (first fault to the last event) < 95.0%")
+            md = summary_markdown(res, planned=1)
+            assert "min goodput 95.0% (chaos window)" in md and "- bound missed: goodput 90.0%" \
+                in md
+    none = ChaosReport([], rep, [], False, bounds=Bounds(min_goodput=0.5))
+    none.check_goodput()  # no fault made: no window, and the bound cannot be said met
+    assert none.violations[0].value is None and not none.ok

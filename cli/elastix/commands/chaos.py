@@ -71,7 +71,8 @@ After = Annotated[str | None, typer.Option(
     "--after", help="Land this long after the command starts (90s, 5m), stepping or not.")]
 
 
-def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) -> Bounds:
+def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str,
+            min_goodput: str | None = None) -> Bounds:
     """The bounds from their flags (exit 2 on a bad one, before anything is killed)."""
     from elastix.measure.report import Bounds
 
@@ -80,7 +81,26 @@ def _bounds(max_downtime: str | None, max_steps_lost: int | None, timeout: str) 
                          hint="e.g. --max-steps-lost 0 (no step may be lost)")
     down = parse_duration_in(max_downtime, "--max-downtime") if max_downtime is not None \
         else None
-    return Bounds(down, max_steps_lost, parse_duration_in(timeout, "--timeout"))
+    return Bounds(down, max_steps_lost, parse_duration_in(timeout, "--timeout"),
+                  _fraction(min_goodput) if min_goodput is not None else None)
+
+
+def _fraction(text: str) -> float:
+    """``--min-goodput``: ``95%`` or ``0.95``, more than 0 and at most 100 %."""
+    import math
+
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        v = math.nan
+    if t and not t.endswith("%") and v > 1:
+        raise UsageError(f"--min-goodput {text!r} is ambiguous: a fraction is at most 1",
+                         hint="say --min-goodput 95% or --min-goodput 0.95")
+    if not 0 < v <= 1:  # False for nan
+        raise UsageError(f"--min-goodput {text!r} is not a goodput: more than 0, at most 100%",
+                         hint="e.g. --min-goodput 95%")
+    return v
 
 
 def _fault(fault: str, grace: str | None, hang_for: str | None) -> Fault:
@@ -345,6 +365,9 @@ def run(
         "--seed", help="Seed for choosing victims and --mtbf times.")] = None,
     max_downtime: MaxDowntime = None,
     max_steps_lost: MaxStepsLost = None,
+    min_goodput: Annotated[str | None, typer.Option(
+        "--min-goodput", help="Fail (exit 3) if goodput from the first fault to the end "
+                              "(the chaos window) is lower (95% or 0.95).")] = None,
     timeout: Annotated[str, typer.Option(
         "--timeout", help="Give up on a recovery (or an aimed moment) after this.")] = "10m",
     output: Annotated[str, output_option(RUN_OUTPUTS, "table or json.")] = "table",
@@ -404,7 +427,7 @@ def run(
                          f"--kills {kills} cannot all land in it",
                          hint="use --kills 1 (or --fault head, whose restarts start again)")
     aim = _aim(None, during, after)
-    bounds = _bounds(max_downtime, max_steps_lost, timeout)
+    bounds = _bounds(max_downtime, max_steps_lost, timeout, min_goodput)
     every = parse_duration_in(interval or "2m", "--interval", allow_zero=True)
     check_window(window)
     _check_files(junit, summary, plot)

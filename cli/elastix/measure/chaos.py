@@ -489,9 +489,12 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
         deleted = True
     events = _events_or_none(backend, name)
     report = goodput(events or [], kills=[t for m in out for t in m.fault_times()])
+    first = min((ms_of(m.kills[0].time) for m in out), default=None)
     res = ChaosReport(out, report, violations, died=deleted, error=error,
                       interrupted=interrupted, events=events or [], workload=name,
-                      bounds=bounds)
+                      bounds=bounds, window=(first, report.end) if first is not None and
+                      report.end > first else None)
+    res.check_goodput()
     res.stopped = _why_stopped(res, ended, i, kills, deleted, interrupted, error)
     return res
 

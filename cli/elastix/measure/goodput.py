@@ -89,6 +89,17 @@ class GoodputReport:
             lo = hi
         return out
 
+    def between(self, lo: int, hi: int) -> float | None:
+        """Goodput over ``[lo, hi]`` (ms) only: its productive time over its length (None for
+        an empty window). A chaos run's bound reads it from its first fault on, so the start-up
+        before the soak began neither helps nor hurts it."""
+        lo, hi = max(lo, self.start), min(hi, self.end)
+        if hi <= lo:
+            return None
+        prod = sum(max(0, min(b, hi) - max(a, lo)) for c, a, b in self.segments
+                   if c == "productive" and b > lo and a < hi)
+        return prod / (hi - lo)
+
     def to_json(self) -> dict[str, Any]:
         from elastix.measure.events import fmt_ms
 

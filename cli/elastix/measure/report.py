@@ -13,7 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from elastix.errors import ExitCode, OutcomeError
-from elastix.measure.events import Event
+from elastix.measure.events import Event, fmt_ms
 from elastix.measure.goodput import GoodputReport
 
 if TYPE_CHECKING:
@@ -31,10 +31,11 @@ class Bounds:
     max_downtime: float | None = None  # seconds, kill to the first step after it
     max_steps_lost: int | None = None
     timeout: float = 600.0  # seconds to wait for a recovery: beyond it, it missed
+    min_goodput: float | None = None  # a fraction, over the chaos window (ChaosReport.window)
 
     def to_json(self) -> dict[str, Any]:
         return {"max_downtime_seconds": self.max_downtime, "max_steps_lost": self.max_steps_lost,
-                "timeout_seconds": self.timeout}
+                "timeout_seconds": self.timeout, "min_goodput": self.min_goodput}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +43,8 @@ class Violation:
     """One missed bound: kill ``kill`` (1-based) had ``value`` where ``bound`` allows ``limit``.
 
     ``bound`` is ``max_downtime`` (seconds), ``max_steps_lost`` (steps) or ``recovery`` (no
-    recovery within ``limit`` seconds, the ``--timeout``; ``value`` is then None).
+    recovery within ``limit`` seconds, the ``--timeout``; ``value`` is then None); or, for
+    the run as a whole (``kill`` 0), ``min_goodput`` (a fraction, over the chaos window).
     """
 
     kill: int
@@ -56,6 +58,10 @@ class Violation:
             return f"kill {self.kill}: downtime {self.value:.3f} s > {self.limit:g} s"
         if self.bound == "max_steps_lost":
             return f"kill {self.kill}: {self.value} steps lost > {self.limit}"
+        if self.bound == "min_goodput":
+            got = "unknown" if self.value is None else f"{self.value:.1%}"
+            return (f"goodput {got} over the chaos window (first fault to the last event) < "
+                    f"{self.limit:.1%}")
         why = ("the workload died" if self.state in DEAD_STATES
                else f"no recovery within {self.limit:g} s")
         return f"kill {self.kill}: {why} (state {self.state})"
@@ -102,6 +108,21 @@ class ChaosReport:
     events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
     workload: str = ""
     bounds: Bounds = dataclasses.field(default_factory=Bounds)
+    window: tuple[int, int] | None = None
+    """The chaos window (ms): the first fault to the last event read, the goodput bound's."""
+
+    @property
+    def window_goodput(self) -> float | None:
+        return self.goodput.between(*self.window) if self.window else None
+
+    def check_goodput(self) -> None:
+        """Add the ``min_goodput`` violation when the window's goodput is under the bound (or
+        cannot be known: no fault was made, or no event after it)."""
+        if self.bounds.min_goodput is None:
+            return
+        got = self.window_goodput
+        if got is None or got < self.bounds.min_goodput:
+            self.violations.append(Violation(0, "min_goodput", self.bounds.min_goodput, got))
 
     @property
     def ok(self) -> bool:
@@ -148,6 +169,10 @@ class ChaosReport:
                        sum(downs) / len(downs) if downs else None,
                        "max_downtime_seconds": max(downs, default=None),
                        "steps_lost": sum(lost), "goodput": self.goodput.goodput},
+            "chaos_window": None if self.window is None else {
+                "start": fmt_ms(self.window[0]), "end": fmt_ms(self.window[1]),
+                "seconds": (self.window[1] - self.window[0]) / 1000,
+                "goodput": self.window_goodput},
             "goodput": self.goodput.to_json(), "died": self.died,
             "completed_early": self.completed_early, "stopped": self.stopped,
             "error": self.error, "interrupted": self.interrupted,

@@ -163,7 +163,10 @@ def print_soak(console: Any, res: ChaosReport) -> None:
     tot = res.to_json()["totals"]
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
-                  f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}")
+                  f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}"
+                  + (f" (chaos window: {_pct(res.window_goodput)} over "
+                     f"{(res.window[1] - res.window[0]) / 1000:.1f} s from the first fault)"
+                     if res.window else ""))
     print_verdict(console, res)
 
 

@@ -101,7 +101,9 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
         ("workload", name), ("exit_code", d["exit_code"]), ("ok", d["ok"]),
         ("stopped", d["stopped"]), ("goodput", d["totals"]["goodput"]),
         ("max_downtime_seconds", b["max_downtime_seconds"]),
-        ("max_steps_lost", b["max_steps_lost"]), ("timeout_seconds", b["timeout_seconds"])]
+        ("max_steps_lost", b["max_steps_lost"]), ("timeout_seconds", b["timeout_seconds"]),
+        ("min_goodput", b["min_goodput"]),
+        ("chaos_window_goodput", (d["chaos_window"] or {}).get("goodput"))]
     for k in d["kills"]:
         pairs += _kill_props(k["index"], k)
     for key, value in pairs:
@@ -121,6 +123,19 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             f.text = f"bound {v.bound}: limit {_fmt(v.limit)}, value {_fmt(v.value)}"
         out = ET.SubElement(case, "system-out")
         out.text = "\n".join(f"{what:<24} {val}" for what, val in recovery_rows(m)) + "\n"
+    if res.bounds.min_goodput is not None:  # the run's own bound: one testcase of its own
+        got = d["chaos_window"]["goodput"] if d["chaos_window"] else None
+        case = ET.SubElement(suite, "testcase",
+                             name=f"goodput >= {res.bounds.min_goodput:.1%} (chaos window)",
+                             classname=f"elastix.chaos.{name}", time="0")
+        for v in res.kill_violations(0):
+            failures += 1
+            f = ET.SubElement(case, "failure", type=v.bound, message=v.text())
+            f.text = f"bound {v.bound}: limit {_fmt(v.limit)}, value {_fmt(v.value)}"
+        out = ET.SubElement(case, "system-out")
+        w = d["chaos_window"]
+        out.text = (f"goodput {_fmt(got)} from {w['start']} to {w['end']} ({w['seconds']:.1f} s)"
+                    if w else "no fault was made: no chaos window") + "\n"
     for i in range(len(res.measurements) + 1, max(planned, len(res.measurements)) + 1):
         case = ET.SubElement(suite, "testcase", name=f"kill {i}",
                              classname=f"elastix.chaos.{name}", time="0")
@@ -161,7 +176,9 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
     bounds = ", ".join(x for x in (
         f"max downtime {b['max_downtime_seconds']:g} s" if b["max_downtime_seconds"] is not None
         else "", f"max steps lost {b['max_steps_lost']}" if b["max_steps_lost"] is not None
-        else "", f"recovery timeout {b['timeout_seconds']:g} s") if x)
+        else "", f"min goodput {b['min_goodput']:.1%} (chaos window)"
+        if b["min_goodput"] is not None else "",
+        f"recovery timeout {b['timeout_seconds']:g} s") if x)
     lines = [f"### elastix chaos `{d['workload']}`: {verdict}", "",
              f"{len(d['kills'])} of {planned} kill{'s' if planned != 1 else ''} made; "
              f"bounds: {bounds}; goodput {_cell(d['totals']['goodput'], '')}", "",

@@ -228,6 +228,16 @@ def test_a_schedule_and_seeded_times(cli, backend, tmp_path):
     assert [k["planned_seconds"] for k in rep["kills"]] == [1.0, 5.0]
     t0, t1 = (_t(k["kills"][0]["time"]) for k in rep["kills"])
     assert t1 - t0 >= 4.0 - 1e-3 or rep["kills"][1]["late_seconds"] > 0
+
+    # --min-goodput (issue 36): over the chaos window; no run with a recovery reaches 100 %.
+    for bound, code in (("100%", 3), ("0.01", 0)):
+        junit = tmp_path / f"g{code}.xml"
+        p = cli("chaos", "run", name, "--kills", "1", "--min-goodput", bound, "-o", "json",
+                "--junit", str(junit), "--timeout", "200s", check=False, timeout=240)
+        d = json.loads(p.stdout)
+        assert p.returncode == code and d["exit_code"] == code, p.stderr
+        assert 0 < d["chaos_window"]["goodput"] < 1
+        assert ('type="min_goodput"' in junit.read_text()) is (code == 3)
     cli("workload", "delete", name)
 
 
