@@ -13,7 +13,7 @@ import click
 import typer
 
 from elastix import __version__
-from elastix.commands import chaos, cluster, delete, examples, image, logs, wait, workload
+from elastix.commands import advise, chaos, cluster, delete, examples, image, logs, wait, workload
 from elastix.errors import EXIT_CODES_HELP, ElastixError, ExitCode, ProblemsError, UsageError
 from elastix.protocol import envvars
 
@@ -67,6 +67,7 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 
 # Every command is registered here, by name, so this is the one list of what elastix does.
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
+                      "advise": advise.advise,
                       "list": workload.list_, "status": workload.status,
                       "wait": wait.wait, "delete": delete.delete}),
               name="workload", help="Create, list, inspect and delete workloads.")

@@ -33,6 +33,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "elastix workload goodput demo -o json",
         "elastix workload goodput --log head.log   # a saved head log",
     ),
+    "workload advise": (
+        "elastix workload advise demo --mtbf 6h   # your fleet's slice MTBF",
+        "elastix workload advise demo --mtbf 6h --head-mtbf 30d --plot advice.png",
+        "elastix workload advise --events events.jsonl -o json",
+    ),
     "workload list": (
         "elastix workload list",
         "elastix workload list -l team=ml -o wide",

@@ -220,3 +220,40 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
     if origins:
         console.print(f"detection counted from: {' and '.join(origins)} (docs/events.md)",
                       markup=False)
+
+
+def _period(steps: int | None, step_seconds: float, what: str) -> str:
+    if not steps:
+        return f"no {what}s"
+    return f"every {steps} step{'s' if steps != 1 else ''} ({steps * step_seconds:.1f} s)"
+
+
+def print_advice(console: Any, advice: Any, source: str) -> None:
+    """``workload advise``: what was measured, today's periods and the advised ones, each with
+    its expected goodput (first-order model), and the notes."""
+    from rich.table import Table
+
+    m = advice.measured
+    console.print(
+        f"measured ({source}): step {m.step:.3f} s; a save's stall "
+        f"{_s(m.checkpoint_stall)} ({m.saves} saves), a snapshot's {_s(m.snapshot_stall)} "
+        f"({m.snapshots}); recovery downtime {_s(m.downtime)} (median); failures: "
+        f"MTBF {advice.mtbf:.0f} s ({advice.mtbf_from})"
+        + (f", controller MTBF {advice.head_mtbf:.0f} s" if advice.head_mtbf else ""),
+        markup=False)
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("", "today", "advised"):
+        t.add_column(col)
+    today, adv = advice.today, advice.advised
+    t.add_row("--snapshot-period", _period(today.snapshot_period, m.step, "snapshot"),
+              _period(adv.snapshot_period, m.step, "snapshot"))
+    t.add_row("--checkpoint-period", _period(today.checkpoint_period, m.step, "checkpoint"),
+              _period(adv.checkpoint_period, m.step, "checkpoint"))
+    for part in today.waste:
+        t.add_row(f"  badput: {part}", _pct(today.waste[part]), _pct(adv.waste.get(part)))
+    t.add_row("expected goodput", _pct(today.goodput), _pct(adv.goodput))
+    console.print(t)
+    console.print("expected: a first-order model (Young-Daly) of stalls, lost work and "
+                  "downtime only; `elastix workload goodput` measures the run", markup=False)
+    for note in advice.notes:
+        console.print(f"note: {note}", markup=False)

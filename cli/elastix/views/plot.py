@@ -259,3 +259,28 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
 def _window_label(seconds: float) -> str:
     """``60 s`` as a window's label, ``1.5 s`` for short ones."""
     return f"{seconds:g} s"
+
+
+def plot_advice(advice: Any, which: str, points: list[tuple[int, float]], path: str) -> Chart:
+    """``workload advise --plot``: the expected badput against the ``which`` period (steps, log
+    scale), today's and the advised period marked."""
+    today = advice.today.snapshot_period if which == "snapshot" else \
+        advice.today.checkpoint_period
+    best = advice.advised.snapshot_period if which == "snapshot" else \
+        advice.advised.checkpoint_period
+    with _figure(path, figsize=(8, 4.4)) as ax:
+        fig = ax.figure
+        ax.plot([p for p, _ in points], [b for _, b in points], color="black", lw=1.2,
+                label="expected badput")
+        for steps, label, colour in ((today, "today", COLORS["detection"]),
+                                     (best, "advised", COLORS["productive"])):
+            if steps:
+                ax.axvline(steps, color=colour, ls="--", lw=1,
+                           label=f"{label}: every {steps} steps")
+        ax.set_xscale("log")
+        ax.set_xlabel(f"--{which}-period (steps)")
+        ax.set_ylabel("expected badput (fraction of wall time)")
+        ax.set_title(f"{which} period: stall against work lost (MTBF {advice.mtbf:.0f} s)")
+        legend = _legend_below(fig, [ax])
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return Chart(["expected badput"], (points[0][0], points[-1][0]), legend=legend)
