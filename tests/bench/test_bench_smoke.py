@@ -143,7 +143,14 @@ def test_chaos_soak(run_bench, tmp_path):
 
 def test_faults(run_bench):
     run = run_bench("bench_faults.py", "--smoke")
-    _table(run, "| fault | recovered |", ["| term | 1/1 |", "| kill --during save (1/1 inside) | 1/1 |"])
+    _table(run, "| fault | recovered |", ["| term | 1/1 |",
+                                          "| kill --during save (1/1 inside) | 1/1 |"])
+
+
+def test_advise(run_bench):
+    run = run_bench("bench_advise.py", "--smoke")
+    _table(run, "| periods | kills |", ["| today: `--checkpoint-period 100` | 1 | 1 |",
+                                       "| advised: `--checkpoint-period"])
 
 
 def test_ci_smoke(run_bench):
