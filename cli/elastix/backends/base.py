@@ -343,6 +343,22 @@ class Backend(abc.ABC):
             raise UsageError(why, hint="see elastix chaos kill-worker --help for the faults")
         return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
 
+    def clone(self, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
+        """Start a copy of the workload from its own rendered manifest, under a name of its own
+        (``<name>-<suffix>``, or a shorter one that fits the name rules) and with its own
+        data (checkpoints): ``chaos run --verify``'s uninterrupted reference. Returns the
+        copy's name; ``dry_run`` checks that it can be made and starts nothing.
+
+        Raises:
+            UsageError: this backend makes no copies, the copy's name is taken, or the copy
+                would share the workload's checkpoints; nothing was started.
+            NotFoundError: no such workload.
+        """
+        from elastix.errors import UsageError
+
+        raise UsageError(f"the {self.name} backend does not copy workloads",
+                         hint="create the copy yourself with elastix workload create")
+
     def events_path(self, name: str) -> str | None:
         """The trainer's events file, when this machine can read it as it grows (local):
         aiming a fault polls it every few ms. None: poll :meth:`trainer_events`."""

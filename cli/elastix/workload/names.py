@@ -247,3 +247,18 @@ def check(manifest: dict[str, Any], render_named: Callable[[str], dict[str, Any]
                               f"{limit.formula()} characters; {d.authority} requires <= "
                               f"{RULES[d.rule][0]}: use at most {limit.length} characters",
                       f"e.g. {name[:limit.length].rstrip('-')!r}")])
+
+
+def companion_name(name: str, suffix: str, fits: Callable[[str], bool]) -> str | None:
+    """A name for a workload made beside ``name`` (``chaos run --verify``'s reference):
+    ``<name>-<suffix>``, else ``<name>-<suffix[:3]>``, else ``name`` cut short with 4 hex
+    digits of its hash (two long names that share a prefix still get two names), the first
+    that is a DNS label and ``fits`` (the copied manifest's derived names all keep their
+    rules). None when none does."""
+    import hashlib
+
+    short = suffix[:3]
+    tag = hashlib.sha1(name.encode()).hexdigest()[:4]
+    candidates = [f"{name}-{suffix}", f"{name}-{short}"]
+    candidates += [f"{name[:k].rstrip('-')}-{tag}-{short}" for k in range(len(name) - 1, 0, -1)]
+    return next((c for c in candidates if _DNS1123_LABEL.match(c) and fits(c)), None)

@@ -291,6 +291,14 @@ class GKEBackend(Backend):
         return self.inject(name, Fault("kill"), slice=slice, host=host, seed=seed,
                            dry_run=dry_run)[0]
 
+    def clone(self, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
+        """Refused before any request: a copy is a second JobSet, holding as many TPU slices
+        as the first for as long as it runs; its user makes it, knowing the cost."""
+        raise UsageError(f"the gke backend does not copy workload {name}: a second JobSet "
+                         "would hold as many TPU slices as the first",
+                         hint=f"create the reference yourself (elastix workload create "
+                              f"{name}-ref with {name}'s spec) and pass --reference {name}-ref")
+
     @classmethod
     def fault_support(cls, fault: Fault) -> str | None:
         from elastix.backends.gke import faults

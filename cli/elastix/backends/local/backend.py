@@ -181,6 +181,12 @@ class LocalBackend(Backend):
             # The previous run's events, logs and measurements lived in its state directory.
             self.notices.append(f"replaced {name}: the previous run's events, logs and "
                                 f"measurements are removed with it" + (f"; {kept}" if kept else ""))
+        self._launch(name, d, manifest, plan)
+        return name
+
+    def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> None:
+        """Claim the state directory, start the supervisor, return once it has written its
+        first state (a failed start leaves nothing behind)."""
         ours = self._claim(name, d, manifest, plan)
         env = dict(os.environ)
         env[envvars.LOCAL_MARKER] = plan.marker
@@ -204,7 +210,19 @@ class LocalBackend(Backend):
                                    hint="run again with --debug; the supervisor's log was: "
                                         + " | ".join(tail[-3:]))
             time.sleep(0.02)
-        return name
+
+    def clone(self, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
+        """The same manifest run again under its own name and data (see
+        :mod:`elastix.backends.local.clone`)."""
+        from elastix.backends.local.clone import copy_of
+
+        d = self._dir(name)
+        new, manifest, plan = copy_of(
+            name, d, read_record(d / "manifest.json", dict),
+            read_record(d / "plan.json", Plan.from_json), dict(os.environ), suffix)
+        if not dry_run:
+            self._launch(new, self._dir(new, must_exist=False), manifest, plan)
+        return new
 
     def _claim(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> os.stat_result:
         """Make the workload's state directory, atomically: it is built aside (a private
