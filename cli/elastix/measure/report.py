@@ -18,6 +18,7 @@ from elastix.measure.goodput import GoodputReport
 
 if TYPE_CHECKING:
     from elastix.measure.chaos import KillMeasurement
+    from elastix.measure.verify import Verification
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
 COMPLETED_STATES = ("Completed", "Succeeded")
@@ -44,16 +45,22 @@ class Violation:
 
     ``bound`` is ``max_downtime`` (seconds), ``max_steps_lost`` (steps) or ``recovery`` (no
     recovery within ``limit`` seconds, the ``--timeout``; ``value`` is then None); or, for
-    the run as a whole (``kill`` 0), ``min_goodput`` (a fraction, over the chaos window).
+    the run as a whole (``kill`` 0), ``min_goodput`` (a fraction, over the chaos window) or
+    ``verify`` (its losses differ from the reference's by ``value`` at the first differing
+    step where ``--loss-tolerance`` allows ``limit``; ``value`` None when they could not be
+    compared; :mod:`elastix.measure.verify`).
     """
 
     kill: int
     bound: str
     limit: float | int
-    value: float | int | None
+    value: float | int | str | None
     state: str | None = None  # recovery: the workload's state when it was given up
+    detail: str | None = None  # verify: the step, both losses (or why nothing was compared)
 
     def text(self) -> str:
+        if self.bound == "verify":
+            return f"verify: {self.detail}"
         if self.bound == "max_downtime":
             return f"kill {self.kill}: downtime {self.value:.3f} s > {self.limit:g} s"
         if self.bound == "max_steps_lost":
@@ -108,6 +115,7 @@ class ChaosReport:
     events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
     workload: str = ""
     bounds: Bounds = dataclasses.field(default_factory=Bounds)
+    verify: Verification | None = None  # chaos run --verify (elastix.measure.verify)
     window: tuple[int, int] | None = None
     """The chaos window (ms): the first fault to the last event read, the goodput bound's."""
 
@@ -176,6 +184,7 @@ class ChaosReport:
             "goodput": self.goodput.to_json(), "died": self.died,
             "completed_early": self.completed_early, "stopped": self.stopped,
             "error": self.error, "interrupted": self.interrupted,
+            "verify": self.verify.to_json() if self.verify is not None else None,
         }
 
 

@@ -167,6 +167,8 @@ def print_soak(console: Any, res: ChaosReport) -> None:
                   + (f" (chaos window: {_pct(res.window_goodput)} over "
                      f"{(res.window[1] - res.window[0]) / 1000:.1f} s from the first fault)"
                      if res.window else ""))
+    if res.verify is not None:
+        console.print(res.verify.text(), markup=False)
     print_verdict(console, res)
 
 

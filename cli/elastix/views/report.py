@@ -2,10 +2,11 @@
 
 JUnit: one ``testsuite`` of one ``testcase`` per kill (a ``failure`` per missed bound, the
 recovery's phase table in ``system-out``); a kill the run never got to (the workload completed
-or died first) is a ``skipped`` or ``error`` testcase, so the count of testcases is always the
-count of kills asked for. The numbers are ``property`` elements of the suite (``kill.N.KEY``):
-the schema CI tools read has no properties inside a testcase. That schema is Jenkins'
-``junit-10.xsd`` (jenkinsci/xunit-plugin,
+or died first) is a ``skipped`` or ``error`` testcase, so the count of kill testcases is always
+the count of kills asked for. ``--verify`` adds a testcase ``verify``, failed when the losses
+differ from the reference's (or could not be compared). The numbers are ``property`` elements
+of the suite (``kill.N.KEY``): the schema CI tools read has no properties inside a testcase.
+That schema is Jenkins' ``junit-10.xsd`` (jenkinsci/xunit-plugin,
 ``src/main/resources/org/jenkinsci/plugins/xunit/types/model/xsd/junit-10.xsd`` @ 0c37522),
 vendored in ``tests/fixtures/junit/`` and validated against in the tests.
 
@@ -146,6 +147,10 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             errors += 1
             e = ET.SubElement(case, "error", type="not_made", message=f"not made: {d['stopped']}")
             e.text = d["error"] or d["stopped"]
+    if res.verify is not None:
+        kind = _verify_case(suite, res, name)
+        failures += kind == "failure"
+        errors += kind == "error"
     sysout = ET.SubElement(suite, "system-out")
     sysout.text = f"stopped: {d['stopped']}\nexit code: {d['exit_code']}\n"
     tests = len(suite.findall("testcase"))
@@ -160,6 +165,28 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
         + "\n"
+
+
+def _verify_case(suite: ET.Element, res: ChaosReport, name: str) -> str | None:
+    """``chaos run --verify``'s testcase: a failure when the losses differ (or could not be
+    compared), an error when the reference did not get there in time; its numbers in
+    ``system-out``. Returns ``failure``, ``error`` or None."""
+    v = res.verify
+    assert v is not None
+    case = ET.SubElement(suite, "testcase", name="verify", classname=f"elastix.chaos.{name}",
+                         time="0")
+    d = v.to_json()
+    kind = None if v.ok else "error" if v.timed_out else "failure"
+    if kind is not None:
+        f = ET.SubElement(case, kind, type="verify", message=v.text())
+        m = d["first_mismatch"]
+        f.text = (f"first differing step {m['step']}: run {m['run']!r}, reference "
+                  f"{m['reference']!r}" if m else v.reason or "")
+    out = ET.SubElement(case, "system-out")
+    out.text = "\n".join(f"{k:<24} {_fmt(d[k])}" for k in (
+        "reference", "steps_compared", "last_step", "mismatches", "max_abs_diff", "tolerance",
+        "source")) + "\n"
+    return kind
 
 
 def _cell(v: Any, unit: str = " s") -> str:
@@ -206,6 +233,8 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
                 if a["offset_seconds"] is not None else ""
             lines.append(f"- kill {k['index']} aimed {a['aimed']}: {a['window'] or '-'}; "
                          f"landed{off}, {where}" + (f" ({a['note']})" if a["note"] else ""))
+    if res.verify is not None and (res.verify.ok or res.verify.timed_out):
+        lines.append(f"- {res.verify.text()}")
     for v in res.violations:
         lines.append(f"- bound missed: {v.text()}")
     lines += [f"- stopped: {d['stopped']}", ""]
