@@ -20,7 +20,8 @@ class ExitCode(enum.IntEnum):
     OK = 0  # done; every kill measured within the bounds; the awaited condition met
     ERROR = 1  # a runtime failure (cluster, processes, files), the workload not found
     USAGE = 2  # bad input: flags, spec file, template; nothing was created or killed
-    BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or its --timeout
+    BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or its --timeout, or
+    # chaos run --verify found the losses differ from the reference's
     DIED = 4  # the workload failed or was deleted (during a chaos run or a wait)
     COMPLETED = 5  # the workload completed first: before the last kill, or it can never be
     # what `workload wait --for` asked (running, stepping) any more
@@ -31,9 +32,9 @@ class ExitCode(enum.IntEnum):
 EXIT_CODES_HELP = (
     "Exit codes (every elastix command): 0 done (bounds met, condition met); 1 a runtime "
     "error; 2 bad input, nothing created or killed; 3 a bound missed (--max-downtime, "
-    "--max-steps-lost, or no recovery within --timeout); 4 the workload failed or was "
-    "deleted; 5 the workload completed first (before the last kill, or before the awaited "
-    "condition); 6 wait timed out; 130 Ctrl-C."
+    "--max-steps-lost, no recovery within --timeout, or --verify's losses differ); 4 the "
+    "workload failed or was deleted; 5 the workload completed first (before the last kill, "
+    "or before the awaited condition); 6 wait timed out; 130 Ctrl-C."
 )
 
 

@@ -21,6 +21,10 @@ CREATE = ["workload", "create", "x", *GKE_DRY_RUN]
 CLUSTER = ["--project", "pppppp", "--location", "us-central1-a"]
 KUBE = ["--backend", "gke", "--kubeconfig", "kc"]
 NESTED = b"[" * 5000 + b"]" * 5000
+NOWHERE = ('{"apiVersion": "v1", "kind": "Config", "current-context": "c", "clusters": [{"name": '
+           '"k", "cluster": {"server": "https://127.0.0.1:9"}}], "users": [{"name": "u", "user": '
+           '{"token": "t"}}], "contexts": [{"name": "c", "context": {"cluster": "k", "user": '
+           '"u"}}]}')
 
 
 def _local_workloads(tmp):
@@ -103,6 +107,11 @@ ROWS = [
     pytest.param(["workload", "list", *KUBE], {"kc": "clusters: 5\n"}, 2,
                  "kubeconfig 'kc' is not a kubeconfig: 'clusters' must be a list",
                  id="kubeconfig-wrong-shape"),
+    # --- chaos run --verify on GKE makes no second JobSet: refused before any request (the
+    # kubeconfig's server does not exist)
+    pytest.param(["chaos", "run", "w", "--verify", *KUBE], {"kc": NOWHERE}, 2,
+                 "--verify without --reference: the gke backend does not copy workload w",
+                 id="chaos-verify-on-gke"),
     # --- durations: one grammar, no spinning
     pytest.param(["workload", "list", "-w", "--interval", "0"], {}, 2,
                  "--interval '0' is below the minimum of 0.1 s", id="list-watch-interval-0"),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from elastix.backends import Target, get_backend
+from elastix.commands import chaos_verify
 from elastix.commands.options import (
     GoodputWindow,
     WorkloadName,
@@ -376,6 +377,10 @@ def run(
     window: GoodputWindow = None,
     junit: Junit = None,
     summary: Summary = None,
+    verify: chaos_verify.Verify = False,
+    reference: chaos_verify.Reference = None,
+    loss_tolerance: chaos_verify.LossTolerance = None,
+    keep_reference: chaos_verify.KeepReference = False,
 ) -> None:
     """Chaos experiment: faults at intervals, aimed, or on a schedule; each recovery measured."""
     import json
@@ -434,6 +439,8 @@ def run(
     for f in {p.fault for p in plan} if plan else {flt}:
         _deliverable(target, f)
     backend = get_backend(target)
+    verifying = chaos_verify.check(backend, name, verify=verify, reference=reference,
+                                   tolerance=loss_tolerance, keep=keep_reference)
     err = console(stderr=True)
     if dry_run:
         from elastix.measure.chaos import describe_plan
@@ -461,6 +468,7 @@ def run(
                    bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
                    spread=gap, schedule=plan,
                    aims=[Aim(at_step=n) for n in steps] if steps else None)
+    chaos_verify.finish(backend, name, res, verifying, bounds.timeout, err)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:

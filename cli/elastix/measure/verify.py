@@ -163,9 +163,10 @@ class Verification:
                     f"{_num(m.reference)} ({ref}), |diff| {_num(m.diff, 3)} > "
                     f"{self.tolerance:g}; {self.mismatches} of {self.steps_compared} steps "
                     "differ")
-        how = "bitwise equal" if self.tolerance == 0 else (
-            f"within {self.tolerance:g} (max |diff| {_num(self.max_abs_diff or 0.0, 3)})")
-        return (f"verify: losses {how} to {ref}'s at all {self.steps_compared} steps up to "
+        how = "bitwise equal to" if self.tolerance == 0 else (
+            f"within {self.tolerance:g} (max |diff| {_num(self.max_abs_diff or 0.0, 3)}) of")
+        every = "all " if self.steps_compared == self.last_step else ""
+        return (f"verify: losses {how} {ref}'s at {every}{self.steps_compared} steps up to "
                 f"{self.last_step} ({self.source})")
 
     def violation(self) -> Violation:
