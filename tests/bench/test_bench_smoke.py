@@ -153,6 +153,12 @@ def test_advise(run_bench):
                                        "| advised: `--checkpoint-period"])
 
 
+def test_verify(run_bench):
+    run = run_bench("bench_verify.py", "--smoke")
+    _table(run, "| reference | downtime s", ["| after |", "| beside |"])
+    assert all(line.endswith("| yes |") for line in run.lines("| after") + run.lines("| beside"))
+
+
 def test_ci_smoke(run_bench):
     run = run_bench("bench_ci_smoke.py", "--smoke")
     _table(run, "| run | create s |", ["| 1"])
