@@ -18,11 +18,11 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
 
+from benchcli import elastix, local_env
 from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.local.backend import LocalBackend
@@ -32,20 +32,10 @@ JOB = ("elastix-train --preset tiny --steps 100000 --step-delay 0.1 "
        "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" {periods}")
 
 
-def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
-                       text=True)
-    if check and p.returncode != 0:
-        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p
-
-
 def soak(label: str, periods: str, a: argparse.Namespace, root: str) -> tuple[dict, dict]:
     """The chaos report of one soak at ``periods``, and ``workload advise``'s JSON for it."""
-    state = os.path.join(root, label)
-    os.makedirs(state)
-    env = {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
-           "KUBECONFIG": os.path.join(root, "none")}
+    env = local_env(root, label)
+    state = env["ELASTIX_STATE_DIR"]
     name = f"advise-{label}"
     elastix(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", str(2 * a.kills + 2),

@@ -21,31 +21,21 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
+from benchcli import elastix, local_env
 from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.measure.events import events_of
 
 
-def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
-                       text=True)
-    if check and p.returncode != 0:
-        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p
-
-
 def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dict:
-    state = os.path.join(root, label)
-    os.makedirs(state)
-    env = {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
-           "KUBECONFIG": os.path.join(root, "none")}
+    env = local_env(root, label)
+    state = env["ELASTIX_STATE_DIR"]
     name = f"soak-{label}"
     ckpt = os.path.join(root, f"ckpt-{label}")
     cmd = f"elastix-train --checkpoint-dir {ckpt} {trainer_args}"

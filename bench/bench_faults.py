@@ -21,12 +21,12 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
+from benchcli import elastix, local_env
 from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.local.backend import LocalBackend
@@ -38,20 +38,10 @@ JOB = ("elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
        "--snapshot-period 5")
 
 
-def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
-                       text=True)
-    if check and p.returncode != 0:
-        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p
-
-
 def soak(fault: str, extra: list[str], a: argparse.Namespace, root: str) -> dict:
     label = "-".join([fault, *(x.strip("-") for x in extra)])
-    state = os.path.join(root, label)
-    os.makedirs(state)
-    env = {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
-           "KUBECONFIG": os.path.join(root, "none")}
+    env = local_env(root, label)
+    state = env["ELASTIX_STATE_DIR"]
     name = f"soak-{fault}"
     elastix(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", str(2 * a.kills + 2),

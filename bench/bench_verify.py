@@ -24,11 +24,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
+from benchcli import elastix
 from benchwait import stretch
 
 from elastix.backends.local.backend import LocalBackend
@@ -37,14 +37,6 @@ TRAIN = ("elastix-train --preset tiny --steps 100000 --batch-per-device 2 --seq-
          "--checkpoint-dir $ELASTIX_WORKLOAD_DIR/ckpt --checkpoint-period 4 --step-delay {delay} "
          "--compilation-cache-dir \"$BENCH_JAX_CACHE\" --elastic-mode pause-resume "
          "--max-slice-losses 50 --slice-wait-timeout 120")
-
-
-def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
-                       text=True)
-    if check and p.returncode != 0:
-        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
-    return p
 
 
 def one(mode: str, i: int, a: argparse.Namespace, env: dict[str, str]) -> dict:

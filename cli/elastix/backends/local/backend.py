@@ -62,7 +62,7 @@ from elastix.backends.local.state import (
     trainer_lost_slices,
     write_json_atomic,
 )
-from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
+from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE, killpg
 from elastix.backends.local.workdir import command_files, move_command_files
 from elastix.errors import (
     AlreadyExists,
@@ -440,7 +440,7 @@ class LocalBackend(Backend):
                                    hint=f"see elastix workload status {name}")
             t = utc_now()
             if not dry_run:
-                _signal_group(head.pid, signal.SIGKILL)
+                killpg(head.pid, signal.SIGKILL)
             return [KillRecord(workload=name, pod=head.name, slice=None, host=None,
                                node="localhost", time=t, dry_run=dry_run, pid=head.pid,
                                fault="head")]
@@ -653,17 +653,6 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    """Signal a pod's process group (a pod's containers die together), else the process."""
-    try:
-        os.killpg(pid, sig)
-    except OSError:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _sigkill_after(pid: int, create_time: float | None, grace: float) -> None:

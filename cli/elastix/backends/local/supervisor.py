@@ -244,14 +244,14 @@ class Supervisor:
 
     def _stop(self, running: list[Pod], reason: str, phase: str, grace: float) -> None:
         for pod in running:
-            _killpg(pod.pid, signal.SIGTERM)
+            killpg(pod.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for pod in running:
             try:
                 pod.popen.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            _killpg(pod.pid, signal.SIGKILL)
+            killpg(pod.pid, signal.SIGKILL)
             pod.popen.wait()
         for pod in running:
             pod.phase, pod.reason, pod.exit_code = phase, reason, pod.popen.returncode
@@ -307,7 +307,7 @@ class Supervisor:
         mates = [self.workers[(s, k)] for k in range(hosts) if (s, k) in self.workers]
         alive = [m for m in mates if m.phase == "Running" and m.popen and m.popen.poll() is None]
         for m in alive:  # the TPU runtime of the slice's other hosts errors out
-            _killpg(m.pid, signal.SIGKILL)
+            killpg(m.pid, signal.SIGKILL)
         for m in mates:
             if m.popen is not None:
                 m.popen.wait()
@@ -364,7 +364,7 @@ class Supervisor:
             pod = self.workers[(s, h)]
             if pod.phase != "Running":  # its slice went down with an earlier host of this pass
                 continue
-            _killpg(pod.pid, signal.SIGKILL)
+            killpg(pod.pid, signal.SIGKILL)
             pod.popen.wait()
             self.liveness.forget((s, h))
             pod.exit_code = pod.popen.returncode
@@ -469,7 +469,8 @@ def _max_slice_restarts(workload_dir: Path) -> int | None:
         return None  # a user's template without the annotation: name the backoffLimit only
 
 
-def _killpg(pid: int | None, sig: int) -> None:
+def killpg(pid: int | None, sig: int) -> None:
+    """Signal a pod's process group (its containers die together), else the process."""
     if pid is None:
         return
     try:

@@ -1,0 +1,25 @@
+"""The CLI as the benches drive it: ``python -m elastix`` on a state directory of their own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``elastix ARGS``; unless ``check`` is false, a failure ends the bench with its stderr."""
+    p = subprocess.run([sys.executable, "-m", "elastix", *args], env=env, capture_output=True,
+                       text=True)
+    if check and p.returncode != 0:
+        raise SystemExit(f"elastix {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p
+
+
+def local_env(root: str, label: str) -> dict[str, str]:
+    """The environment of a bench's own local state directory ``root/label`` (made here), with
+    no cluster configured."""
+    state = os.path.join(root, label)
+    os.makedirs(state)
+    return {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
+            "KUBECONFIG": os.path.join(root, "none")}
