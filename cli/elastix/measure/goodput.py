@@ -17,10 +17,16 @@ the causes partition the wall time exactly and goodput = productive / wall.
   event comes later: then from when the save began (its commit less its ``seconds``), so an
   asynchronous save (MaxText: committed after its step's late line) stalls where it blocked;
 - startup: a run's start to the end of its first step (compile), minus any start-up restore.
+
+Slice-weighted goodput weighs each productive piece by the live slices of its step over the
+slices of the full mesh (:func:`full_mesh_slices`), as ml-goodput-measurement's
+``stepping_slice_efficiency`` weighs time (``goodput_elastic.py`` L198-235): a replica-resized
+step on 2 of 3 slices is 2/3 productive there, fully productive in plain goodput.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from typing import Any
 
@@ -63,6 +69,8 @@ class GoodputReport:
     recoveries: list[Recovery]
     segments: list[tuple[str, int, int]]  # (cause, start ms, end ms), contiguous, in order
     problem: str | None = None  # why nothing could be computed (time going backwards)
+    full_mesh_slices: int | None = None  # None: no event says how many slices the mesh has
+    slice_weighted_productive_seconds: float | None = None
 
     @property
     def wall_seconds(self) -> float:
@@ -72,6 +80,14 @@ class GoodputReport:
     def goodput(self) -> float | None:
         """Productive time over wall time (None for an empty run)."""
         return self.productive_seconds / self.wall_seconds if self.end > self.start else None
+
+    @property
+    def slice_weighted_goodput(self) -> float | None:
+        """Productive time weighted by live slices over the full mesh's, over wall time (None
+        for an empty run or when the mesh's slice count is unknown)."""
+        if self.slice_weighted_productive_seconds is None or self.end <= self.start:
+            return None
+        return self.slice_weighted_productive_seconds / self.wall_seconds
 
     def series(self, window_seconds: float) -> list[tuple[float, float, float]]:
         """Goodput over time: (seconds since start, goodput in the window, cumulative goodput)."""
@@ -107,6 +123,9 @@ class GoodputReport:
             "start": fmt_ms(self.start), "end": fmt_ms(self.end),
             "wall_seconds": self.wall_seconds, "productive_seconds": self.productive_seconds,
             "goodput": self.goodput,
+            "slice_weighted_goodput": self.slice_weighted_goodput,
+            "slice_weighted_productive_seconds": self.slice_weighted_productive_seconds,
+            "full_mesh_slices": self.full_mesh_slices,
             "badput_seconds": {snake(c): v for c, v in self.badput.items()},
             "last_step": self.last_step, "steps_redone": self.steps_redone,
             "recoveries": [r.to_json() for r in self.recoveries],
@@ -248,6 +267,41 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
     totals = dict.fromkeys(CAUSES + ("other",), 0)
     for cause, a, b in segs:
         totals[cause] += b - a
-    _, redone, _ = _step_intervals(events)
+    kept, redone, _ = _step_intervals(events)
+    full = full_mesh_slices(events)
+    weighted = _slice_weighted(segs, kept, events, full) if full else None
     return GoodputReport(lo, hi, totals["productive"] / 1000,
-                         {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs)
+                         {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs,
+                         full_mesh_slices=full, slice_weighted_productive_seconds=weighted)
+
+
+def full_mesh_slices(events: list[Event]) -> int | None:
+    """Slices of the full mesh: the largest of run_start's ``num_slices`` and the steps' live
+    slice counts (a MaxText log has only the latter); None when no event says."""
+    counts = [e.data.get("num_slices") if e.name == "run_start" else e.data.get("live_slices")
+              for e in events if e.name in ("run_start", "step")]
+    known = [c for c in counts if isinstance(c, int) and c > 0]
+    return max(known) if known else None
+
+
+def _slice_weighted(segs: list[tuple[str, int, int]], kept: list[tuple[int, int, int]],
+                    events: list[Event], full: int) -> float:
+    """Productive seconds, each piece weighted by its step's live slices over ``full`` (a step
+    whose line has no slice count ran on the full mesh)."""
+    live = {e.t: e.data.get("live_slices") for e in events if e.name == "step"}
+    steps = sorted((a, b, (live.get(b) or full) / full) for _, a, b in kept)
+    ends = [b for _, b, _ in steps]
+    total = 0
+    for cause, a, b in segs:
+        if cause != "productive":
+            continue
+        i = bisect.bisect_right(ends, a)
+        cursor = a  # step intervals may overlap (a step's seconds can reach into the last's)
+        while i < len(steps) and steps[i][0] < b:
+            sa, sb, w = steps[i]
+            lo, hi = max(cursor, sa), min(b, sb)
+            if hi > lo:
+                total += (hi - lo) * w
+                cursor = hi
+            i += 1
+    return total / 1000
