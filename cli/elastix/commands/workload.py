@@ -30,6 +30,7 @@ from elastix.commands.options import (
     WorkloadOpt,
     check_output,
     check_window,
+    complete_from,
     duration_option,
     one_name,
     output_option,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from elastix.workload.spec import WorkloadSpec
 
 GOODPUT_OUTPUTS = ("table", "json")
+GOODPUT_CATEGORIES = ("elastix", "ml-goodput")
 LIST_OUTPUTS = ("table", "wide", "json", "yaml")
 STATUS_OUTPUTS = ("table", "json", "yaml")
 CREATE_OUTPUTS = ("yaml", "json")
@@ -340,6 +342,10 @@ def goodput(
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
     window: GoodputWindow = None,
+    categories: Annotated[str, typer.Option(
+        "--categories", help="elastix (its own causes) or ml-goodput (Google's "
+        "ml-goodput-measurement categories and definitions, next to elastix's total).",
+        autocompletion=complete_from(GOODPUT_CATEGORIES))] = "elastix",
 ) -> None:
     """Goodput of a run and where the rest went (detection, slices, restore, re-done steps...)."""
     from elastix.measure.goodput import auto_window
@@ -349,6 +355,9 @@ def goodput(
 
     check_output(output, GOODPUT_OUTPUTS)
     check_window(window)
+    if categories not in GOODPUT_CATEGORIES:
+        raise UsageError(f"--categories {categories!r} is not elastix or ml-goodput",
+                         hint="use --categories elastix or --categories ml-goodput")
     if plot:
         from elastix.views.plot import check_plot_path
 
@@ -365,6 +374,11 @@ def goodput(
         from elastix.views.plot import plot_goodput
 
         plot_goodput(rep, events, str(plot), window_seconds=window)
+    if categories == "ml-goodput":
+        _ml_goodput(events, rep, source, output)
+        if plot and output != "json":
+            console().print(f"wrote {plot}")
+        return
     if output == "json":
         d = rep.to_json()
         d["source"] = source
@@ -376,6 +390,29 @@ def goodput(
     print_goodput(out, rep, source)
     if plot:
         out.print(f"wrote {plot}")
+
+
+def _ml_goodput(events: list[Any], rep: Any, source: str, output: str) -> None:
+    """The run in ml-goodput-measurement's categories, with elastix's own totals."""
+    from elastix.measure import mlgoodput
+
+    try:
+        ml = mlgoodput.measure(events)
+    except mlgoodput.NotComputable as e:
+        raise UsageError(f"no ml-goodput view of {source}: {e}",
+                         hint="the run needs its run_start and steps (docs/events.md)") from None
+    if output == "json":
+        d = {"categories": "ml-goodput", "source": source, **ml.to_json(),
+             "elastix": {"goodput": rep.goodput,
+                         "slice_weighted_goodput": rep.slice_weighted_goodput,
+                         "full_mesh_slices": rep.full_mesh_slices},
+             "differences": mlgoodput.DIFFERENCES}
+        typer.echo(json.dumps(d, indent=2))
+        return
+    from elastix.views.console import console
+    from elastix.views.mlgoodput import print_ml_goodput
+
+    print_ml_goodput(console(), ml, rep, source)
 
 
 def _load(name: str | None, events_file: Path | None, log_file: Path | None,

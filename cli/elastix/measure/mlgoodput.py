@@ -292,8 +292,8 @@ def _productive(entries: list[dict[str, Any]]) -> tuple[float, dict[str, Any], i
                 steps = {n: e[_STEP_START]}
         if _JOB_END in e:
             job_end = e[_JOB_END]
-    bad["TPU_INITIALIZATION"] = sum(b - a for a, b, _ in _pairs(entries, _TPU_START, _TPU_END))
-    bad["TRAINING_PREP"] = sum(b - a for a, b, _ in _pairs(entries, _PREP_START, _PREP_END))
+    bad["TPU_INITIALIZATION"] = sum((b - a for a, b, _ in _pairs(entries, _TPU_START, _TPU_END)), 0.0)
+    bad["TRAINING_PREP"] = sum((b - a for a, b, _ in _pairs(entries, _PREP_START, _PREP_END)), 0.0)
     bad["DATA_LOADING_ASYNC"] = 0.0  # the feed records no data loading
     save = _checkpoint_time(entries, "save", "checkpoint_manager_blocking_duration_secs")
     bad["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] = save

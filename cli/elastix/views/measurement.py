@@ -214,6 +214,10 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
         t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
                   f"{secs / wall:.1%}" if wall else "-")
     console.print(t)
+    if rep.slice_weighted_goodput is not None:
+        console.print(f"slice-weighted goodput {_pct(rep.slice_weighted_goodput)} (productive "
+                      f"time x live slices / {rep.full_mesh_slices} of the full mesh)",
+                      markup=False)
     unknown = [f"recovery {r.index}: {', '.join(r.not_in_log)}" for r in rep.recoveries
                if r.not_in_log]
     if unknown:  # its time is counted as "other", never guessed into a phase
