@@ -181,7 +181,8 @@ class ChaosReport:
                 "start": fmt_ms(self.window[0]), "end": fmt_ms(self.window[1]),
                 "seconds": (self.window[1] - self.window[0]) / 1000,
                 "goodput": self.window_goodput},
-            "goodput": self.goodput.to_json(), "died": self.died,
+            "goodput": self.goodput.to_json(), "ml_goodput": _ml_goodput(self.events),
+            "died": self.died,
             "completed_early": self.completed_early, "stopped": self.stopped,
             "error": self.error, "interrupted": self.interrupted,
             "verify": self.verify.to_json() if self.verify is not None else None,
@@ -210,3 +211,16 @@ def trainer_step(events: list[Event]) -> int | None:
         if e.name == "run_end" and e.data.get("step") is not None:
             return e.data["step"]
     return next((e.data["step"] for e in reversed(events) if e.name == "step"), None)
+
+
+def _ml_goodput(events: list[Event]) -> dict[str, Any] | None:
+    """The run in ml-goodput-measurement's categories (:mod:`elastix.measure.mlgoodput`), or
+    None when they cannot be computed from these events."""
+    from elastix.measure import mlgoodput
+
+    if not events:
+        return None
+    try:
+        return mlgoodput.measure(events).to_json()
+    except mlgoodput.NotComputable:
+        return None
