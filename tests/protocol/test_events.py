@@ -51,6 +51,8 @@ SAMPLES: dict[str, list[dict]] = {
                          {"recovery": 1, "source": "checkpoint", "step": 10, "bytes": 5,
                           "seconds": 0.19996}],
     eventspec.ELASTIC_FIRST_STEP: [{"recovery": 1, "step": 11, "seconds": 1.6004}],
+    eventspec.ELASTIC_LOST_AGAIN: [{"recovery": 1, "lost_slices": [0], "live_slices": 2},
+                                   {"recovery": 3, "lost_slices": [0, 3], "live_slices": 1}],
     eventspec.ELASTIC_RESIZE: [{"recovery": 1, "from_slices": 4, "to_slices": 3}],
     eventspec.RUN_END: [{"status": "completed", "reason": "all steps done", "step": 100},
                 {"status": "failed", "reason": "slice-loss budget (2 > 1)", "step": 7}],

@@ -327,3 +327,41 @@ def test_snapshots_lose_fewer_steps(reference, tmp_path, snapshot_period):
     else:
         assert restored["source"] == "checkpoint" and lost == 3
     assert_matches(losses(trainer.events), reference["losses"])
+
+
+def test_a_slice_lost_while_the_recovery_waits_is_said_at_once(reference, tmp_path):
+    """Issue 34: a second loss inside a recovery (slice 0 goes while slice 2 is awaited) was
+    named nowhere in the trainer's events; without the launcher's kill record (any real
+    failure) no measurement could see it. It is an ``elastic_lost_again`` of that recovery,
+    and the run still matches an uninterrupted one."""
+    import threading
+
+    health = ManualHealth(4)
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+
+    def on_wait(h: ManualHealth, required: int) -> None:
+        if len(h.waits) == 2:  # the recovery's wait: a second slice goes, all come back later
+            h.set_down(0)
+            threading.Timer(0.3, lambda: h.set_up(*range(4))).start()
+        else:
+            back_up_on_wait(h, required)
+
+    health.on_wait = on_wait
+
+    def setup(trainer, runtime):
+        on(trainer, before_dispatch=down_once_at(health, 6, 2))
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed"
+    ev = trainer.events
+    (again,) = ev.of("elastic_lost_again")
+    assert again["recovery"] == 1 and again["lost_slices"] == [0] and again["live_slices"] == 2
+    seq = [n for n in names(ev) if n.startswith("elastic_")]
+    assert seq == ["elastic_detected", "elastic_cleanup_done", "elastic_lost_again",
+                   "elastic_slices_ready", "elastic_restored", "elastic_first_step"]
+    assert_matches(losses(ev), reference["losses"])
+    from elastix.measure.events import events_from_records, recoveries
+
+    (rec,) = recoveries(events_from_records(ev.records))
+    assert [sl for _, sl in rec.lost_again] == [[0]] and rec.complete
+    assert rec.phase_at(rec.lost_again[0][0]) == "waiting for slices"

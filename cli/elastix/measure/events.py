@@ -323,6 +323,10 @@ class Recovery:
     error: str | None = None
     pid_before: int | None = None
     pid_after: int | None = None
+    lost_again: list[tuple[int, list[int]]] = dataclasses.field(default_factory=list)
+    """Slices the trainer saw lost while this recovery waited for its slices (ms, slice ids):
+    a second failure inside it, said by the trainer (``elastic_lost_again``), kill record or
+    not."""
     prev_event: int | None = None  # last event before the failure surfaced (restart: old run)
     loss: int | None = None  # when the trainer dated the loss itself (local: since_loss)
 
@@ -433,6 +437,8 @@ class Recovery:
         d = dataclasses.asdict(self)
         d["also_killed"] = [{"time": fmt_ms(t), "phase": snake(self.phase_at(t))}
                             for t in self.also_killed]
+        d["lost_again"] = [{"time": fmt_ms(t), "phase": snake(self.phase_at(t)),
+                            "slices": sl} for t, sl in self.lost_again]
         for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
                   "prev_event", "loss"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
@@ -493,6 +499,8 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
     d = ev.data
     if ev.name == "elastic_cleanup_done":
         cur.cleanup_done = ev.t
+    elif ev.name == "elastic_lost_again":
+        cur.lost_again.append((ev.t, list(d.get("lost_slices") or [])))
     elif ev.name == "elastic_slices_ready":
         cur.slices_ready = ev.t
         cur.live_slices, cur.required_slices = d["live_slices"], d["required_slices"]

@@ -32,6 +32,7 @@ ELASTIC_SLICES_READY = "elastic_slices_ready"
 ELASTIC_RESTORED = "elastic_restored"
 ELASTIC_FIRST_STEP = "elastic_first_step"
 ELASTIC_RESIZE = "elastic_resize"
+ELASTIC_LOST_AGAIN = "elastic_lost_again"
 RUN_END = "run_end"
 
 COMMON_KEYS = ("ts", "event", "pid")
@@ -99,6 +100,9 @@ _TYPES = (
     EventType(ELASTIC_FIRST_STEP, ("recovery", "step", "seconds"),
               "elastix: first step after recovery {recovery}: step {step} in {seconds:.3f} s",
               ("recovery", "step", "seconds")),
+    EventType(ELASTIC_LOST_AGAIN, ("recovery", "lost_slices", "live_slices"),
+              "elastix: slice lost again during recovery {recovery}: slices lost "
+              "{lost_slices}, {live_slices} live", ("recovery", "lost_slices", "live_slices")),
     EventType(ELASTIC_RESIZE, ("recovery", "from_slices", "to_slices"),
               "elastix: resized mesh (recovery {recovery}): {from_slices} -> {to_slices} slices "
               "{slices} ({why})", ("recovery", "from_slices", "to_slices")),

@@ -68,6 +68,9 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         for t in r.also_killed:
             rows.append(("also killed", f"{fmt_ms(t)}  during {r.phase_at(t)}: replaced in "
                                         "this recovery"))
+        for t, sl in r.lost_again:
+            rows.append(("lost again", f"{fmt_ms(t)}  slices {sl} during {r.phase_at(t)} (the "
+                                       "trainer saw it)"))
         if r.restored_step is not None:
             size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "

@@ -29,6 +29,7 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import jax
 
@@ -91,6 +92,7 @@ class ElasticRuntime(Hooks):
         self.precompile, self.warm_up = precompile, warm_up
         self.recoveries = self.slice_losses = self.other_errors = 0
         self.history: list[tuple[str, str]] = []  # (kind, error type) of every error handled
+        self._believed: frozenset[int] = frozenset()  # slices live at the last detection
         # A plain object made before any event; recovery logs prove it is still the same one.
         self.step_times: list[float] = []
         self.precompiling: threading.Thread | None = None  # the background compile, once begun
@@ -245,6 +247,7 @@ class ElasticRuntime(Hooks):
         self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost",
                          error=error_line(error), last_step=last, live_slices=len(live),
                          lost_slices=down, **extra)
+        self._believed = mesh - frozenset(down)  # a later loss of these is a second one
         if self.slice_losses > cfg.max_slice_losses:
             self._cleanup(None)
             raise TrainingFailed(f"slice-loss budget exhausted: {self.slice_losses} losses > "
@@ -278,7 +281,15 @@ class ElasticRuntime(Hooks):
         holding a host snapshot newer than any checkpoint."""
         required = self._required()
         t0 = self.clock()
-        stop = (lambda: self.trainer.stop_requested is not None) if recovery is not None else None
+        stop = None
+        if recovery is not None:
+            watch = _LostAgain(self.health, self._believed, lambda lost, live: self.events.emit(
+                eventspec.ELASTIC_LOST_AGAIN, recovery=recovery, lost_slices=sorted(lost),
+                live_slices=len(live)))
+
+            def stop() -> bool:
+                watch.poll()
+                return self.trainer.stop_requested is not None
         live = self.health.wait_for(required, self.trainer.cfg.slice_wait_timeout, stop=stop)
         live = live & frozenset(self.trainer.slices)
         waited = self.clock() - t0
@@ -307,3 +318,28 @@ def warm_by_default() -> bool:
     CPU backend: there an executable's first run costs about two steps and the state is small;
     on TPU and Pathways the throw-away state would double the state's footprint in HBM."""
     return jax.default_backend() == "cpu" and not on_pathways()
+
+
+class _LostAgain:
+    """Sees a slice lost while a recovery waits for its slices (a second failure inside the
+    recovery: on TPU another host dies while the first is replaced) and reports it once, as it
+    happens: without it the recovery's events named only the first loss, and a measurement
+    without the launcher's kill record (any real failure) could not see the second.
+
+    Polled from the wait's ``stop`` check (every 0.1 s for heartbeats, at each probe on
+    Pathways); reads the source's non-blocking view, so a slice lost and back between two polls
+    is not seen.
+    """
+
+    def __init__(self, health: HealthSource, believed: frozenset[int],
+                 report: Callable[[frozenset[int], frozenset[int]], None]) -> None:
+        self.health, self.report = health, report
+        self.seen = believed  # live when the loss was detected: one lost since, before the
+        # wait began (during the cleanup), is a second loss as much as one lost during it
+
+    def poll(self) -> None:
+        live = self.health.live_slices()
+        lost = self.seen - live
+        if lost:
+            self.report(lost, live)
+        self.seen = live
