@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import hunt_more
 from hunt_lib import (
     VERDICTS,
     Hunt,
@@ -65,7 +66,12 @@ ROWS = {1: "garbled committed checkpoint restored as good",
         5: "kill just after a step/save deletes a committed step or drops a snapshot",
         6: "replica-resize never scales back up",
         7: "chaos run names the wrong step",
-        8: "a frozen host rolls back too far or keeps work done after it"}
+        8: "a frozen host rolls back too far or keeps work done after it",
+        9: "two slices lost 0-0.3 s apart restore past the first kill",
+        10: "a kill at start-up or the first compile loses or invents a step",
+        11: "a kill at the final save claims a completion not on storage",
+        12: "create --replace racing a kill loses steps or leaves processes",
+        13: "logs -f / status --watch across delete and re-create hang or crash"}
 TRAIN = ("elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
          "--checkpoint-dir {ckpt} --checkpoint-period 20 --snapshot-period 5 "
          "--max-slice-losses {losses} --slice-wait-timeout 120 {extra}")
@@ -469,7 +475,7 @@ def row1_trainer(h: Hunt) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", default="1,2,3,4,5,6,7,8")
+    ap.add_argument("--rows", default="1,2,3,4,5,6,7,8,9,10,11,12,13")
     ap.add_argument("--resize-runs", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -506,6 +512,13 @@ def main() -> int:
             attempt(2, "the trainer alone", row2_trainer, h)
         if 1 in rows:
             attempt(1, "the trainer alone", row1_trainer, h)
+        cmd = TRAIN.format(steps=100000, ckpt='"$ELASTIX_LOCAL_DATA_DIR/checkpoints"',
+                           losses=100, extra="")
+        for r, fn, arg in ((9, hunt_more.row9, cmd), (10, hunt_more.row10, cmd),
+                           (11, hunt_more.row11, TRAIN), (12, hunt_more.row12, cmd),
+                           (13, hunt_more.row13, cmd)):
+            if r in rows:
+                attempt(r, "the row's workload", fn, h, arg)
     finally:
         print(f"load after: {os.getloadavg()}, {time.monotonic() - t0:.0f} s", flush=True)
         shutil.rmtree(root, ignore_errors=True)
