@@ -15,6 +15,10 @@ workload's file is still read to its end) and the checkpoint directory:
 - replica-resize scales back up once the killed slice is replaced,
 - ``chaos run`` names the step of the trainer's own ``run_end``.
 
+Rows 9-13 (``hunt_more.py``): two slices lost 0-0.3 s apart, a kill at start-up or the first
+compile, a kill at the final save, ``create --replace`` racing a kill, ``logs -f`` and
+``status --watch`` across a delete and a re-create.
+
     .venv/bin/python bench/hunt_faults.py            # every row: 10-13 min at load 15-18
     .venv/bin/python bench/hunt_faults.py --rows 5,6 # some rows
 
