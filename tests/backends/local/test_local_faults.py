@@ -74,23 +74,26 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
                240, "a committed checkpoint")
 
     # A save: the fault lands inside it; a save whose copy it hit is never restored from disk.
+    # Where in the save it lands is the machine's: quiet, the first lands 2-4 ms in, inside the
+    # tiny model's copy; with two busy loops a core, 30 ms in, during the write. Every landing
+    # is judged; the copy's own claims whenever one lands there (tests/trainer covers a failed
+    # copy deterministically).
     for _ in range(3):
         kill = _fault(cli, name, "--during", "save")
         aim = kill["aim"]
         assert aim["aimed"] == "during save" and aim["window"].startswith(
             "the checkpoint save of step"), aim
+        assert aim["inside"] is True and 0 <= aim["offset_seconds"] < 5, aim
         _judge(backend, name, kill, ckpt)
         if aim["note"].startswith("the save failed"):
             step = int(aim["window"].rsplit(" ", 1)[1])
             r = kill["recovery"]
-            assert aim["inside"] is True and 0 <= aim["offset_seconds"] < 5
             assert not (r["restored_step"] == step and r["restore_source"] == "checkpoint")
             failed = [e for e in _events(backend, name) if e["event"] ==
                       "checkpoint_save_failed" and e["step"] == step]
             assert failed and "DATA_LOSS" in failed[0]["error"]
             break
-    else:
-        raise AssertionError(f"3 faults aimed at a save's copy all landed after it: {aim}")
+        assert aim["note"] == "after its copy, during the write: it committed", aim
 
     # A snapshot: kept only if its copy ended before the fault.
     kill = _fault(cli, name, "--during", "snapshot")
@@ -199,14 +202,21 @@ def test_term_hang_and_slice_faults(cli, backend, state_dir):
 
     # Every host of a slice at once, then two slices.
     sl = _fault(cli, name, "--fault", "slice", "--slice", "0", "--measure")
-    assert {(x["slice"], x["host"]) for x in sl["kills"]} == {(0, 0), (0, 1)}
+    # each host of slice 0 signalled, unless it went down with the first already (on a busy
+    # machine the supervisor stops a dead host's slice mates before the second signal)
+    hit = {(x["slice"], x["host"]) for x in sl["kills"]}
+    assert (0, 0) in hit and hit <= {(0, 0), (0, 1)}, sl["kills"]
     assert sl["recovery"]["lost_slices"] == [0], sl["recovery"]
     _judge(backend, name, sl, ckpt)
     p = cli("chaos", "run", name, "--fault", "slice", "--count", "2", "--kills", "1",
             "-o", "json", "--timeout", "200s", timeout=240)
     (both,) = json.loads(p.stdout)["kills"]
-    assert {x["slice"] for x in both["kills"]} == {0, 1} and len(both["kills"]) == 4
-    assert sorted(both["recovery"]["lost_slices"]) == [0, 1]
+    # a host already gone with its slice's first is not signalled again: 2 to 4 records
+    assert {x["slice"] for x in both["kills"]} == {0, 1} and 2 <= len(both["kills"]) <= 4
+    # both seen at detection, or the second the moment it went, inside the same recovery
+    r = both["recovery"]
+    seen = set(r["lost_slices"]) | {s for x in r["lost_again"] for s in x["slices"]}
+    assert seen == {0, 1} or both["cut_short"], both
     cli("workload", "delete", name)
 
 
