@@ -241,7 +241,7 @@ def test_a_schedule_and_seeded_times(cli, backend, tmp_path):
     rep = json.loads(p.stdout)
     assert rep["ok"] and [k["fault"] for k in rep["kills"]] == ["kill", "term"]
     ml = rep["ml_goodput"]  # the same run in ml-goodput-measurement's categories (issue 36)
-    assert ml["disruption_count"] >= 1 and 0 < ml["goodput_percent"] < 100
+    assert ml["library"] and 0 < ml["goodput_percent"] < 100  # its disruptions: steps lost
     assert [k["kills"][0]["slice"] for k in rep["kills"]] == [0, 1]
     assert [k["planned_seconds"] for k in rep["kills"]] == [1.0, 5.0]
     t0, t1 = (_t(k["kills"][0]["time"]) for k in rep["kills"])
