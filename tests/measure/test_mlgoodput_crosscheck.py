@@ -8,12 +8,10 @@ category, to 1 % of the wall time. Offline: any connection beyond loopback fails
 
 from __future__ import annotations
 
-import datetime
-import socket
-import types
 from pathlib import Path
 
 import pytest
+from goodput_library import library_report, refuse_network
 
 from elastix.measure import mlgoodput
 from elastix.measure.events import events_from_jsonl
@@ -22,67 +20,9 @@ FIX = Path(__file__).parent / "fixtures"
 RUNS = ("clean_run", "replica_resize_run", "replica_resize_down_run", "real_run", "real_run2")
 
 
-class _Entries:
-    """Stands in for the library's ``_CloudLogger``: hands over the entries once."""
-
-    def __init__(self, job: str, entries: list[dict]):
-        self.job_name, self.job_start_time = job, None
-        self._entries = entries
-
-    def write_cloud_logging_entry(self, entry):  # pragma: no cover - the calculator only reads
-        self._entries.append(entry)
-
-    def flush(self):
-        pass
-
-    def read_cloud_logging_entries(self, start_time=None, end_time=None, last_entry_info=None):
-        out, self._entries = self._entries, []
-        return out, (None, None)
-
-
-def library_report(entries: list[dict], now: float, cache_dir: Path, monkeypatch) -> dict:
-    """The real library's goodput, breakdown and details for ``entries``.
-
-    The one place this suite reaches into the library's private parts, and why:
-    - ``cloud_logger=``: ``GoodputCalculator.__init__`` (goodput.py L610-646) documents it as
-      "Should never be passed directly by the user"; it is the library's own tests' seam and the
-      only way to give the calculator entries without Cloud Logging.
-    - ``goodput.datetime``: ``get_job_goodput`` ends a job that recorded no end at *now*
-      (L1254-1294); a recorded run without ``run_end`` is measured up to its last event, so the
-      clock is pinned there (only for that call).
-    """
-    from ml_goodput_measurement.src import goodput as gp
-    from ml_goodput_measurement.src import goodput_elastic
-
-    class _Now(datetime.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return datetime.datetime.fromtimestamp(now, tz)
-
-    monkeypatch.setattr(gp, "datetime", types.SimpleNamespace(
-        datetime=_Now, timezone=datetime.timezone, timedelta=datetime.timedelta))
-    calc = goodput_elastic.ElasticGoodputCalculator(
-        "elastix-run", "elastix", cloud_logger=_Entries("elastix-run", list(entries)),
-        cache_dir=str(cache_dir))
-    pct, breakdown, max_step = calc.get_job_goodput(include_badput_breakdown=True)
-    details = calc.get_job_goodput_details()
-    return {"goodput": pct, "breakdown": {k.name: v for k, v in breakdown.items()},
-            "max_step": max_step, "details": details}
-
-
 @pytest.fixture
 def no_network(monkeypatch):
-    """Refuse every connection that is not loopback."""
-    real = socket.socket.connect
-
-    def connect(self, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") \
-                and self.family in (socket.AF_INET, socket.AF_INET6):
-            raise AssertionError(f"the cross-check tried to reach {address}")
-        return real(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
+    refuse_network(monkeypatch)
 
 
 def _run(name: str):

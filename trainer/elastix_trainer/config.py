@@ -90,6 +90,10 @@ class TrainConfig:
     tensorboard_dir: str | None = None
     """Write TensorBoard scalars here (a directory or gs:// URL): loss, step time, TFLOP/s, live
     slices, checkpoint stalls and every recovery phase, at the step each belongs to."""
+    ml_goodput_logger: str | None = None
+    """Also write ml-goodput-measurement's records (the goodput MaxText records) to this Cloud
+    Logging log, for the library's calculator and dashboards (needs elastix[goodput]; locally
+    they always go to ``<events>.ml-goodput.jsonl``)."""
     elastic_mode: str = "pause-resume"
     """``pause-resume`` (wait for every slice) or ``replica-resize`` (go on with survivors)."""
     min_slices: int | None = None

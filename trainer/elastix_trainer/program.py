@@ -21,6 +21,7 @@ from elastix_trainer.elastic.local import legacy
 from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
 from elastix_trainer.mesh import on_pathways, slice_devices
+from elastix_trainer.obs import mlgoodput
 from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_logging
 from elastix_trainer.obs.watchdog import Watchdog, default_timeout
 from elastix_trainer.state import compilecache
@@ -126,6 +127,7 @@ def run(cfg) -> int:
                         os.path.dirname(os.path.abspath(events_file)))
     compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
+    records = mlgoodput.attach(events, cfg, os.environ.get(envvars.WORKLOAD) or "elastix")
     board = None
     if cfg.tensorboard_dir:
         from elastix_trainer.obs.tboard import TensorBoardSink
@@ -134,6 +136,8 @@ def run(cfg) -> int:
             board = TensorBoardSink(cfg.tensorboard_dir).attach(events)
         except OSError as e:
             events.close()
+            if records is not None:
+                records.close()
             raise UsageError(f"--tensorboard-dir {cfg.tensorboard_dir}: cannot write there "
                              f"({e.strerror or e})", hint="give a writable directory (created "
                              "if missing) or a gs:// URL") from None
@@ -165,6 +169,8 @@ def run(cfg) -> int:
         health.close()
     finally:
         events.close()
+        if records is not None:
+            records.close()
         if board is not None:
             board.close()
     if outcome.status != "completed":

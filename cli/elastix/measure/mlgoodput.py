@@ -5,7 +5,8 @@ this module shows an elastix run in them, offline, without the library (it needs
 and imports ``google.cloud.logging`` and ``google.cloud.monitoring_v3``). Two halves:
 
 - :func:`entries`: the run as the library's log entries, which elastix event is which record
-  (the feed; its choices are listed there);
+  (:class:`elastix.protocol.mlgoodput.Feed`, which the trainer also writes live; its choices
+  are listed there);
 - :func:`calculate`: the library's arithmetic over those entries, reproduced from
   ml-goodput-measurement **0.2.3** ``src/goodput.py`` (``GoodputCalculator``:
   ``_get_current_productive_and_unproductive_time`` L780-1252, ``_get_total_job_time``
@@ -28,6 +29,27 @@ from typing import Any
 
 from elastix.measure.events import Event
 from elastix.measure.goodput import full_mesh_slices
+from elastix.protocol.mlgoodput import (
+    CUSTOM_END,
+    CUSTOM_START,
+    CUSTOM_TYPE,
+    JOB_END,
+    JOB_START,
+    PREP_END,
+    PREP_START,
+    REINIT_END,
+    REINIT_START,
+    SLICES_AT,
+    STEP_COUNT,
+    STEP_START,
+    TPU_END,
+    TPU_START,
+    WAIT_END,
+    WAIT_START,
+    WAIT_TYPE,
+    Feed,
+)
+from elastix.protocol.mlgoodput import SNAPSHOT as SNAPSHOT  # the custom badput type
 
 LIBRARY = "ml-goodput-measurement 0.2.3"
 
@@ -37,112 +59,19 @@ CATEGORIES = ("TPU_INITIALIZATION", "TRAINING_PREP", "PROGRAM_STARTUP", "DATA_LO
               "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME", "WASTED_PROGRESS_FROM_DISRUPTION",
               "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION", "CUSTOM_BADPUT_EVENTS", "OTHER",
               "ELASTIC_SLICE_DOWN", "ELASTIC_SCALE_UP", "ELASTIC_REINITIALIZATION")
-SNAPSHOT = "HOST_SNAPSHOT"
-"""The custom badput type a host snapshot is recorded as (the library would count it
-productive otherwise)."""
-
 DIFFERENCES = (
     "differs from elastix's own: host snapshots are CUSTOM_BADPUT_EVENTS (elastix: checkpoint "
     "stall); only the first step's excess over the mean step is PROGRAM_STARTUP; detection and a "
     "failed step fall in OTHER; the last step runs to the job's end; a step on fewer slices is "
     "fully productive (stepping_slice_efficiency says how full the mesh was)")
 
-# Entry keys, as the library's recorders write them (goodput.py L41-57, goodput_elastic.py
-# L10-19, checkpoint_badput_calculator.py L14-28).
-_JOB_START, _JOB_END = "job_start_time", "job_end_time"
-_STEP_COUNT, _STEP_START = "step_count", "step_start_time"
-_PREP_START, _PREP_END = "training_prep_start_time", "training_prep_end_time"
-_TPU_START, _TPU_END = "tpu_init_start_time", "tpu_init_end_time"
-_CUSTOM_TYPE = "custom_badput_event_type"
-_CUSTOM_START, _CUSTOM_END = "custom_badput_event_start_time", "custom_badput_event_end_time"
-_WAIT_TYPE, _WAIT_START, _WAIT_END = ("elastic_wait_event_type", "elastic_wait_start_time",
-                                      "elastic_wait_end_time")
-_REINIT_START, _REINIT_END = "elastic_reinit_start_time", "elastic_reinit_end_time"
-_SLICES_AT = "elastic_slice_counts_timestamp"
-
-
 def entries(events: list[Event], job: str = "elastix") -> list[dict[str, Any]]:
-    """The run as the library's log entries (what its recorders would have written), in order.
-
-    - ``run_start``: ``job_start_time``, and a training-prep span to the first step's start
-      (the trainer's state, data and restore set-up; JAX is up by then);
-    - ``step`` N: ``step_count`` N - 1 started at its end less its ``seconds`` (the library
-      records a step's start before it runs);
-    - ``snapshot_taken``: a custom badput span (:data:`SNAPSHOT`) of its ``seconds``;
-    - ``checkpoint_committed``: an Orbax ``save`` entry blocking for ``blocking_seconds``;
-      ``restore``/``elastic_restored``: a ``restore`` entry of its ``seconds``;
-    - ``elastic_detected`` to ``elastic_slices_ready``: an ELASTIC_SLICE_DOWN wait; then to
-      ``elastic_restored`` the re-initialisation; a resize up outside a recovery: an
-      ELASTIC_SCALE_UP wait to its restore (training stood still to take the slice back);
-    - slice counts: stepping slices as the steps say (0 from a detection to the next step),
-      available ones as the recovery says, of :func:`full_mesh_slices`;
-    - ``run_end`` completed: ``job_end_time`` (any other end is a job still "running").
-    """
-    full = full_mesh_slices(events)
-    out: list[dict[str, Any]] = []
-    prep_open = scale_up_open = reinit_open = False
-    active: int | None = None
-
-    def slices(t: float, stepping: int, available: int) -> None:
-        nonlocal active
-        active = stepping
-        if full:
-            out.append({"job_name": job, "active_slices": stepping, "total_slices": full,
-                        "available_slices": available, _SLICES_AT: t})
-
-    for ev in events:
-        t, d = ev.t / 1000, ev.data
-        if ev.name == "run_start":
-            out += [{"job_name": job, _JOB_START: t}, {"job_name": job, _PREP_START: t}]
-            prep_open = True
-            slices(t, 0, d.get("num_slices") or full or 0)
-        elif ev.name == "step":
-            start = (ev.t - round((d["seconds"] or 0.0) * 1000)) / 1000
-            if prep_open:
-                out.append({"job_name": job, _PREP_END: start})
-                prep_open = False
-            if reinit_open:  # the new mesh's compile and warm-up end where its step starts
-                out.append({"job_name": job, _REINIT_END: start})
-                reinit_open = False
-            live = d.get("live_slices") or full or 0
-            if active != live:
-                slices(start, live, live)
-            out.append({"job_name": job, _STEP_COUNT: d["step"] - 1, _STEP_START: start})
-        elif ev.name == "snapshot_taken" and d["seconds"]:
-            a = t - d["seconds"]
-            out += [{"job_name": job, _CUSTOM_TYPE: SNAPSHOT, _CUSTOM_START: a},
-                    {"job_name": job, _CUSTOM_TYPE: SNAPSHOT, _CUSTOM_END: t}]
-        elif ev.name == "checkpoint_committed" and d["blocking_seconds"] is not None:
-            b = d["blocking_seconds"]
-            out.append({"job_name": job, "event_type": "save", "step": d["step"],
-                        "directory": "elastix/checkpoint",
-                        "checkpoint_manager_blocking_duration_secs": b,
-                        "checkpointer_blocking_duration_secs": b,
-                        "wait_for_prev_duration_secs": 0.0, "get_old_steps_duration_secs": 0.0})
-        elif ev.name in ("restore", "elastic_restored"):
-            if d["seconds"] is not None:
-                out.append({"job_name": job, "event_type": "restore", "step": d["step"],
-                            "directory": f"elastix/{d['source']}",
-                            "checkpoint_manager_duration_secs": d["seconds"],
-                            "checkpointer_duration_secs": d["seconds"]})
-            if scale_up_open and ev.name == "restore":
-                out.append({"job_name": job, _WAIT_TYPE: "elastic_scale_up", _WAIT_END: t})
-                scale_up_open = False
-        elif ev.name == "elastic_detected":
-            out.append({"job_name": job, _WAIT_TYPE: "slice_down", _WAIT_START: t})
-            slices(t, 0, d.get("live_slices") or 0)
-        elif ev.name == "elastic_slices_ready":
-            out += [{"job_name": job, _WAIT_TYPE: "slice_down", _WAIT_END: t},
-                    {"job_name": job, _REINIT_START: t}]
-            reinit_open = True
-            slices(t, 0, d["live_slices"] or 0)
-        elif ev.name == "elastic_resize" and active and (d.get("to_slices") or 0) > (
-                d.get("from_slices") or 0):
-            out.append({"job_name": job, _WAIT_TYPE: "elastic_scale_up", _WAIT_START: t})
-            scale_up_open = True
-        elif ev.name == "run_end" and d["status"] == "completed":
-            out.append({"job_name": job, _JOB_END: t})
-    return out
+    """The run as the library's log entries (what its recorders would have written), in order:
+    :class:`elastix.protocol.mlgoodput.Feed` over ``events``, the full mesh as
+    :func:`full_mesh_slices` reads it from the whole run (the choices are listed there; the
+    trainer writes the same entries live)."""
+    feed = Feed(job, full_mesh_slices(events))
+    return [e for ev in events for e in feed.add(ev.name, ev.t, ev.data)]
 
 
 @dataclasses.dataclass
@@ -197,7 +126,7 @@ def _pairs(entries: list[dict[str, Any]], start: str, end: str,
     """Start/end entries paired per type (a second start replaces an open one)."""
     out, open_ = [], {}
     for e in entries:
-        k = str(e.get(kind, "")).upper() if kind == _CUSTOM_TYPE else e.get(kind, "unknown")
+        k = str(e.get(kind, "")).upper() if kind == CUSTOM_TYPE else e.get(kind, "unknown")
         if start in e:
             open_[k] = e[start]
         elif end in e and k in open_:
@@ -268,18 +197,18 @@ def _checkpoint_time(entries: list[dict[str, Any]], kind: str, key: str) -> floa
 def _productive(entries: list[dict[str, Any]]) -> tuple[float, dict[str, Any], int, int, int]:
     """goodput.py L780-1252: productive time, badput, max productive and last step, and
     the disruptions (a step count recorded twice)."""
-    customs = _pairs(entries, _CUSTOM_START, _CUSTOM_END, _CUSTOM_TYPE)
+    customs = _pairs(entries, CUSTOM_START, CUSTOM_END, CUSTOM_TYPE)
     productive, bad = 0.0, {}
     steps: dict[int, float] = {}
     job_start = job_end = None
     disruptions = 0
     for e in entries:
-        if _JOB_START in e:
-            job_start = e[_JOB_START]
-        if _STEP_START in e:
-            n = int(e[_STEP_COUNT])
+        if JOB_START in e:
+            job_start = e[JOB_START]
+        if STEP_START in e:
+            n = int(e[STEP_COUNT])
             if n not in steps:
-                steps[n] = e[_STEP_START]
+                steps[n] = e[STEP_START]
             else:
                 disruptions += 1
                 at = steps[list(steps)[-1]]
@@ -289,11 +218,11 @@ def _productive(entries: list[dict[str, Any]]) -> tuple[float, dict[str, Any], i
                     seg["INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION"] = (
                         seg.get("INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION", 0.0) + job_start - at)
                 _add(bad, seg)
-                steps = {n: e[_STEP_START]}
-        if _JOB_END in e:
-            job_end = e[_JOB_END]
-    bad["TPU_INITIALIZATION"] = sum((b - a for a, b, _ in _pairs(entries, _TPU_START, _TPU_END)), 0.0)
-    bad["TRAINING_PREP"] = sum((b - a for a, b, _ in _pairs(entries, _PREP_START, _PREP_END)), 0.0)
+                steps = {n: e[STEP_START]}
+        if JOB_END in e:
+            job_end = e[JOB_END]
+    bad["TPU_INITIALIZATION"] = sum((b - a for a, b, _ in _pairs(entries, TPU_START, TPU_END)), 0.0)
+    bad["TRAINING_PREP"] = sum((b - a for a, b, _ in _pairs(entries, PREP_START, PREP_END)), 0.0)
     bad["DATA_LOADING_ASYNC"] = 0.0  # the feed records no data loading
     save = _checkpoint_time(entries, "save", "checkpoint_manager_blocking_duration_secs")
     bad["UNPRODUCTIVE_CHECKPOINT_SAVE_TIME"] = save
@@ -314,15 +243,15 @@ def _productive(entries: list[dict[str, Any]]) -> tuple[float, dict[str, Any], i
 def _elastic(entries: list[dict[str, Any]], bad: dict[str, Any]) -> None:
     """goodput_elastic.py L237-283: waits and re-initialisation, init spans inside the latter
     discounted."""
-    for a, b, kind in _pairs(entries, _WAIT_START, _WAIT_END, _WAIT_TYPE):
+    for a, b, kind in _pairs(entries, WAIT_START, WAIT_END, WAIT_TYPE):
         key = "ELASTIC_SCALE_UP" if "scale_up" in kind.lower() else "ELASTIC_SLICE_DOWN"
         bad[key] = bad.get(key, 0.0) + b - a
-    reinit = [(a, b) for a, b, _ in _pairs(entries, _REINIT_START, _REINIT_END)]
+    reinit = [(a, b) for a, b, _ in _pairs(entries, REINIT_START, REINIT_END)]
     for a, b in reinit:
         bad["ELASTIC_REINITIALIZATION"] = bad.get("ELASTIC_REINITIALIZATION", 0.0) + b - a
     if reinit:
-        for key, (s, e) in (("TPU_INITIALIZATION", (_TPU_START, _TPU_END)),
-                            ("TRAINING_PREP", (_PREP_START, _PREP_END))):
+        for key, (s, e) in (("TPU_INITIALIZATION", (TPU_START, TPU_END)),
+                            ("TRAINING_PREP", (PREP_START, PREP_END))):
             over = sum(max(0.0, min(b, rb) - max(a, ra)) for a, b, _ in _pairs(entries, s, e)
                        for ra, rb in reinit)
             if over > 0 and key in bad:
@@ -332,8 +261,8 @@ def _elastic(entries: list[dict[str, Any]], bad: dict[str, Any]) -> None:
 def _efficiency(entries: list[dict[str, Any]], lo: float,
                 hi: float) -> tuple[float | None, float | None]:
     """goodput_elastic.py L198-235: time-weighted stepping and available slices over total."""
-    recs = sorted(((e[_SLICES_AT], e.get("active_slices", 0), e.get("available_slices", 0),
-                    max(e.get("total_slices", 1), 1)) for e in entries if _SLICES_AT in e),
+    recs = sorted(((e[SLICES_AT], e.get("active_slices", 0), e.get("available_slices", 0),
+                    max(e.get("total_slices", 1), 1)) for e in entries if SLICES_AT in e),
                   key=lambda r: r[0])
     if not recs:
         return None, None
@@ -362,8 +291,8 @@ def calculate(entries: list[dict[str, Any]], now: float) -> MlGoodputReport:
     Raises:
         NotComputable: where the library raises ValueError.
     """
-    starts = [e[_JOB_START] for e in entries if _JOB_START in e]
-    ends = [e[_JOB_END] for e in entries if _JOB_END in e]
+    starts = [e[JOB_START] for e in entries if JOB_START in e]
+    ends = [e[JOB_END] for e in entries if JOB_END in e]
     if not starts:
         raise NotComputable("no job start: total job time is zero")
     total = (ends[-1] if ends else now) - starts[0]
