@@ -428,6 +428,31 @@ def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path)
             p.wait()
 
 
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are seen through a pidfd (Linux)")
+def test_a_slice_left_out_counts_again_when_its_other_hosts_die_after_the_wait(tmp_path):
+    """replica-resize, as the local supervisor replaces a slice: one host is killed, the wait
+    returns on the survivor at once, and only then are the slice's other hosts torn down and the
+    slice recreated. The sibling's replacement (its predecessor fresh a moment ago) must not
+    latch the slice down: no wait follows, and the runtime would never scale back up (seen in
+    the fault hunt, row 6: 13 min on one slice)."""
+    addr = f"unix:{tmp_path}/h.sock"
+    procs = []
+    try:
+        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
+            assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
+            health.roll({0})  # the new session, on slice 0 alone
+            os.kill(procs[2].pid, signal.SIGKILL)  # slice 1, host 0: the supervisor's teardown
+            procs[2].wait(10)
+            procs.extend([_host(addr, 1, 0), _host(addr, 1, 1)])  # the slice, recreated
+            wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
+                       "the recreated slice to count again")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_wait_that_times_out_names_the_hung_host(tmp_path):
     addr = f"unix:{tmp_path}/h.sock"
     procs = []

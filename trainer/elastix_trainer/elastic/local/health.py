@@ -12,8 +12,9 @@ is called (the runtime's recovery waits for slices; a waiter wants the replaceme
 goes unseen however long the step in flight takes (a latch that expired after one timeout let a
 kill during a long step or a checkpoint's blocking copy pass unnoticed), as on TPU, where any
 in-flight operation on the dead host fails, and every caller until then sees the same answer.
-A loss already handled needs no latch: a host that was known dead (exited or stale) when
-``wait_for`` returned has been dealt with, and its replacement counts the moment it is heard. In
+A loss already handled needs no latch: a host of a slice that ``wait_for`` returned without
+(dead then, or torn down with its slice after) has been dealt with, and its replacement counts
+the moment it is heard. In
 replica-resize mode that ``wait_for`` returns on the survivors and no other follows, so a latch
 there held the returning slice down for good and the runtime never scaled back up.
 
@@ -522,11 +523,14 @@ class LocalHeartbeatHealth(HealthSource):
         return "; " + "; ".join(notes) if notes else ""
 
     def _note_handled(self, live: frozenset[int]) -> None:
-        """Remember the dead hosts of the slices left out of ``live``: their losses are
-        handled, so their replacements are not latched (see the module docstring)."""
-        now = self._clock()
-        self._handled = {key: pid for key, pid in self._pids.items() if key[0] not in live
-                         and (key in self._exited_now or now - self._last[key] > self.timeout)}
+        """Remember every host of the slices left out of ``live``: their losses are handled,
+        so their replacements are not latched (see the module docstring). Every host, not
+        only the dead ones: a slice is recreated as a unit, and its other hosts may be torn
+        down after this wait returned (the local supervisor kills them when it sees the first
+        die); latching their replacements held the slice down for good in replica-resize
+        (fault hunt row 6). A slice outside the next session's mesh has nothing in flight a
+        replacement could hide the loss of."""
+        self._handled = {key: pid for key, pid in self._pids.items() if key[0] not in live}
 
     def close(self) -> None:
         """Stop receiving and remove the socket file. Idempotent."""
