@@ -27,8 +27,8 @@ Standard library only (this package's rule). The choices, event by event:
   step's start the re-initialisation; a resize up outside a recovery: an ELASTIC_SCALE_UP wait to
   its restore (training stood still to take the slice back);
 - slice counts: stepping slices as the steps say (0 from a detection to the next step), available
-  ones as the recovery says (at a detection the full mesh less the lost slices), of the full mesh (``run_start``'s ``num_slices``, or the most live
-  slices seen);
+  ones as the recovery says (at a detection the full mesh less the lost slices), of the full
+  mesh (``run_start``'s ``num_slices``, or the most live slices seen);
 - ``run_end`` completed: ``job_end_time`` (any other end is a job still "running", as the
   library reads a job that died).
 """
