@@ -23,6 +23,12 @@ def split_uri(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
+def client():
+    """A ``google.cloud.storage.Client``: anonymous against the emulator, else
+    application-default credentials (a ``BackendError`` without them)."""
+    return _client()
+
+
 def _client():
     from google.cloud import storage
 
@@ -33,7 +39,7 @@ def _client():
     try:
         return storage.Client()
     except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
-        raise BackendError(f"no Google credentials to read events from GCS: {e}",
+        raise BackendError(f"no Google credentials for Cloud Storage: {e}",
                            hint="set up application-default credentials, or measure from the "
                                 "head's log (unset --events-path)") from None
 

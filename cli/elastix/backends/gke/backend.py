@@ -75,6 +75,14 @@ class GKEBackend(Backend):
         self.ns = Namespace(self.http, namespace, self.tr)  # what the readers below share
         self._training: HeadLogReader | None = None  # made when first asked
 
+    @staticmethod
+    def storage() -> Any:
+        """A Cloud Storage client (application-default credentials; the emulator's when
+        ``STORAGE_EMULATOR_HOST`` is set): preflight lists the newest checkpoint with it."""
+        from elastix.clients.gcs import client
+
+        return client()
+
     @classmethod
     def from_target(cls, target: Target) -> GKEBackend:
         """Build from a ``Target``: a GKE cluster lookup, or a kubeconfig context."""
@@ -115,6 +123,7 @@ class GKEBackend(Backend):
             PreflightError: every problem found, one line each with its fix.
         """
         from elastix.backends.gke import preflight as pf
+        from elastix.backends.gke import statesize
 
         nodes = self._nodes()
         if self.gke_cluster is not None:
@@ -126,6 +135,9 @@ class GKEBackend(Backend):
             groups = pf.groups_from_nodes(nodes or [])
         problems = pf.check(pf.needs(manifest), groups, self._jobset_served(),
                             self.cluster_name or "NAME")
+        state = statesize.check(manifest, storage=self.storage)
+        problems += [(*p, pf.WORKLOAD) for p in state.problems]
+        self.notices.extend(state.notices)
         pf.raise_if_problems(problems)
         note = pf.identity_note(manifest, groups)
         if note:
