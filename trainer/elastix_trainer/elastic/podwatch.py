@@ -16,10 +16,8 @@ it did before: no in-cluster config or no workload name (one log line, no watch)
 reconnects with backoff). A watch that ends normally (``timeoutSeconds``) reconnects from where
 it was; one whose resourceVersion expired (410) lists again.
 
-In-cluster access is the official client's ``load_incluster_config``: the pod's service-account
-token and CA under ``/var/run/secrets/kubernetes.io/serviceaccount/``, with the pod's namespace
-in the ``namespace`` file beside them ("Accessing the Kubernetes API from a Pod",
-https://kubernetes.io/docs/tasks/run-application/access-api-from-pod/).
+In-cluster access is ``elastix_trainer.obs.kube``'s (the official client's in-cluster loader),
+shared with the head's other API caller, the recovery point.
 """
 
 from __future__ import annotations
@@ -33,8 +31,8 @@ from typing import Any
 from elastix.protocol import envvars
 from elastix.protocol.jobset import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME, WORKER_JOB
 from elastix_trainer.obs.events import log
+from elastix_trainer.obs.kube import denied, in_cluster
 
-NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 GRANT_HINT = ("grant the head pod's service account get, list and watch on pods in its "
               "namespace (a Role and RoleBinding; `elastix workload create` makes them)")
 
@@ -105,7 +103,7 @@ class PodWatch:
                 rv = self._watch(rv)
                 delay, logged = self.backoff[0], False
             except ApiException as err:
-                if err.status in (401, 403):
+                if denied(err):
                     self.state = "off"
                     log.info("elastix: pod watch off (HTTP %s from the API server: may not "
                              "list/watch pods in namespace %s): slices are re-probed on their "
@@ -198,20 +196,7 @@ def start_from_env(on_hint: Hint) -> PodWatch | None:
     """
     if os.environ.get(envvars.POD_WATCH, "1") == "0":
         return None
-    workload = os.environ.get(envvars.WORKLOAD)
-    if not workload:
-        log.info("elastix: pod watch off (%s is not set): slices are re-probed on their poll "
-                 "only", envvars.WORKLOAD)
+    access = in_cluster("pod watch", "slices are re-probed on their poll only")
+    if access is None:
         return None
-    try:
-        from kubernetes import client, config
-
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)
-        with open(NAMESPACE_FILE, encoding="utf-8") as f:
-            namespace = f.read().strip()
-    except Exception as err:  # noqa: BLE001 - ConfigException, OSError: not in a pod
-        log.info("elastix: pod watch off (no in-cluster Kubernetes config: %s): slices are "
-                 "re-probed on their poll only", err)
-        return None
-    return PodWatch(client.ApiClient(cfg), namespace, workload, on_hint).start()
+    return PodWatch(access.api, access.namespace, access.workload, on_hint).start()
