@@ -94,6 +94,23 @@ class FakeCluster:
             f"{prefix}/namespaces/{namespace}/{k}{sel}")["items"])
             for k, prefix in HEAD_ACCESS_KINDS.items()}
 
+    def head_account(self, workload: str, rules: list[dict] | None = None,
+                     namespace: str = "default") -> str:
+        """Make the head's ServiceAccount, Role (``rules``: instead of elastix's) and
+        RoleBinding (``elastix.workload.rbac``) and a token of that account, whose requests the
+        fake then authorizes by them (``k8s_rbac``); the token."""
+        from elastix.workload import rbac
+
+        for api_version, plural, body in rbac.objects(workload, namespace):
+            if plural == "roles" and rules is not None:
+                body = {**body, "rules": rules}
+            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            self.post(f"{prefix}/namespaces/{namespace}/{plural}", body)
+        token = f"token-of-{rbac.service_account(workload)}"
+        self.admin("service_account_token", {"token": token, "namespace": namespace,
+                                             "name": rbac.service_account(workload)})
+        return token
+
     def requests(self, clear: bool = False) -> list[dict]:
         """The API requests the fake has served (method, path, query); ``clear`` empties the log."""
         if clear:

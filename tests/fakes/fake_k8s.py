@@ -15,7 +15,8 @@ body: its DeleteOptions; ``POST`` with ``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod;
 ``POST /_fake/rotate_log`` rotates one container's log as the kubelet does (only the new file
-is served). Dry-run, strict
+is served); ``POST /_fake/service_account_token`` (``token``, ``namespace``, ``name``) makes a
+bearer token a service account's, whose requests then pass RBAC (``k8s_rbac``). Dry-run, strict
 field validation for CRDs, 409 on existing names and
 preconditions on delete behave as the real API server's do. Creates and updates pass the
 admission rules of ``k8s_admission`` and ``k8s_jobset_webhook`` (Kubernetes' name and label
@@ -41,6 +42,7 @@ from aiohttp import web
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k8s_jobset_webhook  # noqa: E402
+import k8s_rbac  # noqa: E402
 from k8s_admission import invalid_status, object_meta, pod_and_job  # noqa: E402
 from k8s_jobset import Cluster, Config  # noqa: E402
 from k8s_store import Resource, Store, merge_patch, now, ts  # noqa: E402
@@ -81,6 +83,9 @@ class Api:
         self.store, self.cluster = store, cluster
         self.token = token  # when set, every API request must carry it as a bearer token
         self.requests: list[dict] = []  # every API request (not /_fake): GET /_fake/requests
+        # bearer token -> (namespace, name) of a service account: its requests pass RBAC
+        # (k8s_rbac); POST /_fake/service_account_token registers one
+        self.accounts: dict[str, tuple[str, str]] = {}
 
     # --- discovery --------------------------------------------------------------------------
 
@@ -194,6 +199,9 @@ class Api:
         res, ns, name, sub = route
         if isinstance(res, str):
             return status(404, "NotFound", "the server could not find the requested resource")
+        refused = self.authorize(request, res, ns, name, sub)
+        if refused is not None:
+            return refused
         if ns is not None and res.plural != "namespaces" and request.method in ("POST", "PUT"):
             if self.store.get(self.store.resource("", "v1", "namespaces"), None, ns) is None:
                 return status(
@@ -229,6 +237,21 @@ class Api:
         except ValueError as err:
             return status(400, "BadRequest", str(err))
         return status(405, "MethodNotAllowed", f"{request.method} is not supported here")
+
+    def authorize(self, request: web.Request, res: Resource, ns, name, sub):
+        """A service account's request that its Roles do not allow: the 403 (k8s_rbac)."""
+        auth = request.headers.get("Authorization", "")
+        account = self.accounts.get(auth.removeprefix("Bearer ")) if auth else None
+        if account is None:
+            return None
+        verb = k8s_rbac.verb(request.method, name, request.query)
+        resource = f"{res.plural}/{sub}" if sub else res.plural
+        if k8s_rbac.allowed(self.store, account, verb, res.group, resource, ns, name):
+            return None
+        return status(403, "Forbidden",
+                      k8s_rbac.forbidden_message(account, verb, res.group, res.plural, resource,
+                                                 ns, name),
+                      {"name": name or "", "group": res.group, "kind": res.plural})
 
     def _route(self, parts: list[str]):
         if parts[:1] == ["api"] and len(parts) >= 3:
@@ -629,6 +652,9 @@ class Api:
             if body.get("clear"):
                 self.requests.clear()
             return web.json_response(out)
+        if parts == ["service_account_token"]:  # a pod's mounted token (k8s_rbac)
+            self.accounts[body["token"]] = (body.get("namespace", "default"), body["name"])
+            return web.json_response({"ok": True})
         if parts == ["rotate_log"]:
             self.cluster.rotate_log(body.get("namespace", "default"), body["pod"],
                                     body["container"])
