@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from elastix.backends import Target
 from elastix.protocol import timefmt
+from elastix.protocol.recovery import RecoveryPoint
 
 if TYPE_CHECKING:
     from elastix.workload.selector import Selector
@@ -108,6 +109,9 @@ class WorkloadStatus:
     message: str | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """The workload's labels (GKE: the JobSet's; local: kept in its plan), ``-l`` selects on."""
+    recovery_point: RecoveryPoint | None = None
+    """The newest committed checkpoint and the steps since (GKE: the head's annotations on the
+    JobSet; local: folded from the events file); None before any commit."""
 
     def age_seconds(self, now: dt.datetime | None = None) -> float | None:
         if self.created is None:

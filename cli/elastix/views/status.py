@@ -62,8 +62,9 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
                     progress: dict[str, Progress | bool | None] | None = None,
                     wide: bool = False) -> Any:
     """One row per workload: state, slices ready, the last step and how long ago it came,
-    the loss, slice restarts and age; ``wide`` (``-o wide``) adds pods, step time, goodput so
-    far, JobSet restarts and the head.
+    the loss, the step of the newest committed checkpoint (SAVED: the recovery point), slice
+    restarts and age; ``wide`` (``-o wide``) adds the steps at risk since that checkpoint and
+    when it committed, step time, goodput so far, pods, JobSet restarts and the head.
 
     SLICE RESTARTS counts what ``status`` counts per slice (a killed host restarts its whole
     slice): container restarts stay 0 when the pods are recreated, as they are on TPU.
@@ -73,9 +74,11 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
     now = now or utc_now()
     progress = progress or {}
     table = Table(box=None, header_style="bold", pad_edge=False)
-    cols = ["NAME", "STATE", "SLICES", "STEP", "LAST STEP", "LOSS", "SLICE RESTARTS", "AGE"]
+    cols = ["NAME", "STATE", "SLICES", "STEP", "LAST STEP", "LOSS", "SAVED", "SLICE RESTARTS",
+            "AGE"]
     if wide:
-        cols[6:6] = ["STEP TIME", "GOODPUT", "PODS", "JOBSET RESTARTS", "HEAD"]
+        cols[7:7] = ["AT RISK", "SAVED AT", "STEP TIME", "GOODPUT", "PODS", "JOBSET RESTARTS",
+                     "HEAD"]
     for col in cols:
         table.add_column(col, no_wrap=col in ("NAME", "STATE"))
     for st in items:
@@ -83,11 +86,14 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
         pods = [p_ for s in st.slices for p_ in s.pods] + ([st.head] if st.head else [])
         ready = sum(1 for s in st.slices if s.state == "Ready")
         running = sum(1 for p_ in pods if p_.phase == "Running")
+        rp = st.recovery_point
         row = [st.name, _styled(st.state), f"{ready}/{st.num_slices}",
                _num(p.last_step if p else None, "d"), _since(p, now),
-               _num(p.loss if p else None, ".4f")]
+               _num(p.loss if p else None, ".4f"), _num(rp.step if rp else None, "d")]
         if wide:
-            row += [_num(p.step_seconds if p else None, ".3f") + ("" if not p or
+            row += [_num(rp.steps_at_risk if rp else None, "d"),
+                    f"{rp.committed:%H:%M:%S}Z" if rp and rp.committed else "-",
+                    _num(p.step_seconds if p else None, ".3f") + ("" if not p or
                     p.step_seconds is None else " s"),
                     _num(p.goodput * 100 if p and p.goodput is not None else None, ".1f")
                     + ("" if not p or p.goodput is None else " %"),
@@ -159,6 +165,8 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None,
         lines.append(Text("head: no pod yet"))
     if progress is not False:
         lines.append(Text(training_line(progress or None, now)))
+    if st.recovery_point is not None:
+        lines.append(Text(st.recovery_point.line()))
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "SLICE RESTARTS",
                 "POD FAILURES/BACKOFF", "NODES"):

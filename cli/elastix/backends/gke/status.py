@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 from elastix.backends.base import PodInfo, SliceStatus, WorkloadStatus
+from elastix.protocol.recovery import RecoveryPoint
 from elastix.workload import labels
 
 
@@ -132,7 +133,9 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
         jobset_restarts=st.get("restarts", 0) or 0,
         max_restarts=(spec.get("failurePolicy") or {}).get("maxRestarts", 0),
         head=head, slices=slices, reasons=reasons, message=message,
-        labels=dict(md.get("labels") or {}))
+        labels=dict(md.get("labels") or {}),
+        # the head's own annotations (elastix_trainer.obs.recoverypoint): no extra request
+        recovery_point=RecoveryPoint.from_annotations(md.get("annotations")))
 
 
 def _state(js, md, spec, st, infos, head) -> tuple[str, str | None]:

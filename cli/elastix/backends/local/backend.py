@@ -60,6 +60,7 @@ from elastix.backends.local.state import (
     record_proc,
     sweep,
     trainer_lost_slices,
+    trainer_recovery_point,
     write_json_atomic,
 )
 from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE, killpg
@@ -354,7 +355,8 @@ class LocalBackend(Backend):
             created=_parse_time(plan.created), num_slices=plan.num_slices,
             jobset_restarts=st.restarts, max_restarts=plan.max_restarts,
             head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message,
-            labels=dict(plan.labels))
+            labels=dict(plan.labels),
+            recovery_point=trainer_recovery_point(plan.events_file) if plan.events_file else None)
 
     def trainer_events(self, name: str, *, tail: bool = False,
                        cheap: bool = False) -> TrainerEvents | None:

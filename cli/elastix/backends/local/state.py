@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from elastix.errors import UsageError
-from elastix.protocol import envvars, eventspec
+from elastix.protocol import envvars, eventspec, recovery
+from elastix.protocol.recovery import RecoveryPoint
 
 FINAL_STATES = ("Completed", "Failed")
 
@@ -262,6 +263,18 @@ def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
             if isinstance(ev, dict):
                 lost = eventspec.next_lost(lost, ev)
     return lost
+
+
+def trainer_recovery_point(events_file: str | Path) -> RecoveryPoint | None:
+    """The recovery point of the trainer's events file (``recovery.of_jsonl``: the newest
+    ``checkpoint_committed``, its time, the steps since), as the GKE head publishes it on its
+    JobSet; None when nothing is committed yet or the command writes no events."""
+    try:
+        f = open(events_file, encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    with f:
+        return recovery.of_jsonl(f)
 
 
 def create_time_of(pid: int) -> float | None:
