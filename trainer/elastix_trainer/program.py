@@ -21,7 +21,7 @@ from elastix_trainer.elastic.local import legacy
 from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
 from elastix_trainer.mesh import on_pathways, slice_devices
-from elastix_trainer.obs import mlgoodput
+from elastix_trainer.obs import mlgoodput, recoverypoint
 from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_logging
 from elastix_trainer.obs.watchdog import Watchdog, default_timeout
 from elastix_trainer.state import compilecache
@@ -128,6 +128,7 @@ def run(cfg) -> int:
     compilecache.enable(compilecache.resolve(cfg.compilation_cache_dir, cfg.checkpoint_dir))
     events = EventLog(cfg.resolved_events_file())
     records = mlgoodput.attach(events, cfg, os.environ.get(envvars.WORKLOAD) or "elastix")
+    point = recoverypoint.attach_from_env(events)  # GKE: the recovery point on the JobSet
     board = None
     if cfg.tensorboard_dir:
         from elastix_trainer.obs.tboard import TensorBoardSink
@@ -135,6 +136,8 @@ def run(cfg) -> int:
         try:
             board = TensorBoardSink(cfg.tensorboard_dir).attach(events)
         except OSError as e:
+            if point is not None:
+                point.close()
             events.close()
             if records is not None:
                 records.close()
@@ -168,6 +171,8 @@ def run(cfg) -> int:
         events.emit(eventspec.RUN_END, **end)
         health.close()
     finally:
+        if point is not None:
+            point.close()  # the final point (bounded: the API never holds the exit long)
         events.close()
         if records is not None:
             records.close()

@@ -28,3 +28,9 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 
 HEAD_JOB = "pathways-head"
 WORKER_JOB = "worker"
+
+# The JobSet API itself (the vendored CRD, templates/jobset-crd-v0.12.0.yaml): the head patches
+# its own JobSet's annotations through it (``elastix_trainer.obs.recoverypoint``).
+API_GROUP = "jobset.x-k8s.io"
+API_VERSION = "v1alpha2"
+PLURAL = "jobsets"

@@ -46,14 +46,17 @@ def backend(url_or_fake) -> GKEBackend:
     return GKEBackend(api, "default", where)
 
 
-def test_create_grants_the_head_pod_read_on_pods_and_delete_removes_it(fake_cluster):
+def test_create_grants_the_head_pod_its_role_and_delete_removes_it(fake_cluster):
     fake = fake_cluster
     elastix(fake, *CREATE)
     assert access(fake) == DEMO
     ns = "/namespaces/default"
     role = fake.get(f"{KINDS['roles']}{ns}/roles/demo-head")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"],
-                              "verbs": ["get", "list", "watch"]}]
+                              "verbs": ["get", "list", "watch"]},
+                             # the recovery point: patch on its own JobSet only, no get
+                             {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
+                              "verbs": ["patch"], "resourceNames": ["demo"]}]
     binding = fake.get(f"{KINDS['rolebindings']}{ns}/rolebindings/demo-head")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "demo-head",
                                     "namespace": "default"}]
