@@ -6,7 +6,8 @@ from __future__ import annotations
 import jax
 import pytest
 
-from elastix_trainer.config import preset_names, state_bytes
+from elastix.protocol.presets import state_bytes
+from elastix_trainer.config import preset_names
 from elastix_trainer.model import PRESETS
 from elastix_trainer.step import OptConfig, init_state
 

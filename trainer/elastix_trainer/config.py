@@ -305,35 +305,6 @@ def preset_names() -> list[str]:
     return []
 
 
-def state_bytes(preset: str) -> int | None:
-    """Bytes of a preset's training state: its float32 parameters (``model.init_params``) and
-    AdamW's two float32 moments, read from ``model.py``'s source like :func:`preset_names`
-    (the launcher's preflight sizes a first run's restore with it, without JAX); None for an
-    unknown preset. ``tests/trainer`` checks it against the real state's bytes."""
-    import ast
-    import importlib.util
-
-    spec = importlib.util.find_spec("elastix_trainer.model")
-    tree = ast.parse(open(spec.origin, encoding="utf-8").read())  # type: ignore[union-attr]
-    shape: dict[str, Any] | None = None
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == "PRESETS" and \
-                isinstance(node.value, ast.Dict):
-            for k, v in zip(node.value.keys, node.value.values, strict=True):
-                if isinstance(k, ast.Constant) and k.value == preset and isinstance(v, ast.Call):
-                    shape = {kw.arg: ast.literal_eval(kw.value) for kw in v.keywords}
-    if shape is None:
-        return None
-    d, n, v, f, hd = (shape["d_model"], shape["num_layers"], shape["vocab_size"],
-                      shape["ffn_dim"], shape["head_dim"])
-    q, kv = shape["num_heads"] * hd, shape["num_kv_heads"] * hd
-    layer = d + d * q + 2 * d * kv + q * d + 2 * hd + d + 3 * d * f
-    params = v * d + d + n * layer + (0 if shape.get("tie_embeddings", True) else d * v)
-    return params * 4 * 3
-
-
 def _default_text(name: str, doc: str) -> str:
     """A field's default as ``--help`` shows it (``(default: 50)``; unset ones say so, unless
     their doc already says what unset means: ``default: the longer of ...``)."""

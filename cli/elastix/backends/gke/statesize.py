@@ -16,7 +16,7 @@ What a restore moves, sized before anything is submitted:
    L5917 of 0.2.5); a step is committed when it holds ``commit_success.txt`` (Orbax on GCS,
    ``elastix_trainer.state.store``);
 2. else, for a first run, the state its flags imply: elastix-train's preset
-   (:func:`elastix_trainer.config.state_bytes`), MaxText's ``model_name`` where it names a model
+   (:func:`elastix.protocol.presets.state_bytes`), MaxText's ``model_name`` where it names a model
    of :data:`MAXTEXT_PARAMS` (parameters and AdamW's two moments in float32, MaxText's
    ``weight_dtype`` default: 12 bytes a parameter);
 3. else it cannot be sized, which is said once (a notice), never refused.
@@ -49,6 +49,8 @@ import re
 import shlex
 from typing import Any
 
+from elastix.protocol import entrypoints
+from elastix.protocol.presets import state_bytes
 from elastix.workload import labels, platform
 from elastix.workload.manifest import pod_spec, replicated_job
 
@@ -212,10 +214,9 @@ def first_run_bytes(r: Restore) -> tuple[int, str] | None:
                     f"MaxText model_name={model}: {params / 1e9:.2f} B parameters x "
                     f"{BYTES_PER_PARAM} bytes (float32 parameters and AdamW moments)")
         return None
-    if not any(os.path.basename(w) == "elastix-train" or w == "elastix_trainer" for w in words):
+    if not any(os.path.basename(w) == entrypoints.TRAINER_SCRIPT
+               or w == entrypoints.TRAINER_PACKAGE for w in words):
         return None
-    from elastix_trainer.config import state_bytes
-
     preset = _flag(words, "--preset") or "tiny"
     size = state_bytes(preset)
     if size is None:
