@@ -70,8 +70,9 @@ class Hunt:
 
     def create(self, name: str, command: str, *extra: str, replace: bool = False,
                env: dict | None = None):
+        # 50 restarts x 2 slices: the trainer's 100 slice losses (the elastic lint checks them).
         args = ["workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
-                "--elastic-slices", "2", "--max-slice-restarts", "100", "--max-restarts", "10",
+                "--elastic-slices", "2", "--max-slice-restarts", "50", "--max-restarts", "10",
                 "--command", command, *extra] + (["--replace"] if replace else [])
         return self.cli(*args, env=env)
 

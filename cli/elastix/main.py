@@ -69,7 +69,7 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "advise": advise.advise,
                       "list": workload.list_, "status": workload.status,
-                      "wait": wait.wait, "delete": delete.delete}),
+                      "wait": wait.wait, "delete": delete.delete, "lint": workload.lint}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs

@@ -148,7 +148,7 @@ CREATE_FLAGS = {
     "--pathways-tag",
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
     "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
-    "--skip-preflight", "--smoke", "--spec",
+    "--skip-lint", "--skip-preflight", "--smoke", "--spec",
     "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--workload", "--zone",
     "--termination-grace-period-seconds", "-tgps", "--output-manifest-file",
     "-n", "-o",

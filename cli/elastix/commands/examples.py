@@ -28,6 +28,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "  --command 'elastix-train --checkpoint-dir gs://BUCKET/run1' \\",
         "  --cluster CLUSTER --project PROJECT --location us-central1-a",
     ),
+    "workload lint": (
+        "elastix workload lint spec.yaml         # a spec file, as --spec takes",
+        "elastix workload lint m.yaml -o json    # a JobSet (create's --dry-run)",
+    ),
     "workload goodput": (
         "elastix workload goodput demo",
         "elastix workload goodput demo -o json",
@@ -114,6 +118,9 @@ def argument_help(path: str, name: str) -> str | None:
     """
     if path == "workload delete" and name == "names":
         return "Workload names (or --workload NAME, or -l SELECTOR for every match)."
+    if path == "workload lint" and name == "file":
+        return ("A workload spec file (what --spec takes) or a rendered JobSet manifest (YAML "
+                "or JSON, e.g. from workload create --dry-run).")
     if name != "name":
         return None
     if path.startswith("cluster "):

@@ -129,6 +129,9 @@ def create(
     skip_preflight: Annotated[bool, typer.Option(
         "--skip-preflight", help="Submit without first checking that the cluster can run it "
                                  "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,
+    skip_lint: Annotated[bool, typer.Option(
+        "--skip-lint", help="Submit even when the elastic lint finds errors (JobSet budgets, "
+                            "proxy and trainer disagreeing); they are printed as notes.")] = False,
     smoke: Annotated[bool, typer.Option(
         "--smoke", help="Local backend: the default job sized for a CI smoke run (a few "
                         "hundred steps: one kill and its recovery in about a minute).")] = False,
@@ -169,11 +172,96 @@ def create(
                          f"{'headless' if spec.headless else 'command'}",
                          hint="drop --smoke, or drop command/headless from the spec file")
     manifest = render(spec, template)
+    _elastic_lint(manifest, refuse=not skip_lint)
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file, preflight=not skip_preflight)
+
+
+def _elastic_lint(manifest: dict[str, Any], refuse: bool = True) -> None:
+    """The elastic lint of what would be submitted: its errors refuse it (exit 2, as a spec's
+    problems; with ``--skip-lint`` they are notes), its warnings are notes on stderr."""
+    from elastix.workload.lint import LintError, lint
+
+    found = lint(manifest)
+    notes = found.warnings + ([] if refuse else found.errors)
+    if notes:
+        from rich.markup import escape
+
+        from elastix.views.console import console as make_console
+
+        console = make_console(stderr=True)
+        for rule, msg, hint in notes:
+            console.print(f"[yellow]note:[/] {escape(rule)}: {escape(msg)}"
+                          + (f" ({escape(hint)})" if hint else ""))
+    if found.errors and refuse:
+        raise LintError(found.errors)
+
+
+LINT_OUTPUTS = ("table", "json")
+
+
+def lint(
+    file: Annotated[Path, typer.Argument(
+        help="A workload spec file or a rendered JobSet manifest.")],
+    template: Annotated[Path | None, typer.Option(
+        "--template", help="Render a spec file with your own Jinja2 JobSet template.")] = None,
+    output: Annotated[str, output_option(LINT_OUTPUTS, "table or json.")] = "table",
+) -> None:
+    """Check that an elastic run's layers agree: JobSet budgets, the proxy's elastic slices,
+    the trainer's retries and timeouts, colocated Python. Every finding at once; exit 2 on an
+    error."""
+    from elastix.workload.lint import LintError
+    from elastix.workload.lint import lint as run_lint
+
+    check_output(output, LINT_OUTPUTS)
+    found = run_lint(_lint_input(file, template))
+    if output == "json":
+        typer.echo(json.dumps(found.to_json(), indent=2))
+    else:
+        for rule, msg, hint in found.warnings:
+            typer.echo(f"warning: {rule}: {msg}" + (f" ({hint})" if hint else ""))
+        if not found.errors:
+            typer.echo(f"elastic lint: no errors, {len(found.warnings)} warning"
+                       f"{'' if len(found.warnings) == 1 else 's'}")
+    if found.errors:
+        raise LintError(found.errors)
+
+
+def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
+    """The manifest to lint: the file itself when it is a JobSet, else the spec it holds,
+    rendered."""
+    import yaml
+
+    from elastix.errors import yaml_where
+    from elastix.workload.render import render
+    from elastix.workload.resolve import load_spec_file
+
+    text = read_user_text(file, "file", "FILE", "save it as UTF-8 YAML or JSON")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise UsageError(f"{str(file)!r} is not valid YAML{yaml_where(e)}",
+                         hint="give a workload spec file or a JobSet manifest") from None
+    except RecursionError:
+        raise UsageError(f"{str(file)!r} is nested too deeply to be a spec or a manifest",
+                         hint="give a workload spec file or a JobSet manifest") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{str(file)!r} is not a workload spec or a JobSet manifest (a YAML "
+                         "mapping)", hint="e.g. the output of workload create --dry-run")
+    if "kind" in data or "apiVersion" in data:
+        if data.get("kind") != "JobSet":
+            raise UsageError(f"{str(file)!r} is a {data.get('kind')!r}, not a JobSet",
+                             hint="give the JobSet workload create --dry-run prints")
+        if template is not None:
+            raise UsageError("--template renders a spec file; this is a manifest already",
+                             hint="drop --template")
+        return data
+    named = load_spec_file(file).get("name")
+    spec = resolve_spec({} if named else {"name": "lint"}, spec_file=file)
+    return render(spec, template)
 
 
 def _check_smoke(kind: str, flags: dict[str, Any]) -> None:

@@ -13,6 +13,8 @@ import pytest
 from elastix.backends.local import maxtext
 
 MT = "python -u -m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml steps=5"
+# MaxText refuses elastic without a single controller, and so does the elastic lint first.
+ELASTIC = " elastic_enabled=true enable_single_controller=true"
 
 
 @pytest.mark.parametrize(("command", "found"), [
@@ -75,7 +77,7 @@ def test_a_python_without_maxtext_is_refused(cli, state_dir):
 
 def test_elastic_on_versions_the_stand_in_does_not_know_is_refused(cli, state_dir, tmp_path):
     fake = _fake_dists(tmp_path / "site", {**maxtext_versions(), "pathwaysutils": "0.1.14"})
-    proc = _create(cli, "--num-slices", "1", command=MT + " elastic_enabled=true",
+    proc = _create(cli, "--num-slices", "1", command=MT + ELASTIC,
                    env={"ELASTIX_MAXTEXT_PYTHON": sys.executable, "PYTHONPATH": str(fake)})
     assert proc.returncode == 2, proc.stderr
     assert "pathwaysutils 0.1.14" in proc.stderr and "Traceback" not in proc.stderr
@@ -89,7 +91,7 @@ def test_elastic_on_versions_the_stand_in_does_not_know_is_refused(cli, state_di
 
 def test_elastic_on_more_than_one_slice_is_refused(cli, state_dir, tmp_path):
     fake = _fake_dists(tmp_path / "site", maxtext_versions())
-    proc = _create(cli, "--num-slices", "2", command=MT + " elastic_enabled=true",
+    proc = _create(cli, "--num-slices", "2", command=MT + ELASTIC,
                    env={"ELASTIX_MAXTEXT_PYTHON": sys.executable, "PYTHONPATH": str(fake)})
     assert proc.returncode == 2 and "--num-slices 1" in proc.stderr, proc.stderr
     assert _nothing_created(state_dir)
