@@ -44,15 +44,18 @@ names ``--pathways-persistence`` exactly when it is needed.
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
-import shlex
 from typing import Any
 
-from elastix.protocol import entrypoints
 from elastix.protocol.presets import state_bytes
 from elastix.workload import labels, platform
-from elastix.workload.manifest import pod_spec, replicated_job
+from elastix.workload.manifest import replicated_job
+from elastix.workload.trainer_command import (
+    TrainerCommand,
+    flag,
+    head_containers,
+    key,
+    trainer_command,
+)
 
 REFUSE_FRACTION = 0.8
 """Refuse above this share of the smaller memory limit: the proxy and the controller need their
@@ -82,36 +85,14 @@ MAXTEXT_PARAMS: dict[str, float] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Restore:
-    """What the rendered manifest says about a restore's path."""
+class Restore(TrainerCommand):
+    """What the rendered manifest says about a restore's path: the trainer's command line and
+    literal env (:class:`TrainerCommand`), and the head's sizes."""
 
-    command: str  # the main container's command line, as one shell string
-    env: dict[str, str]  # the main container's literal environment
     slices: int
     persistence: bool
     proxy_memory: float | None  # bytes; None: no proxy (headless) or no limit
     head_memory: float | None  # the main container's limit, bytes
-
-    @property
-    def maxtext(self) -> bool:
-        return bool(re.search(r"\bMaxText\.train\b|\bmaxtext\.train\b|\bmaxtext/train\.py\b|"
-                              r"\bMaxText/train\.py\b|\btrain_compile\b", self.command)) or \
-            "base_output_directory=" in self.command
-
-    def words(self) -> list[str]:
-        try:
-            return shlex.split(_expanded(self.command, self.env))
-        except ValueError:  # an unbalanced quote: the shell would refuse it too
-            return _expanded(self.command, self.env).split()
-
-
-def _expanded(text: str, env: dict[str, str]) -> str:
-    """``$VAR``, ``${VAR}`` and ``$(VAR)`` of the container's literal env replaced."""
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2) or m.group(3)
-        return env.get(name, m.group(0))
-
-    return re.sub(r"\$(?:\{(\w+)\}|\((\w+)\)|(\w+))", sub, text)
 
 
 def _memory(container: dict[str, Any] | None) -> float | None:
@@ -128,57 +109,27 @@ def _memory(container: dict[str, Any] | None) -> float | None:
 
 def restore_path(manifest: dict[str, Any]) -> Restore | None:
     """:class:`Restore` from a rendered JobSet; None when it has no head main container."""
-    head = replicated_job(manifest, labels.HEAD_JOB)
-    if not head:
+    cmd = trainer_command(manifest)
+    if cmd is None:
         return None
-    spec = pod_spec(head)
-    main = next((c for c in spec.get("containers") or [] if c.get("name") == labels.MAIN_CONTAINER),
-                None)
-    if main is None:
-        return None
-    proxy = next((c for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                  if c.get("name") == labels.PROXY_CONTAINER), None)
-    env = {e["name"]: str(e["value"]) for e in main.get("env") or [] if "value" in e}
-    argv = [*(main.get("command") or []), *(main.get("args") or [])]
-    command = argv[-1] if argv[:2] in (["bash", "-c"], ["sh", "-c"]) and len(argv) > 2 \
-        else shlex.join(str(a) for a in argv)
+    containers = head_containers(manifest)
     worker = replicated_job(manifest, labels.WORKER_JOB) or {}
-    return Restore(command=command, env=env, slices=int(worker.get("replicas", 1)),
-                   persistence=env.get("ENABLE_PATHWAYS_PERSISTENCE") == "1",
-                   proxy_memory=_memory(proxy), head_memory=_memory(main))
-
-
-def _flag(words: list[str], *names: str) -> str | None:
-    """The value of ``--name VALUE`` or ``--name=VALUE`` (the last given wins)."""
-    found = None
-    for i, w in enumerate(words):
-        for n in names:
-            if w == n and i + 1 < len(words):
-                found = words[i + 1]
-            elif w.startswith(n + "="):
-                found = w[len(n) + 1:]
-    return found
-
-
-def _key(words: list[str], key: str) -> str | None:
-    """A MaxText ``key=value`` setting (the last given wins)."""
-    found = None
-    for w in words:
-        if w.startswith(key + "="):
-            found = w[len(key) + 1:]
-    return found
+    return Restore(command=cmd.command, env=cmd.env, slices=int(worker.get("replicas", 1)),
+                   persistence=cmd.env.get("ENABLE_PATHWAYS_PERSISTENCE") == "1",
+                   proxy_memory=_memory(containers.get(labels.PROXY_CONTAINER)),
+                   head_memory=_memory(containers.get(labels.MAIN_CONTAINER)))
 
 
 def checkpoint_dir(r: Restore) -> str | None:
     """Where the trainer keeps its checkpoints, as its command line says."""
     words = r.words()
     if r.maxtext:
-        base, run = _key(words, "base_output_directory"), _key(words, "run_name")
-        explicit = _key(words, "checkpoint_dir")
+        base, run = key(words, "base_output_directory"), key(words, "run_name")
+        explicit = key(words, "checkpoint_dir")
         if explicit:
             return explicit
         return f"{base.rstrip('/')}/{run}/checkpoints" if base and run else None
-    return _flag(words, "--checkpoint-dir", "--checkpoint_dir") or r.env.get(
+    return flag(words, "--checkpoint-dir", "--checkpoint_dir") or r.env.get(
         "ELASTIX_CHECKPOINT_DIR")
 
 
@@ -207,17 +158,16 @@ def first_run_bytes(r: Restore) -> tuple[int, str] | None:
     """The state a first run's flags imply, and how it was sized; None when they do not say."""
     words = r.words()
     if r.maxtext:
-        model = _key(words, "model_name")
+        model = key(words, "model_name")
         if model in MAXTEXT_PARAMS:
             params = MAXTEXT_PARAMS[model]
             return (round(params * BYTES_PER_PARAM),
                     f"MaxText model_name={model}: {params / 1e9:.2f} B parameters x "
                     f"{BYTES_PER_PARAM} bytes (float32 parameters and AdamW moments)")
         return None
-    if not any(os.path.basename(w) == entrypoints.TRAINER_SCRIPT
-               or w == entrypoints.TRAINER_PACKAGE for w in words):
+    if not r.elastix_train:
         return None
-    preset = _flag(words, "--preset") or "tiny"
+    preset = flag(words, "--preset") or "tiny"
     size = state_bytes(preset)
     if size is None:
         return None
