@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from elastix.errors import ProblemsError
-from elastix.protocol import envvars
+from elastix.protocol import entrypoints, envvars
 
 MODES = ("pause-resume", "replica-resize")
 
@@ -94,17 +94,17 @@ class TrainConfig:
     """Also write ml-goodput-measurement's records (the goodput MaxText records) to this Cloud
     Logging log, for the library's calculator and dashboards (needs elastix[goodput]; locally
     they always go to ``<events>.ml-goodput.jsonl``)."""
-    elastic_mode: str = "pause-resume"
+    elastic_mode: str = entrypoints.ELASTIC_MODE
     """``pause-resume`` (wait for every slice) or ``replica-resize`` (go on with survivors)."""
     min_slices: int | None = None
     """replica-resize: fewest slices to train on (default: all slices - 1, at least 1)."""
-    max_slice_losses: int = 10
+    max_slice_losses: int = entrypoints.MAX_SLICE_LOSSES
     """Slice-loss recoveries allowed before giving up (MaxText's elastic_max_retries); under
     ``elastix workload create`` the workload's budget, ``ELASTIX_MAX_SLICE_LOSSES`` (its
     ``--max-slice-restarts`` x slices), unless given."""
     max_other_errors: int = 0
     """Retries (from the last checkpoint) for errors that are not slice loss."""
-    slice_wait_timeout: float = 300.0
+    slice_wait_timeout: float = entrypoints.SLICE_WAIT_TIMEOUT
     """Seconds to wait for enough slices after a loss before failing."""
     step_delay: float = 0.0
     """Extra sleep per step in seconds (slow local demos down so a worker can be killed)."""

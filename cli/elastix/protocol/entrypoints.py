@@ -22,3 +22,14 @@ environment before a submit."""
 MAXTEXT_SITECUSTOMIZE = ("elastic", "local", "maxtext_sitecustomize.py")
 """Inside :data:`TRAINER_PACKAGE`: linked as ``sitecustomize.py`` into a MaxText head's path,
 so the stand-in is installed before MaxText imports anything."""
+
+# The trainer's defaults the launcher judges a command line by (the elastic lint,
+# ``elastix.workload.lint``): ``elastix_trainer.config.TrainConfig`` takes its defaults from
+# here, so the two cannot drift apart.
+MAX_SLICE_LOSSES = 10
+"""``elastix-train --max-slice-losses`` when neither it nor ``ELASTIX_MAX_SLICE_LOSSES`` is
+given (MaxText's ``elastic_max_retries`` default is 10 too)."""
+SLICE_WAIT_TIMEOUT = 300.0
+"""``elastix-train --slice-wait-timeout``, seconds (MaxText's ``elastic_timeout_seconds`` is 300)."""
+ELASTIC_MODE = "pause-resume"
+"""``elastix-train --elastic-mode``."""

@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from elastix.errors import ProblemsError
-from elastix.protocol import envvars
+from elastix.protocol import entrypoints, envvars
 from elastix.workload import labels
 from elastix.workload.manifest import pod_spec, replicated_job
 from elastix.workload.trainer_command import TrainerCommand, flag, head_containers, trainer_command
@@ -199,22 +199,23 @@ def _maxtext(cmd: TrainerCommand, slices: int) -> Trainer:
 
 
 def _elastix_train(cmd: TrainerCommand, slices: int) -> Trainer:
-    from elastix_trainer.config import TrainConfig  # stdlib only: no JAX
-
     words = cmd.words()
     given = lambda *names: flag(words, *names)  # noqa: E731
     # A --config file may set any field; flags win over it (config.parse_args).
     known = given("--config") is None
-    defaults = TrainConfig()
+    # The trainer's defaults, declared where the launcher may read them (the trainer's
+    # TrainConfig takes them from there).
+    defaults = {"slice_wait_timeout": entrypoints.SLICE_WAIT_TIMEOUT,
+                "elastic_mode": entrypoints.ELASTIC_MODE}
 
     def get(name: str) -> str | None:
         value = given("--" + name.replace("_", "-"), "--" + name)
-        return value if value is not None else (str(getattr(defaults, name)) if known else None)
+        return value if value is not None else (str(defaults[name]) if known else None)
 
     budget_text = given("--max-slice-losses", "--max_slice_losses")
     if budget_text is None and known:
         # The launcher's budget in the env wins over the default (config.parse_args L355-359).
-        budget_text = cmd.env.get(envvars.MAX_SLICE_LOSSES, str(defaults.max_slice_losses))
+        budget_text = cmd.env.get(envvars.MAX_SLICE_LOSSES, str(entrypoints.MAX_SLICE_LOSSES))
     budget = _number(budget_text)
     mode = get("elastic_mode")
     resize = mode == "replica-resize"

@@ -16,6 +16,7 @@ import re
 import shlex
 from typing import Any
 
+from elastix.protocol import entrypoints
 from elastix.workload import labels
 from elastix.workload.manifest import pod_spec, replicated_job
 
@@ -41,9 +42,9 @@ class TrainerCommand:
     @property
     def elastix_train(self) -> bool:
         """The command runs ``elastix-train`` (the script or its module)."""
-        return any(os.path.basename(w) == "elastix-train" or w in ("elastix_trainer",
-                                                                     "elastix_trainer.__main__")
-                   for w in self.words())
+        package = entrypoints.TRAINER_PACKAGE
+        return any(os.path.basename(w) == entrypoints.TRAINER_SCRIPT
+                   or w in (package, f"{package}.__main__") for w in self.words())
 
     def words(self) -> list[str]:
         """The command line split as the shell would, its environment expanded."""
