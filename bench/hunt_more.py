@@ -194,8 +194,9 @@ def race(h: Hunt, name: str, cmd: str, first: str) -> None:
     old = read_procs(d)
     n = len(tail.poll())
     kill = ["chaos", "kill-worker", name, "-o", "json"]
+    # As Hunt.create: 50 restarts x 2 slices, the trainer's 100 losses (the elastic lint).
     rep = ["workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
-           "--elastic-slices", "2", "--max-slice-restarts", "100", "--max-restarts", "10",
+           "--elastic-slices", "2", "--max-slice-restarts", "50", "--max-restarts", "10",
            "--command", cmd, "--replace"]
     a, b = (kill, rep) if first == "kill" else (rep, kill)
     pa = _popen(h, *a)
