@@ -76,7 +76,10 @@ def test_lint_bad_input_is_one_line_and_exit_2(cli, tmp_path):
         "not yaml": (tmp_path / "bad.yaml", "is not valid YAML at line"),
         "a list": (tmp_path / "list.yaml", "is not a workload spec or a JobSet manifest"),
         "another kind": (tmp_path / "pod.yaml", "is a 'Pod', not a JobSet"),
+        "a broken JobSet": (tmp_path / "js.yaml", "JobSet"),
     }
+    (tmp_path / "js.yaml").write_text("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\n"
+                                      "metadata: {name: x}\nspec: {replicatedJobs: [oops]}\n")
     (tmp_path / "bad.yaml").write_text("a: [1\n")
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\n")

@@ -39,6 +39,7 @@ def rules(found: list) -> list[str]:
     ("elastix-train --max-slice-losses 30 --slice-wait-timeout 300", {}),
     ("elastix-train --max-slice-losses 1", {"max_slice_restarts": 0}),  # no replacements asked
     ("elastix-train --config /etc/train.yaml", {}),  # its budget is in a file: unknown
+    ("elastix-train --max-slice-losses inf --slice-wait-timeout nan", {}),  # it refuses those
     (MT.replace("src/maxtext/configs/base.yml", "my.yml"), {}),  # defaults: base.yml only
     (None, {"headless": True}),
 ])

@@ -258,6 +258,9 @@ def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
         if template is not None:
             raise UsageError("--template renders a spec file; this is a manifest already",
                              hint="drop --template")
+        from elastix.workload import crd
+
+        crd.validate(data)  # a JobSet the API server would take, or one line saying why not
         return data
     named = load_spec_file(file).get("name")
     spec = resolve_spec({} if named else {"name": "lint"}, spec_file=file)

@@ -24,6 +24,7 @@ warnings are printed as notes. Defaults never produce a finding.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
 
@@ -113,10 +114,12 @@ def _int(value: Any, default: int) -> int:
 
 
 def _number(value: str | None) -> float | None:
+    """A finite number, or None (unset, or not one: the trainer refuses that itself)."""
     try:
-        return float(value) if value is not None else None
+        number = float(value) if value is not None else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def platform_layers(manifest: dict[str, Any]) -> Platform:
