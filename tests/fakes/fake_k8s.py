@@ -339,8 +339,21 @@ class Api:
             obj.setdefault("status", {"phase": "Pending"})
         return web.json_response(self.store.put(res, obj, "ADDED"), status=201)
 
-    @staticmethod
-    def admission(res: Resource, obj: dict, old: dict | None = None) -> web.Response | None:
+    def jobset_gates(self) -> frozenset[str]:
+        """The feature gates of the cluster's JobSet controller: its configuration ConfigMap
+        (the Deployment's ``manager-config`` volume; none installed: every gate off)."""
+        dep = self.store.get(self.store.resource("apps", "v1", "deployments"), "jobset-system",
+                             "jobset-controller-manager")
+        volumes = ((((dep or {}).get("spec") or {}).get("template") or {}).get("spec")
+                   or {}).get("volumes") or []
+        name = next((v["configMap"].get("name") for v in volumes
+                     if v.get("name") == "manager-config" and v.get("configMap")), None)
+        cm = self.store.get(self.store.resource("", "v1", "configmaps"), "jobset-system",
+                            name) if name else None
+        text = ((cm or {}).get("data") or {}).get("controller_manager_config.yaml", "")
+        return k8s_jobset_webhook.gates_on(text)
+
+    def admission(self, res: Resource, obj: dict, old: dict | None = None) -> web.Response | None:
         """The 422 a real API server answers for an object its field validation or the JobSet
         webhook refuses (``old``: the stored object, for an update), else None. Field errors
         come first: the API server validates before it calls validating webhooks (apiserver
@@ -352,7 +365,7 @@ class Api:
             causes += pod_and_job(res.plural, obj)
         webhook: list = []
         if (res.group, res.plural) == ("jobset.x-k8s.io", "jobsets"):
-            crd, webhook = k8s_jobset_webhook.admit(obj, old)
+            crd, webhook = k8s_jobset_webhook.admit(obj, old, self.jobset_gates())
             causes += crd
         if causes:
             return web.json_response(invalid_status(res.kind, res.group, name, causes), status=422)

@@ -105,7 +105,8 @@ class Cluster:
 
     # --- JobSet -> Jobs -> Pods -------------------------------------------------------------
 
-    def create_jobs(self, js: dict, attempt: int) -> None:
+    def create_jobs(self, js: dict, attempt: int, only: tuple[str, int] | None = None) -> None:
+        """Create the JobSet's Jobs (``only``: the one Job of that replicated job and index)."""
         md, spec = js["metadata"], js.get("spec", {})
         name, ns = md["name"], md["namespace"]
         subdomain = spec.get("network", {}).get("subdomain") or name
@@ -119,6 +120,9 @@ class Cluster:
         gidx = 0
         for rj in spec.get("replicatedJobs", []):
             for j in range(rj.get("replicas", 1)):
+                if only is not None and only != (rj["name"], j):
+                    gidx += 1
+                    continue
                 job_name = f"{name}-{rj['name']}-{j}"
                 labels = {
                     JS + "jobset-name": name,
@@ -336,31 +340,73 @@ class Cluster:
             self.create_pod(job, index, sub)
 
     def job_failed(self, job: dict) -> None:
+        """JobSet's failure policy (v0.12.0 ``pkg/controllers/failure_policy.go``): the first
+        rule whose targets (and reasons) match the failed Job decides (L87-120), else
+        RestartJobSet (L45). Every restart that counts towards the maximum is checked against
+        ``maxRestarts`` as one total, JobSet restarts and per-Job restarts alike (L226, L350,
+        ``totalRestartsCountTowardsMax`` L548). Message patterns are not matched."""
         jsres = self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
         md = job["metadata"]
         js = self.store.get(jsres, md["namespace"], md["labels"][JS + "jobset-name"])
         if js is None:
             return
         status = js.setdefault("status", {})
-        max_restarts = js["spec"].get("failurePolicy", {}).get("maxRestarts", 0)
-        self.teardown(js, delay=0.0)
-        if status.get("restarts", 0) < max_restarts:
-            status["restarts"] = status.get("restarts", 0) + 1
-            self.store.put(jsres, js)
-            self.deleting.discard(js["metadata"]["uid"])
-            self.create_jobs(js, attempt=status["restarts"])
-        else:
+        fp = js["spec"].get("failurePolicy", {})
+        rj_name = md["labels"][JS + "replicatedjob-name"]
+        rule = next((r for r in fp.get("rules") or []
+                     if rj_name in (r.get("targetReplicatedJobs") or [rj_name])
+                     and "BackoffLimitExceeded" in (r.get("onJobFailureReasons")
+                                                    or ["BackoffLimitExceeded"])), None)
+        action = (rule or {}).get("action", "RestartJobSet")
+        rj_status = next((x for x in status.get("replicatedJobsStatus") or []
+                          if x.get("name") == rj_name), None)
+        total = status.get("restartsCountTowardsMax", 0) + sum(
+            sum(x.get("jobRestartsCountTowardsMax") or []) for x in
+            status.get("replicatedJobsStatus") or [])
+        counts = not action.endswith("IgnoreMaxRestarts")
+        if action == "FailJobSet" or (counts and total >= fp.get("maxRestarts", 0)):
+            self.teardown(js, delay=0.0)
+            # constants.go L51-52, L109: the reasons and messages the real controller writes
+            reason, why = (("FailJobSetFailurePolicyAction", "failure policy rule FailJobSet")
+                           if action == "FailJobSet" else
+                           ("ReachedMaxRestarts", "jobset failed due to reaching max number of "
+                            "restarts"))
             status["terminalState"] = "Failed"
             status["conditions"] = [
                 {
                     "type": "Failed",
                     "status": "True",
-                    "reason": "FailedJobs",
-                    "message": f"job {md['name']} failed: backoffLimit reached",
+                    "reason": reason,
+                    "message": f"{why}: job {md['name']} failed: backoffLimit reached",
                     "lastTransitionTime": ts(),
                 }
             ]
             self.store.put(jsres, js)
+        elif action.startswith("RestartJobSet"):
+            self.teardown(js, delay=0.0)
+            status["restarts"] = status.get("restarts", 0) + 1
+            status["restartsCountTowardsMax"] = status.get("restartsCountTowardsMax", 0) + counts
+            self.store.put(jsres, js)
+            self.deleting.discard(js["metadata"]["uid"])
+            self.create_jobs(js, attempt=status["restarts"])
+        else:  # RestartJob, RestartJobAndIgnoreMaxRestarts: this Job alone (L300-342)
+            index = int(md["labels"][JS + "job-index"])
+            replicas = int(md["labels"][JS + "replicatedjob-replicas"])
+            if rj_status is None:
+                rj_status = {"name": rj_name, "ready": 0, "succeeded": 0, "failed": 0,
+                             "active": 0, "suspended": 0}
+                status.setdefault("replicatedJobsStatus", []).append(rj_status)
+            for key, add in (("jobRestarts", 1), ("jobRestartsCountTowardsMax", int(counts))):
+                per = list(rj_status.get(key) or [0] * replicas)
+                per[index] += add
+                rj_status[key] = per
+            ns = md["namespace"]
+            self.store.remove(self.jobs, ns, md["name"])
+            for p in self.store.list(self.pods, ns):
+                if (p["metadata"].get("ownerReferences") or [{}])[0].get("uid") == md["uid"]:
+                    self.delete_pod(p, 0.0)
+            self.store.put(jsres, js)
+            self.create_jobs(js, attempt=status.get("restarts", 0), only=(rj_name, index))
 
     def teardown(self, js: dict, delay: float) -> None:
         """Delete a JobSet's Jobs, and its pods after ``delay`` (shown as Terminating meanwhile)."""

@@ -88,8 +88,9 @@ def crd_rules(js: dict, old: dict | None) -> list[Cause]:
     return out
 
 
-def validate_create(js: dict) -> list[Cause]:
-    """``ValidateCreate`` (jobset_webhook.go L166-310) on the defaulted JobSet."""
+def validate_create(js: dict, gates: frozenset[str] = frozenset()) -> list[Cause]:
+    """``ValidateCreate`` (jobset_webhook.go L166-310) on the defaulted JobSet; ``gates``: the
+    feature gates the controller's configuration turns on (:func:`gates_on`)."""
     spec, name = js.get("spec") or {}, (js.get("metadata") or {}).get("name") or ""
     out: list[Cause] = []
     fp = spec.get("failurePolicy")
@@ -117,7 +118,7 @@ def validate_create(js: dict) -> list[Cause]:
             out.append(_internal("js-success-policy-targets", f"invalid replicatedJob name "
                                  f"'{target}' does not appear in .spec.ReplicatedJobs"))
     if fp:
-        out += _failure_policy(fp, rjobs, seen)
+        out += _failure_policy(fp, rjobs, seen, gates)
     if spec.get("coordinator") is not None:  # L292-296
         out += _coordinator(js)
     if spec.get("volumeClaimPolicies"):  # L298-301
@@ -222,15 +223,18 @@ def _replicated_job(js_name: str, i: int, rj: dict, seen: set[str]) -> list[Caus
     return out
 
 
-def _failure_policy(fp: dict, rjobs: list[dict], names: set[str]) -> list[Cause]:
+def _failure_policy(fp: dict, rjobs: list[dict], names: set[str],
+                    gates: frozenset[str] = frozenset()) -> list[Cause]:
     """``validateFailurePolicy`` (L425-494)."""
     rules = fp.get("rules") or []
-    if any(r.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts") for r in rules):
-        # L440-444: the RestartJob gate is off by default (features.go L73): nothing else checked
-        return [_internal("js-restart-job-gate", "RestartJob and RestartJobAndIgnoreMaxRestarts "
-                          "failure policy actions are not allowed when RestartJob feature gate "
-                          "is disabled")]
     out = []
+    if any(r.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts") for r in rules):
+        if "RestartJob" not in gates:
+            # L440-444: the RestartJob gate, off by default (features.go L73): an early return
+            return [_internal("js-restart-job-gate", "RestartJob and "
+                              "RestartJobAndIgnoreMaxRestarts failure policy actions are not "
+                              "allowed when RestartJob feature gate is disabled")]
+        # With the gate on, L445-450's limit of 1024 replicas is not checked (not_enforced).
     by_name: dict[str, list[int]] = {}
     for i, r in enumerate(rules):
         rn = r.get("name") or ""
@@ -344,10 +348,25 @@ def _copy_field(dst: dict, src: dict, key: str) -> None:
         dst.pop(key, None)
 
 
-def admit(js: dict, old: dict | None) -> tuple[list[Cause], list[Cause]]:
+def gates_on(config_text: str) -> frozenset[str]:
+    """The feature gates a JobSet controller configuration (its ConfigMap's
+    ``controller_manager_config.yaml``) turns on: ``featureGates`` of
+    ``api/config/v1alpha1/configuration_types.go`` L39-41, applied by ``main.go`` L117."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(config_text) or {}
+    except yaml.YAMLError:
+        return frozenset()
+    gates = doc.get("featureGates") if isinstance(doc, dict) else None
+    return frozenset(k for k, v in (gates or {}).items() if v is True)
+
+
+def admit(js: dict, old: dict | None,
+          gates: frozenset[str] = frozenset()) -> tuple[list[Cause], list[Cause]]:
     """(the API server's CRD rule errors, the webhook's errors) for a create (``old`` None) or
-    an update of a JobSet."""
+    an update of a JobSet; ``gates``: the controller's feature gates that are on."""
     crd = crd_rules(js, old)
     if old is None:
-        return crd, validate_create(defaulted(js))
+        return crd, validate_create(defaulted(js), gates)
     return crd, validate_update(old, js)
