@@ -50,17 +50,26 @@ class SliceStatus:
     lost: str | None = None
     """Why the controller counts this slice as lost though its pods may run (local: the
     trainer's ``elastic_detected`` not yet followed by ``elastic_slices_ready``)."""
+    job_restarts: int | None = None
+    """Times JobSet recreated this slice's Job (its ``jobRestarts[slice]``, ``--slice-restart
+    job``); None when the JobSet restarts slices through ``backoffLimit``."""
 
     @property
     def slice_restarts(self) -> int:
         """Times the whole slice failed. On TPU one host's death fails every pod of its slice,
         so each costs ``hosts`` pod failures of the Job (hence ``backoffLimit = restarts x
-        hosts``, as xpk and pathways-job render it)."""
+        hosts``, as xpk and pathways-job render it); with ``--slice-restart job``, the times
+        JobSet recreated the slice's Job."""
+        if self.job_restarts is not None:
+            return self.job_restarts
         return self.job_failures // max(1, self.hosts)
 
     @property
     def max_slice_restarts(self) -> int | None:
-        """The slice restarts ``backoff_limit`` allows (``--max-slice-restarts`` when elastic)."""
+        """The slice restarts ``backoff_limit`` allows (``--max-slice-restarts`` when elastic);
+        None with ``--slice-restart job``, whose budget is the JobSet's, shared."""
+        if self.job_restarts is not None:
+            return None
         return None if self.backoff_limit is None else self.backoff_limit // max(1, self.hosts)
 
     @property

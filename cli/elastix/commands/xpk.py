@@ -16,6 +16,7 @@ ALIASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("workload create", "--termination-grace-period"): (
         "--termination-grace-period-seconds", "-tgps"),
     ("workload create", "--output-file"): ("--output-manifest-file",),
+    ("workload create", "--ttl-after-finished"): ("--ttl-seconds-after-finished",),
     ("cluster create", "--cpu-machine-type"): ("--pathways-gce-machine-type",),
     ("cluster delete", "--yes"): ("--force",),
 }
@@ -56,8 +57,6 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
         "--storage": (None, "mount storage with your own --template"),
         "--use-parallel-containers": (None, "elastix renders one main container"),
         "--no-use-parallel-containers": (None, "elastix renders one main container"),
-        "--ttl-seconds-after-finished": (None, "delete with elastix workload delete; the "
-                                               "local backend keeps state until deleted"),
         "--use-vertex-tensorboard": (None, "not integrated; the trainer writes events "
                                            "(--events-path)"),
         "--experiment-name": (None, "not integrated; the trainer writes events (--events-path)"),

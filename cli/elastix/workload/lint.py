@@ -133,14 +133,25 @@ def platform_layers(manifest: dict[str, Any]) -> Platform:
     # --max-slice-restarts 0 asks for no in-process replacement: the backoffLimit of 4 x hosts
     # it renders is for Pathways' suspend-resume (platform.worker_backoff_limit), not slice loss.
     restarts = 0 if str(annotations.get(labels.MAX_SLICE_RESTARTS)) == "0" else backoff // hosts
+    policy = (manifest.get("spec") or {}).get("failurePolicy") or {}
+    slices = max(_int(worker.get("replicas", 1), 1), 1)
+    # --slice-restart job: a RestartJob rule on the workers recreates a failed slice's Job while
+    # the JobSet's one total of restarts is under maxRestarts (JobSet v0.12 failure_policy.go
+    # L350, L548; platform.failure_policy): maxRestarts spread over the slices.
+    rule = next((r for r in policy.get("rules") or [] if isinstance(r, dict) and
+                 labels.WORKER_JOB in (r.get("targetReplicatedJobs") or [labels.WORKER_JOB])),
+                None)
+    if rule is not None and rule.get("action") == "RestartJob":
+        restarts = _int(policy.get("maxRestarts", 0), 0) // slices
+    elif rule is not None and rule.get("action") == "RestartJobAndIgnoreMaxRestarts":
+        restarts = 10 ** 6  # unbounded: as pathwaysutils' builder's 1,000,000
     proxy = head_containers(manifest).get(labels.PROXY_CONTAINER) or {}
     elastic = _int(flag([str(a) for a in proxy.get("args") or []], "--num_elastic_slices"), 0)
     spec = pod_spec(worker)
     sidecar = any(c.get("name") == SIDECAR_CONTAINER for c in
                   (spec.get("initContainers") or []) + (spec.get("containers") or [])
                   if isinstance(c, dict))
-    policy = (manifest.get("spec") or {}).get("failurePolicy") or {}
-    return Platform(slices=max(_int(worker.get("replicas", 1), 1), 1), hosts=hosts,
+    return Platform(slices=slices, hosts=hosts,
                     slice_restarts=max(restarts, 0), elastic_slices=elastic,
                     max_restarts=_int(policy.get("maxRestarts", 0), 0), sidecar=sidecar)
 

@@ -173,6 +173,32 @@ SUSPEND_RESUME_BACKOFF_PER_HOST = 4
 non-elastic value (``src/xpk/commands/workload.py`` L277-281 @ 367c838)."""
 
 
+def failure_policy(max_restarts: int, slice_restart: str, slice_restarts: int,
+                   num_slices: int, head_job: str, worker_job: str) -> dict[str, Any]:
+    """The JobSet's ``failurePolicy``.
+
+    ``backoff`` (the default): ``maxRestarts`` whole-JobSet restarts and no rules; a slice's
+    restarts live in its Job's ``backoffLimit`` (:func:`worker_backoff_limit`).
+
+    ``job``: JobSet v0.12's per-Job restart (``RestartJob``, alpha gate, KEP-262 Story 6: the
+    worker Job at ``backoffLimit: 0``, a rule recreating only the failed Job). JobSet has no
+    per-Job limit: every ``RestartJob`` and every whole-JobSet restart counts against the one
+    ``maxRestarts`` (``failure_policy.go`` L226, L350: ``totalRestartsCountTowardsMax``), so
+    it is the slices' budget (``slice_restarts`` x slices, shared: one slice may use another's)
+    plus ``max_restarts``. With ``max_restarts`` 0 a ``FailJobSet`` rule on the head keeps the
+    head's failure from drawing on the slices' budget (with none, the default action would
+    restart the whole JobSet while the budget lasts, ``failure_policy.go`` L45).
+    """
+    fp: dict[str, Any] = {"maxRestarts": max_restarts, "restartStrategy": "Recreate"}
+    if slice_restart == "job":
+        rules = [{"name": "headFails", "action": "FailJobSet",
+                  "targetReplicatedJobs": [head_job]}] if max_restarts == 0 else []
+        rules.append({"name": "sliceRestart", "action": "RestartJob",
+                      "targetReplicatedJobs": [worker_job]})
+        fp.update(maxRestarts=max_restarts + slice_restarts * num_slices, rules=rules)
+    return fp
+
+
 def worker_backoff_limit(hosts: int, elastic_slices: int, slice_restarts: int) -> int:
     """The worker Job's ``backoffLimit``: ``slice_restarts x hosts`` for an elastic workload with
     a restart budget, else ``4 x hosts``. Times hosts because on TPU one host's death fails every

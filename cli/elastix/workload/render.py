@@ -154,14 +154,18 @@ def context(spec: WorkloadSpec) -> dict[str, Any]:
         "worker_args": ["--server_port=29005", "--resource_manager_address=$(PATHWAYS_HEAD):29001",
                         *server_common, *spec.worker_args],
         "server_pull_policy": pathways_images.pull_policy(spec.server_image),
-        "worker_backoff_limit": platform.worker_backoff_limit(
-            tpu.hosts, spec.elastic_slices, spec.slice_restarts),
+        "worker_backoff_limit": 0 if spec.slice_restart == "job" else
+        platform.worker_backoff_limit(tpu.hosts, spec.elastic_slices, spec.slice_restarts),
+        "failure_policy": platform.failure_policy(
+            spec.max_restarts, spec.slice_restart, spec.slice_restarts, spec.num_slices,
+            labels.HEAD_JOB, labels.WORKER_JOB),
     }
 
 
 _VARIABLES_HINT = ("variables: spec, tpu, labels, jobset_labels, jobset_annotations, "
                    "pod_labels, head_service_account, main_env, worker_env, proxy_container, "
-                   "rm_container, worker_args, server_pull_policy, worker_backoff_limit")
+                   "rm_container, worker_args, server_pull_policy, worker_backoff_limit, "
+                   "failure_policy")
 
 
 def render_text(spec: WorkloadSpec, template: str | Path | None = None) -> str:

@@ -110,6 +110,22 @@ class WorkloadSpec:
     max_restarts: int = _opt(0, "--max-restarts",
                              help="Whole-JobSet restarts allowed (last resort) [0].")
     """Whole-JobSet restarts allowed (failurePolicy.maxRestarts): the last resort."""
+    slice_restart: str = _opt(
+        "backoff", "--slice-restart",
+        help="How a failed slice is replaced: backoff (its Job's backoffLimit, any JobSet) or "
+             "job (JobSet's per-Job RestartJob rule; needs the controller's RestartJob "
+             "feature gate) [backoff].")
+    """How a failed slice is replaced. ``backoff``: the worker Job's ``backoffLimit`` absorbs
+    ``--max-slice-restarts`` x hosts pod failures (xpk's and pathways-job's way, any JobSet).
+    ``job``: the worker Job has ``backoffLimit: 0`` and a ``RestartJob`` failure-policy rule
+    recreates only the failed slice's Job (JobSet v0.12, KEP-262 Story 6; alpha gate
+    ``RestartJob``, off by default), its restarts counted per slice in ``jobRestarts``."""
+    ttl_after_finished: int | None = _opt(
+        None, "--ttl-after-finished",
+        help="Seconds after the workload finishes (completed or failed) before JobSet deletes "
+             "it (ttlSecondsAfterFinished) [kept].")
+    """``ttlSecondsAfterFinished``: seconds after the JobSet finishes before JobSet deletes it
+    (none: it is kept until ``workload delete``)."""
     docker_image: str | None = _opt(None, "--docker-image", help="Trainer image (head pod).")
     """Image of the head's main container (the trainer)."""
     command: str | list[str] | None = _opt(None, "--command",

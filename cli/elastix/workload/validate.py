@@ -20,6 +20,8 @@ _QUANTITY = re.compile(r"^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+SLICE_RESTARTS = ("backoff", "job")
+"""``--slice-restart`` values (:attr:`elastix.workload.spec.WorkloadSpec.slice_restart`)."""
 DNS_LABEL_MAX = 63
 """The longest a DNS label may be. How long a workload name may be depends on what Kubernetes and
 JobSet derive from it in the rendered manifest: :mod:`elastix.workload.names` checks that."""
@@ -68,6 +70,16 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
                 "add --elastic-slices N, or drop --max-slice-restarts")
     if spec.max_restarts < 0:
         add("max_restarts", f"must be 0 or more, got {spec.max_restarts}", "e.g. --max-restarts 3")
+    if spec.slice_restart not in SLICE_RESTARTS:
+        add("slice_restart", f"must be one of {', '.join(SLICE_RESTARTS)}, got "
+                             f"{spec.slice_restart!r}", "e.g. --slice-restart job")
+    elif spec.slice_restart == "job" and spec.slice_restarts == 0:
+        add("slice_restart", "--slice-restart job restarts slices of an elastic workload with a "
+                             "slice restart budget", "add --elastic-slices N (and "
+                             "--max-slice-restarts N > 0), or drop --slice-restart")
+    if spec.ttl_after_finished is not None and spec.ttl_after_finished < 0:
+        add("ttl_after_finished", f"must be 0 or more seconds, got {spec.ttl_after_finished}",
+            "e.g. --ttl-after-finished 43200 (12 h, xpk's default)")
     if spec.termination_grace_period < 0:
         add("termination_grace_period", f"must be 0 or more, got {spec.termination_grace_period}")
     _validate_main(spec, add)

@@ -106,10 +106,10 @@ CREATE_BREAKS = {
     "k8s-label-value": _set("metadata.labels", {"team": "x" * 64}),
     "k8s-annotation-key": _set("metadata.annotations", {"a/b/c": "x"}),
     "k8s-annotations-size": _set("metadata.annotations", {"big": "x" * (256 * 1024)}),
-    "crd-startup-depends-on": lambda m: rjob(m, 1).update(
-        dependsOn=[{"name": "pathways-head", "status": "Ready"}]),
+    "crd-startup-depends-on": lambda m: m["spec"].update(
+        startupPolicy={"startupPolicyOrder": "InOrder"}),  # the workers render dependsOn
     "js-in-place-restart-gate": _set("spec.failurePolicy.restartStrategy", "InPlaceRestart"),
-    "js-depends-on-first": lambda m: (m["spec"].pop("startupPolicy"), rjob(m, 0).update(
+    "js-depends-on-first": lambda m: (m["spec"].pop("startupPolicy", None), rjob(m, 0).update(
         dependsOn=[{"name": "pathways-head", "status": "Ready"}])),
     "js-subdomain": _set("spec.network.subdomain", "Bad.Sub"),
     "js-managed-by": _set("spec.managedBy", "no-slash"),
@@ -120,7 +120,7 @@ CREATE_BREAKS = {
     "js-job-name": lambda m: (rjob(m, 1).update(name="w" * 60),  # not Indexed: no pod names
                               rjob(m, 1)["template"]["spec"].update(completionMode="NonIndexed")),
     "js-pod-name": lambda m: rjob(m, 1).update(name="w" * 49),  # demo-w..w-3-3-abcde: 64
-    "js-depends-on-previous": lambda m: (m["spec"].pop("startupPolicy"), rjob(m, 1).update(
+    "js-depends-on-previous": lambda m: (m["spec"].pop("startupPolicy", None), rjob(m, 1).update(
         dependsOn=[{"name": "nobody", "status": "Ready"}])),
     "js-success-policy-targets": _set("spec.successPolicy.targetReplicatedJobs", ["head"]),
     "js-restart-job-gate": _rules(action="RestartJob"),

@@ -159,6 +159,38 @@ class GKEBackend(Backend):
             return None
         return out.get("items") or []
 
+    def fit_to_jobset(self, body: dict[str, Any]) -> None:
+        """Fit ``body`` to the installed JobSet controller (:mod:`.jobset_features`): DependsOn
+        or startupPolicy by its version; refuse RestartJob rules it would refuse.
+
+        Raises:
+            PreflightError: ``--slice-restart job`` the controller cannot run (exit 2).
+        """
+        from elastix.backends.gke import jobset_features
+        from elastix.backends.gke import preflight as pf
+
+        try:
+            ctl = jobset_features.read(self._get_or_none)
+        except BackendError:  # the API server failing: the create says so, or the webhook
+            ctl = jobset_features.Controller()
+        self.notices.extend(jobset_features.adapt(body, ctl))
+        pf.raise_if_problems([(*p, pf.WORKLOAD) for p in jobset_features.problems(body, ctl)])
+
+    def _get_or_none(self, path: str) -> dict | None:
+        """An object, or None when it is absent or the credentials may not read it."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            with self.tr("reading the JobSet controller"):
+                try:
+                    return self.ns.request("GET", path)
+                except ApiException as err:
+                    if err.status in (401, 403):
+                        return None
+                    raise
+        except NotFoundError:
+            return None
+
     def _jobset_served(self) -> bool:
         """Whether the API server serves the JobSet group/version (the CRD is installed)."""
         try:
@@ -178,6 +210,7 @@ class GKEBackend(Backend):
         name = md.get("name")
         if not name:
             raise UsageError("the manifest has no metadata.name")
+        self.fit_to_jobset(body)
         if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
         try:

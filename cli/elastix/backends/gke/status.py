@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 from elastix.backends.base import PodInfo, SliceStatus, WorkloadStatus
+from elastix.backends.gke import jobset_features
 from elastix.protocol.recovery import RecoveryPoint
 from elastix.workload import labels
 
@@ -110,6 +111,12 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
             by_slice[i.slice].append(i)
     job_by_slice = {_int(object_labels(j).get(labels.JOB_INDEX)): j for j in jobs
                     if object_labels(j).get(labels.REPLICATED_JOB_NAME) == worker.get("name")}
+    # --slice-restart job: JobSet counts each slice's Job recreations (status.replicatedJobs
+    # Status[].jobRestarts, jobset_types.go L277-284); a RestartJob rule means they are the
+    # slice restarts, zero until the first (JobSet reports the list once one happened).
+    per_job = jobset_features.slice_restarts(js)
+    if per_job is None and jobset_features.uses_restart_job(js):
+        per_job = []
     slices = []
     for idx in range(num_slices):
         job = job_by_slice.get(idx) or {}
@@ -117,7 +124,9 @@ def workload_status(js: dict, pods: list[dict], jobs: list[dict],
             index=idx, hosts=hosts,
             pods=sorted(by_slice.get(idx, []), key=lambda p: (p.host or 0, p.phase)),
             job_failures=(job.get("status") or {}).get("failed", 0) or 0,
-            backoff_limit=(job.get("spec") or wspec).get("backoffLimit")))
+            backoff_limit=(job.get("spec") or wspec).get("backoffLimit"),
+            job_restarts=None if per_job is None else
+            (per_job[idx] if idx < len(per_job) else 0)))
 
     head = heads[-1] if heads else None
     reasons = stuck_reasons(infos, events or [])
