@@ -85,7 +85,7 @@ def test_a_missed_bound_is_structured_in_json_junit_and_markdown():
 
 def test_a_passing_run_has_no_failure_and_exit_0():
     res = _report([_kill(1, downtime_ms=300, lost=0)], Bounds(max_downtime=3.0),
-                  stopped="all 1 kill done")
+                  stopped="the one kill done")
     assert res.ok and res.to_json()["exit_code"] == 0
     suite = validate_junit(junit_xml(res, planned=1)).find("testsuite")
     assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
@@ -208,7 +208,7 @@ def test_a_fault_and_where_it_landed_are_in_junit_markdown_and_the_table():
     m.fault = "term (grace 30 s)"
     m.landing = Landing("during save", "the checkpoint save of step 100", T0 + 59_990, T0 + 60_400,
                         T0 + 60_000, True, "the save failed: DATA_LOSS")
-    res = _report([m], Bounds(timeout=60), stopped="all 1 kill done")
+    res = _report([m], Bounds(timeout=60), stopped="the one kill done")
     d = res.to_json()
     k = d["kills"][0]
     assert k["fault"] == "term (grace 30 s)" and k["kills"][0]["grace_seconds"] == 30.0
@@ -245,7 +245,7 @@ def test_min_goodput_is_a_bound_over_the_chaos_window():
     assert rep.goodput == pytest.approx(0.95)  # the whole run: the window is what is bounded
     for bound, ok in ((0.95, False), (0.9, True)):
         res = ChaosReport([m], rep, [], False, workload="demo", window=(t, t + 10_000),
-                          bounds=Bounds(timeout=60, min_goodput=bound), stopped="all 1 kill done")
+                          bounds=Bounds(timeout=60, min_goodput=bound), stopped="the one kill done")
         res.check_goodput()
         d = res.to_json()
         assert d["chaos_window"]["goodput"] == pytest.approx(0.9)

@@ -154,7 +154,7 @@ def test_nan_losses_match_only_nan():
 def test_the_verdict_is_in_the_report_json_junit_and_markdown():
     ref = list(LOSSES)
     ref[1] += 1e-3
-    res = _report([_kill(1)], Bounds(timeout=60), stopped="all 1 kills done")
+    res = _report([_kill(1)], Bounds(timeout=60), stopped="the one kill done")
     attach(res, compare(trajectory(_events(LOSSES)), trajectory(_events(ref)), 0.0, "demo-ref"))
     d = json.loads(json.dumps(res.to_json()))
     assert d["ok"] is False and d["exit_code"] == ExitCode.BOUND_MISSED == 3
@@ -175,7 +175,7 @@ def test_the_verdict_is_in_the_report_json_junit_and_markdown():
 
 
 def test_a_verified_run_passes_and_says_so():
-    res = _report([_kill(1)], Bounds(timeout=60), stopped="all 1 kills done")
+    res = _report([_kill(1)], Bounds(timeout=60), stopped="the one kill done")
     attach(res, compare(trajectory(_events(LOSSES)), trajectory(_events(LOSSES)), 0.0, "r"))
     assert res.ok and res.exit_code == 0 and res.to_json()["verify"]["ok"] is True
     (suite,) = validate_junit(junit_xml(res, planned=1)).findall("testsuite")

@@ -547,7 +547,8 @@ def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: 
         return f"interrupted (Ctrl-C) during kill {i}{at}"
     if error is not None:
         return error
-    return f"all {kills} kill{'s' if kills != 1 else ''} done"
+    # One fault (kill-worker --measure, or --kills 1) is not "all 1 kill" (issue 39).
+    return "the one kill done" if kills == 1 else f"all {kills} kills done"
 
 
 def check_killable(backend: Backend, name: str) -> WorkloadStatus:

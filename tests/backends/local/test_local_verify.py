@@ -116,7 +116,7 @@ def test_a_wrong_restore_fails_at_the_first_step_it_changed(cli, tmp_path):
         assert d["violations"] == [{"kill": 0, "bound": "verify", "limit": 0.0,
                                     "value": abs(m["run"] - m["reference"])}]
         err = p.stderr.strip().splitlines()
-        assert err[-2].startswith("error: chaos run: all 1 kill done; 1 bound missed"), p.stderr
+        assert err[-2].startswith("error: chaos run: the one kill done; 1 bound missed"), p.stderr
         assert err[-1].startswith(f"hint: verify: step {restored + 1} differs from reference "
                                   f"wrong-reference: loss {m['run']!r} (run) vs "
                                   f"{m['reference']!r}"), p.stderr
