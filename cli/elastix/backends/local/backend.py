@@ -611,8 +611,10 @@ class LocalBackend(Backend):
         line is recorded to add; say so once, then the lines as written (elastix's own lines
         start with their time; measurement reads the events file here, not the log)."""
         lines = self.logs(name, dataclasses.replace(opts, timestamps=False))
-        yield LogEvent("the local backend records no time per line: lines are shown as "
-                       "written", notice=True)
+        # Worded for what the reader sees (issue 39): elastix-train's lines do start with a time.
+        yield LogEvent("--timestamps: the local backend adds no time of its own (each process "
+                       "writes its log file directly); lines are shown as written, "
+                       "elastix-train's with the time it wrote them", notice=True)
         yield from lines
 
     # ------------------------------------------------------------------ policy
