@@ -6,6 +6,11 @@ describe`` and every ``--cluster`` lookup: ``GET/POST/DELETE`` of clusters and n
 request is recorded (``requests``: method, path, JSON body). ``POST /token`` answers the OAuth
 token request of a service-account key whose ``token_uri`` points here (see :meth:`adc_file`).
 
+It also answers the one Compute Engine API read ``cluster create --reservation`` makes,
+``GET /compute/v1/projects/P/zones/Z/reservations/R``, from :attr:`FakeGke.reservations`
+(:meth:`add_reservation` writes the API's response shape: int64 counts as strings), and 404 with
+the API's error body for any other. Point the CLI at it with ``ELASTIX_COMPUTE_API_ENDPOINT``.
+
 With ``kube`` (a :class:`fake_cluster.FakeCluster`, served over TLS), a looked-up cluster's
 ``endpoint`` and CA are that fake API server's, and every node pool created becomes Nodes there
 (:func:`pool_nodes`): the pools ``cluster create`` asks for are the nodes the workload meets.
@@ -93,6 +98,7 @@ class FakeGke:
         self.kube, self.ca_pem = kube, ca_pem
         self.requests: list[tuple[str, str, Any]] = []
         self.clusters: dict[str, dict] = {}
+        self.reservations: dict[tuple[str, str, str], dict] = {}  # (project, zone, name)
         self.lock = threading.Lock()
         self.ops = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -121,10 +127,32 @@ class FakeGke:
             "client_id": "1", "token_uri": f"{self.url}/token"}))
         return path
 
+    def add_reservation(self, project: str, zone: str, name: str, machine_type: str, count: int,
+                        in_use: int = 0, status: str = "READY") -> dict:
+        """A specific reservation of ``count`` VMs, as ``reservations.get`` returns it (Compute
+        Engine API v1 ``Reservation``: ``specificReservation {count, inUseCount,
+        instanceProperties {machineType}}``, ``status``; int64 fields are JSON strings)."""
+        base = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+        res = {"kind": "compute#reservation", "id": str(1000 + len(self.reservations)),
+               "creationTimestamp": "2026-12-01T00:00:00.000-08:00", "name": name,
+               "selfLink": f"{base}/reservations/{name}", "zone": base,
+               "specificReservation": {"instanceProperties": {"machineType": machine_type},
+                                       "count": str(count), "inUseCount": str(in_use),
+                                       "assuredCount": str(count)},
+               "specificReservationRequired": True, "status": status,
+               "shareSettings": {"shareType": "LOCAL"}}
+        self.reservations[(project, zone, name)] = res
+        return res
+
+    def mutations(self) -> list[tuple[str, str]]:
+        """The requests that would change something (every method but GET; not the token)."""
+        return [(m, p) for m, p, _ in self.requests if m != "GET" and p != "/token"]
+
     def cli_env(self, tmp_path: Path) -> dict[str, str]:
         """The environment of a real ``elastix`` subprocess aimed at this GKE: its endpoint, a
         key whose tokens come from here, and no kubeconfig, so ``--cluster`` is looked up here."""
         env = dict(os.environ, COLUMNS="200", ELASTIX_GKE_API_ENDPOINT=self.url,
+                   ELASTIX_COMPUTE_API_ENDPOINT=self.url,
                    GOOGLE_APPLICATION_CREDENTIALS=str(self.adc_file(tmp_path / "adc.json")),
                    KUBECONFIG=str(tmp_path / "no-kubeconfig"))
         env.pop("ELASTIX_BACKEND", None)
@@ -138,6 +166,16 @@ class FakeGke:
             if path == "/token":
                 return 200, {"access_token": "ya29.fake", "expires_in": 3600,
                              "token_type": "Bearer"}
+            r = re.match(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/reservations/([^/]+)$",
+                         path)
+            if r and method == "GET":
+                if r.groups() in self.reservations:
+                    return 200, self.reservations[r.groups()]
+                what = f"projects/{r[1]}/zones/{r[2]}/reservations/{r[3]}"
+                return 404, {"error": {"code": 404, "message": f"The resource '{what}' was not "
+                                       "found", "errors": [{"message": f"The resource '{what}' "
+                                                            "was not found", "domain": "global",
+                                                            "reason": "notFound"}]}}
             m = re.match(r"^/v1/projects/[^/]+/locations/[^/]+/(clusters|operations)"
                          r"(?:/([^/:]+))?(?:/nodePools(?:/([^/]+))?)?$", path)
             if not m:

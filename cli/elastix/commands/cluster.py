@@ -82,7 +82,15 @@ def create(
         False, "--skip-cpu-machine-check",
         help="Do not check that --cpu-machine-type holds the head pod (for machine types "
              "elastix does not know)."),
+    on_demand: bool = typer.Option(False, "--on-demand", help="On-demand TPU VMs (the default "
+                                   "when no capacity flag is given)."),
+    reservation: str = typer.Option(None, "--reservation", metavar="NAME",
+                                    help="TPU VMs from this reservation (NAME, or projects/"
+                                         "OWNER/reservations/NAME when shared); checked to hold "
+                                         "the slices before anything is created."),
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
+    flex: bool = typer.Option(False, "--flex", help="Flex-start TPU VMs (Dynamic Workload "
+                              "Scheduler): each TPU pool autoscales from 0 to one slice."),
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
     maintenance_exclusion: bool = typer.Option(
@@ -108,11 +116,17 @@ def create(
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
                       check_cpu_machine=not skip_cpu_machine_check,
                       maintenance_exclusion=maintenance_exclusion,
-                      workload_identity=workload_identity)
+                      workload_identity=workload_identity, on_demand=on_demand,
+                      reservation=reservation, flex=flex)
     out = _console()
     if dry_run:
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
                   "nothing does)", markup=False)
+        if cfg.capacity.kind == "reservation":
+            from elastix.provision import capacity
+            out.print(f"GET /{capacity.reservation_url(cfg.capacity, cfg.zone)} (READY, "
+                      f"{cfg.tpu.machine_type}, free VMs >= {cfg.num_slices} × {cfg.tpu.hosts}; "
+                      "else nothing below is sent)", markup=False)
         _print_steps(out, cfg, cluster.plan_create(cfg))
         if skip_jobset:
             return

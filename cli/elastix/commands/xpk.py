@@ -40,7 +40,8 @@ _EVERYWHERE: dict[str, Entry] = {
 
 _READS = "this command only reads: it has no dry run"
 _NO_CAPACITY = ("elastix asks for no capacity per workload: the cluster's node pools are the "
-                "capacity (elastix cluster create --spot)")
+                "capacity (elastix cluster create --reservation NAME, --spot, "
+                "--flex or --on-demand)")
 _NO_KUBECONFIG = "elastix cluster commands get the cluster's credentials from the GKE API"
 _CUSTOM_ARGS = "one argument a flag, repeated, not one string split at spaces"
 
@@ -92,9 +93,6 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
         "--cluster-cpu-machine-type": ("--cpu-machine-type", "elastix makes one CPU pool, the "
                                                              "Pathways head's"),
         "--gke-version": ("--release-channel", "elastix picks a channel, not a version"),
-        "--on-demand": (None, "on-demand is the default; --spot for Spot VMs"),
-        "--reservation": (None, "reservations are not supported yet"),
-        "--flex": (None, "flex-start is not supported yet"),
         "--host-maintenance-interval": (None, "only in the v1beta1 API; elastix can exclude "
                                               "TPU pool upgrades: --maintenance-exclusion"),
         "--custom-cluster-arguments": (None, "elastix calls the GKE API, not gcloud"),

@@ -17,6 +17,7 @@ from typing import Any
 
 from elastix.clients import gke
 from elastix.errors import BackendError, ProblemsError, UsageError
+from elastix.provision import capacity as cap
 from elastix.workload import platform
 
 CPU_POOL = platform.HEAD_POOL  # the pool the workload's head nodeSelector names: one constant
@@ -50,11 +51,15 @@ class ClusterConfig:
     num_slices: int = 1
     cpu_machine_type: str = platform.HEAD_MACHINE
     cpu_nodes: int = 1
-    spot: bool = False
+    capacity: cap.Capacity = cap.Capacity()  # of the TPU pools (the head pool is on-demand)
     release_channel: str = "RAPID"
     cpu_max_nodes: int = platform.HEAD_POOL_AUTOSCALING[1]  # == cpu_nodes: a fixed-size pool
     maintenance_exclusion: bool = False  # opt-in: no Pathways source sends one (docs/gke.md)
     workload_identity: bool = False  # opt-in, as xpk's --enable-workload-identity
+
+    @property
+    def spot(self) -> bool:
+        return self.capacity.kind == cap.SPOT
 
     @property
     def parent(self) -> str:
@@ -74,14 +79,17 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
              cpu_nodes: int = 1, spot: bool = False, release_channel: str = "RAPID",
              cpu_max_nodes: int | None = None, check_cpu_machine: bool = True,
              maintenance_exclusion: bool = False,
-             workload_identity: bool = False) -> ClusterConfig:
+             workload_identity: bool = False, on_demand: bool = False,
+             reservation: str | None = None, flex: bool = False) -> ClusterConfig:
     """Check every option; raise :class:`ClusterOptionsError` listing all problems.
 
     ``tpu_type`` None skips the TPU checks (describe, delete). ``cpu_max_nodes`` None is xpk's
     autoscaling maximum (20), never below ``cpu_nodes``. ``check_cpu_machine`` False skips the
     head-pod fit check (for machine types elastix does not know the size of).
     ``maintenance_exclusion`` adds an upgrade exclusion to the TPU pools (see ``_tpu_pool_pb``);
-    ``workload_identity`` enables Workload Identity (see ``_node_config``).
+    ``workload_identity`` enables Workload Identity (see ``_node_config``). ``on_demand``,
+    ``reservation``, ``spot`` and ``flex`` pick the TPU pools' capacity, at most one
+    (:func:`capacity.choose`; none is on-demand).
     """
     from elastix.workload import tpu as tpu_catalogue
     problems: list[tuple[str, str, str | None]] = []
@@ -126,10 +134,13 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
     if release_channel.upper() not in RELEASE_CHANNELS:
         problems.append(("--release-channel", f"unknown channel {release_channel!r}",
                          "RAPID, REGULAR or STABLE"))
+    capacity, capacity_problems = cap.choose(project, on_demand=on_demand,
+                                             reservation=reservation, spot=spot, flex=flex)
+    problems.extend(capacity_problems)
     if problems:
         raise ClusterOptionsError(problems)
     return ClusterConfig(project, zone, name, tpu, num_slices, cpu_machine_type, cpu_nodes,
-                         spot, release_channel.upper(), cpu_max_nodes, maintenance_exclusion,
+                         capacity, release_channel.upper(), cpu_max_nodes, maintenance_exclusion,
                          workload_identity)
 
 
@@ -239,7 +250,7 @@ def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
         name=name,
         initial_node_count=tpu.hosts,
         # gVNIC on TPU pools: xpk nodepool.py L340 (--enable-gvnic).
-        config=_node_config(cfg, machine_type=tpu.machine_type, spot=cfg.spot,
+        config=_node_config(cfg, machine_type=tpu.machine_type,
                             gvnic=container_v1.VirtualNIC(enabled=True)),
         # Release channels require auto-upgrade; auto-repair replaces broken TPU hosts.
         management=container_v1.NodeManagement(auto_repair=True, auto_upgrade=True),
@@ -261,6 +272,7 @@ def _tpu_pool_pb(cfg: ClusterConfig, name: str) -> Any:
             type_=container_v1.NodePool.PlacementPolicy.Type.COMPACT, tpu_topology=tpu.topology)
         pool.max_pods_constraint = container_v1.MaxPodsConstraint(
             max_pods_per_node=MULTI_HOST_MAX_PODS)
+    cap.apply(pool, cfg.capacity, tpu.hosts)  # spot / reservation / flex-start fields
     return pool
 
 
@@ -352,14 +364,42 @@ def run(client: Any, cfg: ClusterConfig, steps: list[Step], progress: Progress,
         wait_operation(client, cfg, op, what, progress, **poll)
 
 
+def check_reservation(cfg: ClusterConfig, steps: list[Step],
+                      read: Callable[[str], dict | None]) -> None:
+    """Refuse (:class:`ClusterOptionsError`, exit 2) when ``--reservation`` cannot hold the TPU
+    pools ``steps`` would create: missing, not READY, another machine type, or too few free
+    VMs. Only the pools still to create count, as xpk counts them (``src/xpk/core/nodepool.py``
+    L283-303): on a resumed create the existing pools are already the reservation's in-use VMs.
+
+    Args:
+        read: GETs a Compute Engine API path; None when it does not exist.
+    """
+    if cfg.capacity.kind != cap.RESERVATION:
+        return
+    new_pools = sum(1 for s in steps if s.action == "create_node_pool"
+                    and s.message.name != CPU_POOL)
+    if new_pools == 0:
+        return
+    found = read(cap.reservation_url(cfg.capacity, cfg.zone))
+    problems = cap.reservation_problems(found, cfg.capacity, cfg.zone, cfg.tpu.machine_type,
+                                        cfg.tpu.hosts, new_pools)
+    if problems:
+        raise ClusterOptionsError(problems)
+
+
 def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
            kube: Callable[[], tuple[Any, str]] | None = None,
-           jobset_manifest: str | None = None, **poll: Any) -> list[Step]:
+           jobset_manifest: str | None = None,
+           read_compute: Callable[[str], dict | None] | None = None, **poll: Any) -> list[Step]:
     """Create what is missing (cluster, TPU pools), then install JobSet if it is missing.
+
+    With ``--reservation``, the reservation is read and checked first: nothing is created when
+    it cannot hold the slices (:func:`check_reservation`).
 
     Args:
         kube: returns (ApiClient, label) for the cluster; None skips the JobSet step.
         jobset_manifest: file or https URL of the JobSet release manifest (default: pinned URL).
+        read_compute: GETs a Compute Engine API path (default: ``clients.compute.get_json``).
 
     Returns:
         The steps that were sent.
@@ -369,6 +409,10 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
     if existing is not None:
         progress(f"cluster {cfg.name} exists; creating only the missing node pools")
     steps = plan_create(cfg, existing)
+    if read_compute is None:
+        from elastix.clients import compute
+        read_compute = compute.get_json
+    check_reservation(cfg, steps, read_compute)
     run(client, cfg, steps, progress, **poll)
     if kube is not None:
         api, where = kube()
