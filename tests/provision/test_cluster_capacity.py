@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fake_gke import FakeGke
 
 from elastix.main import main
+from elastix.provision import capacity
 
 ARGS = ["cluster", "create", "c1", "--project", "my-proj-1", "--zone", "us-central1-a",
         "--tpu-type", "v5litepod-16", "--num-slices", "2", "--skip-jobset"]
@@ -256,3 +259,60 @@ def test_every_xpk_capacity_flag_has_its_field(tmp_path, monkeypatch):
                     want = [want.strip("[]")]
                 default = got is None and want in (0, False)  # proto3 default: not on the wire
                 assert got == want or default, (kind, arg, name, got, want)
+
+
+def test_the_real_cli_refuses_a_missing_reservation_and_changes_nothing(tmp_path):
+    """The journey as a user runs it: a subprocess, its environment aimed at the fakes."""
+    with FakeGke() as gke:
+        env = gke.cli_env(tmp_path)
+        env["PYTHONPATH"] = os.pathsep.join(sys.path)
+        r = subprocess.run([sys.executable, "-m", "elastix", *ARGS, "--reservation", "nope"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[0] == "error: --reservation: no reservation 'nope' in my-proj-1/us-central1-a"
+    assert len(lines) == 2 and lines[1].startswith("hint: list them: gcloud compute reservations")
+    assert gke.mutations() == []
+    assert ("GET", "/compute/v1/projects/my-proj-1/zones/us-central1-a/reservations/nope") in [
+        (m, p) for m, p, _ in gke.requests]
+
+
+def test_no_permission_on_the_reservation_is_a_clear_error(httpserver, tmp_path, monkeypatch,
+                                                          capsys):
+    path = "/compute/v1/projects/my-proj-1/zones/us-central1-a/reservations/res-1"
+    httpserver.expect_request(path).respond_with_json(
+        {"error": {"code": 403, "message": "Required 'compute.reservations.get' permission"}},
+        status=403)
+    with FakeGke() as gke:
+        monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", gke.url)
+        monkeypatch.setenv("ELASTIX_COMPUTE_API_ENDPOINT", httpserver.url_for("/"))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS",
+                           str(gke.adc_file(tmp_path / "adc.json")))
+        assert main([*ARGS, "--reservation", "res-1"]) == 1
+    err = capsys.readouterr().err
+    assert "permission denied reading" in err and "roles/compute.viewer" in err
+    assert gke.mutations() == []
+
+
+def _aggregate(reserved: int, in_use: int, family: str = "ct5lp") -> dict:
+    accel = f"projects/my-proj-1/zones/us-central1-a/acceleratorTypes/{family}"
+    return {"status": "READY", "aggregateReservation": {
+        "vmFamily": "VM_FAMILY_CLOUD_TPU_LITE_POD_SLICE_CT5LP",
+        "reservedResources": [{"accelerator": {"acceleratorCount": reserved,
+                                               "acceleratorType": accel}}],
+        "inUseResources": [{"accelerator": {"acceleratorCount": in_use,
+                                            "acceleratorType": accel}}]}}
+
+
+@pytest.mark.parametrize(("reserved", "in_use", "family", "needle"), [
+    (32, 0, "ct5lp", None), (64, 40, "ct5lp", "has 24 free ct5lp chips (64 reserved, 40 in use)"),
+    (64, 0, "ct6e", "has no ct5lp accelerators")])
+def test_an_aggregate_reservation_is_counted_in_chips(reserved, in_use, family, needle):
+    cap, problems = capacity.choose("my-proj-1", reservation="res-1")
+    assert problems == []
+    got = capacity.reservation_problems(_aggregate(reserved, in_use, family), cap,
+                                        "us-central1-a", MACHINE, hosts=4, slices=2)
+    if needle is None:
+        assert got == []  # 2 slices × 4 hosts × 4 chips = 32
+    else:
+        assert len(got) == 1 and needle in got[0][1], got

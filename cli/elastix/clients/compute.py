@@ -40,7 +40,10 @@ def get_json(path: str, creds: Any = None, timeout: float = 30.0) -> dict | None
     try:
         with AuthorizedSession(creds) as session:
             r = session.get(url, timeout=timeout)
-    except (requests.RequestException, GoogleAuthError, OSError) as err:
+    except GoogleAuthError as err:  # the token could not be had: credentials, not the network
+        raise BackendError(f"Google Cloud rejected the application-default credentials: {err}",
+                           hint=gke.ADC_HINT) from None
+    except (requests.RequestException, OSError) as err:
         raise BackendError(f"cannot reach the Compute Engine API: {err}",
                            hint=f"check the network (or {ENDPOINT_ENV})") from None
     if r.status_code == 404:
