@@ -316,3 +316,24 @@ def test_an_aggregate_reservation_is_counted_in_chips(reserved, in_use, family, 
         assert got == []  # 2 slices × 4 hosts × 4 chips = 32
     else:
         assert len(got) == 1 and needle in got[0][1], got
+
+
+def test_describe_names_each_pool_s_capacity(tmp_path, monkeypatch):
+    """What --reservation made reads back from the GKE API as the pool's capacity."""
+    from google.cloud import container_v1
+
+    from elastix.provision import cluster
+
+    rc, gke = _run(tmp_path, monkeypatch, "--reservation", "res-1",
+                   reservations=[("my-proj-1", "us-central1-a", "res-1", MACHINE, 8)])
+    assert rc == 0
+    found = container_v1.Cluster.from_json(json.dumps(gke.clusters["c1"]),
+                                           ignore_unknown_fields=True)
+    assert [(p.name, p.capacity) for p in cluster.pools(found)] == [
+        ("cpu-np", "on-demand"), ("tpu-slice-0", "reservation res-1"),
+        ("tpu-slice-1", "reservation res-1")]
+    for flags, want in ((["--spot"], "spot"), (["--flex"], "flex")):
+        _, gke = _run(tmp_path, monkeypatch, *flags)
+        found = container_v1.Cluster.from_json(json.dumps(gke.clusters["c1"]),
+                                               ignore_unknown_fields=True)
+        assert {p.capacity for p in cluster.pools(found)} == {"on-demand", want}

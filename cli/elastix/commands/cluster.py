@@ -175,11 +175,12 @@ def describe(
     if not skip_jobset:
         api, where = gke.api_client_for_cluster(cfg.project, cfg.zone, cfg.name)
         nodes = _nodes(api)
-    table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "status")
+    table = Table("node pool", "machine type", "nodes", "TPU topology", "TPU chips", "capacity",
+                  "status")
     pools = cluster.pools(found, nodes)
     for p in pools:
         table.add_row(p.name, p.machine_type, str(p.nodes), p.topology or "-",
-                      str(p.tpu_chips) if p.tpu_chips else "-", p.status)
+                      str(p.tpu_chips) if p.tpu_chips else "-", p.capacity, p.status)
     out.print(table)
     out.print(f"TPU capacity: {sum(p.tpu_chips for p in pools)} chips in "
               f"{sum(1 for p in pools if p.tpu_chips)} TPU node pools", markup=False)

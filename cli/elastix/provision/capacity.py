@@ -126,6 +126,21 @@ def apply(pool: Any, capacity: Capacity, hosts: int) -> None:
         pool.management.auto_repair = False
 
 
+def describe(config: Any) -> str:
+    """A pool's capacity type from its ``NodeConfig``, as ``cluster describe`` shows it."""
+    from google.cloud import container_v1
+
+    if config.spot or config.preemptible:
+        return SPOT
+    if config.flex_start:
+        return FLEX
+    affinity = config.reservation_affinity
+    if affinity and affinity.consume_reservation_type == \
+            container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION:
+        return f"{RESERVATION} {','.join(affinity.values)}"
+    return ON_DEMAND
+
+
 # --- the reservation preflight ----------------------------------------------------------------
 
 

@@ -438,6 +438,7 @@ class PoolInfo:
     topology: str
     tpu_chips: int
     status: str
+    capacity: str = cap.ON_DEMAND  # spot, flex, or "reservation NAME" (capacity.describe)
 
 
 def pools(cluster: Any, nodes: list[dict] | None = None) -> list[PoolInfo]:
@@ -463,5 +464,6 @@ def pools(cluster: Any, nodes: list[dict] | None = None) -> list[PoolInfo]:
                      or (p.autoscaling.total_min_node_count or 0))
         topo = p.placement_policy.tpu_topology if p.placement_policy else ""
         out.append(PoolInfo(p.name, machine, count, topo,
-                            count * int(per_node.group(1)) if per_node else 0, p.status.name))
+                            count * int(per_node.group(1)) if per_node else 0, p.status.name,
+                            cap.describe(p.config)))
     return out
