@@ -87,6 +87,11 @@ _BUILTIN = [
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
     ("coordination.k8s.io", "v1", "leases", "Lease", True, ()),
     ("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
+    # what Kueue's release manifest registers for its visibility API (k8s_kueue)
+    ("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, ()),
+    ("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", False, ()),
+    ("flowcontrol.apiserver.k8s.io", "v1", "prioritylevelconfigurations",
+     "PriorityLevelConfiguration", False, ()),
 ]
 
 

@@ -62,7 +62,7 @@ def _print_steps(out, cfg, steps) -> None:
 
 
 @app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
-             "node pool per slice; install JobSet if missing.")
+             "node pool per slice; install JobSet if missing, and Kueue with --kueue.")
 def create(
     name: str | None = NameArg,
     cluster_name: str | None = ClusterOpt,
@@ -106,10 +106,22 @@ def create(
                                         help="JobSet release manifest: file or https URL "
                                         "(default: the pinned release)."),
     skip_jobset: bool = typer.Option(False, "--skip-jobset", help="Do not install JobSet."),
+    kueue: bool = typer.Option(
+        None, "--kueue/--no-kueue",
+        help="Install Kueue and its ClusterQueue, LocalQueue multislice-queue, flavors and "
+             "priorities (as xpk does). Default: only when Kueue is found installed, to "
+             "match its queues to these pools."),
+    kueue_manifest: str = typer.Option(None, "--kueue-manifest",
+                                       help="Kueue release manifest: file or https URL "
+                                       "(default: the pinned release)."),
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix.provision import cluster, jobset_install
+    from elastix.provision import cluster, jobset_install, kueue_install
     name = one_name(name, cluster_name, flag="--cluster")
+    if skip_jobset and kueue:
+        from elastix.errors import UsageError
+        raise UsageError("--kueue and --skip-jobset: Kueue is installed with JobSet, on the "
+                         "connection --skip-jobset turns off", hint="drop one of them")
     project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
@@ -132,13 +144,20 @@ def create(
             return
         for line in jobset_install.dry_run_lines(jobset_manifest):
             out.print(line, markup=False)
+        if kueue is None:
+            out.print(f"GET {kueue_install.CRD_PATH} (Kueue installed? then its queues are "
+                      "applied as with --kueue)", markup=False)
+        elif kueue:
+            for line in kueue_install.dry_run_lines(cfg, kueue_manifest):
+                out.print(line, markup=False)
         return
     from elastix.clients import gke
     client = gke.cluster_manager()
     kube = None if skip_jobset else (lambda: gke.api_client_for_cluster(cfg.project, cfg.zone,
                                                                         cfg.name))
     with _progress(out, f"creating {cfg.name}") as progress:
-        cluster.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest)
+        cluster.create(cfg, client, progress, kube=kube, jobset_manifest=jobset_manifest,
+                       kueue=kueue, kueue_manifest=kueue_manifest)
     out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
 

@@ -390,16 +390,21 @@ def check_reservation(cfg: ClusterConfig, steps: list[Step],
 def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
            kube: Callable[[], tuple[Any, str]] | None = None,
            jobset_manifest: str | None = None,
-           read_compute: Callable[[str], dict | None] | None = None, **poll: Any) -> list[Step]:
-    """Create what is missing (cluster, TPU pools), then install JobSet if it is missing.
+           read_compute: Callable[[str], dict | None] | None = None, kueue: bool | None = False,
+           kueue_manifest: str | None = None, **poll: Any) -> list[Step]:
+    """Create what is missing (cluster, TPU pools), then install JobSet if it is missing, and
+    Kueue with its queues (:mod:`elastix.provision.kueue_install`) when asked.
 
     With ``--reservation``, the reservation is read and checked first: nothing is created when
     it cannot hold the slices (:func:`check_reservation`).
 
     Args:
-        kube: returns (ApiClient, label) for the cluster; None skips the JobSet step.
+        kube: returns (ApiClient, label) for the cluster; None skips the JobSet and Kueue steps.
         jobset_manifest: file or https URL of the JobSet release manifest (default: pinned URL).
         read_compute: GETs a Compute Engine API path (default: ``clients.compute.get_json``).
+        kueue: True installs Kueue and its queues; None does so only when Kueue is found
+            installed (its queues then match these pools); False leaves Kueue alone.
+        kueue_manifest: file or https URL of Kueue's release manifest (default: pinned URL).
 
     Returns:
         The steps that were sent.
@@ -425,6 +430,10 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
                      on_step=lambda s: progress(f"JobSet: applying {s.kind} {s.name}"))
             st = jobset_install.wait_ready(api, where)
             progress(f"JobSet {st.version} installed and ready")
+        if kueue is not False:
+            from elastix.provision import kueue_install
+            if kueue or kueue_install.status(api, where).installed:
+                kueue_install.install(api, where, cfg, progress, kueue_manifest)
     return steps
 
 

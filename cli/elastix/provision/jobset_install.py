@@ -51,7 +51,6 @@ _KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"):
         ("validatingwebhookconfigurations", False),
 }
-_ORDER = {key: i for i, key in enumerate(_KINDS)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,51 +91,64 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
         UsageError: unreadable, not YAML, or not a JobSet release manifest.
         BackendError: the download failed.
     """
+    source = source or RELEASE_URL
+    return check_manifest(load_documents(source, "--jobset-manifest", "JobSet", RELEASE_URL,
+                                         timeout), source)
+
+
+def load_documents(source: str, flag: str, what: str, release_url: str,
+                   timeout: float = 60.0) -> list:
+    """The YAML documents of a release manifest (a file path or an https URL), unchecked.
+
+    Raises:
+        UsageError: unreadable or not YAML (the message names ``flag``).
+        BackendError: the download failed.
+    """
     import yaml
 
-    source = source or RELEASE_URL
+    hint = f"pass {what}'s release manifest, e.g. {release_url}, or a copy of it"
     if source.startswith("https://"):
         import urllib.request
 
         try:
             with urllib.request.urlopen(source, timeout=timeout) as resp:  # noqa: S310 (https)
-                text = _utf8(resp.read(), source)
+                text = _utf8(resp.read(), source, flag, hint)
         except OSError as err:
-            raise BackendError(f"cannot download the JobSet manifest {source}: {err}",
-                               hint="download it elsewhere and pass --jobset-manifest FILE") from err
+            raise BackendError(f"cannot download the {what} manifest {source}: {err}",
+                               hint=f"download it elsewhere and pass {flag} FILE") from err
     elif "://" in source:
-        raise UsageError(f"--jobset-manifest {source}: only https:// URLs or file paths",
-                         hint=f"e.g. {RELEASE_URL}")
+        raise UsageError(f"{flag} {source}: only https:// URLs or file paths",
+                         hint=f"e.g. {release_url}")
     else:
         try:
             with open(source, "rb") as f:
-                text = _utf8(f.read(), source)
+                text = _utf8(f.read(), source, flag, hint)
         except OSError as err:
-            raise UsageError(f"cannot read --jobset-manifest {source}: {err.strerror}",
-                             hint=_MANIFEST_HINT) from None
+            raise UsageError(f"cannot read {flag} {source}: {err.strerror}",
+                             hint=hint) from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD alone is 800 kB
     try:
         docs = [d for d in yaml.load_all(text, Loader=loader) if d]
     except yaml.YAMLError as err:
         where = yaml_where(err)
-        raise UsageError(f"--jobset-manifest {source} is not valid YAML{where}: "
+        raise UsageError(f"{flag} {source} is not valid YAML{where}: "
                          f"{getattr(err, 'problem', None) or 'parse error'}",
-                         hint=_MANIFEST_HINT) from None
+                         hint=hint) from None
     except RecursionError:
-        raise UsageError(f"--jobset-manifest {source} is nested too deeply to be a manifest",
-                         hint=_MANIFEST_HINT) from None
-    return check_manifest(docs, source)
+        raise UsageError(f"{flag} {source} is nested too deeply to be a manifest",
+                         hint=hint) from None
+    return docs
 
 
 _MANIFEST_HINT = f"pass JobSet's release manifest, e.g. {RELEASE_URL}, or a copy of it"
 
 
-def _utf8(data: bytes, source: str) -> str:
+def _utf8(data: bytes, source: str, flag: str, hint: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UsageError(f"--jobset-manifest {source} is not UTF-8 text (byte {err.start})",
-                         hint=_MANIFEST_HINT) from None
+        raise UsageError(f"{flag} {source} is not UTF-8 text (byte {err.start})",
+                         hint=hint) from None
 
 
 def check_manifest(docs: list[dict], source: str) -> list[dict]:
@@ -159,11 +171,15 @@ def check_manifest(docs: list[dict], source: str) -> list[dict]:
     return docs
 
 
-def plan(docs: list[dict]) -> list[ApplyStep]:
-    """The apply requests for a manifest, in dependency order."""
+def plan(docs: list[dict],
+         kinds: dict[tuple[str, str], tuple[str, bool]] | None = None) -> list[ApplyStep]:
+    """The apply requests for a manifest, in dependency order (``kinds``: the kinds a manifest
+    may hold, in the order to apply them; default: JobSet's)."""
+    kinds = kinds or _KINDS
+    order = {key: i for i, key in enumerate(kinds)}
     steps = []
-    for d in sorted(docs, key=lambda d: _ORDER[(d["apiVersion"], d["kind"])]):
-        plural, namespaced = _KINDS[(d["apiVersion"], d["kind"])]
+    for d in sorted(docs, key=lambda d: order[(d["apiVersion"], d["kind"])]):
+        plural, namespaced = kinds[(d["apiVersion"], d["kind"])]
         meta = d["metadata"]
         ns = meta.get("namespace") or ("default" if namespaced else None)
         path = api_path(d["apiVersion"], plural, meta["name"], ns)
