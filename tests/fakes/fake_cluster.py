@@ -111,6 +111,24 @@ class FakeCluster:
                                              "name": rbac.service_account(workload)})
         return token
 
+    def install_kueue(self, visibility: bool = True, queues: bool = True) -> None:
+        """Kueue's kinds served (``k8s_kueue``) and, with ``queues``, what ``cluster create
+        --kueue`` applies for 2 × v5litepod-16 (``elastix.provision.kueue_install``)."""
+        from elastix.provision import cluster, kueue_install
+
+        self.admin("kueue", {"installed": True, "visibility": visibility})
+        if not queues:
+            return
+        cfg = cluster.validate("my-proj-1", "us-central1-a", "c", tpu_type="v5litepod-16",
+                               num_slices=2)
+        for step in kueue_install.object_steps(cfg):
+            self.post(step.path.rsplit("/", 1)[0], step.body)
+
+    def kueue_workload(self, jobset: str, status: dict, namespace: str = "default") -> dict:
+        """Set the status of the Kueue Workload of a JobSet (Admitted True resumes it)."""
+        return self.admin("kueue_workload", {"jobset": jobset, "namespace": namespace,
+                                             "status": status})
+
     def requests(self, clear: bool = False) -> list[dict]:
         """The API requests the fake has served (method, path, query); ``clear`` empties the log."""
         if clear:

@@ -14,6 +14,8 @@ line led by its RFC3339 time, a recorded log);
 body: its DeleteOptions; ``POST`` with ``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod;
+``POST /_fake/kueue`` installs Kueue's kinds and turns its visibility API on or off, ``POST
+/_fake/kueue_workload`` sets a JobSet's Kueue Workload status (``k8s_kueue``);
 ``POST /_fake/rotate_log`` rotates one container's log as the kubelet does (only the new file
 is served); ``POST /_fake/service_account_token`` (``token``, ``namespace``, ``name``) makes a
 bearer token a service account's, whose requests then pass RBAC (``k8s_rbac``). Dry-run, strict
@@ -42,6 +44,7 @@ from aiohttp import web
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k8s_jobset_webhook  # noqa: E402
+import k8s_kueue  # noqa: E402
 import k8s_rbac  # noqa: E402
 from k8s_admission import invalid_status, object_meta, pod_and_job  # noqa: E402
 from k8s_jobset import Cluster, Config  # noqa: E402
@@ -86,6 +89,7 @@ class Api:
         # bearer token -> (namespace, name) of a service account: its requests pass RBAC
         # (k8s_rbac); POST /_fake/service_account_token registers one
         self.accounts: dict[str, tuple[str, str]] = {}
+        self.kueue = k8s_kueue.Kueue(store)  # POST /_fake/kueue installs it (k8s_kueue)
 
     # --- discovery --------------------------------------------------------------------------
 
@@ -189,6 +193,11 @@ class Api:
         self.requests.append(seen)
         if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
             return status(401, "Unauthorized", "Unauthorized")
+        queue = self.kueue.visibility_path(parts)
+        if queue is not None and request.method == "GET":
+            if not (self.kueue.installed and self.kueue.visibility):
+                return web.Response(status=404, text="404 page not found\n")
+            return web.json_response(self.kueue.pending_workloads(*queue))
         if request.method == "GET":
             found = self.discovery(parts)
             if found is not None:
@@ -318,6 +327,8 @@ class Api:
         refused = self.admission(res, obj)  # before storage finds a name taken, as for real
         if refused is not None:
             return refused
+        if (res.group, res.plural) == ("jobset.x-k8s.io", "jobsets"):
+            self.kueue.admit_jobset(obj)  # Kueue's mutating webhook, when installed
         if md.get("name") and self.store.get(res, ns, md["name"]) is not None:
             what = f"{res.plural}.{res.group}" if res.group else res.plural
             return status(
@@ -672,6 +683,17 @@ class Api:
             self.cluster.rotate_log(body.get("namespace", "default"), body["pod"],
                                     body["container"])
             return web.json_response({"ok": True})
+        if parts == ["kueue"]:  # {"installed": true, "visibility": false} (k8s_kueue)
+            if body.get("installed"):
+                self.kueue.install()
+            if "visibility" in body:
+                self.kueue.visibility = bool(body["visibility"])
+            return web.json_response({"installed": self.kueue.installed,
+                                      "visibility": self.kueue.visibility})
+        if parts == ["kueue_workload"]:  # set the status of a JobSet's Workload (k8s_kueue)
+            wl = self.kueue.set_status(body.get("namespace", "default"), body["jobset"],
+                                       body.get("status") or {})
+            return web.json_response(wl or {"error": "no Workload"}, status=200 if wl else 404)
         if parts == ["cut"]:
             n = self.cluster.cut_logs(body.get("namespace", "default"), body["pod"])
             return web.json_response({"cut": n})

@@ -67,6 +67,7 @@ class Cluster:
         self.nodes = store.resource("", "v1", "nodes")
         self.deleting: set[str] = set()  # JobSet uids being torn down: pod deletions are expected
         self.node_seq = 0
+        self.suspended: set[str] = set()  # uids of JobSets created suspended, not yet resumed
         store.listeners.append(self.on_event)
 
     # --- reactions --------------------------------------------------------------------------
@@ -74,9 +75,18 @@ class Cluster:
     def on_event(self, event: str, res: Resource, obj: dict) -> None:
         key = (res.group, res.plural)
         if key == ("jobset.x-k8s.io", "jobsets"):
-            if event == "ADDED":
+            # A suspended JobSet has no Jobs until it is resumed (Kueue admits it): JobSet
+            # creates them once resumed (spec.suspend, jobset_types.go).
+            uid = obj["metadata"].get("uid")
+            suspended = bool((obj.get("spec") or {}).get("suspend"))
+            if event == "ADDED" and suspended:
+                self.suspended.add(uid)
+            elif event == "ADDED" or (event == "MODIFIED" and uid in self.suspended
+                                      and not suspended):
+                self.suspended.discard(uid)
                 self.create_jobs(obj, attempt=0)
             elif event == "DELETED":
+                self.suspended.discard(uid)
                 self.teardown(obj, delay=self.config.terminate_delay)
         elif key == ("", "pods") and event == "DELETED":
             for buf in self._buffers(obj):

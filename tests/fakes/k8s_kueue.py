@@ -1,0 +1,180 @@
+"""Kueue for the fake API server: its kinds, its JobSet webhook, Workloads and visibility API.
+
+What the fake does, each with the Kueue v0.19.2 source it follows (kubernetes-sigs/kueue):
+
+- **Kinds.** ResourceFlavor, ClusterQueue, LocalQueue, Workload, WorkloadPriorityClass and
+  AdmissionCheck, served as ``kueue.x-k8s.io`` ``v1beta2`` (stored) and ``v1beta1`` (still
+  served): ``config/components/crd/bases/kueue.x-k8s.io_workloads.yaml`` L44, L9454-9455,
+  L9479, L19141-19142. Served once Kueue is installed: ``POST /_fake/kueue {"installed": true}``
+  or the release manifest's CRDs applied through the API.
+- **Suspend at creation.** A JobSet labelled ``kueue.x-k8s.io/queue-name`` is created suspended:
+  the JobSet webhook's ``Default`` (``pkg/controller/jobs/jobset/jobset_webhook.go`` L75-84) calls
+  ``ApplyDefaultForSuspend`` (``pkg/controller/jobframework/defaults.go`` L36-47).
+- **The Workload.** Created for it in its namespace, named ``jobset-<name>-<hash5>``
+  (``pkg/controller/jobframework/workload_names.go`` L64-118: sha1 of kind, group, name, uid),
+  labelled ``kueue.x-k8s.io/job-uid`` and owned by the JobSet as its controller
+  (``reconciler.go`` L1606-1635), ``spec.queueName`` the label's value. With no such LocalQueue
+  its ``QuotaReserved`` is False, reason ``Misconfigured``, "LocalQueue Q doesn't exist"
+  (``pkg/controller/core/workload_controller.go`` L2084); else the test sets its status.
+- **Status by the test.** ``POST /_fake/kueue_workload`` (``jobset``, ``namespace``,
+  ``status``): merges ``status`` into the Workload (conditions ``QuotaReserved``/``Admitted``,
+  ``admissionChecks``: ``apis/kueue/v1beta2/workload_types.go`` L662, L796-830, L931-939). An
+  ``Admitted`` True condition resumes the JobSet (``spec.suspend`` false), as Kueue's job
+  reconciler does on admission.
+- **Visibility API.** ``GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/NS/localqueues/
+  Q/pendingworkloads`` answers a ``PendingWorkloadsSummary`` (``apis/visibility/v1beta1/types.go``
+  L66-90): the LocalQueue's Workloads without a quota reservation (those Kueue's queue manager
+  still holds), by priority then age, with
+  ``positionInLocalQueue`` and ``positionInClusterQueue`` from 0
+  (``pkg/visibility/storage/storage.go`` L28-30 registers the route). Off with
+  ``POST /_fake/kueue {"visibility": false}``: the API server then answers 404, as for any
+  group it does not serve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from k8s_store import Resource, Store
+
+GROUP = "kueue.x-k8s.io"
+VERSIONS = ("v1beta2", "v1beta1")
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+JOB_UID = "kueue.x-k8s.io/job-uid"
+VISIBILITY = ("visibility.kueue.x-k8s.io", "v1beta1")
+# (plural, kind, namespaced)
+RESOURCES = (
+    ("resourceflavors", "ResourceFlavor", False),
+    ("clusterqueues", "ClusterQueue", False),
+    ("localqueues", "LocalQueue", True),
+    ("workloads", "Workload", True),
+    ("workloadpriorityclasses", "WorkloadPriorityClass", False),
+    ("admissionchecks", "AdmissionCheck", False),
+)
+
+
+def workload_name(jobset: str, uid: str) -> str:
+    """Kueue's name for a JobSet's Workload (workload_names.go L64-118)."""
+    h = hashlib.sha1("\n".join(("JobSet", "jobset.x-k8s.io", jobset, uid)).encode()).hexdigest()
+    return f"{('jobset-' + jobset)[:57]}-{h[:5]}"
+
+
+class Kueue:
+    """The fake's Kueue: registers its kinds, makes Workloads, serves the visibility API."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.visibility = True
+        store.listeners.append(self.on_event)
+
+    @property
+    def installed(self) -> bool:
+        return self.store.resource(GROUP, "v1beta2", "workloads") is not None
+
+    def install(self) -> None:
+        for version in VERSIONS:
+            for plural, kind, namespaced in RESOURCES:
+                self.store.register(Resource(GROUP, version, plural, kind, namespaced))
+
+    def res(self, plural: str) -> Resource:
+        return self.store.resource(GROUP, "v1beta2", plural)
+
+    # --- the JobSet webhook and the job reconciler --------------------------------------------
+
+    def admit_jobset(self, obj: dict) -> None:
+        """Kueue's mutating webhook: suspend a JobSet that names a queue (defaults.go L36-47)."""
+        if self.installed and ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME):
+            obj.setdefault("spec", {})["suspend"] = True
+
+    def on_event(self, event: str, res: Resource, obj: dict) -> None:
+        if (res.group, res.plural) != ("jobset.x-k8s.io", "jobsets") or event != "ADDED":
+            return
+        md = obj["metadata"]
+        queue = (md.get("labels") or {}).get(QUEUE_NAME)
+        if not queue or not self.installed:
+            return
+        wl = {
+            "apiVersion": f"{GROUP}/v1beta2", "kind": "Workload",
+            "metadata": {
+                "name": workload_name(md["name"], md["uid"]), "namespace": md["namespace"],
+                "labels": {JOB_UID: md["uid"]},
+                "ownerReferences": [{"apiVersion": obj.get("apiVersion", "jobset.x-k8s.io/v1alpha2"),
+                                     "kind": "JobSet", "name": md["name"], "uid": md["uid"],
+                                     "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"queueName": queue, "priority": 0,
+                     "podSets": [{"name": rj.get("name"), "count": rj.get("replicas", 1)}
+                                 for rj in (obj.get("spec") or {}).get("replicatedJobs") or []]},
+            "status": {},
+        }
+        if self.store.get(self.res("localqueues"), md["namespace"], queue) is None:
+            wl["status"]["conditions"] = [{
+                "type": "QuotaReserved", "status": "False", "reason": "Misconfigured",
+                "message": f"LocalQueue {queue} doesn't exist",
+                "lastTransitionTime": md.get("creationTimestamp")}]
+        self.store.put(self.res("workloads"), wl, "ADDED")
+
+    def workload_of(self, namespace: str, jobset: str) -> dict | None:
+        js = self.store.get(self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+                            namespace, jobset)
+        if js is None:
+            return None
+        uid = js["metadata"]["uid"]
+        found = self.store.list(self.res("workloads"), namespace, f"{JOB_UID}={uid}")
+        return found[0] if found else None
+
+    def set_status(self, namespace: str, jobset: str, status: dict) -> dict | None:
+        """Merge ``status`` into the JobSet's Workload; Admitted resumes the JobSet."""
+        wl = self.workload_of(namespace, jobset)
+        if wl is None:
+            return None
+        wl.setdefault("status", {}).update(status)
+        self.store.put(self.res("workloads"), wl)
+        admitted = any(c.get("type") == "Admitted" and c.get("status") == "True"
+                       for c in wl["status"].get("conditions") or [])
+        jres = self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+        js = self.store.get(jres, namespace, jobset)
+        if admitted and js is not None and (js.get("spec") or {}).get("suspend"):
+            js["spec"]["suspend"] = False
+            js["metadata"]["generation"] = js["metadata"].get("generation", 1) + 1
+            self.store.put(jres, js)
+        return wl
+
+    # --- the visibility API -------------------------------------------------------------------
+
+    def pending_workloads(self, namespace: str, queue: str) -> dict:
+        """The PendingWorkloadsSummary of one LocalQueue (types.go L66-90)."""
+        def waiting(wl: dict) -> bool:  # in the queue: no quota reserved (nor admitted)
+            return not any(c.get("type") in ("QuotaReserved", "Admitted")
+                           and c.get("status") == "True"
+                           for c in (wl.get("status") or {}).get("conditions") or [])
+
+        def order(wl: dict):
+            return (-(wl.get("spec") or {}).get("priority", 0),
+                    wl["metadata"].get("creationTimestamp") or "", wl["metadata"]["name"])
+
+        lq = self.store.get(self.res("localqueues"), namespace, queue) or {}
+        cq = (lq.get("spec") or {}).get("clusterQueue")
+        queues = {(q["metadata"]["namespace"], q["metadata"]["name"])
+                  for q in self.store.list(self.res("localqueues"))
+                  if (q.get("spec") or {}).get("clusterQueue") == cq}
+        in_cq = sorted((w for w in self.store.list(self.res("workloads"))
+                        if waiting(w) and (w["metadata"]["namespace"],
+                                           (w.get("spec") or {}).get("queueName")) in queues),
+                       key=order)
+        in_lq = [w for w in in_cq if w["metadata"]["namespace"] == namespace
+                 and w["spec"].get("queueName") == queue]
+        items = [{"metadata": {"name": w["metadata"]["name"], "namespace": namespace,
+                               "creationTimestamp": w["metadata"].get("creationTimestamp")},
+                  "priority": w["spec"].get("priority", 0), "localQueueName": queue,
+                  "positionInClusterQueue": in_cq.index(w), "positionInLocalQueue": i}
+                 for i, w in enumerate(in_lq)]
+        return {"kind": "PendingWorkloadsSummary",
+                "apiVersion": "visibility.kueue.x-k8s.io/v1beta1", "metadata": {},
+                "items": items}
+
+    def visibility_path(self, parts: list[str]) -> tuple[str, str] | None:
+        """(namespace, queue) when ``parts`` is the LocalQueue pendingworkloads path."""
+        if (len(parts) == 8 and parts[:3] == ["apis", *VISIBILITY] and parts[3] == "namespaces"
+                and parts[5] == "localqueues" and parts[7] == "pendingworkloads"):
+            return parts[4], parts[6]
+        return None
