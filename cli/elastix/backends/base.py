@@ -101,6 +101,22 @@ class SliceStatus:
 
 
 @dataclasses.dataclass
+class QueueStatus:
+    """Where a workload stands in Kueue (GKE, when its JobSet names a LocalQueue)."""
+
+    queue: str  # the LocalQueue (label kueue.x-k8s.io/queue-name)
+    workload: str | None = None  # Kueue's Workload for the JobSet; None: not (yet) created
+    quota_reserved: bool | None = None  # condition QuotaReserved; None: not reported
+    admitted: bool | None = None  # condition Admitted
+    message: str | None = None  # the newest of those conditions' messages
+    pending_checks: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """Admission checks holding it: ``{"name", "state", "message"}`` (state Pending/Retry)."""
+    position: int | None = None  # in the LocalQueue, from 0 (Kueue's visibility API)
+    cluster_position: int | None = None  # in the ClusterQueue, from 0
+    visibility: str | None = None  # why the position is not shown (API not served, ...)
+
+
+@dataclasses.dataclass
 class WorkloadStatus:
     """What ``elastix workload list/status`` prints for one workload."""
 
@@ -121,6 +137,8 @@ class WorkloadStatus:
     recovery_point: RecoveryPoint | None = None
     """The newest committed checkpoint and the steps since (GKE: the head's annotations on the
     JobSet; local: folded from the events file); None before any commit."""
+    queue: QueueStatus | None = None
+    """Kueue's view while the JobSet is suspended and names a queue (GKE ``status``)."""
 
     def age_seconds(self, now: dt.datetime | None = None) -> float | None:
         if self.created is None:

@@ -6,7 +6,7 @@ import collections
 import datetime as dt
 from typing import Any
 
-from elastix.backends.base import KillRecord, SliceStatus, WorkloadStatus
+from elastix.backends.base import KillRecord, QueueStatus, SliceStatus, WorkloadStatus
 from elastix.measure.progress import Progress
 from elastix.protocol.timefmt import iso_ms, utc_now
 
@@ -167,6 +167,8 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None,
         lines.append(Text(training_line(progress or None, now)))
     if st.recovery_point is not None:
         lines.append(Text(st.recovery_point.line()))
+    if st.queue is not None:
+        lines.append(Text(queue_line(st.queue)))
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("SLICE", "STATE", "READY", "PODS", "RESTARTS", "SLICE RESTARTS",
                 "POD FAILURES/BACKOFF", "NODES"):
@@ -181,6 +183,18 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None,
         parts.append(Text.from_markup("[yellow]why it is not running:[/]"))
         parts.extend(Text(f"  - {r}") for r in st.reasons)
     return Group(*parts)
+
+
+def queue_line(q: QueueStatus) -> str:
+    """``Kueue: LocalQueue Q, Workload W, waiting for admission, position 3`` (what the
+    why-stuck lines explain)."""
+    state = ("admitted" if q.admitted else "quota reserved, admission checks pending"
+             if q.quota_reserved else "waiting for quota")
+    out = f"Kueue: LocalQueue {q.queue}, " + (f"Workload {q.workload}, {state}" if q.workload
+                                               else "no Workload yet")
+    if q.position is not None:
+        out += f", position {q.position + 1} in the LocalQueue"
+    return out
 
 
 def kill_line(rec: KillRecord) -> str:

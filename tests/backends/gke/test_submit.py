@@ -32,7 +32,15 @@ def manifest() -> dict:
     return yaml.safe_load(REFERENCE.read_text())
 
 
+def _priority_class(fake, name: str = "medium") -> None:
+    """xpk's manifest names PriorityClass medium, which preflight looks for (xpk's cluster
+    create makes it)."""
+    fake.post("/apis/scheduling.k8s.io/v1/priorityclasses",
+              {"metadata": {"name": name}, "value": 500})
+
+
 def test_server_dry_run_is_strict_and_persists_nothing(fake_cluster, manifest):
+    _priority_class(fake_cluster)
     b = backend(fake_cluster)
     assert b.submit(manifest, dry_run="server") == "elastic-demo"
     assert b.list() == []
@@ -45,6 +53,7 @@ def test_server_dry_run_is_strict_and_persists_nothing(fake_cluster, manifest):
 
 
 def test_replace_deletes_then_submits(fake_cluster, manifest):
+    _priority_class(fake_cluster)
     b = backend(fake_cluster)
     b.submit(manifest)
     first = b.get_jobset("elastic-demo")["metadata"]["uid"]
@@ -57,6 +66,7 @@ def test_replace_deletes_then_submits(fake_cluster, manifest):
 def test_jobset_crd_not_installed(tmp_path, manifest):
     fake = start_fake(tmp_path, crd=False)
     try:
+        _priority_class(fake)
         with pytest.raises(PreflightError) as err:  # preflight sees it first, exit 1
             backend(fake).submit(manifest)
         assert "JobSet CRD is not installed" in err.value.message

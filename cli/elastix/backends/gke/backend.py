@@ -135,6 +135,7 @@ class GKEBackend(Backend):
             groups = pf.groups_from_nodes(nodes or [])
         problems = pf.check(pf.needs(manifest), groups, self._jobset_served(),
                             self.cluster_name or "NAME")
+        problems += [(*p, pf.WORKLOAD) for p in self._queue_problems(manifest)]
         state = statesize.check(manifest, storage=self.storage)
         problems += [(*p, pf.WORKLOAD) for p in state.problems]
         self.notices.extend(state.notices)
@@ -142,6 +143,20 @@ class GKEBackend(Backend):
         note = pf.identity_note(manifest, groups)
         if note:
             self.notices.append(note)
+
+    def _queue_problems(self, manifest: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """A LocalQueue (``--queue``) or PriorityClass (``--priority``) the manifest names
+        that the cluster does not have: Kueue would hold the JobSet suspended for ever (no
+        queue), the API server refuses its pods (no class). One read each, before creating."""
+        from elastix.backends.gke.kueue import KueueReader, queue_name
+
+        prios = {(((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get(
+            "spec", {}).get("priorityClassName")
+            for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []} - {None}
+        problems, notices = KueueReader(self.ns).missing(queue_name(manifest),
+                                                         next(iter(sorted(prios)), None))
+        self.notices.extend(notices)
+        return problems
 
     def _nodes(self) -> list[dict] | None:
         """Every Node; None when the credentials may not list them."""
@@ -291,6 +306,11 @@ class GKEBackend(Backend):
         out = workload_status(js, pods, self.ns.jobs(sel), events, lost)
         if note:
             out.reasons.append(note)
+        from elastix.backends.gke import kueue
+
+        out.queue = kueue.KueueReader(self.ns).status(js)
+        if out.queue is not None:
+            out.reasons[:0] = kueue.reasons(out.queue)
         return out
 
     def _head_logs(self) -> HeadLogReader:
