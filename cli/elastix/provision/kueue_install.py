@@ -3,7 +3,7 @@
 As for JobSet (:mod:`elastix.provision.jobset_install`), the controller is Kueue's pinned release
 manifest (``manifests.yaml`` of :data:`KUEUE_VERSION`), read from a file or downloaded from the
 release, applied with server-side apply; elastix ships no copy. Then :func:`objects` gives Kueue
-what xpk's ``cluster create`` gives it (xpk ``src/xpk/core/kueue_manager.py`` L184-272 and
+what xpk's ``cluster create`` gives it (xpk ``src/xpk/core/kueue_manager.py`` L333-421 and
 ``src/xpk/templates/kueue_config.yaml.j2`` @ 367c838): a ResourceFlavor for the TPU pools and
 one for the CPU pool, a ClusterQueue with their quotas, a LocalQueue in the namespace, and the
 five PriorityClasses ``--priority`` names.
@@ -36,13 +36,13 @@ CRD_PATH = api_path("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_
 # xpk's names (kueue_manager.py L48-49), so an xpk user's --queue multislice-queue works.
 CLUSTER_QUEUE = "cluster-queue"
 LOCAL_QUEUE = "multislice-queue"
-CPU_FLAVOR = "cpu-user"  # xpk's Pathways CPU flavor (kueue_manager.py L242-256)
+CPU_FLAVOR = "cpu-user"  # xpk's Pathways CPU flavor (kueue_manager.py L390-405)
 # xpk's priorities, plain PriorityClasses that the pods name (kueue_config.yaml.j2 L73-111):
 # Kueue takes a Workload's priority from them when the job has no kueue.x-k8s.io/priority-class
 # label (kueue pkg/controller/jobframework/reconciler.go L1716-1723 @ v0.19.2).
 PRIORITIES = (("very-low", 100), ("low", 250), ("medium", 500), ("high", 750),
               ("very-high", 1000))
-# xpk's quota of the CPU flavor when elastix does not know the machine's size (L252-253).
+# xpk's quota of the CPU flavor when elastix does not know the machine's size (L401-402).
 _CPU_FALLBACK = (480, "2000G")
 
 # The kinds of Kueue's release manifest: JobSet's, plus the visibility API's registration
@@ -116,13 +116,13 @@ def objects(cfg: Any, namespace: str = "default") -> list[dict]:
 
     The TPU flavor selects the pools' nodes by the labels GKE puts on TPU nodes (the same
     ``nodeSelector`` the workers render); its quota is every chip of the pools (xpk
-    ``kueue_manager.py`` L222-227: ``total_chips``). The CPU flavor selects the head pool by
+    ``kueue_manager.py`` L371-376: ``total_chips``). The CPU flavor selects the head pool by
     name, with its quota the pool's autoscaling maximum × the machine's size. They are two
-    resource groups, as xpk's Pathways set-up (L241-256): Kueue lets a resource be in one group
+    resource groups, as xpk's Pathways set-up (L390-405): Kueue lets a resource be in one group
     only, and the workers request only ``google.com/tpu``.
     """
     tpu = cfg.tpu
-    tpu_flavor = f"{cfg.num_slices}x{tpu.name}"  # xpk's name for the flavor (L200)
+    tpu_flavor = f"{cfg.num_slices}x{tpu.name}"  # xpk's name for the flavor (L349)
     capacity = platform.machine_capacity(cfg.cpu_machine_type)
     if capacity is None:
         cpu, memory = _CPU_FALLBACK
@@ -142,7 +142,7 @@ def objects(cfg: Any, namespace: str = "default") -> list[dict]:
         {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
          "spec": {
              "namespaceSelector": {},
-             # xpk's: preempt lower priorities in the queue, never across a cohort (L53-55)
+             # xpk's: preempt lower priorities, never across a cohort (template L53-55)
              "preemption": {"reclaimWithinCohort": "Never",
                             "withinClusterQueue": "LowerPriority"},
              "resourceGroups": [
@@ -211,7 +211,7 @@ def wait_ready(api: Any, where: str, timeout: float = 600.0, interval: float = 2
     """Wait until the controller has an available replica (its webhooks admit the queues).
 
     Raises:
-        BackendError: not ready within ``timeout`` seconds (xpk waits 10 min, L45-47).
+        BackendError: not ready within ``timeout`` seconds (xpk waits 10 min, L47, L269-271).
     """
     deadline = clock() + timeout
     while True:
