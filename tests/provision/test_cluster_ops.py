@@ -265,4 +265,5 @@ def test_describe_shows_pools_capacity_and_jobset(httpserver, monkeypatch, capsy
     assert "TPU capacity: 28 chips in 2 TPU node pools" in out
     assert "nodes: as the cluster reports them" in out
     assert "JobSet: installed v0.12.0" in out
+    assert "Kueue: not installed" in out
     assert "tpu-slice-1" in out and "ct5lp-hightpu-4t" in out

@@ -162,7 +162,8 @@ def create(
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
 
 
-@app.command("describe", help="Node pools, TPU capacity and the installed JobSet version.")
+@app.command("describe", help="Node pools, TPU capacity and the installed JobSet and Kueue "
+             "versions.")
 def describe(
     name: str | None = NameArg,
     cluster_name: str | None = ClusterOpt,
@@ -212,6 +213,10 @@ def describe(
         out.print(f"JobSet: {'installed ' + st.version if st.installed else 'not installed'}"
                   + (f", {st.ready_replicas} controller replica(s) ready" if st.installed
                      else ""), markup=False)
+        from elastix.provision import kueue_install
+        kq = kueue_install.status(api, where)
+        out.print(f"Kueue: {'installed ' + kq.version if kq.installed else 'not installed'}",
+                  markup=False)
 
 
 def _nodes(api) -> list[dict] | None:
