@@ -124,3 +124,21 @@ def test_a_queue_without_kueue_installed_is_a_notice(fake_cluster):
     assert "Kueue is not installed: the label kueue.x-k8s.io/queue-name=multislice-queue " \
         "has no effect" in proc.stdout + proc.stderr
     assert _jobsets(fake_cluster) == ["demo"]
+
+
+def test_reasons_without_a_workload_and_for_a_retrying_check():
+    from elastix.backends.gke import kueue
+
+    none = kueue.queue_status("q", None, None, None)
+    assert kueue.reasons(none) == ["queued in LocalQueue q: Kueue has no Workload for it yet "
+                                   "(is Kueue running, and does the LocalQueue exist?)"]
+    wl = {"metadata": {"name": "jobset-demo-abcde"}, "status": {"admissionChecks": [
+        {"name": "dws-prov", "state": "Retry", "message": "ProvisioningRequest failed"},
+        {"name": "other", "state": "Ready", "message": ""}]}}
+    q = kueue.queue_status("q", wl, [], None)
+    assert q.visibility == "not in the queue's pending list (being admitted, or just requeued)"
+    assert kueue.reasons(q) == [
+        "Kueue Workload jobset-demo-abcde in LocalQueue q: no quota reserved",
+        "admission check dws-prov Retry: ProvisioningRequest failed",
+        "queue position not shown: not in the queue's pending list (being admitted, or just "
+        "requeued)"]

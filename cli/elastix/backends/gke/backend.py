@@ -150,11 +150,15 @@ class GKEBackend(Backend):
         queue), the API server refuses its pods (no class). One read each, before creating."""
         from elastix.backends.gke.kueue import KueueReader, queue_name
 
-        prios = {(((rj.get("template") or {}).get("spec") or {}).get("template") or {}).get(
-            "spec", {}).get("priorityClassName")
-            for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []} - {None}
-        problems, notices = KueueReader(self.ns).missing(queue_name(manifest),
-                                                         next(iter(sorted(prios)), None))
+        prios = set()
+        for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
+            pod = ((rj.get("template") or {}).get("spec") or {}).get("template") or {}
+            prios.add((pod.get("spec") or {}).get("priorityClassName"))
+        prios.discard(None)
+        reader = KueueReader(self.ns)
+        problems, notices = reader.missing(queue_name(manifest), None)
+        for prio in sorted(prios):  # each pod template's class (elastix: the workers')
+            problems += reader.missing(None, prio)[0]
         self.notices.extend(notices)
         return problems
 
