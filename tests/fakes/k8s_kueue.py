@@ -65,6 +65,9 @@ class Kueue:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.visibility = True
+        # Workload uid -> creation order: timestamps have whole seconds, so two Workloads made
+        # in one second would tie; Kueue's queue keeps them in arrival order.
+        self.arrival: dict[str, int] = {}
         store.listeners.append(self.on_event)
 
     @property
@@ -111,7 +114,8 @@ class Kueue:
                 "type": "QuotaReserved", "status": "False", "reason": "Misconfigured",
                 "message": f"LocalQueue {queue} doesn't exist",
                 "lastTransitionTime": md.get("creationTimestamp")}]
-        self.store.put(self.res("workloads"), wl, "ADDED")
+        stored = self.store.put(self.res("workloads"), wl, "ADDED")
+        self.arrival[stored["metadata"]["uid"]] = len(self.arrival)
 
     def workload_of(self, namespace: str, jobset: str) -> dict | None:
         js = self.store.get(self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets"),
@@ -150,7 +154,8 @@ class Kueue:
 
         def order(wl: dict):
             return (-(wl.get("spec") or {}).get("priority", 0),
-                    wl["metadata"].get("creationTimestamp") or "", wl["metadata"]["name"])
+                    wl["metadata"].get("creationTimestamp") or "",
+                    self.arrival.get(wl["metadata"].get("uid"), 0))
 
         lq = self.store.get(self.res("localqueues"), namespace, queue) or {}
         cq = (lq.get("spec") or {}).get("clusterQueue")
