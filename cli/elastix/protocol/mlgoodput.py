@@ -37,6 +37,9 @@ from __future__ import annotations
 
 from typing import Any
 
+ENTRIES_SUFFIX = ".ml-goodput.jsonl"
+"""The trainer writes ml-goodput-measurement's records beside a local events file: its name with
+this suffix for the extension (``run/events.jsonl`` -> ``run/events.ml-goodput.jsonl``)."""
 SNAPSHOT = "HOST_SNAPSHOT"
 """The custom badput type a host snapshot is recorded as (the library would count it
 productive otherwise)."""

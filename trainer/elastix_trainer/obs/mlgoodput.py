@@ -42,7 +42,7 @@ def entries_path(events_file: str) -> str:
     """Where the records of a local events file go: ``run/events.jsonl`` ->
     ``run/events.ml-goodput.jsonl``."""
     stem, _ = os.path.splitext(events_file)
-    return stem + ".ml-goodput.jsonl"
+    return stem + rec.ENTRIES_SUFFIX
 
 
 class FileWriter:

@@ -19,9 +19,13 @@ import os
 import re
 from pathlib import Path
 
+from elastix.protocol import mlgoodput
+
 OWN = frozenset({"logs", "manifest.json", "plan.json", "state.json", "procs.jsonl",
-                 "supervisor.log", "events.jsonl", "hb", "health.sock", "maxtext-standin"})
-"""What the launcher (backend, supervisor, default trainer's events) writes in the directory."""
+                 "supervisor.log", "events.jsonl", "hb", "health.sock", "maxtext-standin",
+                 "events" + mlgoodput.ENTRIES_SUFFIX})
+"""What the launcher (backend, supervisor, default trainer's events and the ml-goodput records
+it writes beside them) writes in the directory."""
 _OWN_TMP = re.compile(r"^\..+\.\d+\.tmp$")  # ``state.write_json_atomic``'s half-written files
 
 SHOWN = 3
