@@ -3,7 +3,7 @@
 # measure the recovery against bounds, keep the evidence, clean up.
 #
 #   bash docs/ci/smoke.sh all        # every step below, cleanup even on failure
-#   bash docs/ci/smoke.sh create|wait|chaos|collect|cleanup   # one step (CI systems with steps)
+#   bash docs/ci/smoke.sh create|wait|chaos|collect|report|cleanup   # one step (CI with steps)
 #
 # Settings (environment, all optional):
 #   ELASTIX         the elastix command                       [elastix]
@@ -22,8 +22,9 @@
 #   TIMEOUT         give up on one recovery after             [5m]
 #   WAIT_TIMEOUT    give up waiting for training after        [10m]
 #   OUT             folder for the evidence                   [elastix-smoke]
-# Evidence in $OUT: chaos.json (the report), junit.xml, summary.md (also appended to
-# $GITHUB_STEP_SUMMARY when set), goodput.png, head.log, status.json.
+# Evidence in $OUT: chaos.json (the report), junit.xml, summary.md, goodput.png, head.log,
+# status.json. `report` appends summary.md to $GITHUB_STEP_SUMMARY when set (else prints it), or
+# a line saying that chaos never reported.
 # Exit codes are elastix's (README.md, "Exit codes"): 0 every bound met, 3 a bound missed,
 # 4 the workload died, 5 it completed before the last kill, 6 it never trained in time.
 set -euo pipefail
@@ -43,6 +44,7 @@ output() {  # a step output for GitHub Actions; nothing elsewhere
 
 step_create() {
   mkdir -p "$out"
+  rm -f "$out/summary.md"  # a report left from another run is not this one's
   "$elastix" workload create "$workload" "${create[@]}" "${target[@]}" --replace
   output workload "$workload"
 }
@@ -65,9 +67,6 @@ step_chaos() {
     --fault "${FAULT:-kill}" "${aim[@]}" --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
     --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \
     --plot "$out/goodput.png" "${target[@]}" > "$out/chaos.json" || rc=$?
-  if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/summary.md" ]; then
-    cat "$out/summary.md" >> "$GITHUB_STEP_SUMMARY"
-  fi
   output exit_code "$rc"
   return "$rc"
 }
@@ -76,6 +75,20 @@ step_collect() {  # best effort: the evidence of a failed run matters most
   mkdir -p "$out"
   "$elastix" logs "$workload" "${target[@]}" > "$out/head.log" 2>&1 || true
   "$elastix" workload status "$workload" -o json "${target[@]}" > "$out/status.json" 2>&1 || true
+}
+
+step_report() {  # the Markdown report for the job's page, whatever happened before
+  local text
+  if [ -f "$out/summary.md" ]; then
+    text=$(cat "$out/summary.md")
+  else
+    text="elastix smoke \`$workload\`: no chaos report (a step before \`chaos run\` failed)"
+  fi
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    printf '%s\n' "$text" >> "$GITHUB_STEP_SUMMARY"
+  else
+    printf '%s\n' "$text"
+  fi
 }
 
 step_cleanup() {
@@ -87,12 +100,13 @@ case "${1:-all}" in
   wait) step_wait ;;
   chaos) step_chaos ;;
   collect) step_collect ;;
+  report) step_report ;;
   cleanup) step_cleanup ;;
   all)
-    trap 'step_collect; step_cleanup || true' EXIT
+    trap 'step_collect; step_report; step_cleanup || true' EXIT
     step_create
     step_wait
     step_chaos
     ;;
-  *) echo "usage: $0 [all|create|wait|chaos|collect|cleanup]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|create|wait|chaos|collect|report|cleanup]" >&2; exit 2 ;;
 esac

