@@ -217,8 +217,9 @@ def _gone(tmp: Path) -> None:
 def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env, slow_run):
     steps, work, summary = run_workflow(tmp_path, ci_env)
     ran = [s for s in steps if "rc" in s]
-    assert [s["name"] for s in ran][:3] == ["Create the smoke workload", "Wait until it trains",
-                                            "Kill a worker and measure the recovery"]
+    assert [s["name"] for s in ran][:4] == [
+        "Keep elastix's state in the runner's temporary directory", "Create the smoke workload",
+        "Wait until it trains", "Kill a worker and measure the recovery"]
     for s in ran:
         assert s["rc"] == 0, f"{s['name']} exited {s['rc']}\n{s['stdout']}\n{s['stderr']}"
     suite = _junit(work)
@@ -344,3 +345,27 @@ def test_the_install_step_installs_elastix_from_its_checkout_as_written(tmp_path
                        timeout=300)
     assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
     assert re.search(r"^Would install .*\belastix-", p.stdout, re.M), p.stdout
+
+
+def test_the_report_step_says_when_chaos_never_reported(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORKLOAD": "smoke-1",
+           "GITHUB_STEP_SUMMARY": str(summary)}
+    p = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "report"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert summary.read_text() == ("earlier step\nelastix smoke `smoke-1`: no chaos report "
+                                   "(a step before `chaos run` failed)\n")
+
+
+def test_every_line_a_user_edits_is_marked_and_listed_in_the_readme():
+    """The lines marked `# YOURS` are the ones README's "In CI" section tells a user to edit."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## In CI: a chaos smoke job"):readme.index("## Exit codes")]
+    for workflow in WORKFLOWS:
+        keys = [line.split(":")[0].strip() for line in workflow.read_text().splitlines()
+                if re.search(r"#\s*YOURS\b", line) and not line.lstrip().startswith("#")]
+        assert keys, workflow
+        for key in keys:
+            assert f"`{key}`" in section or f"`{key}:`" in section, (workflow.name, key)
