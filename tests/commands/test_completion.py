@@ -99,7 +99,7 @@ def _offered(line: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("line", "want"), [
-    ("workload list -o ", ["table", "wide", "json", "yaml"]),
+    ("workload list -o ", ["table", "wide", "json", "yaml", "name"]),
     ("workload list --output w", ["wide"]),
     ("workload status demo -o ", ["table", "json", "yaml"]),
     ("workload create demo -o ", ["yaml", "json"]),
@@ -129,7 +129,7 @@ def test_value_completion_through_the_shell_protocol(cli):
     """The bash protocol end to end (the real entry point, as bash calls it)."""
     r = _complete(cli, "elastix workload list -o ")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["table", "wide", "json", "yaml"]
+    assert r.stdout.split() == ["table", "wide", "json", "yaml", "name"]
     r = _complete(cli, "elastix workload create demo --tpu-type v5litepod-6")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["v5litepod-64"]

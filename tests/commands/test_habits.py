@@ -72,3 +72,99 @@ def test_logs_tail_minus_one_means_every_line(cli, tmp_path):
                                                    "HOME": str(tmp_path)})
     assert "--tail" not in r.stderr  # accepted; the missing workload is the only complaint
     assert "nosuch" in r.stderr
+
+
+# -- kubectl's habits: answered through the same path as xpk's flags ------------------------------
+
+def _local(state, **labels_by_name):
+    """Local workloads as submit leaves them (a plan.json); no processes."""
+    from elastix.backends.local.plan import make_plan
+    from elastix.backends.local.state import write_json_atomic
+    from elastix.workload.render import render
+    from elastix.workload.spec import build_spec
+
+    for name, labels in labels_by_name.items():
+        spec = build_spec(None, {"name": name, "tpu_type": "v5litepod-16", "num_slices": 3,
+                                 "docker_image": "img:1", "command": "true", "labels": labels})
+        d = state / name
+        d.mkdir(parents=True)
+        write_json_atomic(d / "plan.json", make_plan(render(spec), d, {}, str(state)).to_json())
+    return state
+
+
+def _run(capsys, *args):
+    from elastix.main import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_kubectl_wait_spellings_mean_the_elastix_condition(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ELASTIX_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ELASTIX_BACKEND", "local")
+    code, _, err = _run(capsys, "workload", "wait", "gone", "--for=delete", "--timeout", "5s")
+    assert (code, err.strip()) == (0, "workload gone: deleted")  # kubectl's own spelling
+    code, _, err = _run(capsys, "workload", "wait", "gone", "--for=condition=Complete")
+    assert code != 2 and "not found" in err  # taken as completed; the workload is the complaint
+    code, _, err = _run(capsys, "workload", "wait", "w", "--for=condition=Ready")
+    assert code == 2 and "nearest elastix condition is --for running" in err
+    assert len(err.strip().splitlines()) == 2
+    code, _, err = _run(capsys, "workload", "wait", "w", "--for=condition=Progressing")
+    assert code == 2 and "running, stepping, completed or deleted" in err
+
+
+def test_wait_conditions_are_the_measurements(capsys):
+    from elastix.commands import wait
+    from elastix.measure import wait as measure_wait
+
+    assert wait.CONDITIONS == measure_wait.CONDITIONS
+
+
+def test_list_o_name_prints_workload_slash_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ELASTIX_STATE_DIR", str(_local(tmp_path / "s", a={}, b={})))
+    monkeypatch.setenv("ELASTIX_BACKEND", "local")
+    code, out, _ = _run(capsys, "workload", "list", "-o", "name")
+    assert (code, sorted(out.splitlines())) == (0, ["workload/a", "workload/b"])
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["workload", "list", "-A"], "-A is kubectl's; elastix workload list says -n NAMESPACE"),
+    (["workload", "list", "--all-namespaces"], "elastix workload list says -n NAMESPACE"),
+    (["get"], "elastix says 'elastix workload list'"),
+    (["describe", "w"], "elastix says 'elastix workload status NAME'"),
+    (["workload", "get"], "elastix says 'elastix workload list'"),
+    (["workload", "describe", "w"], "elastix says 'elastix workload status NAME'"),
+])
+def test_kubectl_habits_get_the_elastix_spelling(capsys, args, says):
+    code, _, err = _run(capsys, *args)
+    assert code == 2 and says in err and "kubectl's" in err
+    assert len(err.strip().splitlines()) == 2  # one error line, one hint
+
+
+# -- value completion: --for, --slice, -l, from the local backend ----------------------------------
+
+def _complete(cli, words: str):
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    r = cli(env={"_ELASTIX_COMPLETE": "complete_bash", "COMP_WORDS": words,
+                 "COMP_CWORD": str(cword)})
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_for_slice_and_selector_values_complete(cli, tmp_path):
+    state = _local(tmp_path / "s", alpha={"team": "ml"}, beta={"team": "web", "env": "dev"})
+    at = f"--backend local --state-dir {state}"
+    assert _complete(cli, "elastix workload wait alpha --for ") == [
+        "running", "stepping", "completed", "deleted"]
+    assert _complete(cli, "elastix workload wait alpha --for s") == ["stepping"]
+    # no status yet (a plan only): the slice count of its plan, 0..N-1
+    assert _complete(cli, f"elastix logs alpha {at} --slice ") == ["0", "1", "2"]
+    assert _complete(cli, f"elastix chaos kill-worker {at} --workload beta --slice 2") == ["2"]
+    assert _complete(cli, f"elastix logs nosuch {at} --slice ") == []
+    offered = _complete(cli, f"elastix workload list {at} -l ")
+    assert {"env=dev", "team=ml", "team=web"} <= set(offered)  # and elastix's own labels
+    assert _complete(cli, f"elastix workload delete {at} --selector team=w") == ["team=web"]
+    assert _complete(cli, f"elastix workload list {at} -l env=dev,t") == [
+        "env=dev,team=ml", "env=dev,team=web"]

@@ -17,6 +17,7 @@ from elastix.commands.options import (
     WorkloadName,
     check_output,
     check_window,
+    complete_slice,
     output_option,
     parse_duration_in,
     with_target,
@@ -199,7 +200,8 @@ def kill_worker(
     target: Target,
     name: WorkloadName,
     slice_: Annotated[int | None, typer.Option(
-        "--slice", help="Kill a worker of this slice [random].")] = None,
+        "--slice", help="Kill a worker of this slice [random].",
+        autocompletion=complete_slice)] = None,
     host: Annotated[int | None, typer.Option(
         "--host", help="Kill this host of --slice [random].")] = None,
     seed: Annotated[int | None, typer.Option(

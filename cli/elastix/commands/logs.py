@@ -9,6 +9,7 @@ import typer
 from elastix.backends import Target, get_backend
 from elastix.commands.options import (
     WorkloadName,
+    complete_slice,
     parse_duration_in,
     with_target,
     with_workload_option,
@@ -27,7 +28,8 @@ def logs(
         "--container", "-c", help="Container: the main one by default; pathways-proxy or "
                                   "pathways-rm on the head.")] = None,
     slice_: Annotated[int | None, typer.Option(
-        "--slice", help="A worker of this slice instead of the head.")] = None,
+        "--slice", help="A worker of this slice instead of the head.",
+        autocompletion=complete_slice)] = None,
     host: Annotated[int | None, typer.Option(
         "--host", help="Host (pod index) within --slice [0].")] = None,
     since: Annotated[str | None, typer.Option(

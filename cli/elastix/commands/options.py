@@ -59,16 +59,11 @@ LocationOpt = Annotated[str | None, typer.Option(
 StateDirOpt = Annotated[str | None, typer.Option(
     "--state-dir", help="Local backend: state directory.", envvar="ELASTIX_STATE_DIR")]
 
-Selector = Annotated[str | None, typer.Option(
-    "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
-                             "key!=value, 'key in (a,b)', key, !key; joined by commas "
-                             "(labels are set with workload create --label).",
-    show_default=False)]
-COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for workload names before it gets none
+COMPLETION_TIMEOUT = 2.0  # seconds a shell waits for the backend's answer before it gets none
 
 
-def complete_workload_name(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Workload names for shell completion, from the backend the command line names so far.
+def _ask_backend(ctx: typer.Context, read: Callable[[Any], list[str]]) -> list[str]:
+    """``read(backend)`` for the backend the command line names so far, for completion.
 
     Completion must never get in the way of typing: on any error, or without an answer within
     ``COMPLETION_TIMEOUT`` seconds (a cluster out of reach), it offers nothing.
@@ -81,16 +76,74 @@ def complete_workload_name(ctx: typer.Context, incomplete: str) -> list[str]:
         try:
             target = Target(**{name: ctx.params.get(name, default)
                                for name, _, default in TARGET_OPTIONS})
-            found.extend(w.name for w in get_backend(target).list())
+            found.extend(read(get_backend(target)))
         except Exception:  # completion offers nothing rather than fail
             found.clear()
 
-    thread = threading.Thread(target=ask, name="complete-workload", daemon=True)
+    thread = threading.Thread(target=ask, name="complete", daemon=True)
     thread.start()
     thread.join(COMPLETION_TIMEOUT)
-    if thread.is_alive():
+    return [] if thread.is_alive() else list(found)
+
+
+def complete_workload_name(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Workload names for shell completion, from the backend the command line names so far."""
+    names = _ask_backend(ctx, lambda b: [w.name for w in b.list()])
+    return sorted(n for n in names if n.startswith(incomplete))
+
+
+def complete_slice(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The slice indices of the workload the line names: from its status (one read of the
+    backend, as ``status`` makes), else 0..N-1 from its slice count."""
+    ctx = _before_pending_option(ctx)
+    name = ctx.params.get("name") or ctx.params.get("workload")
+    if not name:
         return []
-    return sorted(n for n in found if n.startswith(incomplete))
+
+    def read(backend: Any) -> list[str]:
+        st = backend.status(name)
+        return [str(s.index) for s in st.slices] or [str(i) for i in range(st.num_slices)]
+
+    return [i for i in _ask_backend(ctx, read) if i.startswith(incomplete)]
+
+
+def _before_pending_option(ctx: typer.Context) -> typer.Context:
+    """The command line parsed up to the option being completed.
+
+    click parses the line with that option still waiting for its value, which stops its
+    parser before the positional NAME is read (click 8.5): the line the shell sent
+    (``COMP_WORDS``, set by bash, zsh and fish alike) is parsed again without it.
+    """
+    import os
+
+    if ctx.params.get("name") or ctx.params.get("workload") or "COMP_WORDS" not in os.environ:
+        return ctx
+    try:
+        from click.parser import split_arg_string
+        from click.shell_completion import _resolve_context
+
+        words = split_arg_string(os.environ["COMP_WORDS"])[1:]
+        last = max(i for i, w in enumerate(words) if w.startswith("-"))
+        return _resolve_context(ctx.find_root().command, {}, ctx.find_root().info_name or "",
+                                words[:last])
+    except Exception:  # completion offers nothing rather than fail
+        return ctx
+
+
+def complete_selector(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``key=value`` of the existing workloads' labels, for the last term of a ``-l`` list."""
+    head, _, term = incomplete.rpartition(",")
+    head = head + "," if head else ""
+    pairs = _ask_backend(ctx, lambda b: [f"{k}={v}" for w in b.list()
+                                         for k, v in w.labels.items()])
+    return [head + p for p in sorted(set(pairs)) if p.startswith(term)]
+
+
+Selector = Annotated[str | None, typer.Option(
+    "--selector", "-l", help="Only workloads whose labels match, as kubectl's: key=value, "
+                             "key!=value, 'key in (a,b)', key, !key; joined by commas "
+                             "(labels are set with workload create --label).",
+    show_default=False, autocompletion=complete_selector)]
 
 
 WorkloadName = Annotated[str, typer.Argument(help="Workload name (or --workload NAME).",

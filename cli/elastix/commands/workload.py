@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 GOODPUT_OUTPUTS = ("table", "json")
 GOODPUT_CATEGORIES = ("elastix", "ml-goodput")
-LIST_OUTPUTS = ("table", "wide", "json", "yaml")
+LIST_OUTPUTS = ("table", "wide", "json", "yaml", "name")
 STATUS_OUTPUTS = ("table", "json", "yaml")
 CREATE_OUTPUTS = ("yaml", "json")
 TableOrJson = Annotated[str, output_option(GOODPUT_OUTPUTS, "table or json.")]
@@ -345,7 +345,8 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
 @with_target
 def list_(target: Target, output: Annotated[str, output_option(
               LIST_OUTPUTS, "table, wide (with step time, goodput, pods, JobSet restarts, "
-                            "head), json or yaml.")] = "table",
+                            "head), json, yaml, or name (workload/NAME a line, as kubectl's "
+                            "-o name).")] = "table",
           selector: Selector = None,
           watch: Watch = False, interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, last step and when, loss, restarts, age."""
@@ -357,6 +358,10 @@ def list_(target: Target, output: Annotated[str, output_option(
     check_output(output, LIST_OUTPUTS)
     chosen = parse(selector) if selector is not None else None
     backend = get_backend(target)
+    if output == "name":  # kubectl's <resource>/<name>, the resource as elastix names it
+        for s in backend.list(chosen):
+            typer.echo(f"workload/{s.name}")
+        return
     if output in ("json", "yaml"):
         items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
                  for s in backend.list(chosen)]

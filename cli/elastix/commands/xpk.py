@@ -1,4 +1,4 @@
-"""xpk's flag spellings that elastix does not take, and what to type instead.
+"""xpk's and kubectl's spellings that elastix does not take, and what to type instead.
 
 xpk users bring their habits. A flag spelled and meaning the same in both is simply accepted
 (``--tpu-type``, ``--num-slices``, ``--workload``, ``--cluster``...), and a few same-meaning
@@ -6,7 +6,9 @@ spellings are aliases (:data:`ALIASES`). Every other xpk flag of the Pathways co
 listed here, per elastix command, so that ``main`` turns click's "No such option" into a
 did-you-mean naming the elastix flag, or saying why elastix has none. The flag list is
 ``tests/fixtures/xpk_pathways_flags.json`` (read from xpk's parsers); ``docs/from-xpk.md``
-is the prose.
+is the prose. kubectl's habits (``get``, ``describe``, ``-A``, ``--for=delete``...) go
+through the same two answers, worded as kubectl's (:data:`KUBECTL_SPELLINGS`,
+:data:`KUBECTL_COMMANDS`, :func:`kubectl_for`); ``docs/from-xpk.md`` lists them too.
 """
 
 from __future__ import annotations
@@ -121,11 +123,31 @@ def aliases(command: str, flag: str) -> tuple[str, ...]:
     return ALIASES.get((command, flag), ())
 
 
+_ONE_NAMESPACE = ("elastix lists one namespace at a time: -n NAMESPACE (default: default); "
+                  "the local backend has none")
+
+# kubectl flags that elastix has no equivalent for, per command (same shape as SPELLINGS).
+KUBECTL_SPELLINGS: dict[str, dict[str, Entry]] = {
+    "workload list": {"-A": ("-n NAMESPACE", _ONE_NAMESPACE),
+                      "--all-namespaces": ("-n NAMESPACE", _ONE_NAMESPACE)},
+    "workload delete": {"--all": ("-l key=value", "elastix deletes by NAME or by label"),
+                        "-A": ("-n NAMESPACE", _ONE_NAMESPACE),
+                        "--all-namespaces": ("-n NAMESPACE", _ONE_NAMESPACE)},
+    "workload status": {"-A": ("-n NAMESPACE", _ONE_NAMESPACE),
+                        "--all-namespaces": ("-n NAMESPACE", _ONE_NAMESPACE)},
+}
+
+
 def did_you_mean(command: str, option: str) -> tuple[str, str] | None:
-    """The message and hint for an xpk flag ``option`` given to ``command``, or None.
+    """The message and hint for an xpk (or kubectl) flag ``option`` given to ``command``, or
+    None.
 
     ``command`` is the path below ``elastix`` (``"workload create"``).
     """
+    kubectl = KUBECTL_SPELLINGS.get(command, {}).get(option)
+    if kubectl is not None:
+        flag, note = kubectl
+        return f"{option} is kubectl's; elastix {command} says {flag}", note
     entry = SPELLINGS.get(command, {}).get(option) or _EVERYWHERE.get(option)
     if entry is None:
         return None
@@ -152,11 +174,7 @@ COMMANDS: dict[tuple[str, str], Entry] = {
 }
 
 
-def did_you_mean_command(group: str, name: str) -> tuple[str, str] | None:
-    """The message and hint for an xpk command ``name`` typed under ``group``, or None.
-
-    ``group`` is the path below ``elastix`` (``"workload"``; ``""`` at the top).
-    """
+def _xpk_command(group: str, name: str) -> tuple[str, str] | None:
     entry = COMMANDS.get((group, name))
     if entry is None:
         return None
@@ -165,3 +183,65 @@ def did_you_mean_command(group: str, name: str) -> tuple[str, str] | None:
     if instead is None:
         return f"'{typed}' is an xpk command; elastix has none", f"{note} (docs/from-xpk.md)"
     return f"'{typed}' is xpk's; elastix says 'elastix {instead}'", note
+
+
+# kubectl's commands typed to elastix (group, command) -> (the elastix command, note).
+KUBECTL_COMMANDS: dict[tuple[str, str], Entry] = {
+    ("", "get"): ("workload list", "one namespace's workloads (-o wide, -o name, -l key=value)"),
+    ("", "describe"): ("workload status NAME", "its pods, slices, restarts and why it is stuck"),
+    ("workload", "get"): ("workload list", "or elastix workload status NAME for one"),
+    ("workload", "describe"): ("workload status NAME", "its pods, slices, restarts and why it "
+                                                       "is stuck"),
+}
+
+
+def did_you_mean_command(group: str, name: str) -> tuple[str, str] | None:
+    """The message and hint for an xpk or kubectl command ``name`` typed under ``group``, or
+    None.
+
+    ``group`` is the path below ``elastix`` (``"workload"``; ``""`` at the top).
+    """
+    kubectl = KUBECTL_COMMANDS.get((group, name))
+    if kubectl is not None:
+        typed = f"{group} {name}".strip()
+        return f"'{typed}' is kubectl's; elastix says 'elastix {kubectl[0]}'", kubectl[1]
+    return _xpk_command(group, name)
+
+
+# kubectl wait's --for values -> the elastix condition they mean exactly.
+KUBECTL_FOR = {"delete": "deleted", "condition=complete": "completed",
+               "condition=completed": "completed"}
+
+
+def kubectl_for(value: str) -> str:
+    """``workload wait --for``: kubectl's spelling of an elastix condition as that condition.
+
+    Raises:
+        UsageError: a kubectl condition elastix has no exact match for, answered with the
+            nearest (``condition=Ready`` -> ``running`` or ``stepping``).
+    """
+    from elastix.errors import UsageError
+
+    exact = KUBECTL_FOR.get(value.lower())
+    if exact is not None:
+        return exact
+    lower = value.lower()
+    if lower.startswith(("condition=", "jsonpath=", "create")):
+        cond = value.partition("=")[2] or value
+        if lower in ("condition=ready", "condition=available", "create"):
+            return _nearest(value, "running", "the workload's pods are up; --for stepping "
+                                              "once it trains after a save")
+        if lower.startswith("condition=failed"):
+            return _nearest(value, "completed", "wait --for completed ends at once, exit 4, "
+                                                "when the workload fails")
+        raise UsageError(f"--for {value!r} is kubectl's; elastix waits for running, stepping, "
+                         "completed or deleted", hint=f"no elastix condition is {cond!r}; "
+                         "e.g. --for stepping (training, after its first save)")
+    return value
+
+
+def _nearest(value: str, cond: str, note: str) -> str:
+    from elastix.errors import UsageError
+
+    raise UsageError(f"--for {value!r} is kubectl's; the nearest elastix condition is "
+                     f"--for {cond}", hint=note)
