@@ -60,3 +60,90 @@ def test_list_fits_80_columns_and_counts_slice_restarts_as_status_does():
     line = training_line(p, now)
     assert line.startswith(f"training: step {p.last_step} (7s ago)") and "goodput" in line
     assert "training: nothing to read yet" in _render(status_renderable(_status(), progress=None))
+
+
+# -- a recovery under way, as status --watch shows it ---------------------------------------------
+
+def _cut_after(event: str) -> list[dict]:
+    """The real run's records up to its recovery's ``event`` (as a file read mid-recovery)."""
+    recs = _records()
+    end = next(i for i, r in enumerate(recs) if r["event"] == event)
+    return recs[:end + 1]
+
+
+def test_a_recovery_under_way_replaces_the_stale_step_line():
+    from elastix.measure.events import parse_ts
+
+    for event, phase in [("elastic_detected", "cleanup"),
+                         ("elastic_cleanup_done", "waiting for slices"),
+                         ("elastic_slices_ready", "restore"), ("elastic_restored", "first step")]:
+        recs = _cut_after(event)
+        p = progress(events_from_records(recs))
+        assert p.recovering is not None and p.recovering.phase == phase, event
+        assert p.recovering.lost_slices == [0] and p.recovering.index == 1
+        now = dt.datetime.fromtimestamp(parse_ts(recs[-1]["ts"]) / 1000 + 3.2, dt.timezone.utc)
+        line = training_line(p, now)
+        assert line.startswith(f"training: recovering: {phase} for 3.2 s (slice 0 lost); "
+                               "recovery 1, "), line
+        assert f"last step {p.last_step} (" in line
+        assert p.to_json()["recovering"]["phase"] == phase
+    assert progress(events_from_records(_cut_after("elastic_first_step"))).recovering is None
+    assert progress(events_from_records(_records())).recovering is None
+    ended = [*_cut_after("elastic_cleanup_done"),
+             {**_records()[-1], "ts": _cut_after("elastic_cleanup_done")[-1]["ts"]}]
+    assert progress(events_from_records(ended)).recovering is None  # run_end: it gave up
+
+
+def test_status_watch_says_when_it_refreshed_and_the_recovery_phase(tmp_path):
+    """The real CLI, piped: every frame names its refresh time and, on a workload whose
+    events file stops inside a recovery (the real run's, moved to now), the phase."""
+    import re
+    import subprocess
+    import sys
+    import threading
+
+    from fake_cluster import interrupt, wait_for
+
+    from elastix.backends.local.plan import Plan
+    from elastix.backends.local.state import WorkloadState, write_json_atomic
+    from elastix.measure.events import parse_ts
+    from elastix.protocol import timefmt
+
+    recs = _cut_after("elastic_cleanup_done")
+    shift = timefmt.to_ms(timefmt.utc_now()) - 1000 - parse_ts(recs[-1]["ts"])
+    d = tmp_path / "demo"
+    d.mkdir()
+    plan = Plan(name="demo", created="2026-11-29T10:40:00.000000Z", dir=str(d), cwd="/",
+                num_slices=2, hosts_per_slice=1, backoff_limit=1, max_restarts=0,
+                devices_per_slice=1, scheduling_delay=0.0, health_timeout=2.0,
+                heartbeat_interval=0.2, health_address="udp:127.0.0.1:9",
+                events_file=str(d / "events.jsonl"), head_command=["true"], head_env=[],
+                worker_env=[], marker="m")
+    write_json_atomic(d / "plan.json", plan.to_json())
+    WorkloadState(state="Running").write(d)
+    (d / "events.jsonl").write_text("".join(
+        json.dumps({**r, "ts": timefmt.from_ms(parse_ts(r["ts"]) + shift)}) + "\n"
+        for r in recs))
+    import os
+
+    env = {**os.environ, "ELASTIX_STATE_DIR": str(tmp_path), "ELASTIX_BACKEND": "local",
+           "NO_COLOR": "1", "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "elastix", "workload", "status", "demo",
+                             "--watch", "--interval", "0.2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    err: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
+    try:
+        wait_for(lambda: sum(x.startswith("refreshed ") for x in lines) >= 2, timeout=60,
+                 what="two frames")
+    finally:
+        code = interrupt(proc, lambda: "".join(err))
+    assert code == 130, "".join(err)
+    assert re.match(r"refreshed \d\d:\d\d:\d\dZ, every 0\.2s \(Ctrl-C to stop\)$",
+                    next(x for x in lines if x.startswith("refreshed ")).rstrip())
+    training = [x for x in lines if x.startswith("training:")]
+    assert training and all(re.match(r"training: recovering: waiting for slices for "
+                                     r"\d+\.\d s \(slice 0 lost\); recovery 1, ", x)
+                            for x in training), training

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands import xpk
+from elastix.commands import examples, xpk
 from elastix.commands.options import (
     BackendOpt,
     ClusterOpt,
@@ -325,21 +325,30 @@ def _watch(render: Callable[[], Any], interval: float) -> None:
     """
     import time
 
+    from rich.console import Group
     from rich.live import Live
+    from rich.text import Text
 
+    from elastix.protocol.timefmt import utc_now
     from elastix.views.console import console as make_console
+
+    every = examples.duration_text(interval)
+
+    def frame() -> Any:  # when it was read, so a frame that does not change still says so
+        return Group(Text(f"refreshed {utc_now():%H:%M:%S}Z, every {every} (Ctrl-C to stop)",
+                          style="dim"), render())
 
     console = make_console()
     if not console.is_terminal:
         while True:
-            console.print(render())
+            console.print(frame())
             console.print()
             console.file.flush()
             time.sleep(interval)  # a refresh period, not synchronisation
-    with Live(render(), console=console, auto_refresh=False) as live:
+    with Live(frame(), console=console, auto_refresh=False) as live:
         while True:
             time.sleep(interval)
-            live.update(render(), refresh=True)
+            live.update(frame(), refresh=True)
 
 
 @with_target

@@ -27,6 +27,22 @@ the run's pace."""
 
 
 @dataclasses.dataclass(frozen=True)
+class Recovering:
+    """A recovery under way: its events began, its first step has not come yet."""
+
+    index: int
+    phase: str
+    """Where it is, by its last event: ``cleanup`` (detected), ``waiting for slices``,
+    ``restore``, ``first step`` (restored, compiling); a restart: ``restore``, ``first step``."""
+    phase_since: int
+    """When that phase began (ms since the epoch)."""
+    since: int
+    """When the recovery began (``elastic_detected``, or the new process's ``run_start``)."""
+    lost_slices: list[int] = dataclasses.field(default_factory=list)
+    """The slices lost, and lost again while it waited."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Progress:
     """Training as the events tell it; every value None when the events do not say."""
 
@@ -39,6 +55,8 @@ class Progress:
     recoveries: int | None = 0
     """None where only the log's last lines were read (``list`` on GKE)."""
     live_slices: int | None = None
+    recovering: Recovering | None = None
+    """A recovery under way (the last step and its slices are from before it), else None."""
 
     def seconds_since_step(self, now_ms: int) -> float | None:
         return None if self.last_step_at is None else max(0.0, (now_ms - self.last_step_at) / 1000)
@@ -46,6 +64,9 @@ class Progress:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["last_step_at"] = fmt_ms(self.last_step_at) if self.last_step_at is not None else None
+        if self.recovering is not None:
+            out["recovering"].update(phase_since=fmt_ms(self.recovering.phase_since),
+                                     since=fmt_ms(self.recovering.since))
         return out
 
 
@@ -62,7 +83,26 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
     return Progress(last_step=last.data.get("step"), last_step_at=last.t,
                     step_seconds=statistics.median(recent) if recent else None,
                     loss=loss, goodput=report.goodput,
-                    recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"))
+                    recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"),
+                    recovering=recovering(events))
+
+
+def recovering(events: list[Event]) -> Recovering | None:
+    """The recovery under way at the end of ``events``: the last one, not complete, and no
+    ``run_end`` since it began (a trainer that gave up is not recovering)."""
+    recs = recoveries(events)
+    if not recs or recs[-1].complete or recs[-1].start is None:
+        return None
+    rec = recs[-1]
+    if any(e.name == "run_end" and e.t >= rec.start for e in events):
+        return None
+    points = ([("restore", rec.start), ("first step", rec.restored)] if rec.kind == "restart"
+              else [("cleanup", rec.start), ("waiting for slices", rec.cleanup_done),
+                    ("restore", rec.slices_ready), ("first step", rec.restored)])
+    phase, since = [(n, t) for n, t in points if t is not None][-1]
+    lost = set(rec.lost_slices or []) | {s for _, again in rec.lost_again for s in again}
+    return Recovering(index=rec.index, phase=phase, phase_since=since, since=rec.start,
+                      lost_slices=sorted(lost))
 
 
 def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progress | None:

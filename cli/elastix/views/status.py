@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 from elastix.backends.base import KillRecord, QueueStatus, SliceStatus, WorkloadStatus
-from elastix.measure.progress import Progress
+from elastix.measure.progress import Progress, Recovering
 from elastix.protocol.timefmt import iso_ms, utc_now
 
 STATE_STYLE = {"Running": "green", "Completed": "green", "Pending": "yellow",
@@ -110,9 +110,11 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
     1 recovery`` (or that the trainer has not completed a step)."""
     if p is None:
         return "training: nothing to read yet (no trainer events, no head log)"
+    now = now or utc_now()
+    if p.recovering is not None:
+        return recovering_line(p, p.recovering, now)
     if p.last_step is None:
         return "training: no step completed yet"
-    now = now or utc_now()
     parts = [f"step {p.last_step} ({_since(p, now)})"]
     if p.step_seconds is not None:
         parts.append(f"{p.step_seconds:.3f} s/step")
@@ -125,6 +127,23 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
     if p.recoveries is not None:
         parts.append(f"{p.recoveries} recover{'y' if p.recoveries == 1 else 'ies'}")
     return "training: " + ", ".join(parts)
+
+
+def recovering_line(p: Progress, r: Recovering, now: dt.datetime) -> str:
+    """``training: recovering: waiting for slices for 3.2 s (slice 1 lost); recovery 2, 3.3 s
+    so far; last step 142 (4s ago)``: while a recovery runs the last step line is stale."""
+    now_ms = int(now.timestamp() * 1000)
+
+    def secs(since: int) -> str:
+        return f"{max(0, now_ms - since) / 1000:.1f} s"
+
+    lost = (f" (slice{'s' if len(r.lost_slices) > 1 else ''} "
+            f"{', '.join(map(str, r.lost_slices))} lost)" if r.lost_slices else "")
+    line = (f"training: recovering: {r.phase} for {secs(r.phase_since)}{lost}; "
+            f"recovery {r.index}, {secs(r.since)} so far")
+    if p.last_step is not None:
+        line += f"; last step {p.last_step} ({_since(p, now)})"
+    return line
 
 
 def _slice_row(s: SliceStatus) -> list[str]:
