@@ -116,3 +116,25 @@ def test_near_the_limit_is_a_warning_and_skip_preflight_skips(world):
     out = _create(env, cmd, "--num-slices", "2", "--replace", "--skip-preflight")
     assert out.returncode == 0, out.stderr
     assert "restore moves" not in out.stderr
+
+
+def test_cloud_storage_out_of_reach_is_a_notice_at_once_not_a_retry(world):
+    """CI's loopback-only network made the first version wait out the client's default retry
+    (120 s) on every create with a gs:// checkpoint directory: the listing is made once, and a
+    refused connection is one notice; the workload is created."""
+    import socket
+
+    kube, env, _ = world
+    with socket.socket() as s:  # a port nothing listens on: connections are refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(env, STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
+    out = subprocess.run(
+        [sys.executable, "-m", "elastix", "workload", "create", "big", "--tpu-type",
+         "v5litepod-16", "--num-slices", "1", "--docker-image", "img:1", "--command",
+         f"elastix-train --checkpoint-dir gs://{BUCKET}/run9", "--proxy-memory", "100Gi"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stderr.split())
+    assert f"preflight could not list gs://{BUCKET}/run9 to size a restore" in said, said
+    assert kube.get(JOBSETS)["items"]

@@ -63,6 +63,8 @@ own memory too (buffers, the Python and JAX runtime), so a restore that fills th
 WARN_FRACTION = 0.5
 """Warn above this share: a state that grows (a bigger model, more slices) will not fit."""
 
+LIST_TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds of each page of the checkpoint listing, which is made once."""
 GIB = 2 ** 30
 COMMIT_MARKER = "commit_success.txt"
 BYTES_PER_PARAM = 12
@@ -140,7 +142,10 @@ def newest_committed(uri: str, client: Any) -> tuple[int, int] | None:
     prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
     sizes: dict[int, int] = {}
     committed: set[int] = set()
-    for blob in client.list_blobs(bucket, prefix=prefix):
+    # Bounded: a preflight never waits on Cloud Storage's default retry (up to 120 s of
+    # backoff, seen when storage.googleapis.com was unreachable: CI's loopback-only network); a
+    # listing that fails is a notice (check), and create goes on.
+    for blob in client.list_blobs(bucket, prefix=prefix, timeout=LIST_TIMEOUT, retry=None):
         first, _, rest = blob.name[len(prefix):].partition("/")
         if not first.isdigit() or not rest:
             continue
