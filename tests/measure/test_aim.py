@@ -87,6 +87,21 @@ def test_a_fault_inside_the_copy_and_one_during_the_write_are_told_apart():
     assert lf.offset == pytest.approx(0.1, abs=0.002)
 
 
+def test_the_copy_ends_where_the_trainer_says_not_where_the_loop_was_released():
+    """``blocking_seconds`` holds the wait for the previous save, before the save began: a
+    fault 50 ms in, after a 10 ms copy, is during the write though inside the loop's hold."""
+    started = rec(3.0, "checkpoint_save_started", step=20)
+    events, _ = stream(*RUN, started, rec(3.6, "checkpoint_committed", step=20,
+                                          blocking_seconds=0.2, copy_seconds=0.01))
+    w = find_open(events[:-1], Aim(during="save"))
+    assert "during the write" in landing(events, Aim(during="save"), w, ms(3.05)).note
+    assert landing(events, Aim(during="save"), w, ms(3.005)).note == "it committed"
+    # none made (a snapshot's copy was written): any fault inside the save is after it
+    events, _ = stream(*RUN, started, rec(3.6, "checkpoint_committed", step=20,
+                                          blocking_seconds=0.2, copy_seconds=0.0))
+    assert "during the write" in landing(events, Aim(during="save"), w, ms(3.001)).note
+
+
 def test_a_later_save_of_the_same_step_is_not_the_one_aimed_at():
     """After a recovery redid step 20, its new save is not the aimed save's end."""
     events, _ = stream(*RUN, rec(3.0, "checkpoint_save_started", step=20),

@@ -74,7 +74,10 @@ def test_blocking_seconds_include_waiting_for_the_previous_save(tmp_path):
     # save(2) was entered before it called settle() and could not return before the gate
     # opened: the loop was held at least that long (it used to report only its own copy).
     entered_by = ck.settle_calls[1]
-    assert _committed(events, 2)["blocking_seconds"] >= opened[0] - entered_by
+    second = _committed(events, 2)
+    assert second["blocking_seconds"] >= opened[0] - entered_by
+    # its own copy began once the wait was over: a fault after it cannot fail the save
+    assert 0 < second["copy_seconds"] < opened[0] - entered_by
 
 
 def test_a_blocking_save_reports_the_whole_write_as_blocking(tmp_path):
@@ -106,12 +109,14 @@ def test_a_save_writes_the_snapshot_it_was_given_without_reading_the_devices(tmp
     state = {"w": jnp.arange(16.0)}
     snap = SnapshotStore(EventLog(None)).take(1, state, {"i": 1})
     state["w"].delete()  # nothing left on the devices to copy
-    ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
+    events = EventLog(None)
+    ck = Checkpointer(str(tmp_path / "ck"), 1, events)
     ck.save(1, state, {"i": 1}, host_state=snap.host_state)
     assert ck.settle(timeout=60) is True
     got, _, _ = ck.restore(1, {"w": jax.ShapeDtypeStruct((16,), jnp.float32)})
     ck.close()
     np.testing.assert_array_equal(np.asarray(got["w"]), np.arange(16.0))
+    assert _committed(events, 1)["copy_seconds"] == 0.0  # no copy of its own was made
 
 
 class _Recording(Checkpointer):

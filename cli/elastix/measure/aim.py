@@ -24,9 +24,13 @@ startup     the workload runs, no ``run_start`` yet               ``run_start``
 compile     ``run_start``                                         the run's first ``step``
 =========== ===================================================== ============================
 
-A save's own device-to-host copy is its first ``blocking_seconds`` (in its commit): a fault
-then fails the save (nothing of that step is written); one after the copy, during the
-background write, lets it commit, as on Pathways, where the write is the controller's.
+A save's own device-to-host copy is its first ``copy_seconds`` (in its commit; logs without
+it: ``blocking_seconds``, an upper bound that also holds the wait for the previous save): a
+fault then fails the save (nothing of that step is written); one after the copy, during the
+background write, lets it commit, as on Pathways, where the write is the controller's. A
+fault's time is taken once its signal was sent, so a save committed after a fault dated
+inside its copy (beyond the millisecond the times are kept to) is a simulation that failed
+late, never the clock.
 """
 
 from __future__ import annotations
@@ -292,12 +296,14 @@ def landing(events: list[Event], aim: Aim, window: Window | None, fault: int) ->
             if events[j].name == _SAVE_FAILED:
                 note = "the save failed: " + str(events[j].data.get("error") or "")[:80]
             else:
-                copy = events[j].data.get("blocking_seconds")
+                # the trainer's own copy end, else the loop's
+                # whole hold, an upper bound (logs of other trainers)
+                copy = events[j].data.get("copy_seconds", events[j].data.get("blocking_seconds"))
                 copy_end = window.opened + round(float(copy) * 1000) \
                     if isinstance(copy, (int, float)) and window.opened is not None else None
                 if close <= fault:
                     note = "it committed before the fault"
-                elif copy_end is not None and fault >= copy_end:
+                elif copy_end is not None and fault >= copy_end - 1:  # both ms, truncated
                     note = "after its copy, during the write: it committed"
                 else:
                     note = "it committed"

@@ -71,10 +71,11 @@ _TYPES = (
               ("pid", "num_slices", "devices")),
     EventType(CHECKPOINT_SAVE_STARTED, ("step",),
               "elastix: checkpoint save started: step {step}", ("step",)),
-    EventType(CHECKPOINT_COMMITTED, ("step", "seconds", "bytes", "blocking_seconds"),
+    EventType(CHECKPOINT_COMMITTED, ("step", "seconds", "bytes", "blocking_seconds",
+                                     "copy_seconds"),
               "elastix: checkpoint committed: step {step} ({bytes} bytes in {seconds:.3f} s, "
               "blocking {blocking_seconds:.3f} s)",
-              ("step", "bytes", "seconds", "blocking_seconds")),
+              ("step", "bytes", "seconds", "blocking_seconds"), sometimes=("copy_seconds",)),
     EventType(CHECKPOINT_SAVE_FAILED, ("step", "error"),
               "elastix: checkpoint save failed: step {step}: {error}", ("step", "error")),
     EventType(CHECKPOINT_DAMAGED, ("step", "error"),
@@ -123,8 +124,8 @@ _VALUE_RE = {"seconds": r"(-?\d+(?:\.\d+)?)", "blocking_seconds": r"(-?\d+(?:\.\
 _INT_RE = r"(-?\d+)"
 
 
-RECORD_DIGITS = {"seconds": 6, "blocking_seconds": 6, "since_loss": 6, "tflops_per_device": 6,
-                 "tokens_per_second_per_device": 3}
+RECORD_DIGITS = {"seconds": 6, "blocking_seconds": 6, "copy_seconds": 6, "since_loss": 6,
+                 "tflops_per_device": 6, "tokens_per_second_per_device": 3}
 """Decimals a record keeps of these measured floats (its log line prints its own); every other
 value (a loss, a learning rate) is recorded as it is."""
 

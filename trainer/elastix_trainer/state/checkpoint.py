@@ -128,6 +128,7 @@ class Checkpointer:
         self.events.emit(eventspec.CHECKPOINT_SAVE_STARTED, step=step)
         start = time.monotonic()
         data_state = dict(data_state)
+        copied = None  # with persistence the hosts copy their own shards, unseen here
         if pathways_persistence():  # the hosts write their shards: Orbax copies device arrays
             mgr = self._slot.get()
             try:
@@ -137,16 +138,18 @@ class Checkpointer:
                 raise
             host = None
         else:
-            mgr, host = None, host_state
+            mgr, host, copied = None, host_state, 0.0
             if host is None:
                 host = host_copy(state)
+                # the copy's result exists: a host that dies after this has done its part
+                copied = time.monotonic() - start
                 if check is not None:
                     try:
                         check("checkpoint copy")
                     except Exception as e:
                         report_failed(self.events, step, first_line(e))
                         raise
-        self._pending = pending = PendingSave(step, start, 0.0, entered)
+        self._pending = pending = PendingSave(step, start, 0.0, entered, copy=copied)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
                     waited=not self.async_save)
         if not self.async_save:

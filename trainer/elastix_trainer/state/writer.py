@@ -58,6 +58,10 @@ class PendingSave:
     """Seconds ``save()`` held the training loop (waiting for the previous save included)."""
     entered: float = 0.0
     """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
+    copy: float | None = None
+    """Seconds from ``start`` until the save's device-to-host copy had its result (0: none
+    was made, a snapshot's copy is written; None: the hosts copy their own shards). A fault
+    after it no longer fails the save: ``copy_seconds`` in its commit."""
     handed: threading.Event = dataclasses.field(default_factory=threading.Event)
     """Set once ``blocking`` holds the whole hand-over, the queue's put included: the writer
     wakes on the same cores and may take the GIL before ``save()`` returns, a wait the loop
@@ -135,7 +139,9 @@ class Write:
                 pending.ok = True  # on storage: true even if reporting it fails below
                 self.events.emit(eventspec.CHECKPOINT_COMMITTED, step=step, seconds=seconds,
                                  bytes=self.store.step_bytes(step),
-                                 blocking_seconds=pending.blocking)
+                                 blocking_seconds=pending.blocking,
+                                 **({} if pending.copy is None else
+                                    {"copy_seconds": pending.copy}))
                 self._retire()
             else:
                 pending.error = pending.error or "not committed on storage"
