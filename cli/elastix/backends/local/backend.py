@@ -407,12 +407,16 @@ class LocalBackend(Backend):
                                hint=f"see the pods with: elastix workload status {name}")
         pods.sort(key=lambda p: (p.slice, p.host))
         victim = random.Random(seed).choice(pods)
-        t = utc_now()
         if not dry_run:
             try:
                 os.kill(victim.pid, signal.SIGKILL)
             except ProcessLookupError as err:
                 raise BackendError(f"worker {victim.name} exited before the kill") from err
+        # The record's time is taken once the signal was sent: a SIGKILLed (or SIGSTOPped)
+        # process runs nothing after it, so nothing its host answered can postdate the record.
+        # (Taken before, a CLI preempted between the two let a host the record said was dead
+        # answer for a checkpoint's copy.)
+        t = utc_now()
         return KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
                           node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
 
@@ -440,9 +444,9 @@ class LocalBackend(Backend):
                     or not proc_matches(head.pid, head.create_time):
                 raise BackendError(f"the head of {name} is not running: nothing to kill",
                                    hint=f"see elastix workload status {name}")
-            t = utc_now()
             if not dry_run:
                 killpg(head.pid, signal.SIGKILL)
+            t = utc_now()
             return [KillRecord(workload=name, pod=head.name, slice=None, host=None,
                                node="localhost", time=t, dry_run=dry_run, pid=head.pid,
                                fault="head")]
@@ -464,9 +468,8 @@ class LocalBackend(Backend):
             victims = [rng.choice(running)]
         out: list[KillRecord] = []
         for i, v in enumerate(victims):
-            t = utc_now()
             rec = KillRecord(workload=name, pod=v.name, slice=v.slice, host=v.host,
-                             node="localhost", time=t, dry_run=dry_run, pid=v.pid,
+                             node="localhost", time=utc_now(), dry_run=dry_run, pid=v.pid,
                              fault=fault.kind)
             if dry_run:
                 out.append(rec)
@@ -479,6 +482,7 @@ class LocalBackend(Backend):
                 if fault.kind == "slice" and i > 0:
                     continue  # its slice went down with the first host: that is the fault
                 raise BackendError(f"worker {v.name} exited before the fault") from None
+            rec.time = utc_now()  # once sent, as in kill_worker
             if fault.kind == "term":
                 rec.grace = fault.grace if fault.grace is not None else plan.worker_grace
                 _sigkill_after(v.pid, v.create_time, rec.grace)
