@@ -307,9 +307,10 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     if aim.aimed:
         console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
                                    "waiting for that moment[/]")
+    pinned = slice_ is not None or host is not None  # else run_soak's choice (it aims)
     res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
-                   killer=lambda: backend.inject(name, fault, slice=slice_, host=host,
-                                                 seed=seed))
+                   seed=seed, killer=(lambda: backend.inject(name, fault, slice=slice_, host=host,
+                                                             seed=seed)) if pinned else None)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
@@ -322,7 +322,8 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
             ) -> Callable[..., list[KillRecord]]:
     """What one round of faults does: ``count`` faults of kind ``fault``, ``spread`` seconds
     apart, each on a slice not yet hit when one runs (``mode`` random: any worker, host: one
-    chosen host, slice: every host of a slice, as ``--fault slice``)."""
+    chosen host, slice: every host of a slice, as ``--fault slice``). ``avoid``: slices already
+    lost (a recovery's opener took them), spared while another slice runs."""
     kind = "slice" if mode == "slice" and fault.kind == "kill" else fault.kind
     fault = dataclasses.replace(fault, kind=kind)
 
@@ -340,9 +341,10 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
         return backend.inject(name, fault, slice=slice_, host=host,
                               seed=rng.randrange(2**31))
 
-    def kill(slice_: int | None = None, host: int | None = None) -> list[KillRecord]:
+    def kill(slice_: int | None = None, host: int | None = None, avoid: Iterable[int] = ()
+             ) -> list[KillRecord]:
         done: list[KillRecord] = []
-        hit: set[int] = set()
+        hit: set[int] = set(avoid)
         for i in range(count):
             if i and spread > 0:
                 sleep(spread)
@@ -382,6 +384,7 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     round (``--at-step N1,N2``), instead of ``aim``.
 
     ``killer`` replaces ``mode``'s choice of victims (``kill-worker --measure``'s pinned pod).
+    Aimed at a recovery, a round's fault spares the slices its opener took, unless pinned.
     Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
     carried out, Ctrl-C), the report holds every measurement made, the goodput so far and why
     it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports progress. A Ctrl-C is
@@ -428,12 +431,16 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                 Aim(after=0) if aim.after is not None and i > 1 else aim)
             opened: list[KillRecord] = []
 
-            def kill(planned: Planned | None = planned) -> list[KillRecord]:
+            def kill(planned: Planned | None = planned,
+                     opened: list[KillRecord] = opened) -> list[KillRecord]:
+                # aimed at a recovery: a slice the opener did not take (another host of a
+                # dead slice dying changes nothing, on TPU too)
+                avoid = {r.slice for r in opened if r.slice is not None}
                 if planned is not None and killer is None:
                     recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
-                                   sleep)(planned.slice, planned.host)
+                                   sleep)(planned.slice, planned.host, avoid)
                 else:
-                    recs = chosen()
+                    recs = chosen() if killer is not None else chosen(avoid=avoid)
                 if recs:
                     last_kill[:] = [max(r.time.timestamp() for r in recs)]
                 return recs
