@@ -27,7 +27,7 @@ FLOORS = [
     ("elastix.measure",),
     ("elastix.backends", "elastix.provision"),
     ("elastix.workload", "elastix.clients"),
-    ("elastix.protocol", "elastix.errors"),
+    ("elastix.protocol", "elastix.errors", "elastix.interrupts"),
 ]
 # The trainer's floors, top to bottom, read the same way: the process (``program``) assembles a
 # run from the elastic runtime, which drives the loop (``train``), which uses state, the step and
