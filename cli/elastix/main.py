@@ -12,7 +12,7 @@ import sys
 import click
 import typer
 
-from elastix import __version__
+from elastix import __version__, interrupts
 from elastix.commands import advise, chaos, cluster, delete, examples, image, logs, wait, workload
 from elastix.errors import EXIT_CODES_HELP, ElastixError, ExitCode, ProblemsError, UsageError
 from elastix.protocol import envvars
@@ -169,8 +169,18 @@ def command() -> click.Command:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; map errors to one red line plus a hint and an exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run the CLI; map errors to one red line plus a hint and an exit code.
+
+    ``argv`` None: the program's own run, ``sys.argv``. A command that held Ctrl-C past its
+    commit point (:mod:`elastix.interrupts`) has the program ignore it until the process
+    exits; a caller passing ``argv`` gets its Ctrl-C back when this returns."""
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        interrupts.release(exiting=argv is None)
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
         result = command().main(args=_normalize(argv), prog_name="elastix",

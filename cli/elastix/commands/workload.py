@@ -294,6 +294,7 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
             preflight: bool = True) -> None:
     from rich.markup import escape
 
+    from elastix import interrupts
     from elastix.views.console import console as make_console
     from elastix.workload.render import dump
 
@@ -302,20 +303,28 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
     backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
-    name = backend.submit(manifest, replace=replace, dry_run="server" if server_dry_run else None,
-                          preflight=preflight)
-    for note in backend.notices:
-        console.print(f"[yellow]note:[/] {escape(note)}")
-    if server_dry_run:
-        console.print(f"[green]server dry run passed[/] for workload {name}")
+    # Ctrl-C before the backend's commit point undoes the create; after it, it is held until
+    # the workload is reported created: never "interrupted" over a workload left running.
+    with interrupts.until_reported() as held:
+        name = backend.submit(manifest, replace=replace,
+                              dry_run="server" if server_dry_run else None, preflight=preflight)
+        for note in backend.notices:
+            console.print(f"[yellow]note:[/] {escape(note)}")
+        if server_dry_run:
+            console.print(f"[green]server dry run passed[/] for workload {name}")
+            if output_file:
+                _emit(dump(manifest, output), output_file)
+            return
         if output_file:
             _emit(dump(manifest, output), output_file)
-        return
-    if output_file:
-        _emit(dump(manifest, output), output_file)
-    console.print(f"[green]created[/] workload [bold]{name}[/] on {backend.name} "
-                  f"({spec.num_slices} x {spec.tpu.name}, elastic slices {spec.elastic_slices})")
-    console.print(f"  elastix workload status {name}    elastix logs {name} -f")
+        console.print(f"[green]created[/] workload [bold]{name}[/] on {backend.name} "
+                      f"({spec.num_slices} x {spec.tpu.name}, elastic slices "
+                      f"{spec.elastic_slices})")
+        console.print(f"  elastix workload status {name}    elastix logs {name} -f")
+        if held.pending:
+            console.print(f"[yellow]note:[/] Ctrl-C came after the workload was created: it is "
+                          f"left running; delete it with: elastix workload delete {name}"
+                          + (" --backend local" if backend.name == "local" else ""))
 
 
 def _watch(render: Callable[[], Any], interval: float) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastix import interrupts
 from elastix.backends.base import (
     EVENTS_FILE,
     HEAD_LOG,
@@ -187,26 +188,48 @@ class LocalBackend(Backend):
 
     def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> None:
         """Claim the state directory, start the supervisor, return once it has written its
-        first state (a failed start leaves nothing behind)."""
-        ours = self._claim(name, d, manifest, plan)
+        first state: the commit point (:func:`elastix.interrupts.commit`). Anything before it
+        that fails, Ctrl-C included, leaves nothing behind: no directory, no process."""
+        ours: os.stat_result | None = None
+        proc: subprocess.Popen | None = None
+        try:
+            # Held from Ctrl-C (milliseconds): what it makes is then known to the undo below,
+            # a supervisor started but not yet recorded included.
+            with interrupts.deferred():
+                ours = self._claim(name, d, manifest, plan)
+                proc = self._start_supervisor(d, plan)
+            self._await_first_state(name, d, ours, proc)
+            interrupts.commit()
+        except BaseException:
+            if ours is not None:
+                with interrupts.deferred():  # a second Ctrl-C must not cut the undo short
+                    self._discard(d, ours, proc, plan)
+            raise
+
+    @staticmethod
+    def _start_supervisor(d: Path, plan: Plan) -> subprocess.Popen:
         env = dict(os.environ)
         env[envvars.LOCAL_MARKER] = plan.marker
         with open(private_append(d / "supervisor.log"), "ab") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor", str(d)],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=out,
+            # Its own session: the terminal's Ctrl-C reaches the create, not the workload.
+            proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor",
+                                     str(d)], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         record_proc(d, proc.pid, "supervisor")
+        return proc
+
+    @staticmethod
+    def _await_first_state(name: str, d: Path, ours: os.stat_result,
+                           proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while not (d / "state.json").exists():
             if not _same_dir(d, ours):
-                self._discard(d, ours, proc)
                 raise BackendError(f"workload {name!r} was deleted while it was being created",
                                    hint=f"create it again: elastix workload create {name} "
                                         "--backend local")
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
                 last = tail[-1] if tail else "no output"
-                self._discard(d, ours, proc)  # a failed submit leaves nothing behind
                 raise BackendError(f"the local supervisor did not start: {last}",
                                    hint="run again with --debug; the supervisor's log was: "
                                         + " | ".join(tail[-3:]))
@@ -272,14 +295,19 @@ class LocalBackend(Backend):
             raise
 
     @staticmethod
-    def _discard(d: Path, ours: os.stat_result, proc: subprocess.Popen | None) -> None:
-        """Undo a submit that failed half-way: stop the supervisor, and remove the state dir
-        only if it is still the one this submit made (a delete and another create may have
-        come in between: theirs is never touched)."""
+    def _discard(d: Path, ours: os.stat_result, proc: subprocess.Popen | None,
+                 plan: Plan) -> None:
+        """Undo a submit that failed or was interrupted half-way: stop the supervisor and every
+        pod it started (as ``delete`` sweeps them), and remove the state dir only if it is
+        still the one this submit made (a delete and another create may have come in between:
+        theirs is never touched; the marker is this submit's own)."""
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
-        if _same_dir(d, ours):
+        mine = _same_dir(d, ours)
+        # Not theirs: a workload of the same name has the same socket address.
+        _sweep_all(d if mine else None, plan.marker, plan.health_address if mine else None, d)
+        if mine:
             shutil.rmtree(d, ignore_errors=True)
 
     # ------------------------------------------------------------------ status
@@ -538,14 +566,13 @@ class LocalBackend(Backend):
                     os.kill(sup["pid"], signal.SIGKILL)
                     break
                 time.sleep(0.02)
-        sweep(d, plan.marker if plan else None, timeout=min(timeout, 10.0))
+        _sweep_all(d, plan.marker if plan else None, plan.health_address if plan else None,
+                   d, timeout=min(timeout, 10.0))
         survivors = [r["pid"] for r in read_procs(d)
                      if proc_matches(r["pid"], r.get("create_time"))]
         if survivors:
             raise BackendError(f"processes of {name!r} survived SIGKILL: {survivors}",
                                hint="they may be stuck in the kernel; try again")
-        if plan is not None:  # a SIGKILLed supervisor's short socket directory, outside d
-            channel.remove(plan.health_address, d)
         kept = data_dir(d)
         theirs = command_files(d)
         moved = None
@@ -643,6 +670,17 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _sweep_all(procs_of: Path | None, marker: str | None, health_address: str | None,
+               d: Path, timeout: float = 10.0) -> None:
+    """SIGKILL every process of a workload whose supervisor is stopped or killed: those
+    ``procs_of``'s ``procs.jsonl`` records (None: the directory is someone else's now) and
+    those carrying ``marker``; then remove the supervisor's short socket directory outside
+    ``d``, which a SIGKILLed supervisor leaves. ``delete`` and a create undone both end so."""
+    sweep(procs_of, marker, timeout=timeout)
+    if health_address is not None:
+        channel.remove(health_address, d)
 
 
 def _outlived(marker: str) -> list[str]:

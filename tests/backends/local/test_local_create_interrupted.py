@@ -1,0 +1,102 @@
+"""Ctrl-C during ``workload create`` (issue 39): either the workload runs and create says so
+(exit 0), or nothing of it is left: no state directory, no process. A user saw it print
+"interrupted" (exit 130) over a workload left running, its trainer alive: the Ctrl-C came while
+create waited for the supervisor's first state, and nothing undid what it had started.
+
+The real CLI as a process, a real SIGINT, at moments of the create chosen by what its state
+directory shows, not by sleeps: the moment the test sees one, the create is stopped (SIGSTOP),
+sent SIGINT, and let go, so the signal lands where it was seen (or a step later)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from local_helpers import STANDIN, wait_until
+from process_tags import tagged_pids
+
+from elastix.backends.local.state import proc_matches, read_procs
+
+COMMAND = f"python {STANDIN} --step-delay 0.05"
+NAME = "cut"
+
+
+def _roles(d) -> set[str]:
+    return {r.get("role") for r in read_procs(d)}
+
+
+# Each moment holds from when it comes until the create ends, so one a poll misses is still
+# met a step later (the signal then lands later, never before it).
+MOMENTS = {
+    "claiming": lambda root, d: any(root.glob(".creating-*")) or d.exists(),
+    "claimed": lambda root, d: (d / "plan.json").exists(),
+    "supervisor recorded": lambda root, d: "supervisor" in _roles(d),
+    "pods started": lambda root, d: bool(_roles(d) & {"head", "worker"}),
+    "first state": lambda root, d: (d / "state.json").exists(),
+}
+# ... and one the create's output shows: it said the workload runs, and has yet to exit.
+REPORTED = "reported"
+
+
+def _default_sigint() -> None:
+    # A process started from pytest may inherit SIGINT ignored; Python then installs no
+    # KeyboardInterrupt handler, and the test would not be the user's Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("moment", [*MOMENTS, REPORTED])
+def test_ctrl_c_leaves_a_running_workload_or_nothing(moment, cli, state_dir, tmp_path, tag):
+    d = state_dir / NAME
+    out = tmp_path / "create.txt"
+    with open(out, "w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "elastix", "workload", "create", NAME, "--tpu-type",
+             "v5litepod-8", "--num-slices", "2", "--command", COMMAND],
+            env=cli.env, stdout=f, stderr=subprocess.STDOUT,
+            preexec_fn=_default_sigint)  # noqa: PLW1509 - one call, before exec
+    try:
+        came = MOMENTS.get(moment) or (lambda _r, _d: f"created workload {NAME}" in
+                                                       out.read_text())
+        wait_until(lambda: came(state_dir, d) or proc.poll() is not None, 60,
+                   f"the create to reach {moment!r}", interval=0.001)
+        assert proc.poll() is None, f"create ended before {moment!r}:\n{out.read_text()}"
+        os.kill(proc.pid, signal.SIGSTOP)
+        seen = {m: bool(cond(state_dir, d)) for m, cond in MOMENTS.items()} | {
+            REPORTED: f"created workload {NAME}" in out.read_text()}
+        started = read_procs(d)
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGCONT)
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = out.read_text()
+    why = f"signalled at {moment!r} (seen: {seen}); exit {code}:\n{text}"
+    assert "Traceback" not in text, why
+    if code == 0:  # past the commit point: it runs, and create said so
+        assert f"created workload {NAME}" in text, why
+        status = wait_until(lambda: _state(cli) == "Running" and _state(cli), 60,
+                            f"{NAME} running")
+        assert status == "Running", why
+        if "Ctrl-C" in text:  # it came after the commit point: held, then said
+            assert "it is left running" in text and "interrupted" not in text, why
+        cli("workload", "delete", NAME, "--wait")
+    else:  # before it: nothing is left
+        assert code == 130 and "interrupted" in text, why
+        assert not d.exists(), why
+        assert not list(state_dir.glob(".creating-*")), why
+        alive = [r for r in started + read_procs(d) if proc_matches(r["pid"], r["create_time"])]
+        assert not alive, f"{why}\nleft running: {alive}"
+        assert not tagged_pids(tag), why
+
+
+def _state(cli) -> str:
+    p = cli("workload", "status", NAME, "-o", "json", check=False)
+    if p.returncode != 0:
+        return ""
+    return json.loads(p.stdout).get("state", "")
