@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from elastix import interrupts
 from elastix.backends import Target
 from elastix.backends.base import (
     EVENTS_FILE,
@@ -232,36 +233,54 @@ class GKEBackend(Backend):
         self.fit_to_jobset(body)
         if replace and not dry_run and self.exists(name):
             self.delete(name, wait=True)
+        applied: list[head_access.Applied] = []
+        sent = False
+        try:  # a failed or interrupted submit leaves nothing without an owner
+            applied = self._grant_head(body, bool(dry_run))
+            try:
+                # Held from Ctrl-C while in flight: the API server may make the JobSet whatever
+                # the client does, so its answer decides: made, it is the commit point and
+                # create reports it; refused, a Ctrl-C then undoes the rest below.
+                with interrupts.deferred() as held, \
+                        self.tr(f"creating workload {name}", namespace=self.namespace):
+                    # Sent once, or again only after the API server's own 429/503 (it made
+                    # nothing): elastix.clients.retry.
+                    sent = True
+                    created = self.ns.request("POST", self.path("jobsets"),
+                                              {"dryRun": "All" if dry_run == "server" else None,
+                                               "fieldValidation": "Strict"}, body=body)
+                    if not dry_run:
+                        interrupts.commit(held)
+            except ConflictError:  # the head's account is the running workload's: keep it
+                if dry_run and replace:
+                    return name  # the server decoded and validated it before the old one
+                raise AlreadyExists(f"workload {name!r} already exists in namespace "
+                                    f"{self.namespace}", hint="pass --replace to delete it and "
+                                    "submit again, or choose another name") from None
+        except AlreadyExists:
+            raise
+        except BaseException as err:
+            with interrupts.deferred():  # a second Ctrl-C must not cut the undo short
+                head_access.after_failed_create(self.ns, name, applied, err, self.notices, sent)
+            raise
+        head_access.own(self.ns, applied, created, self.notices)
+        return name
+
+    def _grant_head(self, body: dict[str, Any], dry_run: bool) -> list[head_access.Applied]:
+        """The head's objects (:func:`head_access.apply`; what it made is undone if it fails);
+        refused, the head polls instead, with a note."""
         try:
-            applied = head_access.apply(self.ns, body, bool(dry_run))
+            return head_access.apply(self.ns, body, dry_run)
         except Forbidden as e:
             # The watch only speeds recovery up: a user who may not grant it still gets the
             # workload, with a head that polls (the account it would have named is not made).
-            applied = []
             rbac.drop_service_account(body)
             self.notices.append(
                 f"the head pod will not watch its worker pods ({e}): it probes lost slices "
                 "every 10 s instead, so a replacement slice is seen up to 10 s later; to enable "
                 "the watch, ask for create on serviceaccounts, roles and rolebindings in "
                 f"namespace {self.namespace}")
-        try:
-            # Sent once, or again only after the API server's own 429/503 (it made nothing):
-            # elastix.clients.retry.
-            with self.tr(f"creating workload {name}", namespace=self.namespace):
-                created = self.ns.request("POST", self.path("jobsets"),
-                                        {"dryRun": "All" if dry_run == "server" else None,
-                                         "fieldValidation": "Strict"}, body=body)
-        except ConflictError:  # the head's account is the running workload's: keep it
-            if dry_run and replace:
-                return name  # the server decoded and validated it before finding the old one
-            raise AlreadyExists(f"workload {name!r} already exists in namespace {self.namespace}",
-                                hint="pass --replace to delete it and submit again, or choose "
-                                     "another name") from None
-        except BaseException as err:  # a failed submit leaves nothing without an owner
-            head_access.after_failed_create(self.ns, name, applied, err, self.notices)
-            raise
-        head_access.own(self.ns, applied, created, self.notices)
-        return name
+            return []
 
     def exists(self, name: str) -> bool:
         """Whether the workload's JobSet is still there (the log follower asks while waiting).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from elastix import interrupts
 from elastix.backends.gke.api import Namespace
 from elastix.clients.kube import (
     JOBSET_GROUP,
@@ -59,19 +60,22 @@ def apply(ns: Namespace, manifest: dict[str, Any], dry_run: bool) -> list[Applie
     try:
         for api_version, plural, obj in rbac.objects(name, ns.name):
             obj_name = obj["metadata"]["name"]
-            with ns.tr(f"granting workload {name}'s head read access to its pods "
-                       f"({obj['kind']})", namespace=ns.name):
+            # Ctrl-C held while it is in flight: the API server may make it whatever the
+            # client does, so it is recorded (to undo) before the Ctrl-C acts.
+            with interrupts.deferred(), ns.tr(f"granting workload {name}'s head read access "
+                                              f"to its pods ({obj['kind']})", namespace=ns.name):
                 out = ns.request("PATCH", api_path(api_version, plural, obj_name, ns.name),
                                  {"fieldManager": "elastix", "force": "true",
                                   "dryRun": "All" if dry_run else None}, body=obj,
                                  content_type="application/apply-patch+yaml")
-            if not dry_run:
-                owners = ((out or {}).get("metadata") or {}).get("ownerReferences") \
-                    if isinstance(out, dict) else None
-                applied.append(Applied(api_version, plural, obj_name, bool(owners)))
+                if not dry_run:
+                    owners = ((out or {}).get("metadata") or {}).get("ownerReferences") \
+                        if isinstance(out, dict) else None
+                    applied.append(Applied(api_version, plural, obj_name, bool(owners)))
     except BaseException as err:
         try:
-            delete(ns, applied)
+            with interrupts.deferred():  # a second Ctrl-C must not cut the undo short
+                delete(ns, applied)
         except ElastixError as cleanup:
             _hint(err, f"the head's objects made so far could not be removed ({cleanup.message})"
                        f": `elastix workload delete {name}` removes them")
@@ -131,14 +135,15 @@ def not_created(err: BaseException) -> bool:
 
 
 def after_failed_create(ns: Namespace, name: str, applied: list[Applied], err: BaseException,
-                        notices: list[str]) -> None:
+                        notices: list[str], sent: bool = True) -> None:
     """Undo or adopt the head's objects after the JobSet's create raised ``err`` (see the
-    module's docstring); a problem doing so is added to ``err``'s hint, never raised over it."""
+    module's docstring); a problem doing so is added to ``err``'s hint, never raised over it.
+    ``sent`` False: the JobSet's POST was never sent (Ctrl-C before it), so none can exist."""
     if not applied:
         return
     left = f"the head's ServiceAccount, Role and RoleBinding {rbac.service_account(name)}"
     try:
-        if not_created(err):
+        if not sent or not_created(err):
             delete(ns, applied)
             return
         if not isinstance(err, Exception):
