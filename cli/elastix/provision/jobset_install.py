@@ -188,20 +188,20 @@ def plan(docs: list[dict],
 
 
 def dry_run_lines(source: str | None = None) -> list[str]:
-    """The requests ``cluster create`` makes to install JobSet, one line each, for ``--dry-run``.
+    """The requests ``cluster create`` makes to install JobSet, one line each, for ``--dry-run``
+    (a file manifest is read and planned; a URL summed up: :func:`release_lines`)."""
+    return [f"GET {CRD_PATH} (on the new cluster; install JobSet only if missing)",
+            *release_lines(source or RELEASE_URL, lambda src: plan(read_manifest(src)))]
 
-    A file manifest is read and planned; a URL is not downloaded in a dry run, so its objects
-    are summed up in one line built from the same apply request :func:`apply` sends.
-    """
-    lines = [f"GET {CRD_PATH} (on the new cluster; install JobSet only if missing)"]
-    source = source or RELEASE_URL
+
+def release_lines(source: str, plan_file: Callable[[str], list[ApplyStep]]) -> list[str]:
+    """A release manifest's apply requests, one line each, for ``--dry-run`` (JobSet's, and
+    Kueue's with its own ``plan_file``): a URL is not downloaded in a dry run, so its objects
+    are summed up in one line."""
     if source.startswith("https://"):
-        lines += [f"GET {source}",
-                  f"{APPLY_METHOD} each object of it (server-side apply, "
-                  f"fieldManager={APPLY_QUERY['fieldManager']})"]
-    else:
-        lines += [step.describe() for step in plan(read_manifest(source))]
-    return lines
+        return [f"GET {source}", f"{APPLY_METHOD} each object of it (server-side apply, "
+                                 f"fieldManager={FIELD_MANAGER})"]
+    return [step.describe() for step in plan_file(source)]
 
 
 def apply(api: Any, where: str, steps: list[ApplyStep],

@@ -171,14 +171,9 @@ def dry_run_lines(cfg: Any, source: str | None = None) -> list[str]:
     """Every request ``cluster create --kueue`` makes for Kueue, one line each."""
     import json
 
-    lines = [f"GET {CRD_PATH} (install Kueue {KUEUE_VERSION} only if missing)"]
-    source = source or RELEASE_URL
-    if source.startswith("https://"):
-        lines += [f"GET {source}",
-                  f"{jobset_install.APPLY_METHOD} each object of it (server-side apply, "
-                  f"fieldManager={jobset_install.FIELD_MANAGER})"]
-    else:
-        lines += [step.describe() for step in plan(read_manifest(source))]
+    lines = [f"GET {CRD_PATH} (install Kueue {KUEUE_VERSION} only if missing)",
+             *jobset_install.release_lines(source or RELEASE_URL,
+                                           lambda src: plan(read_manifest(src)))]
     lines.append(f"GET {api_path('apps/v1', 'deployments', DEPLOYMENT, NAMESPACE)} "
                  "(until a replica is available)")
     for step in object_steps(cfg):
