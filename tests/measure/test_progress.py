@@ -103,27 +103,15 @@ def test_status_watch_says_when_it_refreshed_and_the_recovery_phase(tmp_path):
     import threading
 
     from fake_cluster import interrupt, wait_for
+    from local_records import recorded_workload
 
-    from elastix.backends.local.plan import Plan
-    from elastix.backends.local.state import WorkloadState, write_json_atomic
     from elastix.measure.events import parse_ts
     from elastix.protocol import timefmt
 
     recs = _cut_after("elastic_cleanup_done")
     shift = timefmt.to_ms(timefmt.utc_now()) - 1000 - parse_ts(recs[-1]["ts"])
-    d = tmp_path / "demo"
-    d.mkdir()
-    plan = Plan(name="demo", created="2026-11-29T10:40:00.000000Z", dir=str(d), cwd="/",
-                num_slices=2, hosts_per_slice=1, backoff_limit=1, max_restarts=0,
-                devices_per_slice=1, scheduling_delay=0.0, health_timeout=2.0,
-                heartbeat_interval=0.2, health_address="udp:127.0.0.1:9",
-                events_file=str(d / "events.jsonl"), head_command=["true"], head_env=[],
-                worker_env=[], marker="m")
-    write_json_atomic(d / "plan.json", plan.to_json())
-    WorkloadState(state="Running").write(d)
-    (d / "events.jsonl").write_text("".join(
-        json.dumps({**r, "ts": timefmt.from_ms(parse_ts(r["ts"]) + shift)}) + "\n"
-        for r in recs))
+    recorded_workload(tmp_path, "demo", "Running", events=[
+        json.dumps({**r, "ts": timefmt.from_ms(parse_ts(r["ts"]) + shift)}) for r in recs])
     import os
 
     env = {**os.environ, "ELASTIX_STATE_DIR": str(tmp_path), "ELASTIX_BACKEND": "local",

@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from local_records import recorded_workload
 
-from elastix.backends.local.plan import Plan
-from elastix.backends.local.state import PodRecord, SliceState, WorkloadState, write_json_atomic
+from elastix.backends.local.state import PodRecord, SliceState
 from elastix.errors import BackendError, NotFoundError, UsageError
 
 
 @pytest.fixture
 def stopped(state_dir):
     """A workload of 2 slices whose one recorded worker is no longer running (no processes)."""
-    d = state_dir / "stopped"
-    d.mkdir()
-    plan = Plan(name="stopped", created="2026-11-29T09:50:01.123456Z", dir=str(d), cwd="/",
-                num_slices=2, hosts_per_slice=1, backoff_limit=1, max_restarts=0,
-                devices_per_slice=1, scheduling_delay=0.0, health_timeout=2.0,
-                heartbeat_interval=0.2, health_address="udp:127.0.0.1:9",
-                events_file=str(d / "events.jsonl"), head_command=["true"], head_env=[],
-                worker_env=[], marker="m")
-    write_json_atomic(d / "plan.json", plan.to_json())
     gone = PodRecord("stopped-worker-0-0-1", "worker", 0, 0, pid=2**22 + 1, phase="Failed")
-    WorkloadState(state="Failed", slices=[SliceState(0, 2, 1, [gone]),
-                                          SliceState(1, 0, 1, [])]).write(d)
+    recorded_workload(state_dir, "stopped", "Failed", created="2026-11-29T09:50:01.123456Z",
+                      slices=[SliceState(0, 2, 1, [gone]), SliceState(1, 0, 1, [])])
     return "stopped"
 
 

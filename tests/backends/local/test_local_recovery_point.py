@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from elastix.backends.local.plan import Plan
-from elastix.backends.local.state import WorkloadState, write_json_atomic
+from local_records import recorded_workload
+
 from elastix.protocol import timefmt
 from elastix.views.console import console
 from elastix.views.status import status_renderable
@@ -17,17 +17,7 @@ RUN = Path(__file__).resolve().parents[2] / "measure" / "fixtures" / "real_run2.
 
 
 def _workload(state_dir: Path, lines: list[str]) -> None:
-    d = state_dir / "demo"
-    d.mkdir()
-    plan = Plan(name="demo", created="2026-11-29T10:40:00.000000Z", dir=str(d), cwd="/",
-                num_slices=2, hosts_per_slice=1, backoff_limit=1, max_restarts=0,
-                devices_per_slice=1, scheduling_delay=0.0, health_timeout=2.0,
-                heartbeat_interval=0.2, health_address="udp:127.0.0.1:9",
-                events_file=str(d / "events.jsonl"), head_command=["true"], head_env=[],
-                worker_env=[], marker="m")
-    write_json_atomic(d / "plan.json", plan.to_json())
-    WorkloadState(state="Completed").write(d)
-    (d / "events.jsonl").write_text("".join(ln + "\n" for ln in lines), encoding="utf-8")
+    recorded_workload(state_dir, "demo", "Completed", events=lines)
 
 
 def test_status_and_list_show_the_newest_commit_and_the_steps_since(backend, state_dir):
