@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
@@ -322,8 +322,7 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
             ) -> Callable[..., list[KillRecord]]:
     """What one round of faults does: ``count`` faults of kind ``fault``, ``spread`` seconds
     apart, each on a slice not yet hit when one runs (``mode`` random: any worker, host: one
-    chosen host, slice: every host of a slice, as ``--fault slice``). ``avoid``: slices already
-    lost (a recovery's opener took them), spared while another slice runs."""
+    chosen host, slice: every host of a slice, as ``--fault slice``)."""
     kind = "slice" if mode == "slice" and fault.kind == "kill" else fault.kind
     fault = dataclasses.replace(fault, kind=kind)
 
@@ -341,10 +340,9 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
         return backend.inject(name, fault, slice=slice_, host=host,
                               seed=rng.randrange(2**31))
 
-    def kill(slice_: int | None = None, host: int | None = None, avoid: Iterable[int] = ()
-             ) -> list[KillRecord]:
+    def kill(slice_: int | None = None, host: int | None = None) -> list[KillRecord]:
         done: list[KillRecord] = []
-        hit: set[int] = set(avoid)
+        hit: set[int] = set()
         for i in range(count):
             if i and spread > 0:
                 sleep(spread)
@@ -358,6 +356,22 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
             hit |= {r.slice for r in recs if r.slice is not None}
         return done
     return kill
+
+
+def _spared(backend: Backend, name: str, rng: random.Random, opened: list[KillRecord],
+            fault: Fault, mode: str) -> list[tuple[int, int | None]]:
+    """The victim of a fault aimed at the recovery ``opened`` began: a host (or, for a slice
+    fault, a slice) the opener did not take, since another host of a dead slice dying changes
+    nothing, on TPU too. Picked as soon as the opener struck, so when the moment opens only the
+    signal is left to send (a restore from host memory lasts ~20 ms here). Empty: every
+    running host is on a lost slice, and the fault takes any."""
+    lost = {r.slice for r in opened if r.slice is not None}
+    live = [(s, h) for s, h in _running(backend, name) if s not in lost]
+    if not live:
+        return []
+    if fault.kind == "slice" or (mode == "slice" and fault.kind == "kill"):
+        return [(rng.choice(sorted({s for s, _ in live})), None)]
+    return [rng.choice(live)]
 
 
 def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: str = "random",
@@ -431,16 +445,18 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                 Aim(after=0) if aim.after is not None and i > 1 else aim)
             opened: list[KillRecord] = []
 
-            def kill(planned: Planned | None = planned,
-                     opened: list[KillRecord] = opened) -> list[KillRecord]:
-                # aimed at a recovery: a slice the opener did not take (another host of a
-                # dead slice dying changes nothing, on TPU too)
-                avoid = {r.slice for r in opened if r.slice is not None}
-                if planned is not None and killer is None:
+            pin: list[tuple[int, int | None]] = []  # the aimed victim, picked in advance
+
+            def kill(planned: Planned | None = planned, pin: list = pin) -> list[KillRecord]:
+                if pin:
+                    (slice_, host), = pin
+                    recs = _killer(backend, name, mode, rng, planned.fault if planned else
+                                   fault, count, spread, sleep)(slice_, host)
+                elif planned is not None and killer is None:
                     recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
-                                   sleep)(planned.slice, planned.host, avoid)
+                                   sleep)(planned.slice, planned.host)
                 else:
-                    recs = chosen() if killer is not None else chosen(avoid=avoid)
+                    recs = chosen()
                 if recs:
                     last_kill[:] = [max(r.time.timestamp() for r in recs)]
                 return recs
@@ -462,6 +478,9 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                     evs = events_of(backend.trainer_events(name))[0]
                     n_base, since = len(recoveries(evs)), len(evs)
                     opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
+                    if killer is None and (planned is None or planned.slice is None):
+                        pin += _spared(backend, name, rng, opened, planned.fault if planned
+                                       else fault, mode)
                 m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
                                  clock=clock, sleep=sleep, aim=this_aim, since=since,
                                  hang_for=(planned.fault if planned else fault).hang_for,

@@ -425,15 +425,12 @@ class LocalBackend(Backend):
         d = self._dir(name)
         plan, st = self._raw(d)
         _check_pod_index(name, plan, slice, host)
-        pods = [p for s in st.slices for p in s.pods
-                if p.phase == "Running" and proc_matches(p.pid, p.create_time)
-                and (slice is None or p.slice == slice) and (host is None or p.host == host)]
+        pods = self._running_workers(st, slice, host)
         if not pods:
             where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
                             if v is not None)
             raise BackendError(f"no running worker pod of {name}{where} to kill",
                                hint=f"see the pods with: elastix workload status {name}")
-        pods.sort(key=lambda p: (p.slice, p.host))
         victim = random.Random(seed).choice(pods)
         if not dry_run:
             try:
@@ -534,8 +531,8 @@ class LocalBackend(Backend):
     def _running_workers(st: WorkloadState, slice: int | None,
                          host: int | None) -> list[PodRecord]:
         pods = [p for s in st.slices for p in s.pods
-                if p.phase == "Running" and proc_matches(p.pid, p.create_time)
-                and (slice is None or p.slice == slice) and (host is None or p.host == host)]
+                if (slice is None or p.slice == slice) and (host is None or p.host == host)
+                and p.phase == "Running" and proc_matches(p.pid, p.create_time)]
         return sorted(pods, key=lambda p: (p.slice, p.host))
 
     # ------------------------------------------------------------------ delete
