@@ -75,7 +75,7 @@ def test_the_restart_is_measured_from_the_real_log(maxtext_run):
     assert (rec.last_step, rec.restored_step, rec.first_step) == (last_before, restored,
                                                                   restored + 1)
     assert rec.steps_lost == last_before - restored
-    assert rec.restore_seconds == load and rec.restore_source == "checkpoint"
+    assert rec.restore_load_seconds == load and rec.restore_source == "checkpoint"
     # The new process began at its own first line, right after the killed one's last.
     assert rec.start == _ms(r.second[0])
     assert rec.prev_event is not None and rec.prev_event <= _ms(r.first[-1])

@@ -36,8 +36,8 @@ def _kill(i: int, downtime_ms: int = 1181, lost: int = 2) -> KillMeasurement:
     rec = Recovery(i, "in-process", kill=t, start=t + 41, cleanup_done=t + 42,
                    slices_ready=t + 1064, restored=t + 1072, first_step_at=t + downtime_ms,
                    last_step=100 * i + lost, restored_step=100 * i, restore_source="snapshot",
-                   restore_bytes=1234, restore_seconds=0.003, first_step=100 * i + 1,
-                   first_step_seconds=0.1, pid_before=7, pid_after=7)
+                   restore_bytes=1234, restore_load_seconds=0.003, first_step=100 * i + 1,
+                   first_step_time_seconds=0.1, pid_before=7, pid_after=7)
     when = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc)
     return KillMeasurement([KillRecord("demo", f"demo-worker-0-{i}", 0, 0, "localhost", when,
                                        pid=40 + i)], rec, "events", "Running", 0, 0, 7, 7, False)

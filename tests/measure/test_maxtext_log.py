@@ -127,7 +127,7 @@ def test_a_sigkill_and_restart_is_a_restart_with_its_steps_redone():
     assert r.kind == "restart" and r.complete
     assert (r.last_step, r.restored_step, r.first_step) == (_steps(first_run)[-1], restored,
                                                             restored + 1) == (25, 20, 21)
-    assert r.steps_lost == 5 and r.restore_seconds == 0.29
+    assert r.steps_lost == 5 and r.restore_load_seconds == 0.29
     assert r.start == _ms(second_run[0])  # the new process's first line
     assert r.prev_event == _ms(first_run[-1])  # the killed process's last line (its step 25)
     assert r.restored == _at(second_run, "Finished load in")
@@ -239,7 +239,7 @@ def test_an_in_process_elastic_recovery_gives_every_phase():
                                  "first step": 4.576}
     assert (r.last_step, r.restored_step, r.first_step, r.steps_lost) == (249, 200, 201, 49)
     assert (r.live_slices, r.required_slices, r.slices_before, r.slices_after) == (1, 1, 1, 1)
-    assert r.restore_seconds == 0.27
+    assert r.restore_load_seconds == 0.27
     # In-process too, MaxText's restore phase is mostly its re-initialisation (mesh, model and
     # state rebuilt on the slices that are back): 2.59 s of it, Orbax's own load 0.27 s.
     assert r.restore_split() == {"reinitialisation": 2.59, "load": 0.27}
@@ -286,7 +286,7 @@ def test_a_log_of_another_version_measures_what_it_can_and_says_what_it_skipped(
     old = [re.sub(r"\[process=0\] \[sync\] Finished load in (\S+) seconds @ (\S+)",
                   r"Finished restoring checkpoint in \1 seconds from \2.", x) for x in lines]
     (r,) = recoveries(events_from_log(old))
-    assert r.restore_seconds == 0.27 and r.phase_seconds()["restore"] == 2.86
+    assert r.restore_load_seconds == 0.27 and r.phase_seconds()["restore"] == 2.86
 
     other = [x for x in lines if "Finished load in" not in x]
     other = [x.replace("completed step: 230, seconds:", "completed step: 230 seconds=")

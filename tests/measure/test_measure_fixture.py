@@ -33,7 +33,7 @@ def test_recoveries_from_events(events):
     assert r1.phase_seconds() == {"detection": 0.054, "cleanup": 0.001,
                                   "waiting for slices": 0.0, "restore": 0.138, "first step": 0.065}
     assert (r1.last_step, r1.restored_step, r1.steps_lost, r1.first_step) == (56, 50, 6, 51)
-    assert (r1.restore_source, r1.restore_bytes, r1.restore_seconds) == ("checkpoint", 1229129,
+    assert (r1.restore_source, r1.restore_bytes, r1.restore_load_seconds) == ("checkpoint", 1229129,
                                                                           0.137)
     assert r1.downtime == 0.204 and r1.pid_same  # no kill time here: from detection
     assert r1.lost_slices == [1] and r2.lost_slices == [0]
@@ -57,7 +57,7 @@ def test_the_head_log_gives_the_same_recoveries(events, log_events):
     assert len(from_log) == 2
     for a, b in zip(from_events, from_log, strict=True):
         for key in ("restored_step", "last_step", "steps_lost", "restore_source", "restore_bytes",
-                    "restore_seconds", "first_step", "first_step_seconds", "first_step_at",
+                    "restore_load_seconds", "first_step", "first_step_time_seconds", "first_step_at",
                     "restored", "slices_ready", "cleanup_done", "lost_slices", "downtime"):
             assert getattr(a, key) == getattr(b, key), key
         # this recording's log line and event were stamped by two calls: 1 ms apart at most

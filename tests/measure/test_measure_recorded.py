@@ -47,9 +47,9 @@ def test_recovery_timeline_exact(stream):
                                    "restore": 0.2, "first step": 1.6}
     assert rec.downtime == 5.4
     assert (rec.last_step, rec.restored_step, rec.steps_lost) == (14, 10, 4)
-    assert (rec.restore_source, rec.restore_bytes, rec.restore_seconds) == ("checkpoint",
+    assert (rec.restore_source, rec.restore_bytes, rec.restore_load_seconds) == ("checkpoint",
                                                                               1234567, 0.2)
-    assert (rec.first_step, rec.first_step_seconds) == (11, 1.6)
+    assert (rec.first_step, rec.first_step_time_seconds) == (11, 1.6)
     assert rec.lost_slices == [2] and rec.live_slices == 4 and rec.required_slices == 4
     assert rec.pid_before == rec.pid_after == 4242 and rec.pid_same
     j = rec.to_json()
@@ -157,9 +157,11 @@ def test_timed_out_kill_row_uses_the_millisecond_format():
     assert dict(recovery_rows(m))["kill"] == "2026-11-29T11:17:06.516Z  w-worker-1-0-2"
 
 
-def test_a_trainer_dated_loss_is_the_origin_without_a_kill_time():
+def test_a_trainer_dated_loss_is_the_origin_with_or_without_a_kill_time():
     """The local trainer writes since_loss: detection and downtime count from the loss it
-    dated (1.25 s before elastic_detected here), not from its last event before it."""
+    dated (1.25 s before elastic_detected here), not from its last event before it, nor from
+    a kill time (issue 39: the chaos table counted from the kill, goodput and TensorBoard from
+    the loss, and one name showed two numbers)."""
     recs, kill = recorded_run()
     for r in recs:
         if r["event"] == "elastic_detected":
@@ -168,8 +170,10 @@ def test_a_trainer_dated_loss_is_the_origin_without_a_kill_time():
     assert rec.detection_from == "loss"
     assert rec.phase_seconds()["detection"] == 1.25
     assert rec.downtime == 4.1 + 1.25
-    assign_kills([rec], [_kill_ms(kill)])  # a known kill time still wins
-    assert rec.detection_from == "kill" and rec.phase_seconds()["detection"] == 1.3
+    assign_kills([rec], [_kill_ms(kill)])  # a known kill time is named apart, in no phase
+    assert rec.detection_from == "loss" and rec.phase_seconds()["detection"] == 1.25
+    assert rec.kill_to_loss == 0.05 and rec.downtime == 4.1 + 1.25
+    assert rec.to_json()["kill_to_loss_seconds"] == 0.05
 
 
 def test_a_kill_during_a_recovery_is_that_recoverys_not_the_next_ones():

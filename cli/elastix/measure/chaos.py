@@ -288,7 +288,7 @@ def _stalled(events: list[Event], kill: int, kills: list[KillRecord]) -> Recover
     done = [e.data["step"] for e in events if e.name == "step" and e.t <= kill]
     last = done[-1] if done else after[0].data["step"] - 1
     return Recovery(0, "stall", start=kill, first_step_at=after[0].t,
-                    first_step=after[0].data["step"], first_step_seconds=after[0].data.get(
+                    first_step=after[0].data["step"], first_step_time_seconds=after[0].data.get(
                         "seconds"), last_step=last, restored_step=last)
 
 
@@ -304,7 +304,7 @@ def _absorbed(events: list[Event], kill: int, steps_before: int) -> Recovery | N
     first = events[i]
     done = first.data["step"] - 1
     return Recovery(0, "start-up", start=kill, first_step_at=first.t, first_step=first.data["step"],
-                    first_step_seconds=first.data.get("seconds"), last_step=done,
+                    first_step_time_seconds=first.data.get("seconds"), last_step=done,
                     restored_step=done)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from elastix.errors import EventsUnreadable, UsageError
 from elastix.measure import maxtext
 from elastix.protocol import eventspec, timefmt
+from elastix.protocol import phases as phasedef
 
 if TYPE_CHECKING:
     from elastix.backends.base import TrainerEvents
@@ -274,10 +275,9 @@ def _last_t(events: list[Event]) -> int:
     return 0
 
 
-def snake(name: str) -> str:
-    """A phase or cause as a JSON key: ``waiting for slices`` -> ``waiting_for_slices``
-    (tables print the words; JSON consumers index keys)."""
-    return name.replace(" ", "_").replace("-", "_")
+snake = phasedef.snake
+"""A phase or cause as a JSON key: ``waiting for slices`` -> ``waiting_for_slices`` (tables
+print the words; JSON consumers index keys)."""
 
 
 PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart",
@@ -312,9 +312,9 @@ class Recovery:
     restored_step: int | None = None
     restore_source: str | None = None
     restore_bytes: int | None = None
-    restore_seconds: float | None = None
+    restore_load_seconds: float | None = None
     first_step: int | None = None
-    first_step_seconds: float | None = None
+    first_step_time_seconds: float | None = None
     live_slices: int | None = None
     required_slices: int | None = None
     slices_before: int | None = None  # the steps' own slice count (MaxText's live slice count)
@@ -335,49 +335,36 @@ class Recovery:
         """Training is stepping again."""
         return self.first_step_at is not None
 
+    def moments(self) -> phasedef.Moments:
+        """The moments this recovery passed, as :mod:`elastix.protocol.phases` reads them."""
+        return phasedef.Moments(self.kind, self.loss, self.kill, self.prev_event, self.start,
+                                self.cleanup_done, self.slices_ready, self.restored,
+                                self.first_step_at)
+
     @property
     def detection_from(self) -> str | None:
-        """Where the first phase (detection, or restart) is counted from: ``"kill"`` (the
-        launcher's kill time, as ``chaos kill-worker --measure`` knows it) or ``"last event"``
-        (the trainer's last event before the failure surfaced, all ``workload goodput`` has
-        from another trainer), or ``"loss"`` (the moment the trainer dated the loss itself:
-        ``since_loss``, the local backend's host exit or last heartbeat). They differ by the
-        time between that moment and the kill: say which one a number is.
+        """Where the first phase (detection, or restart) is counted from: ``"loss"`` (the
+        moment the trainer dated the loss itself: ``since_loss``, the local backend's host
+        exit or last heartbeat; every view has it, TensorBoard included), else ``"kill"``
+        (the launcher's kill time, as ``chaos kill-worker --measure`` knows it), else
+        ``"last event"`` (the trainer's last event before the failure surfaced). The kill
+        before a dated loss is :attr:`kill_to_loss`, in no phase (:mod:`elastix.protocol.phases`).
         """
-        if self.kill is not None:
-            return "kill"
-        if self.loss is not None:
-            return "loss"
-        return "last event" if self.prev_event is not None else None
+        return self.moments().origin_name
+
+    @property
+    def kill_to_loss(self) -> float | None:
+        """Seconds from the launcher's kill to the loss the trainer dated (None unless both
+        are known): the chaos driver's alone, so named apart from detection."""
+        return phasedef.kill_to_loss(self.moments())
 
     def phases(self) -> list[tuple[str, int, int]]:
         """(phase, start ms, end ms), contiguous, for the phases that were reached."""
-        origin = next((t for t in (self.kill, self.loss, self.prev_event) if t is not None),
-                      None)
-        if self.kind in ("start-up", "stall"):
-            points = [(self.kind, origin), (None, self.first_step_at)]
-        elif self.kind == "restart":
-            points = [("restart", origin), ("restore", self.start), ("first step", self.restored),
-                      (None, self.first_step_at)]
-        else:
-            points = [("detection", origin), ("cleanup", self.start),
-                      ("waiting for slices", self.cleanup_done), ("restore", self.slices_ready),
-                      ("first step", self.restored), (None, self.first_step_at)]
-        out = []
-        reached = [i for i, (_, t) in enumerate(points) if t is not None]
-        for i, j in zip(reached, reached[1:], strict=False):
-            # A phase whose end the source did not log is not stretched over the next one:
-            # in a recovery that went on, it is unknown ("not in the log"), not longer.
-            if j == i + 1 or self.kind != "in-process":
-                out.append((points[i][0], points[i][1], points[j][1]))
-        return out
+        return phasedef.spans(self.moments())
 
     def phase_seconds(self) -> dict[str, float | None]:
         """Each phase's duration in seconds (None when not reached)."""
-        got = {n: (b - a) / 1000 for n, a, b in self.phases()}
-        names = {"restart": ("restore", "first step", "restart"), "start-up": ("start-up",),
-                 "stall": ("stall",)}.get(self.kind, PHASES[:5])
-        return {n: got.get(n) for n in names}
+        return phasedef.seconds(self.moments())
 
     def restore_split(self) -> dict[str, float] | None:
         """The restore phase in two: re-initialisation (everything before the checkpoint's
@@ -386,25 +373,21 @@ class Recovery:
         (Orbax's ``Finished load in S seconds``, or the trainer's restore seconds). In MaxText
         the first is most of it, restarted or not. None when either bound is not known."""
         secs = self.phase_seconds().get("restore")
-        if secs is None or self.restore_seconds is None:
+        if secs is None or self.restore_load_seconds is None:
             return None
-        load = min(self.restore_seconds, secs)
+        load = min(self.restore_load_seconds, secs)
         return {"reinitialisation": round(secs - load, 3), "load": round(load, 3)}
 
     @property
     def downtime(self) -> float | None:
-        """Seconds from the kill (or the failure) to the first completed step after it."""
-        origin = next((t for t in (self.kill, self.loss, self.start) if t is not None), None)
-        if origin is None or self.first_step_at is None:
-            return None
-        return (self.first_step_at - origin) / 1000
+        """Seconds from the loss (or the kill, else the detection) to the first completed
+        step after it (:func:`elastix.protocol.phases.downtime`)."""
+        return phasedef.downtime(self.moments())
 
     @property
     def steps_lost(self) -> int | None:
         """Last step completed before the failure minus the step training resumed from."""
-        if self.last_step is None or self.restored_step is None:
-            return None
-        return self.last_step - self.restored_step
+        return phasedef.steps_lost(self.last_step, self.restored_step)
 
     @property
     def not_in_log(self) -> list[str]:
@@ -443,7 +426,7 @@ class Recovery:
                   "prev_event", "loss"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
         d.update(complete=self.complete, detection_from=self.detection_from,
-                 downtime_seconds=self.downtime,
+                 kill_to_loss_seconds=self.kill_to_loss, downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
                  phases={snake(k): v for k, v in self.phase_seconds().items()},
                  restore_split=self.restore_split(),
@@ -484,8 +467,7 @@ def recoveries(events: list[Event]) -> list[Recovery]:
                            last_step=d["last_step"] if d["last_step"] is not None else last_step,
                            lost_slices=d["lost_slices"], error=d["error"], prev_event=origin,
                            slices_before=live,
-                           loss=(ev.t - round(d["since_loss"] * 1000)
-                                 if isinstance(d.get("since_loss"), (int, float)) else None))
+                           loss=phasedef.loss_ms(ev.t, d.get("since_loss")))
             out.append(cur)
         elif cur is not None and not cur.complete:
             _fill(cur, ev, pid, d.get("live_slices") if ev.name == "step" else live)
@@ -507,7 +489,7 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
     elif ev.name in ("elastic_restored", "restore"):
         cur.restored, cur.restored_step = ev.t, d["step"]
         cur.restore_source, cur.restore_bytes = d["source"], d["bytes"]
-        cur.restore_seconds = d["seconds"]
+        cur.restore_load_seconds = d["seconds"]
     elif ev.name == ("step" if cur.kind == "restart" else "elastic_first_step"):
         if cur.kind == "restart" and cur.restored_step is None and d.get("step") is not None:
             # no restore was logged: the new process resumed from the step before its first
@@ -515,7 +497,7 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
             cur.restored_step = d["step"] - 1
             cur.restore_source = "init" if d["step"] == 1 else None
         cur.first_step_at, cur.first_step = ev.t, d["step"]
-        cur.first_step_seconds = d["seconds"]
+        cur.first_step_time_seconds = d["seconds"]
         cur.slices_after = live
         if cur.kind == "in-process":
             cur.pid_after = pid

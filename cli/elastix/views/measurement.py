@@ -65,6 +65,8 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                 rows.append(("of which", f"re-initialisation {_s(split['reinitialisation'])}, "
                                          f"load {_s(split['load'])}"))
         rows.append(("detection counted from", r.detection_from or "-"))
+        if r.kill_to_loss is not None:  # before the loss the trainer dated: in no phase
+            rows.append(("kill to loss", _s(r.kill_to_loss)))
         for t in r.also_killed:
             rows.append(("also killed", f"{fmt_ms(t)}  during {r.phase_at(t)}: replaced in "
                                         "this recovery"))
@@ -74,7 +76,7 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         if r.restored_step is not None:
             size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
-                                     f"{size} bytes in {_s(r.restore_seconds)}"))
+                                     f"{size} bytes in {_s(r.restore_load_seconds)}"))
         if "lost_slices" in r.not_in_log:
             rows.append(("slices lost", NOT_IN_LOG))
         if r.slices_before is not None or r.slices_after is not None:
@@ -82,7 +84,7 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
             rows.append(("live slices (steps)", f"{before} -> {after}"))
         if r.first_step is not None:
             rows.append(("first step after", f"step {r.first_step} at {fmt_ms(r.first_step_at)}"
-                                             f" ({_s(r.first_step_seconds)})"))
+                                             f" ({_s(r.first_step_time_seconds)})"))
         rows += [("downtime", _s(r.downtime)),
                  ("steps lost", "-" if r.steps_lost is None else
                   f"{r.steps_lost} (step {r.last_step} -> {r.restored_step})")]

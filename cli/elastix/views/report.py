@@ -63,6 +63,7 @@ def _kill_props(i: int, k: dict[str, Any]) -> list[tuple[str, Any]]:
     out = [(f"kill.{i}.pod", ", ".join(x["pod"] for x in k["kills"])),
            (f"kill.{i}.time", k["kills"][0]["time"]),
            (f"kill.{i}.downtime_seconds", r.get("downtime_seconds")),
+           (f"kill.{i}.kill_to_loss_seconds", r.get("kill_to_loss_seconds")),
            (f"kill.{i}.steps_lost", r.get("steps_lost")),
            (f"kill.{i}.restored_step", r.get("restored_step")),
            (f"kill.{i}.restore_source", r.get("restore_source")),
