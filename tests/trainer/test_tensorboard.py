@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from trainer_helpers import make_cfg, on, run_cli, run_elastic
 
+from elastix.measure.events import events_from_records, recoveries
 from elastix_trainer.elastic.health import ManualHealth
 from elastix_trainer.obs.tboard import TensorBoardSink
 
@@ -82,6 +83,16 @@ def test_loss_perf_and_every_recovery_phase_at_their_steps(tmp_path):
     assert got["recovery/steps_lost"] == {at: float(det["last_step"] - restored["step"])}
     # ManualHealth does not date the loss (no since_loss): no made-up detection time.
     assert "recovery/detection_seconds" not in got
+    # the launcher's numbers for the same events (issue 39: restore was the checkpoint's read
+    # here, the phase there); the checkpoint's own read is named apart
+    (rec,) = recoveries(events_from_records(trainer.events.records))
+    ph = rec.phase_seconds()
+    for name in ("cleanup", "waiting for slices", "restore", "first step"):
+        tag = f"recovery/{name.replace(' ', '_')}_seconds"
+        assert got[tag][at] == pytest.approx(ph[name], abs=1e-6), tag
+    assert got["recovery/downtime_seconds"][at] == pytest.approx(rec.downtime, abs=1e-6)
+    assert got["recovery/restore_load_seconds"][at] == pytest.approx(restored["seconds"],
+                                                                     rel=1e-6)
 
 
 def test_the_flag_writes_scalars_and_a_bad_dir_is_one_line(tmp_path):

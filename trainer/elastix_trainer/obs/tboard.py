@@ -2,10 +2,9 @@
 
 Users read loss curves in TensorBoard, and MaxText writes its scalars there with tensorboardX's
 ``SummaryWriter`` (MaxText ``max_utils.initialize_summary_writer``): so does this, from the same
-events the launcher measures (docs/events.md), so the curves and ``elastix workload goodput``
-never disagree. Tags are MaxText's where MaxText has the quantity (maxtext 0.2.5
-``src/maxtext/common/metric_logger.py``, its scalar-name table), so a MaxText user's dashboards
-and habits carry over. Every scalar is written at the training step it belongs to:
+events the launcher measures (docs/events.md). Tags are MaxText's where MaxText has the quantity
+(maxtext 0.2.5 ``src/maxtext/common/metric_logger.py``, its scalar-name table), so a MaxText
+user's dashboards and habits carry over. Every scalar is written at the training step it belongs to:
 
 - at each completed step: ``learning/loss``, ``learning/grad_norm`` (before clipping),
   ``learning/current_learning_rate``, ``perf/step_time_seconds``,
@@ -14,9 +13,13 @@ and habits carry over. Every scalar is written at the training step it belongs t
 - ``checkpoint/blocking_seconds`` and ``checkpoint/write_seconds`` at each committed step;
 - one ``recovery/*`` scalar per phase of an in-process recovery (``detection_seconds`` when the
   trainer dated the loss, ``cleanup_seconds``, ``waiting_for_slices_seconds``,
-  ``restore_seconds``, ``first_step_seconds``, ``steps_lost``), then ``downtime_seconds`` (from
-  the loss, or its detection when the loss is not dated, to the first step after it) and
-  ``total_downtime_seconds`` (the run's so far), all at the last step completed before the loss.
+  ``restore_seconds``, ``first_step_seconds``), ``steps_lost``, ``downtime_seconds`` (from the
+  loss, or its detection when the loss is not dated, to the first step after it) and
+  ``total_downtime_seconds`` (the run's so far), all at the last step completed before the loss;
+  and ``recovery/restore_load_seconds``, the checkpoint's own read inside the restore phase.
+  The phases are :mod:`elastix.protocol.phases`'s, the definition ``chaos kill-worker
+  --measure`` and ``workload goodput`` read: the same names are the same numbers there (each
+  phase runs from one event's time to the next's, not the event's own ``seconds``).
 
 A restore rolls training back to step S: the steps after S are trained again and their first
 values are no longer the run's. TensorBoard's own rule for a restarted job is a ``SessionLog
@@ -37,7 +40,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from elastix.protocol import eventspec, timefmt
+from elastix.protocol import eventspec, phases
 from elastix_trainer.obs.events import EventLog, Uploader, log
 
 
@@ -61,7 +64,9 @@ class TensorBoardSink:
             self._local_file = os.path.join(local, name)
             self._uploader = Uploader(self._read, f"{self.directory}/{name}", upload_every)
         self._step = 0
-        self._recovery: dict[str, Any] = {}
+        self._recovery = phases.InProcess()
+        self._at = 0  # the step a recovery's scalars go at: the last before its loss
+        self._load: float | None = None  # the recovery's restore_load_seconds
         self._total_downtime = 0.0
         self._failed = False
 
@@ -100,21 +105,24 @@ class TensorBoardSink:
 
     def _on_event(self, r: dict) -> None:
         name = r["event"]
+        before = self._recovery.current
+        done = self._recovery.add(r)
         if name == eventspec.STEP:
             self._step_scalars(r)
-        elif name == eventspec.RESTORE and r.get("step") is not None:
+        elif name == eventspec.RESTORE and r.get("step") is not None and before is None:
             self._purge_from(r["step"] + 1)
         elif name == eventspec.CHECKPOINT_COMMITTED:
             self._scalar("checkpoint/blocking_seconds", r.get("blocking_seconds"), r["step"])
             self._scalar("checkpoint/write_seconds", r.get("seconds"), r["step"])
         elif name == eventspec.ELASTIC_DETECTED:
             at = r.get("last_step")
-            since = r.get("since_loss")
-            start = timefmt.parse(r["ts"]).timestamp() - (since or 0.0)
-            self._recovery = {"at": self._step if at is None else at, "last": at, "start": start,
-                              "scalars": {"detection_seconds": since}}
-        elif self._recovery:
-            self._recovery_scalars(name, r)
+            self._at, self._load = self._step if at is None else at, None
+        elif name in (eventspec.ELASTIC_RESTORED, eventspec.RESTORE) and before is not None:
+            self._load = r.get("seconds")
+            if r.get("step") is not None:
+                self._purge_from(r["step"] + 1)
+        elif done is not None:
+            self._recovery_scalars(done)
 
     def _step_scalars(self, r: dict) -> None:
         self._step = s = r["step"]
@@ -127,32 +135,17 @@ class TensorBoardSink:
         self._scalar("perf/per_device_tokens_per_sec", r.get("tokens_per_second_per_device"), s)
         self._scalar("elastic/live_slices", r.get("live_slices"), s)
 
-    def _recovery_scalars(self, name: str, r: dict) -> None:
-        """Collect a recovery's phases; write them once it steps again. Written before the
-        restore's purge, points at the last step before the loss would be dropped with the
+    def _recovery_scalars(self, done: phases.Measured) -> None:
+        """Write a recovery's scalars once it steps again. They go at the last step before the
+        loss, written after the restore's purge: before it they would be dropped with the
         re-done steps."""
-        got = self._recovery["scalars"]
-        if name == eventspec.ELASTIC_CLEANUP_DONE:
-            got["cleanup_seconds"] = r.get("seconds")
-        elif name == eventspec.ELASTIC_SLICES_READY:
-            got["waiting_for_slices_seconds"] = r.get("seconds")
-        elif name == eventspec.ELASTIC_RESTORED:
-            got["restore_seconds"] = r.get("seconds")
-            last = self._recovery.get("last")
-            if r.get("step") is not None:
-                if last is not None:
-                    got["steps_lost"] = last - r["step"]
-                self._purge_from(r["step"] + 1)
-        elif name == eventspec.ELASTIC_FIRST_STEP:
-            got["first_step_seconds"] = r.get("seconds")
-            downtime = timefmt.parse(r["ts"]).timestamp() - self._recovery["start"]
-            self._total_downtime += downtime
-            got["downtime_seconds"] = downtime
+        got = done.scalars()
+        if got["downtime_seconds"] is not None:
+            self._total_downtime += got["downtime_seconds"]
             got["total_downtime_seconds"] = self._total_downtime
-            at = self._recovery["at"]
-            for tag, value in got.items():
-                self._scalar(f"recovery/{tag}", value, at)
-            self._recovery = {}
+        got["restore_load_seconds"] = self._load
+        for tag, value in got.items():
+            self._scalar(f"recovery/{tag}", value, self._at)
 
     def close(self) -> None:
         """Flush and close (and upload, for ``gs://``). Never raises."""
