@@ -20,7 +20,7 @@ serve slice failures too. The expected goodput of a setting is one minus its was
 
     waste = delta_c / T_c + delta_s / T_s + (R + W) / M + [T_c / 2] / M_head
 
-with ``R`` a recovery's downtime (kill to the first step after it, measured) and ``W`` the work
+with ``R`` a recovery's downtime (loss, else kill, to the first step after it, measured) and ``W`` the work
 a slice failure loses, half the interval of the newest save it can restore. A first-order model:
 it leaves out start-up and everything else the run spends, so it ranks settings and says how
 much a change is worth; the run's measured goodput (``workload goodput``) is the number.

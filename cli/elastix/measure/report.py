@@ -29,7 +29,7 @@ SCHEMA_VERSION = 1  # bumped when a key changes meaning or goes away
 class Bounds:
     """What every recovery must meet; None: not bounded."""
 
-    max_downtime: float | None = None  # seconds, kill to the first step after it
+    max_downtime: float | None = None  # seconds, Recovery.downtime (from the loss, else kill)
     max_steps_lost: int | None = None
     timeout: float = 600.0  # seconds to wait for a recovery: beyond it, it missed
     min_goodput: float | None = None  # a fraction, over the chaos window (ChaosReport.window)
