@@ -39,3 +39,15 @@ def test_help_lists_the_presets_without_markup():
     assert p.returncode == 0
     assert f"Model preset: {', '.join(PRESETS)}." in p.stdout
     assert "``" not in p.stdout and "model.PRESETS" not in p.stdout
+
+
+def test_the_program_ends_without_teardown_yet_keeps_its_exit_code_and_output():
+    """Run as the program, the trainer ends with ``os._exit`` after its exit handlers: the
+    code a flag error (argparse's SystemExit), --help or a bad preset gives is kept, and piped
+    output is whole (test_sigterm checks a stopped run's 143 and its last lines)."""
+    p = _run(["--bogus"])
+    assert p.returncode == 2 and p.stderr.startswith("error: flags: unrecognized arguments")
+    p = _run(["--help"])
+    assert p.returncode == 0 and p.stdout.rstrip().endswith(".") and "--preset" in p.stdout
+    p = _run(["--preset", "nope"], ELASTIX_DEBUG="1")
+    assert p.returncode == 2, p.stderr

@@ -8,6 +8,7 @@ input, 1 runtime failure, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 
@@ -73,9 +74,34 @@ def _train(argv: list[str]) -> int:
     return run(cfg)
 
 
+def _exit_without_teardown(code: list[int]) -> None:
+    """The last exit handler of the program: end the process with ``code[0]`` without the
+    interpreter's teardown. By then the run has closed everything it writes
+    (``program.run``'s ``finally``), the non-daemon threads were joined and every other
+    exit handler ran (logging's flush, JAX's); what is skipped is freeing memory and destroying
+    XLA's CPU client: 0.66 s of a stopped head's exit after its ``run_end`` (measured, quiet),
+    which a ``workload create --replace``, a delete and a restart all waited for."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code[0])
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Entry point; returns the exit code. Run as the program (``argv`` None), the process
+    then ends without the interpreter's teardown (:func:`_exit_without_teardown`)."""
+    if argv is None:
+        code = [1]  # an exception that escapes: Python prints it, and exits 1
+        atexit.register(_exit_without_teardown, code)  # the first registered runs last
+        try:
+            code[0] = _main(sys.argv[1:])
+        except SystemExit as e:  # argparse's exit 2, --help's 0
+            code[0] = e.code if isinstance(e.code, int) else int(e.code is not None)
+            raise
+        return code[0]
+    return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] == "prepare-data":
             return _prepare_data(argv[1:])
