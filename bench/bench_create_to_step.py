@@ -9,10 +9,11 @@ slice hosts, every slice taken as live):
 
 - cold: a fresh state directory (so an empty JAX compilation cache in ``.data/<name>``); the
   trainer alone gets an empty ``--compilation-cache-dir``;
-- warm: ``workload delete`` then ``create`` again in the same state directory, so the trainer
-  reads the compilation cache the previous run kept in ``<state-dir>/.data/<name>`` (and resumes
-  from the checkpoint the deleted trainer committed on SIGTERM, as a re-created workload does);
-  the trainer alone reuses the cache directory of its cold run.
+- warm: ``workload create --replace`` while the cold run still steps, in the same state
+  directory: the time counts stopping the old run (its trainer's last save on SIGTERM, its
+  exit, its hosts'), then the new trainer reads the compilation cache the old run kept in
+  ``<state-dir>/.data/<name>`` and resumes from that last checkpoint, as a re-created workload
+  does; the trainer alone reuses the cache directory of its cold run.
 
 Where the seconds go, from the files the run leaves (all wall-clock, one clock): the CLI until
 ``create`` returns, the supervisor's first log line, the head's start, the trainer's
@@ -119,16 +120,17 @@ def _cpu_by_role(wdir: Path) -> dict[str, float]:
     return out
 
 
-def quickstart(state: Path) -> dict[str, float]:
-    """One ``workload create``; seconds from its start to each mark, the first step last,
-    then the CPU seconds each part used until then."""
+def quickstart(state: Path, replace: bool = False, keep: bool = False) -> dict[str, float]:
+    """One ``workload create`` (``--replace``: of the run still going in ``state``); seconds
+    from its start to each mark, the first step last, then the CPU seconds each part used
+    until then. ``keep``: leave the workload running (for the next ``--replace``)."""
     from elastix.backends.local.backend import LocalBackend
 
     wdir = state / NAME
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    subprocess.run([str(BIN / "elastix"), *CREATE], env=env(state), check=True,
-                   capture_output=True)
+    subprocess.run([str(BIN / "elastix"), *CREATE, *(["--replace"] if replace else [])],
+                   env=env(state), check=True, capture_output=True)
     returned = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -148,7 +150,8 @@ def quickstart(state: Path) -> dict[str, float]:
     out = {"create returned": returned - t0, "supervisor up": marks["supervisor"] - t0,
            "head started": marks["head"] - t0, "run_start": _ts(start["ts"]) - t0,
            "first step": _ts(first["ts"]) - t0, **cpu}
-    delete(state, check=True)
+    if not keep:
+        delete(state, check=True)
     return out
 
 
@@ -212,10 +215,14 @@ def main() -> None:
     try:
         for i in range(a.runs):
             state = tmp / f"state-{i}"
-            for kind in ("cold", "warm"):
-                rows[f"create {kind}"].append(quickstart(state))
-                print(f"create {kind}", i + 1, rows[f"create {kind}"][-1], file=sys.stderr,
-                      flush=True)
+            try:
+                for kind in ("cold", "warm"):
+                    rows[f"create {kind}"].append(quickstart(state, replace=kind == "warm",
+                                                             keep=kind == "cold"))
+                    print(f"create {kind}", i + 1, rows[f"create {kind}"][-1],
+                          file=sys.stderr, flush=True)
+            finally:
+                delete(state)  # the kept cold run, if the warm one never replaced it
             cache = tmp / f"alone-cache-{i}"
             for kind in ("cold", "warm"):
                 rows[f"alone {kind}"].append(trainer_alone(tmp, cache, LAYOUT))
