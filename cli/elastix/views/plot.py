@@ -45,6 +45,9 @@ def _pyplot():
     except ImportError:
         raise UsageError("--plot needs matplotlib",
                          hint="pip install 'elastix[plot]'") from None
+    from elastix.views.fonts import bundled_fonts_only
+
+    bundled_fonts_only()  # no scan of the system's fonts: minutes on some machines
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
