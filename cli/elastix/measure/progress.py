@@ -16,9 +16,9 @@ import re
 import statistics
 from typing import Any
 
-from elastix.backends.base import Backend, TrainerEvents
+from elastix.backends.base import Backend, KillRecord, TrainerEvents, WorkloadStatus
 from elastix.errors import ElastixError
-from elastix.measure.events import Event, events_of, fmt_ms, recoveries
+from elastix.measure.events import Event, events_of, fmt_ms, ms_of, recoveries
 from elastix.measure.goodput import goodput
 
 RECENT_STEPS = 20
@@ -142,3 +142,53 @@ def _last_loss(got: TrainerEvents) -> float | None:
         if m:
             return float(m.group(1))
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """Where a wait stands, for the line that says what it waits for (:func:`wait_phase`)."""
+
+    what: str
+    """``starting``, ``starting the trainer``, ``compiling``, ``waiting for the first save``,
+    ``stepping``, ``killed POD``, ``recovering: PHASE`` (as ``status --watch`` names it),
+    ``stopping pods``; or a caller's own (``stepping until fault 2 at 12:03:00``)."""
+    since: int | None = None
+    """When it began (ms since the epoch), when the events or the fault say; None: the
+    reporter counts from when it first saw it."""
+
+
+# A save whose state a kill made now restores from (elastix.measure.wait's _SAVED).
+_SAVES = ("snapshot_taken", "checkpoint_committed")
+
+
+def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
+               killed: list[KillRecord] | None = None) -> Phase:
+    """The phase a workload is in, from its status and its trainer's events: what every wait
+    (``workload wait``, ``chaos``, ``delete --wait``) says it waits for.
+
+    ``st`` None: waiting for pods to go (``delete --wait``). ``killed``: the faults just made
+    (their first's time bounds the events that count as their recovery's): until the trainer
+    notices (its ``elastic_detected``, or a restarted head's ``run_start``) the phase is
+    ``killed POD``. A recovery under way is named as ``status --watch`` names it.
+    """
+    if st is None:
+        return Phase("stopping pods")
+    if killed:
+        kill = ms_of(killed[0].time)
+        if not any(e.t >= kill and e.name in ("elastic_detected", "run_start") for e in events):
+            return Phase(f"killed {', '.join(k.pod for k in killed)}", kill)
+    rec = recovering(events)
+    if rec is not None:
+        return Phase(f"recovering: {rec.phase}", rec.phase_since)
+    pods = [p for s in st.slices for p in s.pods] + ([st.head] if st.head else [])
+    if st.state != "Running" or not pods or any(p.phase != "Running" for p in pods):
+        return Phase("starting")
+    starts = [i for i, e in enumerate(events) if e.name == "run_start"]
+    run = events[starts[-1]:] if starts else events
+    steps = [e for e in run if e.name == "step"]
+    if not steps:
+        return Phase("compiling", run[0].t) if starts else Phase("starting the trainer")
+    if starts and not any(e.name in _SAVES or (e.name == "restore" and (e.data.get("step") or 0)
+                                                > 0) for e in run):
+        return Phase("waiting for the first save", steps[0].t)
+    return Phase("stepping")

@@ -1,0 +1,115 @@
+"""What a wait says it waits for: the phase from a workload's status and its trainer's events,
+and the line that shows it (issue 39)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from elastix.backends.base import KillRecord, PodInfo, SliceStatus, WorkloadStatus
+from elastix.measure.events import events_from_records, ms_of
+from elastix.measure.progress import Phase, wait_phase
+from elastix.views.console import console
+from elastix.views.waiting import STILL_EVERY, WaitLine
+
+REAL = Path(__file__).parent / "fixtures" / "real_run2.events.jsonl"
+T = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _events():
+    return events_from_records([json.loads(ln) for ln in REAL.read_text().splitlines()
+                                if ln.strip()])
+
+
+def _status(phase="Running", state="Running"):
+    pod = PodInfo(name="demo-slice-0-host-0", role="worker", phase=phase, slice=0, host=0)
+    head = PodInfo(name="demo-head", role="head", phase="Running")
+    return WorkloadStatus(name="demo", namespace="default", backend="local", state=state,
+                          created=T, num_slices=1, head=head,
+                          slices=[SliceStatus(index=0, hosts=1, pods=[pod])])
+
+
+def _course(events, st, killed=None) -> list[str]:
+    """Each distinct phase as the events arrive one by one, in order."""
+    seen: list[str] = []
+    for i in range(len(events) + 1):
+        what = wait_phase(st, events[:i], killed=killed).what
+        if not seen or seen[-1] != what:
+            seen.append(what)
+    return seen
+
+
+def test_a_real_run_goes_from_the_trainers_start_through_its_recovery():
+    assert _course(_events(), _status()) == [
+        "starting the trainer", "compiling", "waiting for the first save", "stepping",
+        "recovering: cleanup", "recovering: waiting for slices", "recovering: restore",
+        "recovering: first step", "stepping"]
+
+
+def test_phases_say_since_when_from_the_events():
+    events = _events()
+    start = events[0]
+    assert wait_phase(_status(), events[:1]) == Phase("compiling", start.t)
+    first = next(e for e in events if e.name == "step")
+    assert wait_phase(_status(), events[:2]) == Phase("waiting for the first save", first.t)
+    detected = next(i for i, e in enumerate(events) if e.name == "elastic_detected")
+    assert wait_phase(_status(), events[:detected + 1]) == Phase("recovering: cleanup",
+                                                                 events[detected].t)
+
+
+def test_pods_not_all_running_are_starting_and_none_left_is_stopping():
+    assert wait_phase(_status(phase="Pending"), []).what == "starting"
+    assert wait_phase(_status(state="Pending"), _events()[:3]).what == "starting"
+    assert wait_phase(None, []).what == "stopping pods"
+
+
+def test_a_kill_is_named_until_the_trainer_detects_it():
+    events = _events()
+    detected = next(i for i, e in enumerate(events) if e.name == "elastic_detected")
+    kill_at = dt.datetime.fromtimestamp((events[detected - 1].t + 1) / 1000, dt.timezone.utc)
+    kill = KillRecord(workload="demo", pod="demo-slice-1-host-0", slice=1, host=0, node=None,
+                      time=kill_at)
+    after = _course(events[:detected], _status(), [kill])
+    assert after[-1] == "killed demo-slice-1-host-0"
+    assert wait_phase(_status(), events[:detected], killed=[kill]).since == ms_of(kill_at)
+    assert wait_phase(_status(), events[:detected + 1], killed=[kill]).what \
+        == "recovering: cleanup"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = T.timestamp()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_off_a_terminal_a_line_per_phase_and_a_still_line_now_and_then():
+    err = console(stderr=True, force_terminal=False, width=200)
+    clock = _Clock()
+    with err.capture() as cap, WaitLine(err, "waiting for demo to be stepping",
+                                        clock=clock) as line:
+        line(Phase("starting"))
+        clock.now += 5
+        line(Phase("starting"))  # no news: no line
+        line(Phase("compiling", int(clock.now * 1000) - 2000))
+        clock.now += STILL_EVERY
+        line(Phase("compiling"))
+    lines = cap.get().splitlines()
+    at = dt.datetime.fromtimestamp(T.timestamp() + 3).strftime("%H:%M:%S")
+    assert lines[0].startswith("waiting for demo to be stepping: starting (since ")
+    assert lines[1] == f"waiting for demo to be stepping: compiling (since {at}, 2 s)"
+    assert lines[2] == f"waiting for demo to be stepping: still compiling (since {at}, 32 s)"
+    assert len(lines) == 3
+
+
+def test_on_a_terminal_one_live_line_ended_with_the_wait():
+    err = console(stderr=True, force_terminal=True, width=200)
+    with WaitLine(err, "waiting for demo to be stepping") as line:
+        line(Phase("compiling"))
+        live = line._status
+        assert live is not None and "compiling (since" in line.line()
+        line(Phase("waiting for the first save"))
+        assert line._status is live  # the same line, its text changed
+    assert line._status is None
