@@ -65,7 +65,9 @@ def test_wait_times_out_with_its_own_code(live_env):
         p = _cli(live_env, "workload", "wait", "slow", "--for", "stepping", "--timeout", "3s",
                  check=False)
         assert p.returncode == ExitCode.TIMED_OUT == 6, p.stderr
-        (line, hint) = p.stderr.strip().splitlines()
+        *phases, line, hint = p.stderr.strip().splitlines()  # what it waited for, then why
+        assert phases and all(ph.startswith("waiting for slow to be stepping: ")
+                              for ph in phases), phases
         assert line.startswith("error: timed out after 3 s waiting for workload slow to be "
                                "stepping (it is Running") and hint.startswith("hint: ")
         # a kill gated on stepping: nothing is killed, said so, exit 1

@@ -301,6 +301,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     from elastix.measure.chaos import run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_verdict
+    from elastix.views.waiting import WaitLine
 
     backend = get_backend(target)
     backend.status(name)  # a wrong name: one error line, before any wait
@@ -308,9 +309,11 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
         console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
                                    "waiting for that moment[/]")
     pinned = slice_ is not None or host is not None  # else run_soak's choice (it aims)
-    res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
-                   seed=seed, killer=(lambda: backend.inject(name, fault, slice=slice_, host=host,
-                                                             seed=seed)) if pinned else None)
+    with WaitLine(console(stderr=True), name) as line:
+        res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
+                       seed=seed, report=line, killer=(
+                           lambda: backend.inject(name, fault, slice=slice_, host=host,
+                                                  seed=seed)) if pinned else None)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
@@ -393,6 +396,7 @@ def run(
     from elastix.measure.schedule import mtbf_schedule
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_schedule, print_soak
+    from elastix.views.waiting import WaitLine
 
     # Every input is checked before the first fault.
     check_output(output, RUN_OUTPUTS)
@@ -467,10 +471,11 @@ def run(
     err.print(f"[dim]{name}: {kills} round{'s' if kills != 1 else ''} of "
               f"{flt.describe()}{f' x{count}' if count > 1 else ''}, {when}; un-aimed faults "
               "wait until it is stepping (a step after its first save)[/]")
-    res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
-                   bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
-                   spread=gap, schedule=plan,
-                   aims=[Aim(at_step=n) for n in steps] if steps else None)
+    with WaitLine(err, name) as line:
+        res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
+                       bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
+                       spread=gap, schedule=plan, report=line,
+                       aims=[Aim(at_step=n) for n in steps] if steps else None)
     chaos_verify.finish(backend, name, res, verifying, bounds.timeout, err)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))

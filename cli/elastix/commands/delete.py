@@ -90,10 +90,17 @@ def _delete_targets(backend: Any, names: list[str], workload: str | None,
 
 def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float,
                 delete_data: bool, ignore_not_found: bool) -> None:
+    import contextlib
+
     from elastix.errors import NotFoundError
+    from elastix.measure.progress import wait_phase
+    from elastix.views.waiting import WaitLine
 
     try:
-        note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
+        with WaitLine(err, f"deleting {name}") if wait else contextlib.nullcontext() as line:
+            if line is not None:  # the backend's wait is one call: its line ticks on a terminal
+                line.update(wait_phase(None, []))
+            note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
     except NotFoundError as e:
         if not ignore_not_found:
             raise

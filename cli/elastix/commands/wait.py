@@ -40,6 +40,7 @@ def wait(
     """Wait until a workload is running, stepping, completed or deleted (as kubectl wait)."""
     from elastix.measure.wait import wait_for
     from elastix.views.console import console
+    from elastix.views.waiting import WaitLine
 
     if for_ is None:
         raise UsageError("missing --for", hint=f"elastix workload wait {name} --for stepping")
@@ -48,8 +49,10 @@ def wait(
         raise UsageError(f"--for {for_!r} is not {', '.join(CONDITIONS)}",
                          hint="e.g. --for stepping (training, after its first save)")
     backend = get_backend(target)
-    wait_for(backend, name, for_, timeout=timeout)
-    console(stderr=True).print(f"workload [bold]{name}[/]: {for_}")
+    err = console(stderr=True)
+    with WaitLine(err, f"waiting for {name} to be {for_}") as line:
+        wait_for(backend, name, for_, timeout=timeout, report=line)
+    err.print(f"workload [bold]{name}[/]: {for_}")
 
 
 wait.__doc__ = f"{wait.__doc__}\n\n{EXIT_CODES_HELP}"

@@ -9,6 +9,7 @@ the timeout has passed. Clock and sleep are injected so callers (and tests) cont
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from elastix.measure.events import (
     recoveries,
 )
 from elastix.measure.goodput import goodput
+from elastix.measure.progress import Phase, wait_phase
 from elastix.measure.report import (
     COMPLETED_STATES,
     DEAD_STATES,
@@ -135,7 +137,8 @@ def _worker_running(st: WorkloadStatus) -> bool:
 
 def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, since: int, *,
                      deadline: float, poll: float, clock: Callable[[], float],
-                     sleep: Callable[[float], None]) -> tuple[WorkloadStatus, Window | None]:
+                     sleep: Callable[[float], None], report: Callable[[Phase], None] | None = None
+                     ) -> tuple[WorkloadStatus, Window | None]:
     """Wait until the fault may land: the run is stepping (un-aimed), or the aimed moment is
     open. Returns the status last read and the window found (None when un-aimed, or when the
     workload ended first).
@@ -186,6 +189,8 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
                 if not aim.aimed else f"{aim.describe()} (the moment never came)"
             raise BackendError(f"{name} was not {what} within the timeout; nothing was killed",
                                hint=f"see elastix logs {name}; or raise --timeout")
+        if report is not None:
+            report(wait_phase(st, events))
         if feed.following:  # woken by the trainer's next event line, or at the next status
             feed.wait(max(0.0, min(next_status - clock(), poll)) if aim.aimed else step)
         else:
@@ -198,7 +203,8 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                  since: int = 0, hang_for: float | None = None,
                  opened: list[KillRecord] | None = None, baseline: int | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> KillMeasurement:
+                 sleep: Callable[[float], None] = time.sleep,
+                 report: Callable[[Phase], None] | None = None) -> KillMeasurement:
     """Fault (``do_kill``) once the moment has come, and wait for the recovery that follows;
     measure it.
 
@@ -212,13 +218,15 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     measured is then the newest since that count, once it completes, and this fault is among
     its ``also_killed``); a fault before the run's first step that no recovery took up
     is measured as absorbed by the start (a ``start-up`` recovery: fault to first step).
+    ``report`` is told the phase before each sleep (:func:`~elastix.measure.progress.wait_phase`:
+    compiling, ..., killed POD, recovering: restore, ...).
     """
     aim = aim or Aim()
     deadline = clock() + timeout
     feed = EventFeed(backend, name)
     try:
         before, window = _wait_for_moment(backend, name, feed, aim, since, deadline=deadline,
-                                          poll=poll, clock=clock, sleep=sleep)
+                                          poll=poll, clock=clock, sleep=sleep, report=report)
         events = feed.events
         n_before = len(recoveries(events)) if baseline is None else baseline
         run = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
@@ -255,6 +263,8 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                 break
             if clock() >= deadline:
                 break
+            if report is not None:  # an opened recovery is under way already: named as such
+                report(wait_phase(st, events, killed=None if opened else aimed))
             sleep(min(poll, max(0.0, resume_at - clock())) if resume_at is not None else poll)
         if resume_at is not None:  # the recovery ended first: the hang still ends on time
             while (left := resume_at - clock()) > 0:
@@ -383,7 +393,8 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
              aims: list[Aim] | None = None,
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep,
-             wall: Callable[[], float] = time.time) -> ChaosReport:
+             wall: Callable[[], float] = time.time,
+             report: Callable[[Phase], None] | None = None) -> ChaosReport:
     """Fault ``kills`` times, at least ``interval`` seconds from one recorded fault to the next
     (``wall`` is the clock the faults are recorded on: a backend's ``utc_now``), measuring
     each recovery. No un-aimed fault lands before the trainer is stepping
@@ -401,8 +412,9 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     Aimed at a recovery, a round's fault spares the slices its opener took, unless pinned.
     Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
     carried out, Ctrl-C), the report holds every measurement made, the goodput so far and why
-    it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports progress. A Ctrl-C is
-    re-raised by the caller after it has reported (``ChaosReport.interrupted``).
+    it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports each measurement,
+    ``report`` each wait's phase (as :func:`measure_kill`). A Ctrl-C is re-raised by the
+    caller after it has reported (``ChaosReport.interrupted``).
     """
     if mode not in MODES:
         raise UsageError(f"unknown chaos mode {mode!r}", hint="use random, slice or host")
@@ -435,6 +447,9 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
         for i in range(1, kills + 1):
             planned = schedule[i - 1] if schedule is not None else None
             if planned is None and last_kill:  # counted from the previous kill
+                if report is not None and last_kill[0] + interval > wall():
+                    at = dt.datetime.fromtimestamp(last_kill[0] + interval)
+                    report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
                 while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
                     sleep(left)
             st = backend.status(name)
@@ -464,9 +479,12 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
             try:
                 if planned is not None and start is None:
                     wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                             clock=clock, sleep=sleep)
+                             clock=clock, sleep=sleep, report=report)
                     start = wall()
                 if planned is not None:
+                    if report is not None and start + planned.at > wall():
+                        at = dt.datetime.fromtimestamp(start + planned.at)
+                        report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
                     while (left := start + planned.at - wall()) > 0:
                         sleep(min(left, poll))
                 if aim.after is not None and i == 1:
@@ -474,7 +492,7 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                 n_base = None
                 if opener:  # open the recovery this round's fault aims at
                     wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                             clock=clock, sleep=sleep)
+                             clock=clock, sleep=sleep, report=report)
                     evs = events_of(backend.trainer_events(name))[0]
                     n_base, since = len(recoveries(evs)), len(evs)
                     opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
@@ -484,7 +502,7 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                 m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
                                  clock=clock, sleep=sleep, aim=this_aim, since=since,
                                  hang_for=(planned.fault if planned else fault).hang_for,
-                                 opened=opened, baseline=n_base)
+                                 opened=opened, baseline=n_base, report=report)
                 m.openers = len(opened)
             except ElastixError as err:  # e.g. no running worker left: did the workload end?
                 if isinstance(err, UsageError) and not out and not opened:

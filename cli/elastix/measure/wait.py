@@ -16,6 +16,7 @@ from collections.abc import Callable
 from elastix.backends.base import Backend, WorkloadStatus
 from elastix.errors import ExitCode, NotFoundError, OutcomeError
 from elastix.measure.events import Event, events_of, recoveries
+from elastix.measure.progress import Phase, wait_phase
 
 CONDITIONS = ("running", "stepping", "completed", "deleted")
 _COMPLETED = ("Completed", "Succeeded")
@@ -46,8 +47,9 @@ def stepping(events: list[Event]) -> bool:
     return all(r.complete for r in recoveries(events))
 
 
-def _met(cond: str, backend: Backend, name: str, st: WorkloadStatus) -> bool:
-    """Whether ``cond`` holds now; raises when it never can any more."""
+def _met(cond: str, name: str, st: WorkloadStatus, events: list[Event]) -> bool:
+    """Whether ``cond`` holds now (``events``: the trainer's, read for ``stepping``); raises
+    when it never can any more."""
     if st.state == "Failed":
         raise OutcomeError(ExitCode.DIED, f"workload {name} failed while waiting for it to be "
                            f"{cond}" + (f": {st.message}" if st.message else ""),
@@ -59,15 +61,17 @@ def _met(cond: str, backend: Backend, name: str, st: WorkloadStatus) -> bool:
                            hint="give the job more steps (or wait --for completed)")
     if cond == "running":
         return st.state == "Running"
-    return stepping(events_of(backend.trainer_events(name))[0])
+    return stepping(events)
 
 
 def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: float = 1.0,
              clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> WorkloadStatus | None:
+             sleep: Callable[[float], None] = time.sleep,
+             report: Callable[[Phase], None] | None = None) -> WorkloadStatus | None:
     """Wait until workload ``name`` is ``cond`` (one of :data:`CONDITIONS`).
 
-    Returns the status that met it (None for ``deleted``).
+    Returns the status that met it (None for ``deleted``). ``report`` is told the phase
+    (:func:`~elastix.measure.progress.wait_phase`) before each sleep: what the wait waits for.
 
     Raises:
         NotFoundError: the workload does not exist (when not waiting for ``deleted``).
@@ -87,11 +91,16 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
             raise OutcomeError(ExitCode.DIED, f"workload {name} was deleted while waiting for "
                                f"it to be {cond}") from None
         seen = True
-        if cond != "deleted" and _met(cond, backend, name, st):
+        # the trainer's events: what stepping is judged on, and what a report says
+        events = events_of(backend.trainer_events(name))[0] \
+            if cond == "stepping" or (report is not None and cond != "deleted") else []
+        if cond != "deleted" and _met(cond, name, st, events):
             return st
         if clock() >= deadline:
             why = f"; {st.reasons[0]}" if st.reasons else ""
             raise OutcomeError(ExitCode.TIMED_OUT, f"timed out after {timeout:g} s waiting for "
                                f"workload {name} to be {cond} (it is {st.state}{why})",
                                hint=f"see elastix workload status {name}, or raise --timeout")
+        if report is not None:
+            report(wait_phase(None if cond == "deleted" else st, events))
         sleep(poll)
