@@ -1,0 +1,49 @@
+"""Waits say what they wait for on stderr, phase by phase, on a real local workload (issue 39):
+``workload wait`` and ``chaos kill-worker --measure``, their stdout left as it was (the JSON
+report parses). Off a terminal, as in a CI log: a line per phase."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from local_helpers import tiny_trainer
+
+POLICY = "--elastic-mode pause-resume --max-slice-losses 100 --slice-wait-timeout 120 " \
+         "--snapshot-period 3"
+ORDER = ["starting", "starting the trainer", "compiling", "waiting for the first save"]
+
+
+def _phases(stderr: str, prefix: str) -> list[str]:
+    """The phases of the lines ``PREFIX: PHASE (since HH:MM:SS, N s)``, in order."""
+    got = [re.fullmatch(rf"{re.escape(prefix)}: (?:still )?(.+) \(since \d\d:\d\d:\d\d, "
+                        r"[\d a-z]+\)", ln) for ln in stderr.splitlines()]
+    return [m.group(1) for m in got if m]
+
+
+def test_wait_and_a_measured_kill_say_their_phases(cli):
+    name = "talk"
+    cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices", "2",
+        "--elastic-slices", "2", "--max-slice-restarts", "50", "--command", tiny_trainer(POLICY),
+        # the killed slice's replacement starts 6 s late: its recovery waits for slices for
+        # several of the measurement's 1 s polls, so a recovering line is sure to be seen
+        env={"ELASTIX_LOCAL_SCHEDULING_DELAY": "6"})
+    try:
+        waited = cli("workload", "wait", name, "--for", "stepping", "--timeout", "240s")
+        assert waited.stdout == ""
+        phases = _phases(waited.stderr, f"waiting for {name} to be stepping")
+        assert phases and phases == sorted(set(phases), key=ORDER.index), waited.stderr
+        assert "compiling" in phases, waited.stderr  # the tiny model compiles for seconds
+        assert waited.stderr.splitlines()[-1] == f"workload {name}: stepping"
+
+        killed = cli("chaos", "kill-worker", name, "--slice", "1", "--measure", "-o", "json",
+                     "--timeout", "200s")
+        report = json.loads(killed.stdout)  # stdout is the report alone
+        (m,) = report["kills"]
+        (kill,) = m["kills"]
+        phases = _phases(killed.stderr, name)
+        assert phases[0] == f"killed {kill['pod']}", killed.stderr
+        assert any(p.startswith("recovering: ") for p in phases[1:]), killed.stderr
+        assert m["recovery"]["complete"], m
+    finally:
+        cli("workload", "delete", name, check=False)
