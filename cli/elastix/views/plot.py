@@ -215,11 +215,15 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
         ax.plot([(t - report.start) / 1000 for t in ts], steps, color="black", lw=1,
                 drawstyle="steps-post")
         ax.set_ylabel("step")
+        # one collection per cause (in order of first appearance: the legend's order), not a
+        # bar per segment: a soak has thousands (a step, then a save's stall...), and a bar
+        # each took seconds to draw after the last measurement
+        bars: dict[str, list[tuple[float, float]]] = {}
         for cause, a, b in report.segments:
-            axc.barh(0, (b - a) / 1000, left=(a - report.start) / 1000, height=0.8,
-                     color=COLORS[cause], label=None if cause in drawn else cause)
-            if cause not in drawn:
-                drawn.append(cause)
+            bars.setdefault(cause, []).append(((a - report.start) / 1000, (b - a) / 1000))
+        for cause, spans in bars.items():
+            axc.broken_barh(spans, (-0.4, 0.8), color=COLORS[cause], label=cause, linewidth=0)
+            drawn.append(cause)
         axc.set_yticks([])
         axc.set_ylim(-0.6, 0.6)
         n = len(report.recoveries)
