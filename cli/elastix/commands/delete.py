@@ -97,7 +97,8 @@ def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float
     from elastix.views.waiting import WaitLine
 
     try:
-        with WaitLine(err, f"deleting {name}") if wait else contextlib.nullcontext() as line:
+        waiting = wait and backend.exists(name)  # a missing one: its error alone
+        with WaitLine(err, f"deleting {name}") if waiting else contextlib.nullcontext() as line:
             if line is not None:  # the backend's wait is one call: its line ticks on a terminal
                 line.update(wait_phase(None, []))
             note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
