@@ -91,9 +91,12 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
             raise OutcomeError(ExitCode.DIED, f"workload {name} was deleted while waiting for "
                                f"it to be {cond}") from None
         seen = True
-        # the trainer's events: what stepping is judged on, and what a report says
-        events = events_of(backend.trainer_events(name))[0] \
-            if cond == "stepping" or (report is not None and cond != "deleted") else []
+        # the trainer's events: what stepping is judged on; for a report of a wait for
+        # completion, the cheapest read (GKE: the head's log, not the bucket); a wait for
+        # running or deleted needs none (its phases are the pods')
+        events = events_of(backend.trainer_events(name))[0] if cond == "stepping" else \
+            events_of(backend.trainer_events(name, cheap=True))[0] \
+            if report is not None and cond == "completed" and st.state == "Running" else []
         if cond != "deleted" and _met(cond, name, st, events):
             return st
         if clock() >= deadline:
