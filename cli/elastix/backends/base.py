@@ -210,7 +210,9 @@ class KillRecord:
     slice: int | None  # None for the head
     host: int | None
     node: str | None
-    time: dt.datetime  # when the fault was delivered (term: its SIGTERM)
+    time: dt.datetime  # when the fault was delivered (term: its SIGTERM), taken just before
+    sent: dt.datetime | None = None  # local: taken once the signal was sent; the fault landed
+    # between the two (a SIGKILLed or SIGSTOPped process runs nothing after ``sent``)
     dry_run: bool = False
     pid: int | None = None  # local backend: the process that got the signal
     fault: str = "kill"  # the kind delivered (:data:`FAULTS`)

@@ -28,9 +28,9 @@ A save's own device-to-host copy is its first ``copy_seconds`` (in its commit; l
 it: ``blocking_seconds``, an upper bound that also holds the wait for the previous save): a
 fault then fails the save (nothing of that step is written); one after the copy, during the
 background write, lets it commit, as on Pathways, where the write is the controller's. A
-fault's time is taken once its signal was sent, so a save committed after a fault dated
-inside its copy (beyond the millisecond the times are kept to) is a simulation that failed
-late, never the clock.
+fault is placed where it had surely landed: once its signal was sent (``KillRecord.sent``,
+else its time), so a save committed after a fault placed inside its copy (beyond the
+millisecond the times are kept to) is a simulation that failed late, never the clock.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ class KillMeasurement:
         return {
             "fault": self.fault,
             "kills": [{"pod": k.pod, "slice": k.slice, "host": k.host, "node": k.node,
-                       "time": iso_ms(k.time), "pid": k.pid, "fault": k.fault,
+                       "time": iso_ms(k.time), "sent": iso_ms(k.sent) if k.sent else None,
+                       "pid": k.pid, "fault": k.fault,
                        "grace_seconds": k.grace,
                        "resumed": iso_ms(k.resumed) if k.resumed else None}
                       for k in self.kills],
@@ -135,6 +136,10 @@ def _worker_running(st: WorkloadStatus) -> bool:
     return any(p.phase == "Running" for s in st.slices for p in s.pods)
 
 
+REPORT_EVERY = 0.5
+"""Seconds between two phase reports while a fault waits for its moment."""
+
+
 def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, since: int, *,
                      deadline: float, poll: float, clock: Callable[[], float],
                      sleep: Callable[[float], None], report: Callable[[Phase], None] | None = None
@@ -152,6 +157,7 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
     st: WorkloadStatus | None = None
     checked = False
     first = True
+    next_report = clock()
     while True:
         events = feed.poll()
         if first and aim.during in ("save", "snapshot"):
@@ -189,8 +195,9 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
                 if not aim.aimed else f"{aim.describe()} (the moment never came)"
             raise BackendError(f"{name} was not {what} within the timeout; nothing was killed",
                                hint=f"see elastix logs {name}; or raise --timeout")
-        if report is not None:
-            report(wait_phase(st, events))
+        if report is not None and clock() >= next_report:  # O(events): not at every wake,
+            report(wait_phase(st, events))  # an aimed moment's events may come ms apart
+            next_report = clock() + REPORT_EVERY
         if feed.following:  # woken by the trainer's next event line, or at the next status
             feed.wait(max(0.0, min(next_status - clock(), poll)) if aim.aimed else step)
         else:
@@ -271,7 +278,9 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                 sleep(left)
             for k in kills:
                 backend.resume(name, k)
-        landed = landing(feed.poll(), aim, window, kill_ms) \
+        # where it landed: once its signal was sent, where the backend says (kill_worker)
+        sent = ms_of(aimed[0].sent) if aimed[0].sent is not None else kill_ms
+        landed = landing(feed.poll(), aim, window, sent) \
             if aim.at_step is not None or aim.during is not None else None
     finally:
         feed.close()

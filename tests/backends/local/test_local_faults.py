@@ -117,7 +117,7 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
             if aim["inside"]:
                 break
             assert moment == "restore" and aim["inside"] is False, aim
-            assert _t(kill["kills"][-1]["time"]) >= _t(aim["closed"]), kill
+            assert _t(kill["kills"][-1]["sent"]) >= _t(aim["closed"]), kill
         else:
             continue  # every restore was missed on this machine, and each said so
         r = kill["recovery"]
