@@ -73,6 +73,23 @@ class Violation:
                else f"no recovery within {self.limit:g} s")
         return f"kill {self.kill}: {why} (state {self.state})"
 
+    def label(self) -> str:
+        """The bound missed in a few words, for a chart's label: ``downtime 3.2 s > 2 s``."""
+        if self.bound == "max_downtime":
+            v = float(self.value)  # type: ignore[arg-type]
+            return f"downtime {v:.2f} s > {self.limit:g} s" if v < 1 else \
+                f"downtime {v:.1f} s > {self.limit:g} s"
+        if self.bound == "max_steps_lost":
+            return f"{self.value} steps lost > {self.limit}"
+        if self.bound == "min_goodput":
+            got = "unknown" if self.value is None else f"{self.value:.1%}"
+            return f"goodput {got} < {self.limit:.1%} (chaos window)"
+        if self.bound == "verify":
+            return ("verify: losses not compared" if self.value is None
+                    else "verify: losses differ from the reference's")
+        return ("the workload died" if self.state in DEAD_STATES
+                else f"no recovery within {self.limit:g} s")
+
     def to_json(self) -> dict[str, Any]:
         return {"kill": self.kill, "bound": self.bound, "limit": self.limit, "value": self.value}
 
@@ -154,6 +171,11 @@ class ChaosReport:
 
     def kill_violations(self, i: int) -> list[Violation]:
         return [v for v in self.violations if v.kill == i]
+
+    def missed_by_fault(self) -> dict[int, tuple[str, ...]]:
+        """For the charts: each kill's first fault (ms) to the bounds it missed, in words."""
+        return {m.fault_times()[0]: tuple(v.label() for v in self.kill_violations(i))
+                for i, m in enumerate(self.measurements, 1) if self.kill_violations(i)}
 
     def to_json(self) -> dict[str, Any]:
         downs = [m.recovery.downtime for m in self.measurements
