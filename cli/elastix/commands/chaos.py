@@ -325,7 +325,8 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     if plot and m is not None and m.recovery is not None and m.recovery.phases():
         from elastix.views.plot import plot_recovery
 
-        plot_recovery(res.events, m.recovery, plot, fault=m.fault)
+        plot_recovery(res.events, m.recovery, plot, fault=m.fault,
+                      missed=tuple(v.label() for v in res.kill_violations(1)))
         _wrote(plot, "recovery timeline")
     elif plot:
         _wrote_none(plot)
@@ -380,6 +381,9 @@ def run(
     output: Annotated[str, output_option(RUN_OUTPUTS, "table or json.")] = "table",
     plot: Annotated[str | None, typer.Option(
         "--plot", help="Write goodput over time to FILE.png.")] = None,
+    timeline: Annotated[str | None, typer.Option(
+        "--timeline", help="Write every kill's recovery timeline to FILE.png, one under the "
+                           "other.")] = None,
     window: GoodputWindow = None,
     junit: Junit = None,
     summary: Summary = None,
@@ -443,6 +447,10 @@ def run(
     every = parse_duration_in(interval or "2m", "--interval", allow_zero=True)
     check_window(window)
     _check_files(junit, summary, plot)
+    if timeline:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(timeline, "--timeline")
     for f in {p.fault for p in plan} if plan else {flt}:
         _deliverable(target, f)
     backend = get_backend(target)
@@ -487,10 +495,20 @@ def run(
 
         plot_goodput(res.goodput, res.events, plot, window_seconds=window,
                      faults={t: "kill (opener)" if t != m.fault_times()[-1] else m.fault
-                             for m in res.measurements for t in m.fault_times()})
+                             for m in res.measurements for t in m.fault_times()},
+                     chaos_window=res.window, missed=res.missed_by_fault(),
+                     run_missed=tuple(v.label() for v in res.kill_violations(0)),
+                     min_goodput=res.bounds.min_goodput)
         _wrote(plot, "goodput chart")
     elif plot:
         _wrote_none(plot)
+    if timeline and res.measurements:
+        from elastix.views.plot import kills_of, plot_recoveries
+
+        plot_recoveries(res.events, kills_of(res), timeline)
+        _wrote(timeline, "recovery timelines")
+    elif timeline:
+        _wrote_none(timeline)
     _finish(res, name, "chaos run")
 
 
@@ -511,7 +529,7 @@ def _steps(text: str | None) -> list[int] | None:
 
 run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES_HELP} Whatever the code, every recovery " \
     "measured is printed (with -o json: the goodput so far and why the run stopped) and " \
-    "--plot, --junit and --summary are written."
+    "--plot, --timeline, --junit and --summary are written."
 kill_worker.__doc__ = (
     f"{kill_worker.__doc__}\n\nWith --measure (or any of its report flags, or an aim: "
     f"--at-step, --during, --after) it is a chaos run of this one fault, with the same report "
