@@ -265,3 +265,23 @@ def test_min_goodput_is_a_bound_over_the_chaos_window():
     none = ChaosReport([], rep, [], False, bounds=Bounds(min_goodput=0.5))
     none.check_goodput()  # no fault made: no window, and the bound cannot be said met
     assert none.violations[0].value is None and not none.ok
+
+
+def test_the_markdown_summary_gives_goodput_as_a_percentage():
+    """Issue 39: every other view says 13.9%; the summary said 0.139. The JSON and the JUnit
+    properties keep the fraction they document."""
+    from elastix.measure.goodput import GoodputReport
+
+    t = T0 + 60_000
+    segs = [("startup", t - 100_000, t - 13_900), ("productive", t - 13_900, t)]
+    rep = GoodputReport(t - 100_000, t, 13.9, {}, 100, 0, [], segs)
+    res = ChaosReport([_kill(1, downtime_ms=300, lost=0)], rep, [], False, workload="demo",
+                      bounds=Bounds(timeout=60), stopped="the one kill done",
+                      window=(t - 20_000, t))
+    md = summary_markdown(res, planned=1)
+    assert "; goodput 13.9% (chaos window: 69.5% over 20.0 s)" in md
+    assert "0.139" not in md and "0.695" not in md
+    assert res.to_json()["totals"]["goodput"] == pytest.approx(0.139)
+    props = {p.get("name"): p.get("value")
+             for p in validate_junit(junit_xml(res, planned=1)).iter("property")}
+    assert props["goodput"] == "0.139" and props["chaos_window_goodput"] == "0.695"

@@ -136,7 +136,7 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             f.text = f"bound {v.bound}: limit {_fmt(v.limit)}, value {_fmt(v.value)}"
         out = ET.SubElement(case, "system-out")
         w = d["chaos_window"]
-        out.text = (f"goodput {_fmt(got)} from {w['start']} to {w['end']} ({w['seconds']:.1f} s)"
+        out.text = (f"goodput {_pct(got)} from {w['start']} to {w['end']} ({w['seconds']:.1f} s)"
                     if w else "no fault was made: no chaos window") + "\n"
     for i in range(len(res.measurements) + 1, max(planned, len(res.measurements)) + 1):
         case = ET.SubElement(suite, "testcase", name=f"kill {i}",
@@ -196,6 +196,12 @@ def _cell(v: Any, unit: str = " s") -> str:
     return f"{v:.3f}{unit}" if isinstance(v, float) else str(v)
 
 
+def _pct(v: float | None) -> str:
+    """Goodput as the other views print it: ``13.9%`` (the JSON and the JUnit properties keep
+    the fraction, their documented value)."""
+    return "-" if v is None else f"{v:.1%}"
+
+
 def summary_markdown(res: ChaosReport, planned: int) -> str:
     """The report as Markdown: verdict, kills table, missed bounds, why it stopped."""
     d = res.to_json()
@@ -209,7 +215,9 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
         f"recovery timeout {b['timeout_seconds']:g} s") if x)
     lines = [f"### elastix chaos `{d['workload']}`: {verdict}", "",
              f"{len(d['kills'])} of {planned} kill{'s' if planned != 1 else ''} made; "
-             f"bounds: {bounds}; goodput {_cell(d['totals']['goodput'], '')}", "",
+             f"bounds: {bounds}; goodput {_pct(d['totals']['goodput'])}"
+             + (f" (chaos window: {_pct(d['chaos_window']['goodput'])} over "
+                f"{d['chaos_window']['seconds']:.1f} s)" if d["chaos_window"] else ""), "",
              "| kill | fault | pod | detection | cleanup | waiting for slices | restore "
              "| first step | downtime | steps lost | restored from | result |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
