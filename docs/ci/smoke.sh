@@ -22,9 +22,10 @@
 #   TIMEOUT         give up on one recovery after             [5m]
 #   WAIT_TIMEOUT    give up waiting for training after        [10m]
 #   OUT             folder for the evidence                   [elastix-smoke]
-# Evidence in $OUT: chaos.json (the report), junit.xml, summary.md, goodput.png, head.log,
-# status.json. `report` appends summary.md to $GITHUB_STEP_SUMMARY when set (else prints it), or
-# a line saying that chaos never reported.
+# Evidence in $OUT: chaos.json (the report), junit.xml, summary.md, goodput.png (the chaos
+# window, start-up folded at its left), timeline.png (each kill's recovery, phase by phase; a
+# missed bound red in both), head.log, status.json. `report` appends summary.md to
+# $GITHUB_STEP_SUMMARY when set (else prints it), or a line saying that chaos never reported.
 # Exit codes are elastix's (README.md, "Exit codes"): 0 every bound met, 3 a bound missed,
 # 4 the workload died, 5 it completed before the last kill, 6 it never trained in time.
 set -euo pipefail
@@ -66,7 +67,8 @@ step_chaos() {
   "$elastix" chaos run "$workload" --kills "${KILLS:-1}" --interval "${INTERVAL:-60s}" \
     --fault "${FAULT:-kill}" "${aim[@]}" --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
     --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \
-    --plot "$out/goodput.png" "${target[@]}" > "$out/chaos.json" || rc=$?
+    --plot "$out/goodput.png" --timeline "$out/timeline.png" "${target[@]}" \
+    > "$out/chaos.json" || rc=$?
   output exit_code "$rc"
   return "$rc"
 }

@@ -234,6 +234,7 @@ def test_the_local_workflow_passes_with_one_testcase_per_kill(tmp_path, ci_env, 
     assert all(v is not None for v in r["phases"].values()), r["phases"]
     assert d["ok"] and kill["in_process"] and d["stopped"] == "the one kill done"
     assert (work / "elastix-smoke" / "goodput.png").read_bytes()[:4] == b"\x89PNG"
+    assert (work / "elastix-smoke" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert "elastix: run start" in (work / "elastix-smoke" / "head.log").read_text()
     assert "elastix chaos `smoke-4242`: passed" in summary.read_text()
     assert "chaos exit code 0" in _by_name(steps)["Report"]["stdout"]
@@ -345,6 +346,26 @@ def test_the_install_step_installs_elastix_from_its_checkout_as_written(tmp_path
                        timeout=300)
     assert p.returncode == 0, f"{p.stdout}\n{p.stderr}"
     assert re.search(r"^Would install .*\belastix-", p.stdout, re.M), p.stdout
+
+
+def test_the_chaos_step_asks_for_both_pictures_in_the_evidence(tmp_path):
+    """Fast: smoke.sh's chaos step, with a stand-in elastix that records its arguments, asks
+    for the goodput chart and the per-kill timeline in $OUT (uploaded with the evidence)."""
+    args = tmp_path / "args"
+    stub = tmp_path / "elastix"
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {args}\n')
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "ELASTIX": str(stub), "OUT": str(out), "WORKLOAD": "smoke-1"}
+    p = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "chaos"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    argv = args.read_text().splitlines()
+    assert argv[:3] == ["chaos", "run", "smoke-1"]
+    flags = dict(zip(argv[3:], argv[4:], strict=False))
+    assert flags["--plot"] == f"{out}/goodput.png"
+    assert flags["--timeline"] == f"{out}/timeline.png"
+    assert flags["--summary"] == f"{out}/summary.md"
 
 
 def test_the_report_step_says_when_chaos_never_reported(tmp_path):
