@@ -156,12 +156,13 @@ def test_the_goodput_chart_is_the_chaos_window_with_start_up_folded(tmp_path, re
     ax, axc, axg = chart.figure.axes
     lo, hi = chart.xlim
     assert hi == (rep.end - r1.start) / 1000 == 12.985  # to the window's end
-    assert -4 < lo < -2  # from a little before the first fault (2 s) and the block
     (fold,) = [p for p in axc.patches if p.get_gid() == "fold"]
+    # to scale from a quarter of the window before the first fault, as a recovery chart's room
+    assert lo + fold.get_width() == pytest.approx(-hi * 0.25, abs=0.001)  # whole ms
     assert fold.get_x() == lo and fold.get_width() / (hi - lo) == pytest.approx(FOLD_SHARE)
     assert fold.get_hatch() == "//"
     (label,) = [t.get_text() for t in ax.texts if t.get_gid() == "fold"]
-    assert label == "start-up\n27 s\n+ 4 s\ntraining"  # 27.3 s of start-up, then steps
+    assert label == "start-up\n27 s\n+ 2.3 s\ntraining"  # 27.3 s of start-up, then steps
     assert min(axg.get_xticks()) >= lo + fold.get_width()  # no tick inside the fold
     assert axg.get_xlabel() == "seconds since the first fault"
     assert axg.yaxis.get_major_formatter()(0.5, 0) == "50%"

@@ -330,7 +330,7 @@ def _time_axis(report: GoodputReport, chaos_window: tuple[int, int] | None) -> _
     if chaos_window is None:
         return _TimeAxis(report.start, report.start, 0.0)
     first = max(chaos_window[0], report.start)
-    margin = min(max((report.end - first) / 1000 * 0.1, 2.0), 30.0)
+    margin = _pad((report.end - first) / 1000, 30.0)  # as much room as a recovery chart's
     lo = max(report.start, first - int(margin * 1000))
     fold = (report.end - lo) / 1000 * FOLD_SHARE / (1 - FOLD_SHARE)
     if (lo - report.start) / 1000 <= fold:  # folding would not save room: draw it to scale
@@ -341,6 +341,8 @@ def _time_axis(report: GoodputReport, chaos_window: tuple[int, int] | None) -> _
 def _duration(seconds: float) -> str:
     """``42 s``, ``1 min 41 s``, ``2 h 5 min``: a start-up's length, read at a glance."""
     s = round(seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if s < 60:
         return f"{seconds:.0f} s"
     if s < 3600:
@@ -354,8 +356,9 @@ def _fold(axes: list[Any], axc: Any, report: GoodputReport, axis: _TimeAxis) -> 
     folded = (axis.lo - report.start) / 1000
     startup = sum(max(0, min(b, axis.lo) - a) for c, a, b in report.segments
                   if c == "startup" and a < axis.lo) / 1000
-    label = f"start-up\n{_duration(folded)}" if startup >= 0.9 * folded else \
-        f"start-up\n{_duration(startup)}\n+ {_duration(folded - startup)}\ntraining"
+    rest = folded - startup  # steps (and their stalls) before the axis goes to scale
+    label = f"start-up\n{_duration(folded)}" if rest < max(0.05 * folded, 0.5) else \
+        f"start-up\n{_duration(startup)}\n+ {_duration(rest)}\ntraining"
     right = axis.x(axis.lo)
     axc.barh(0, axis.fold, left=axis.left, height=0.8, color=COLORS["startup"], hatch="//",
              edgecolor="white", gid="fold")
@@ -398,7 +401,7 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
         raise UsageError("no events to plot", hint="has the trainer started?")
     axis = _time_axis(report, chaos_window)
     shown = (report.end - axis.lo) / 1000
-    window = window_seconds if window_seconds is not None else auto_window(shown)
+    window = window_seconds if window_seconds is not None else _auto_window(shown)
     drawn: list[str] = []
     with _figure(path, 3, 1, figsize=(11, 6.4), sharex=True,
                  gridspec_kw={"height_ratios": [1.4, 0.5, 1.4]}) as (ax, axc, axg):
@@ -447,6 +450,14 @@ def plot_goodput(report: GoodputReport, events: list[Event], path: str,
     return Chart(drawn, xlim, window_seconds=window, legend=legend, figure=fig)
 
 
+def _auto_window(seconds: float) -> float:
+    """:func:`auto_window`, and below 20 s a tenth of a second or so: a smoke run's chaos
+    window can be a few seconds, one flat bar at 1 s windows."""
+    if seconds >= 20:
+        return auto_window(seconds)
+    return next(w for w in (0.1, 0.2, 0.5, 1.0) if w >= seconds / 20 or w == 1.0)
+
+
 def _goodput_title(report: GoodputReport, axis: _TimeAxis, chaos_window: tuple[int, int] | None,
                    missed: list[str]) -> str:
     n = sum(1 for r in report.recoveries
@@ -469,13 +480,15 @@ def _goodput_panel(axg: Any, report: GoodputReport, axis: _TimeAxis, window: flo
     """Goodput per window from the axis's first moment drawn to scale, and cumulative: from the
     first fault in a chaos run (the chaos window's goodput), else from the run's start."""
     win = max(1, int(window * 1000))
-    edges = list(range(axis.lo, report.end, win)) + [report.end]
+    since = axis.origin if chaos else report.start
+    first = since - (since - axis.lo) // win * win  # windows meet at the first fault
+    edges = ([axis.lo] if first > axis.lo else []) + list(range(first, report.end, win)) \
+        + [report.end]
     pairs = list(zip(edges[:-1], edges[1:], strict=True))
     axg.bar([axis.x(a) for a, _ in pairs], [report.between(a, b) or 0.0 for a, b in pairs],
             width=[(b - a) / 1000 for a, b in pairs], align="edge",
             color=COLORS["productive"], alpha=0.6, edgecolor="white",
             label=f"goodput per {_window_label(window)}")
-    since = axis.origin if chaos else report.start
     fine = max(1, (report.end - since) // 200)
     ts = list(range(since + fine, report.end, fine)) + [report.end]
     axg.plot([axis.x(since)] + [axis.x(t) for t in ts],
