@@ -306,8 +306,10 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
     # Ctrl-C before the backend's commit point undoes the create; after it, it is held until
     # the workload is reported created: never "interrupted" over a workload left running.
     with interrupts.until_reported() as held:
-        name = backend.submit(manifest, replace=replace,
-                              dry_run="server" if server_dry_run else None, preflight=preflight)
+        with _replacing(console, backend, manifest, replace and not server_dry_run):
+            name = backend.submit(manifest, replace=replace,
+                                  dry_run="server" if server_dry_run else None,
+                                  preflight=preflight)
         for note in backend.notices:
             console.print(f"[yellow]note:[/] {escape(note)}")
         if server_dry_run:
@@ -325,6 +327,23 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
             console.print(f"[yellow]note:[/] Ctrl-C came after the workload was created: it is "
                           f"left running; delete it with: elastix workload delete {name}"
                           + (" --backend local" if backend.name == "local" else ""))
+
+
+def _replacing(console: Any, backend: Any, manifest: dict[str, Any], replace: bool) -> Any:
+    """``--replace`` of a workload that runs: say what create waits for before the new run
+    starts (the old trainer's last save on SIGTERM, then its pods' exit: the new run resumes
+    from that save). A line that ticks on a terminal, one line in a CI log."""
+    import contextlib
+
+    from elastix.measure.progress import Phase
+    from elastix.views.waiting import WaitLine
+
+    name = (manifest.get("metadata") or {}).get("name", "")
+    if not replace or not backend.exists(name):
+        return contextlib.nullcontext()
+    line = WaitLine(console, f"replacing {name}")
+    line.update(Phase("stopping the previous run (its trainer's last save, then its pods)"))
+    return line
 
 
 def _watch(render: Callable[[], Any], interval: float) -> None:

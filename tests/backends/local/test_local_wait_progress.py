@@ -45,5 +45,14 @@ def test_wait_and_a_measured_kill_say_their_phases(cli):
         assert phases[0] == f"killed {kill['pod']}", killed.stderr
         assert any(p.startswith("recovering: ") for p in phases[1:]), killed.stderr
         assert m["recovery"]["complete"], m
+
+        # --replace says what it waits for before the new run starts: the old one's stop
+        replaced = cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices",
+                       "2", "--elastic-slices", "2", "--command", tiny_trainer(POLICY),
+                       "--replace")
+        assert _phases(replaced.stderr, f"replacing {name}") == [
+            "stopping the previous run (its trainer's last save, then its pods)"], \
+            replaced.stderr
+        assert f"created workload {name}" in replaced.stderr
     finally:
         cli("workload", "delete", name, check=False)
