@@ -206,8 +206,8 @@ def test_the_timeline_has_a_row_per_kill_and_a_missed_bound_in_red(tmp_path, rea
     axes = chart.figure.axes
     rows = [axes[0], axes[3], axes[6]]  # each kill: steps, phases, a spacer
     assert [a.get_title() for a in rows] == [
-        "kill 1, recovery 1: downtime 0.2 s, 6 steps lost",
-        "kill 2, recovery 2: downtime 0.3 s, 8 steps lost: bound missed",
+        "kill 1, recovery 1: downtime 0.204 s, 6 steps lost",
+        "kill 2, recovery 2: downtime 0.284 s, 8 steps lost: bound missed",
         "kill 3: no recovery measured: bound missed"]
     assert [mcolors.to_hex(a.title.get_color()) for a in rows] == ["#000000", MISSED, MISSED]
     assert _red_spans(axes[0]) == _red_spans(axes[1]) == []

@@ -180,7 +180,7 @@ def _draw_recovery(ax: Any, axp: Any, events: list[Event], rec: Recovery,
                    else "seconds")
     title = title or f"recovery {rec.index} ({rec.kind})"
     if rec.downtime is not None:
-        title += f": downtime {rec.downtime:.1f} s"
+        title += f": downtime {rec.downtime:.3f} s"  # the table's number, to the ms
     if rec.steps_lost is not None:
         title += f", {rec.steps_lost} step{'' if rec.steps_lost == 1 else 's'} lost"
     if missed:
