@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from elastix.errors import UsageError
 from elastix.measure.events import Event, Recovery
 from elastix.measure.goodput import GoodputReport, auto_window
+from elastix.views.console import duration_words
 
 if TYPE_CHECKING:
     from elastix.measure.report import ChaosReport
@@ -338,18 +339,6 @@ def _time_axis(report: GoodputReport, chaos_window: tuple[int, int] | None) -> _
     return _TimeAxis(first, lo, fold)
 
 
-def _duration(seconds: float) -> str:
-    """``42 s``, ``1 min 41 s``, ``2 h 5 min``: a start-up's length, read at a glance."""
-    s = round(seconds)
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if s < 60:
-        return f"{seconds:.0f} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
-
-
 def _fold(axes: list[Any], axc: Any, report: GoodputReport, axis: _TimeAxis) -> str:
     """Draw the folded start of the run as one labelled block and break each axis after it;
     returns its label."""
@@ -357,8 +346,8 @@ def _fold(axes: list[Any], axc: Any, report: GoodputReport, axis: _TimeAxis) -> 
     startup = sum(max(0, min(b, axis.lo) - a) for c, a, b in report.segments
                   if c == "startup" and a < axis.lo) / 1000
     rest = folded - startup  # steps (and their stalls) before the axis goes to scale
-    label = f"start-up\n{_duration(folded)}" if rest < max(0.05 * folded, 0.5) else \
-        f"start-up\n{_duration(startup)}\n+ {_duration(rest)}\ntraining"
+    label = f"start-up\n{duration_words(folded)}" if rest < max(0.05 * folded, 0.5) else \
+        f"start-up\n{duration_words(startup)}\n+ {duration_words(rest)}\ntraining"
     right = axis.x(axis.lo)
     axc.barh(0, axis.fold, left=axis.left, height=0.8, color=COLORS["startup"], hatch="//",
              edgecolor="white", gid="fold")
@@ -466,7 +455,7 @@ def _goodput_title(report: GoodputReport, axis: _TimeAxis, chaos_window: tuple[i
     got = report.between(*chaos_window) if chaos_window is not None else None
     if got is not None and chaos_window is not None:
         title = (f"goodput {got:.1%} over the chaos window "
-                 f"({_duration((report.end - chaos_window[0]) / 1000)}), {recs}; "
+                 f"({duration_words((report.end - chaos_window[0]) / 1000)}), {recs}; "
                  f"{report.goodput:.1%} over the whole run")
     else:
         title = f"goodput {report.goodput:.1%} over {report.wall_seconds:.0f} s, {recs}"

@@ -14,14 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.measure.progress import Phase
+from elastix.views.console import duration_words
 
 STILL_EVERY = 30.0
 """Seconds between ``still ...`` lines of one phase when stderr is not a terminal."""
-
-
-def _elapsed(seconds: float) -> str:
-    s = int(max(0.0, seconds))
-    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"
 
 
 class WaitLine:
@@ -54,7 +50,7 @@ class WaitLine:
             return self.what
         at = dt.datetime.fromtimestamp(self.since).strftime("%H:%M:%S")
         return (f"{self.what}: {'still ' if still else ''}{self.phase.what} "
-                f"(since {at}, {_elapsed(self.clock() - self.since)})")
+                f"(since {at}, {duration_words(self.clock() - self.since, 0)})")
 
     def __rich__(self) -> str:  # the live line: rendered at each refresh, so its time ticks
         return self.line()
