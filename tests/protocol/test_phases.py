@@ -50,3 +50,10 @@ def test_no_dated_loss_counts_from_the_kill_else_the_detection():
     m.kill = 9_900
     assert phases.seconds(m)["detection"] == 0.1 and phases.downtime(m) == 1.3
     assert m.origin_name == "kill" and phases.kill_to_loss(m) is None
+
+
+def test_a_loss_dated_at_or_before_the_kill_came_with_it():
+    """Both are kept to the ms, the loss as a detection less ``since_loss``: a CI run saw it
+    1 ms before the kill. A hung host's loss is its last heartbeat, before the SIGSTOP."""
+    assert phases.kill_to_loss(phases.Moments(kill=1000, loss=999, start=1200)) == 0
+    assert phases.kill_to_loss(phases.Moments(kill=1000, loss=1043, start=1200)) == 0.043

@@ -110,10 +110,13 @@ def downtime(m: Moments) -> float | None:
 
 def kill_to_loss(m: Moments) -> float | None:
     """Seconds from the launcher's kill to the loss the trainer dated (SIGKILL to the host's
-    exit, as the local supervisor saw it): before the origin, so in no phase."""
+    exit, as the local supervisor saw it): before the origin, so in no phase. Never negative:
+    a loss dated at the kill's millisecond or before it (the two are kept to the ms, the loss
+    as a detection less ``since_loss``; a hung host's loss is its last heartbeat, before the
+    SIGSTOP) came with the kill, 0."""
     if m.kill is None or m.loss is None:
         return None
-    return (m.loss - m.kill) / 1000
+    return max(0, m.loss - m.kill) / 1000
 
 
 def steps_lost(last_step: int | None, restored_step: int | None) -> int | None:
