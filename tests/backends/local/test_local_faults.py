@@ -34,8 +34,10 @@ def _fault(cli, name: str, *args: str, timeout: float = 240) -> dict:
 
 
 def _placed(k: dict) -> str:
-    """Where the aim placed a fault: once its signal was sent, else (not recorded) its time."""
-    return k.get("sent") or k["time"]
+    """Where the aim placed a fault: once its signal was sent. The local backend records both
+    times of every fault it delivered: ``time`` before the signal, ``sent`` after it."""
+    assert k["sent"] is not None and _t(k["time"]) <= _t(k["sent"]), k
+    return k["sent"]
 
 
 def _t(iso: str) -> float:

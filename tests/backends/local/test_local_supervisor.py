@@ -44,6 +44,7 @@ def test_killed_host_is_replaced_and_the_controller_recovers_in_place(cli, backe
 
     rec = backend.kill_worker("solo", slice=1, host=2)
     assert (rec.slice, rec.host) == (1, 2) and rec.pid not in (None, head_pid)
+    assert rec.sent is not None and rec.time <= rec.sent  # before the signal, once it was sent
     wait_until(lambda: "slices lost [1]" in head_log(backend, "solo"), 30, "slice down")
     wait_until(lambda: head_log(backend, "solo").count("sufficient slices active") == 2, 30,
                "slices ready again")

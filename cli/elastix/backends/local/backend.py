@@ -432,18 +432,19 @@ class LocalBackend(Backend):
             raise BackendError(f"no running worker pod of {name}{where} to kill",
                                hint=f"see the pods with: elastix workload status {name}")
         victim = random.Random(seed).choice(pods)
+        # Two times bound the fault: ``time`` just before the signal (nothing the fault caused
+        # can predate it: recovery counts from it) and ``sent`` once it was sent (a SIGKILLed or
+        # SIGSTOPped process runs nothing after it: the aim places the fault there). A CLI
+        # preempted between the two separates them; neither alone is right for both uses.
+        rec = KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
+                         node="localhost", time=utc_now(), dry_run=dry_run, pid=victim.pid)
         if not dry_run:
             try:
                 os.kill(victim.pid, signal.SIGKILL)
             except ProcessLookupError as err:
                 raise BackendError(f"worker {victim.name} exited before the kill") from err
-        # The record's time is taken once the signal was sent: a SIGKILLed (or SIGSTOPped)
-        # process runs nothing after it, so nothing its host answered can postdate the record.
-        # (Taken before, a CLI preempted between the two let a host the record said was dead
-        # answer for a checkpoint's copy.)
-        t = utc_now()
-        return KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
-                          node="localhost", time=t, dry_run=dry_run, pid=victim.pid)
+            rec.sent = utc_now()
+        return rec
 
     @classmethod
     def fault_support(cls, fault: Fault) -> str | None:
@@ -469,12 +470,13 @@ class LocalBackend(Backend):
                     or not proc_matches(head.pid, head.create_time):
                 raise BackendError(f"the head of {name} is not running: nothing to kill",
                                    hint=f"see elastix workload status {name}")
+            rec = KillRecord(workload=name, pod=head.name, slice=None, host=None,
+                             node="localhost", time=utc_now(), dry_run=dry_run, pid=head.pid,
+                             fault="head")
             if not dry_run:
                 killpg(head.pid, signal.SIGKILL)
-            t = utc_now()
-            return [KillRecord(workload=name, pod=head.name, slice=None, host=None,
-                               node="localhost", time=t, dry_run=dry_run, pid=head.pid,
-                               fault="head")]
+                rec.sent = utc_now()
+            return [rec]
         _check_pod_index(name, plan, slice, host)
         running = self._running_workers(st, slice, None if fault.kind == "slice" else host)
         if not running:
@@ -507,7 +509,7 @@ class LocalBackend(Backend):
                 if fault.kind == "slice" and i > 0:
                     continue  # its slice went down with the first host: that is the fault
                 raise BackendError(f"worker {v.name} exited before the fault") from None
-            rec.time = utc_now()  # once sent, as in kill_worker
+            rec.sent = utc_now()  # the two times as in kill_worker
             if fault.kind == "term":
                 rec.grace = fault.grace if fault.grace is not None else plan.worker_grace
                 _sigkill_after(v.pid, v.create_time, rec.grace)
