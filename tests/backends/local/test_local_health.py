@@ -86,6 +86,22 @@ def test_wait_for_times_out_with_a_clear_error(tmp_path):
             health.wait_for(2, timeout=0.2)
 
 
+def test_close_ends_the_receiver_at_once_not_at_its_next_wake(tmp_path, monkeypatch):
+    # A stopped head closes its health source before it exits (delete, --replace, restart);
+    # a receiver asleep in select() until RECV_WAKE held that exit. With the wake an hour
+    # away, close() must still end the receiver within its 1 s join.
+    import elastix_trainer.elastic.local.health as health_mod
+
+    monkeypatch.setattr(health_mod, "RECV_WAKE", 3600.0)
+    health = LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", key=KEY, num_slices=1,
+                                  deaf_after=None)
+    thread = health._thread
+    health.close()
+    assert not thread.is_alive()
+    assert not (tmp_path / "h.sock").exists()
+    health.close()  # idempotent
+
+
 def test_loopback_udp():
     addr = f"udp:127.0.0.1:{_free_port()}"
     with LocalHeartbeatHealth(addr, key=KEY, num_slices=1, timeout=60) as health:

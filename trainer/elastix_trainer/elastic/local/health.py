@@ -161,6 +161,10 @@ class LocalHeartbeatHealth(HealthSource):
         self._sock.setblocking(False)
         self._sel = selectors.DefaultSelector()  # the socket, and a pidfd per host (Linux)
         self._sel.register(self._sock, selectors.EVENT_READ)
+        # close() wakes the receiver through this pipe: closing the socket does not end a
+        # select() already waiting on it, and a stopped head waited up to RECV_WAKE to exit.
+        self._wake_r, self._wake_w = os.pipe()
+        self._sel.register(self._wake_r, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._receive, name="elastix-local-health",
                                         daemon=True)
         self._thread.start()
@@ -206,6 +210,8 @@ class LocalHeartbeatHealth(HealthSource):
                 return  # closed
             self._awake()
             for key, _ in ready:
+                if key.fileobj == self._wake_r:
+                    return  # close()
                 if key.fileobj is self._sock:
                     self._drain()
                 else:
@@ -539,11 +545,14 @@ class LocalHeartbeatHealth(HealthSource):
         self._closed = True
         with self._cond:
             self._cond.notify_all()
-        self._sock.close()
+        os.write(self._wake_w, b"x")
         self._thread.join(timeout=1.0)
+        self._sock.close()
         for fd in list(self._pidfds):
             self._unwatch(fd)
         self._sel.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         if self._path is not None:
             try:
                 os.unlink(self._path)
