@@ -247,10 +247,7 @@ class Supervisor:
             killpg(pod.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for pod in running:
-            try:
-                pod.popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+            _await_exit(pod.popen, max(0.0, deadline - time.monotonic()))
             killpg(pod.pid, signal.SIGKILL)
             pod.popen.wait()
         for pod in running:
@@ -467,6 +464,26 @@ def _max_slice_restarts(workload_dir: Path) -> int | None:
         return int(manifest["metadata"]["annotations"][labels.MAX_SLICE_RESTARTS])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # a user's template without the annotation: name the backoffLimit only
+
+
+def _await_exit(popen: subprocess.Popen, timeout: float) -> None:
+    """Wait up to ``timeout`` for a child to exit, woken by its exit (a pidfd, Linux), not by
+    ``Popen.wait``'s poll, which sleeps up to 50 ms between looks: every stop of a head, then of
+    its hosts, paid it (a delete, a ``--replace``, a workload restart)."""
+    if popen.poll() is not None:
+        return
+    try:
+        fd = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: Popen's poll
+        try:
+            popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        return
+    try:
+        select.select([fd], [], [], timeout)
+    finally:
+        os.close(fd)
 
 
 def killpg(pid: int | None, sig: int) -> None:
