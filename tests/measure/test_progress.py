@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from elastix.backends.base import PodInfo, SliceStatus, WorkloadStatus
 from elastix.measure.events import events_from_records
@@ -135,3 +138,31 @@ def test_status_watch_says_when_it_refreshed_and_the_recovery_phase(tmp_path):
     assert training and all(re.match(r"training: recovering: waiting for slices for "
                                      r"\d+\.\d s \(slice 0 lost\); recovery 1, ", x)
                             for x in training), training
+
+
+
+@pytest.mark.parametrize(("state", "says"), [("Running", "not being deleted (it is Running)"),
+                                             ("Terminating", "stopping pods")])
+def test_a_wait_for_deleted_says_whether_anything_deletes_the_workload(tmp_path, state, says):
+    """``wait --for deleted`` of a workload nobody deletes used to say "stopping pods"."""
+    from local_records import recorded_workload
+
+    from elastix.backends.local.backend import LocalBackend
+    from elastix.backends.local.state import record_proc
+    from elastix.errors import OutcomeError
+    from elastix.measure.wait import wait_for
+
+    d = recorded_workload(tmp_path, "demo", state)
+    supervisor = subprocess.Popen(["sleep", "600"])  # a live one: else the workload is Failed
+    try:
+        record_proc(d, supervisor.pid, "supervisor")
+        seen: list[str] = []
+        now = [0.0]
+        with pytest.raises(OutcomeError, match="timed out"):
+            wait_for(LocalBackend(tmp_path), "demo", "deleted", timeout=2, poll=1,
+                     clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s),
+                     report=lambda p: seen.append(p.what))
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    assert seen and set(seen) == {says}, seen

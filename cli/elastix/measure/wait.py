@@ -64,6 +64,15 @@ def _met(cond: str, name: str, st: WorkloadStatus, events: list[Event]) -> bool:
     return stepping(events)
 
 
+def _deletion(st: WorkloadStatus) -> Phase:
+    """A wait for ``deleted``: its pods stopping once the workload is being deleted; before
+    that, nothing the wait waits for is under way, and the line says so (it said "stopping
+    pods" of a workload that nobody had deleted)."""
+    if st.state == "Terminating":
+        return wait_phase(None, [])
+    return Phase(f"not being deleted (it is {st.state})")
+
+
 def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: float = 1.0,
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep,
@@ -105,5 +114,5 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
                                f"workload {name} to be {cond} (it is {st.state}{why})",
                                hint=f"see elastix workload status {name}, or raise --timeout")
         if report is not None:
-            report(wait_phase(None if cond == "deleted" else st, events))
+            report(_deletion(st) if cond == "deleted" else wait_phase(st, events))
         sleep(poll)
