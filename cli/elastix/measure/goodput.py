@@ -249,7 +249,8 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
 
     Args:
         events: a normalised stream (``events_from_jsonl`` / ``events_from_log``).
-        kills: kill times (ms) when known; detection is then counted from each kill.
+        kills: kill times (ms) when known: detection counts from each kill where the trainer
+            dated no loss (:class:`elastix.protocol.phases.Moments`).
     """
     recs = recoveries(events)
     if kills:

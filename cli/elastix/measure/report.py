@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
 COMPLETED_STATES = ("Completed", "Succeeded")
-SCHEMA_VERSION = 1  # bumped when a key changes meaning or goes away
+SCHEMA_VERSION = 2  # bumped when a key changes meaning or goes away (2: docs/chaos.md)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,9 +99,9 @@ def seconds(m: Moments) -> dict[str, float | None]:
 
 
 def downtime(m: Moments) -> float | None:
-    """Seconds from the loss (or the kill, else the detection or a restarted process's
-    start) to the first completed step after it: the phases' sum, less a restart's gap
-    before its new process when neither the loss nor the kill is known."""
+    """Seconds from the loss (or the kill) to the first completed step after it: the phases'
+    sum. With neither known, from the detection (in-process) or a restarted process's start:
+    the phases' sum less the detection, or less the restart's gap before its new process."""
     origin = next((t for t in (m.loss, m.kill, m.start) if t is not None), None)
     if origin is None or m.first_step_at is None:
         return None

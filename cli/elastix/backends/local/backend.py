@@ -433,9 +433,9 @@ class LocalBackend(Backend):
                                hint=f"see the pods with: elastix workload status {name}")
         victim = random.Random(seed).choice(pods)
         # Two times bound the fault: ``time`` just before the signal (nothing the fault caused
-        # can predate it: recovery counts from it) and ``sent`` once it was sent (a SIGKILLed or
-        # SIGSTOPped process runs nothing after it: the aim places the fault there). A CLI
-        # preempted between the two separates them; neither alone is right for both uses.
+        # can predate it: ``kill_to_loss`` runs from it) and ``sent`` once it was sent (a
+        # SIGKILLed or SIGSTOPped process runs nothing after it: the aim places the fault
+        # there). A CLI preempted between the two separates them; neither is right for both.
         rec = KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
                          node="localhost", time=utc_now(), dry_run=dry_run, pid=victim.pid)
         if not dry_run:
