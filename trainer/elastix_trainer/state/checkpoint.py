@@ -141,14 +141,17 @@ class Checkpointer:
             mgr, host, copied = None, host_state, 0.0
             if host is None:
                 host = host_copy(state)
-                # the copy's result exists: a host that dies after this has done its part
-                copied = time.monotonic() - start
-                if check is not None:
+                if check is not None:  # every host answers for the copy it took part in
                     try:
                         check("checkpoint copy")
                     except Exception as e:
                         report_failed(self.events, step, first_line(e))
                         raise
+                # The copy's result exists and every host answered for it: a host that dies
+                # after this has done its part. Taken after the answers, not before: one that
+                # died between the copy and its answer failed the save, so that moment was
+                # still inside the copy (the aim's note reads this as the copy's end).
+                copied = time.monotonic() - start
         self._pending = pending = PendingSave(step, start, 0.0, entered, copy=copied)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
                     waited=not self.async_save)
