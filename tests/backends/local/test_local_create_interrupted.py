@@ -78,13 +78,20 @@ def test_ctrl_c_leaves_a_running_workload_or_nothing(moment, cli, state_dir, tmp
     text = out.read_text()
     why = f"signalled at {moment!r} (seen: {seen}); exit {code}:\n{text}"
     assert "Traceback" not in text, why
+    # The create was stopped when ``seen`` was read, and the SIGINT is taken before it runs
+    # another line: what it had seen, the test saw. Without its first state it has not passed
+    # its commit point (``_launch`` commits once it sees state.json): the create is undone.
+    # With its report printed, the Ctrl-C is held to the exit: the workload runs (exit 0).
+    # Between the two, either, each with its promise kept.
+    if not seen["first state"]:
+        assert code == 130, why
+    elif seen[REPORTED]:
+        assert code == 0, why
     if code == 0:  # past the commit point: it runs, and create said so
-        assert f"created workload {NAME}" in text, why
-        status = wait_until(lambda: _state(cli) == "Running" and _state(cli), 60,
-                            f"{NAME} running")
-        assert status == "Running", why
-        if "Ctrl-C" in text:  # it came after the commit point: held, then said
-            assert "it is left running" in text and "interrupted" not in text, why
+        assert f"created workload {NAME}" in text and "interrupted" not in text, why
+        if not seen[REPORTED]:  # the Ctrl-C came before the report: held, then said
+            assert "it is left running" in text, why
+        wait_until(lambda: _state(cli) == "Running", 60, f"{NAME} running")
         cli("workload", "delete", NAME, "--wait")
     else:  # before it: nothing is left
         assert code == 130 and "interrupted" in text, why
