@@ -12,6 +12,7 @@ import subprocess
 import sys
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from polling import wait_until
@@ -29,15 +30,19 @@ def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
     return wait_until(pred, timeout, what, interval=0.02)
 
 
-def interrupt(proc: subprocess.Popen, stderr, timeout: float = 120.0) -> int:
+def interrupt(proc: subprocess.Popen, stderr, timeout: float = 120.0,
+              then: Callable[[], object] | None = None) -> int:
     """Ctrl-C ``proc`` (a CLI started with ``FakeCluster.env``) and return its exit code. One
     that has not exited after ``timeout`` is made to print its threads' stacks (SIGABRT, which
     ``PYTHONFAULTHANDLER`` turns into a dump) and the test fails with them: a hang after
-    Ctrl-C says where it hangs. ``stderr()`` returns what the process wrote on stderr."""
+    Ctrl-C says where it hangs. ``stderr()`` returns what the process wrote on stderr; ``then``
+    is called once the SIGINT is sent (to let go of a request the Ctrl-C must land during)."""
     import signal
     import time
 
     proc.send_signal(signal.SIGINT)
+    if then is not None:
+        then()
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

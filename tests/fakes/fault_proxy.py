@@ -3,7 +3,8 @@
 Requests are forwarded to the upstream as they come, except those a rule matches: a rule
 (method, path regex) answers with an HTTP status (429, 500, 503 ...; with ``k8s_refusal``, as
 the Kubernetes API server does, Status body and Retry-After), resets the connection (before
-forwarding, or after: "lose"), or stalls before forwarding, for its next ``count`` matches.
+forwarding, or after: "lose"), or stalls before forwarding (for some seconds, or until the test
+sets an event), for its next ``count`` matches.
 Every request is recorded with its fate and times, so a test can say which request failed and
 when.
 """
@@ -36,6 +37,7 @@ class Rule:
     count: int = 1
     body: dict | None = None  # for "status": the JSON answered (default: a GCS-shaped error)
     headers: dict = dataclasses.field(default_factory=dict)  # for "status": extra headers
+    until: threading.Event | None = None  # for "stall": instead of seconds, until this is set
 
 
 def k8s_refusal(method: str, path: str, status: int = 429, count: int = 1,
@@ -153,8 +155,11 @@ def _handler(proxy: FaultProxy):
                     return
                 if rule is not None and rule.action == "stall":
                     seen.fate = "stalled"
-                    seen.end = seen.start + rule.seconds  # when it will stop hanging
-                    time.sleep(rule.seconds)
+                    if rule.until is not None:
+                        rule.until.wait()
+                    else:
+                        seen.end = seen.start + rule.seconds  # when it will stop hanging
+                        time.sleep(rule.seconds)
                 self._forward(body)
             finally:
                 seen.end, seen.done = time.monotonic(), True

@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 
 from fake_cluster import CREATE, HEAD_ACCESS_KINDS, interrupt, wait_for, write_kubeconfig
 from fault_proxy import Rule, fault_proxy
@@ -23,11 +24,13 @@ def _default_sigint() -> None:
 
 
 def _ctrl_c_while_held(fake, tmp_path, method: str, path: str) -> tuple[int, str]:
-    """Create through a proxy that stalls the first ``method`` ``path`` request; Ctrl-C the
-    create once that request is in flight; its exit code and stderr, once the stalled request
-    has reached the API server (whatever it made is made by then)."""
+    """Create through a proxy that holds the first ``method`` ``path`` request; Ctrl-C the
+    create once that request is in flight, and only then let it go on to the API server; the
+    create's exit code and stderr, once the held request has reached it (whatever it made is
+    made by then)."""
+    release = threading.Event()
     with fault_proxy(fake.url) as (url, proxy):
-        proxy.add(Rule(method, path, "stall", seconds=2.0))
+        proxy.add(Rule(method, path, "stall", until=release))
         env = {**fake.env(), "KUBECONFIG": str(write_kubeconfig(tmp_path / "proxied", url))}
         err = tmp_path / "stderr.txt"
         with open(err, "w") as f:
@@ -38,13 +41,14 @@ def _ctrl_c_while_held(fake, tmp_path, method: str, path: str) -> tuple[int, str
             wait_for(lambda: proxy.matching(method, path) or proc.poll() is not None, 60,
                      f"create to send {method} {path}")
             assert proc.poll() is None, err.read_text()
-            code = interrupt(proc, err.read_text, timeout=60)
+            code = interrupt(proc, err.read_text, timeout=60, then=release.set)
         finally:
+            release.set()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         wait_for(lambda: all(s.done for s in proxy.matching(method, path)), 30,
-                 "the stalled request to be forwarded")
+                 "the held request to be forwarded")
     return code, err.read_text()
 
 
