@@ -4,6 +4,7 @@ report parses). Off a terminal, as in a CI log: a line per phase."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -15,10 +16,12 @@ ORDER = ["starting", "starting the trainer", "compiling", "waiting for the first
 
 
 def _phases(stderr: str, prefix: str) -> list[str]:
-    """The phases of the lines ``PREFIX: PHASE (since HH:MM:SS, N s)``, in order."""
+    """The phases of the lines ``PREFIX: PHASE (since HH:MM:SS, N s)``, in order; lines in a
+    row of one phase count once: past 30 s in a phase (a busy machine) the wait says it again,
+    ``still PHASE``."""
     got = [re.fullmatch(rf"{re.escape(prefix)}: (?:still )?(.+) \(since \d\d:\d\d:\d\d, "
                         r"[\d a-z]+\)", ln) for ln in stderr.splitlines()]
-    return [m.group(1) for m in got if m]
+    return [phase for phase, _ in itertools.groupby(m.group(1) for m in got if m)]
 
 
 def test_wait_and_a_measured_kill_say_their_phases(cli):
