@@ -36,7 +36,9 @@ def test_wait_and_a_measured_kill_say_their_phases(cli):
         # when a loaded machine delays the detection (a CI run saw none with 6 s)
         env={"ELASTIX_LOCAL_SCHEDULING_DELAY": "12"})
     try:
-        waited = cli("workload", "wait", name, "--for", "stepping", "--timeout", "240s")
+        # the CLI's own timeouts (240 s, 200 s) end these, not the helper's (120 s by default)
+        waited = cli("workload", "wait", name, "--for", "stepping", "--timeout", "240s",
+                     timeout=300)
         assert waited.stdout == ""
         phases = _phases(waited.stderr, f"waiting for {name} to be stepping")
         assert phases and phases == sorted(set(phases), key=ORDER.index), waited.stderr
@@ -44,7 +46,7 @@ def test_wait_and_a_measured_kill_say_their_phases(cli):
         assert waited.stderr.splitlines()[-1] == f"workload {name}: stepping"
 
         killed = cli("chaos", "kill-worker", name, "--slice", "1", "--measure", "-o", "json",
-                     "--timeout", "200s")
+                     "--timeout", "200s", timeout=300)
         report = json.loads(killed.stdout)  # stdout is the report alone
         (m,) = report["kills"]
         (kill,) = m["kills"]
