@@ -33,13 +33,14 @@ def _numbers(rec: dict) -> dict[str, float]:
 
 
 def _tensorboard(directory) -> dict[str, float] | None:
-    """The ``recovery/*`` scalars as TensorBoard shows them, once the writer has flushed them."""
+    """The ``recovery/*`` scalars as TensorBoard shows them, once the writer has flushed them
+    all (a read may fall between two of them)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(directory), size_guidance={"scalars": 0})
     acc.Reload()
-    tags = acc.Tags()["scalars"]
-    if "recovery/downtime_seconds" not in tags:
+    tags = set(acc.Tags()["scalars"])
+    if not all(f"recovery/{name}" in tags for name in NUMBERS):
         return None
     out = {}
     for name in NUMBERS:
