@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,17 @@ CONTEXTS = {
     "jobs.<job_id>.steps.if": _STEP - {"secrets"},
 }
 ELASTIX_CHECKOUT = ".elastix"  # the workflows' `path:` for elastix's own checkout
+SMOKE = ROOT / "docs" / "ci" / "smoke.sh"
+# smoke.sh's settings, as its header lists them (KILLS, DURING, ELASTIX_TARGET ...).
+SMOKE_SETTINGS = frozenset(re.findall(r"^#   ([A-Z][A-Z_]*)  ", SMOKE.read_text(), re.M))
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without smoke.sh's settings or GitHub's variables: the suite
+    may run in a shell that set them, or inside a GitHub Actions job, whose GITHUB_OUTPUT is
+    that job's real file. A test sets the ones it means."""
+    return {k: v for k, v in os.environ.items()
+            if k not in SMOKE_SETTINGS and not k.startswith("GITHUB_")}
 
 
 def _evaluate(text: str, ctx: dict, where: str) -> str:
@@ -186,7 +198,7 @@ def run_workflow(tmp: Path, env: dict[str, str], overrides: dict[str, str] | Non
 def ci_env(tmp_path):
     """The runner's environment: this venv's elastix first on PATH, processes tagged."""
     tag = uuid.uuid4().hex
-    env = {**os.environ, **local_env(tag, tmp_path / "unused", tmp_path)}
+    env = {**clean_env(), **local_env(tag, tmp_path / "unused", tmp_path)}
     for k in ("ELASTIX_STATE_DIR", "ELASTIX_BACKEND"):  # the workflow sets its own
         env.pop(k)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
@@ -351,15 +363,17 @@ def test_the_install_step_installs_elastix_from_its_checkout_as_written(tmp_path
 def test_the_chaos_step_asks_for_both_pictures_in_the_evidence(tmp_path):
     """Fast: smoke.sh's chaos step, with a stand-in elastix that records its arguments, asks
     for the goodput chart and the per-kill timeline in $OUT (uploaded with the evidence)."""
+    assert {"ELASTIX_TARGET", "KILLS", "DURING"} <= SMOKE_SETTINGS  # clean_env drops them
     args = tmp_path / "args"
     stub = tmp_path / "elastix"
-    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {args}\n')
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {shlex.quote(str(args))}\n')
     stub.chmod(0o755)
-    out = tmp_path / "out"
-    env = {**os.environ, "ELASTIX": str(stub), "OUT": str(out), "WORKLOAD": "smoke-1"}
-    p = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "chaos"], env=env,
-                       capture_output=True, text=True)
+    out, github_output = tmp_path / "out", tmp_path / "github-output"
+    env = {**clean_env(), "ELASTIX": str(stub), "OUT": str(out), "WORKLOAD": "smoke-1",
+           "GITHUB_OUTPUT": str(github_output)}
+    p = subprocess.run(["bash", str(SMOKE), "chaos"], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+    assert github_output.read_text() == "exit_code=0\n"  # the workflow's steps.chaos output
     argv = args.read_text().splitlines()
     assert argv[:3] == ["chaos", "run", "smoke-1"]
     flags = dict(zip(argv[3:], argv[4:], strict=False))
@@ -371,9 +385,9 @@ def test_the_chaos_step_asks_for_both_pictures_in_the_evidence(tmp_path):
 def test_the_report_step_says_when_chaos_never_reported(tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORKLOAD": "smoke-1",
+    env = {**clean_env(), "OUT": str(tmp_path / "out"), "WORKLOAD": "smoke-1",
            "GITHUB_STEP_SUMMARY": str(summary)}
-    p = subprocess.run(["bash", str(ROOT / "docs" / "ci" / "smoke.sh"), "report"], env=env,
+    p = subprocess.run(["bash", str(SMOKE), "report"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert summary.read_text() == ("earlier step\nelastix smoke `smoke-1`: no chaos report "
