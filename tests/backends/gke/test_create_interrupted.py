@@ -6,7 +6,6 @@ what was made."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import threading
@@ -17,10 +16,6 @@ from fault_proxy import Rule, fault_proxy
 NONE = {k: [] for k in HEAD_ACCESS_KINDS}
 DEMO = {k: ["demo-head"] for k in HEAD_ACCESS_KINDS}
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
-
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's KeyboardInterrupt, as in a shell
 
 
 def _ctrl_c_while_held(fake, tmp_path, method: str, path: str) -> tuple[int, str]:
@@ -35,8 +30,7 @@ def _ctrl_c_while_held(fake, tmp_path, method: str, path: str) -> tuple[int, str
         err = tmp_path / "stderr.txt"
         with open(err, "w") as f:
             proc = subprocess.Popen([sys.executable, "-m", "elastix", *CREATE], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=f, text=True,
-                                    preexec_fn=_default_sigint)  # noqa: PLW1509 - before exec
+                                    stdout=subprocess.DEVNULL, stderr=f, text=True)
         try:
             wait_for(lambda: proxy.matching(method, path) or proc.poll() is not None, 60,
                      f"create to send {method} {path}")

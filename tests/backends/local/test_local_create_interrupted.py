@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import psutil
 import pytest
@@ -44,12 +43,6 @@ MOMENTS = {
 REPORTED = "reported"
 
 
-def _default_sigint() -> None:
-    # A process started from pytest may inherit SIGINT ignored; Python then installs no
-    # KeyboardInterrupt handler, and the test would not be the user's Ctrl-C.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 # How often to start the create again when it ended before the test could stop it (the moment
 # came just before its exit, and the test was not scheduled in between).
 ATTEMPTS = 5
@@ -69,12 +62,8 @@ def _stopped_at(moment: str, cli, state_dir, out) -> subprocess.Popen | None:
     or None if it ended before it could be stopped (what it made is deleted)."""
     d = state_dir / NAME
     came = MOMENTS.get(moment) or (lambda _r, _d: f"created workload {NAME}" in out.read_text())
-    with open(out, "w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "elastix", "workload", "create", NAME, "--tpu-type",
-             "v5litepod-8", "--num-slices", "2", "--command", COMMAND],
-            env=cli.env, stdout=f, stderr=subprocess.STDOUT,
-            preexec_fn=_default_sigint)  # noqa: PLW1509 - one call, before exec
+    proc = cli.popen("workload", "create", NAME, "--tpu-type", "v5litepod-8", "--num-slices", "2",
+                     "--command", COMMAND, out=out)
     try:
         how = wait_until(lambda: "ended" if proc.poll() is not None else
                          came(state_dir, d) and _stop(proc), 60,
