@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,11 @@ def tiny_trainer(policy: str) -> str:
 def workload_events(backend, name: str) -> list[dict]:
     """The trainer's events so far (none yet is an empty list)."""
     return backend.read_events(name) or []
+
+
+def workload_status(cli: Cli, name: str) -> dict:
+    """``elastix workload status NAME -o json``, parsed (the command must succeed)."""
+    return json.loads(cli("workload", "status", name, "-o", "json").stdout)
 
 
 class Cli:

@@ -10,10 +10,7 @@ import json
 import sys
 
 from local_helpers import STANDIN, wait_until
-
-
-def _status(cli, name: str) -> dict:
-    return json.loads(cli("workload", "status", name, "-o", "json").stdout)
+from local_helpers import workload_status as _status
 
 
 def test_create_status_logs_kill_delete_through_the_cli(cli, tmp_path):

@@ -10,14 +10,13 @@ exactly there."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 
 import psutil
 import pytest
-from local_helpers import STANDIN, wait_until
+from local_helpers import STANDIN, wait_until, workload_status
 from process_tags import tagged_pids
 
 from elastix.backends.local.state import proc_matches, read_procs
@@ -117,7 +116,8 @@ def test_ctrl_c_leaves_a_running_workload_or_nothing(moment, cli, state_dir, tmp
         assert f"created workload {NAME}" in text and "interrupted" not in text, why
         if not seen[REPORTED]:  # the Ctrl-C came before the report: held, then said
             assert "it is left running" in text, why
-        wait_until(lambda: _state(cli) == "Running", 60, f"{NAME} running")
+        wait_until(lambda: workload_status(cli, NAME)["state"] == "Running", 60,
+                   f"{NAME} running")
         cli("workload", "delete", NAME, "--wait")
     else:  # before it: nothing is left
         assert code == 130 and "interrupted" in text, why
@@ -126,10 +126,3 @@ def test_ctrl_c_leaves_a_running_workload_or_nothing(moment, cli, state_dir, tmp
         alive = [r for r in started + read_procs(d) if proc_matches(r["pid"], r["create_time"])]
         assert not alive, f"{why}\nleft running: {alive}"
         assert not tagged_pids(tag), why
-
-
-def _state(cli) -> str:
-    p = cli("workload", "status", NAME, "-o", "json", check=False)
-    if p.returncode != 0:
-        return ""
-    return json.loads(p.stdout).get("state", "")

@@ -12,6 +12,7 @@ import json
 
 from local_helpers import tiny_trainer, wait_until
 from local_helpers import workload_events as _events
+from local_helpers import workload_status as _status
 from process_tags import tagged_pids
 
 from elastix.measure.events import events_from_records, recoveries
@@ -27,10 +28,6 @@ def _completed(backend, name: str, n: int):
     """The first ``n`` recoveries, once the ``n``-th has stepped again."""
     recs = _recs(backend, name)
     return recs[:n] if len(recs) >= n and recs[n - 1].complete else None
-
-
-def _status(cli, name: str) -> dict:
-    return json.loads(cli("workload", "status", name, "-o", "json").stdout)
 
 
 def _kill(cli, name: str, slice_id: int) -> dict:

@@ -6,13 +6,13 @@ show the slice as not Ready. Real processes and real signals, with the stand-in 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 
 import psutil
 from local_helpers import STANDIN, wait_until
+from local_helpers import workload_status as _status
 
 from elastix.backends.base import LogOptions
 
@@ -24,10 +24,6 @@ def _create(cli, name: str, events: bool) -> None:
         "--elastic-slices", "2", "--command",
         f"{sys.executable} {STANDIN} --steps 100000 --step-delay 0.05"
         + (" --events" if events else ""), env={"ELASTIX_LOCAL_HUNG_HOST_TIMEOUT": "0"})
-
-
-def _status(cli, name: str) -> dict:
-    return json.loads(cli("workload", "status", name, "-o", "json").stdout)
 
 
 def _stepping(cli, backend, name: str) -> dict:

@@ -6,13 +6,13 @@ Real processes and real signals, with the stand-in controller (the trainer's hea
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 
 import psutil
 from local_helpers import STANDIN, wait_until
+from local_helpers import workload_status as _status
 
 from elastix.backends.base import LogOptions
 
@@ -21,10 +21,6 @@ def _create(cli, name: str, **env: str) -> None:
     cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
         "--elastic-slices", "2", "--command",
         f"{sys.executable} {STANDIN} --steps 100000 --step-delay 0.05 --events", env=env)
-
-
-def _status(cli, name: str) -> dict:
-    return json.loads(cli("workload", "status", name, "-o", "json").stdout)
 
 
 def _text(backend, name: str) -> str:
