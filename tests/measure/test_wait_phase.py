@@ -4,11 +4,10 @@ and the line that shows it (issue 39)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 from elastix.backends.base import KillRecord, PodInfo, SliceStatus, WorkloadStatus
-from elastix.measure.events import events_from_records, ms_of
+from elastix.measure.events import events_from_jsonl, ms_of
 from elastix.measure.progress import Phase, wait_phase
 from elastix.views.console import console
 from elastix.views.waiting import STILL_EVERY, WaitLine
@@ -18,8 +17,7 @@ T = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 
 def _events():
-    return events_from_records([json.loads(ln) for ln in REAL.read_text().splitlines()
-                                if ln.strip()])
+    return events_from_jsonl(REAL.read_text())
 
 
 def _status(phase="Running", state="Running"):
