@@ -131,11 +131,6 @@ def real():
     return events, rep, rep.recoveries
 
 
-def _red(artist) -> bool:
-    return mcolors.to_hex(artist.get_facecolor()) == MISSED if hasattr(artist, "get_facecolor") \
-        else mcolors.to_hex(artist.get_color()) == MISSED
-
-
 def _red_spans(ax) -> list[tuple[float, float]]:
     """The red spans drawn on ``ax`` (a missed bound), as (x0, x1)."""
     out = []
