@@ -102,6 +102,31 @@ def test_off_a_terminal_a_line_per_phase_and_a_still_line_now_and_then():
     assert len(lines) == 3
 
 
+def test_off_a_terminal_a_still_line_comes_though_the_waiter_calls_once():
+    # delete --wait and create --replace say their phase once and wait in one call; a soak
+    # sleeps out its interval: the still lines come from the line's own timer
+    import io
+    import time
+
+    out = io.StringIO()
+    err = console(stderr=True, force_terminal=False, width=200, file=out)
+    clock = _Clock()
+    with WaitLine(err, "deleting demo", clock=clock) as line:
+        line(Phase("stopping pods"))
+        clock.now += STILL_EVERY + 1
+        for _ in range(300):  # the timer looks every second: 30 s of a busy machine at most
+            if "still" in out.getvalue():
+                break
+            time.sleep(0.1)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("deleting demo: stopping pods (since "), lines
+    assert len(lines) == 2 and lines[1].startswith("deleting demo: still stopping pods"), lines
+    clock.now += 10 * STILL_EVERY
+    assert line._timer is not None
+    line._timer.join(30)  # closed: the timer ends, and says nothing more
+    assert not line._timer.is_alive() and out.getvalue().splitlines() == lines
+
+
 def test_on_a_terminal_one_live_line_ended_with_the_wait():
     err = console(stderr=True, force_terminal=True, width=200)
     with WaitLine(err, "waiting for demo to be stepping") as line:

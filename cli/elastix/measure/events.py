@@ -280,10 +280,6 @@ snake = phasedef.snake
 print the words; JSON consumers index keys)."""
 
 
-PHASES = ("detection", "cleanup", "waiting for slices", "restore", "first step", "restart",
-          "start-up", "stall")
-
-
 @dataclasses.dataclass
 class Recovery:
     """One recovery from a failure: in-process (``elastic_*`` events) or a process restart.

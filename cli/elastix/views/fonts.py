@@ -72,10 +72,14 @@ def bundled_fonts_only() -> None:
         return
     # An empty list matplotlib accepts as its cache (so importing it scans nothing), then
     # the bundled fonts added through its public addfont and the list saved for next time.
-    fontlist.write_text(json.dumps({
-        "_version": version, "_FontManager__default_weight": "normal", "default_size": None,
-        "defaultFamily": {"ttf": "DejaVu Sans", "afm": "Helvetica"}, "afmlist": [],
-        "ttflist": [], "__class__": "FontManager"}))
+    try:
+        fontlist.write_text(json.dumps({
+            "_version": version, "_FontManager__default_weight": "normal", "default_size": None,
+            "defaultFamily": {"ttf": "DejaVu Sans", "afm": "Helvetica"}, "afmlist": [],
+            "ttflist": [], "__class__": "FontManager"}))
+    except OSError:  # a full disk, say: matplotlib builds its list as it always did
+        fontlist.unlink(missing_ok=True)
+        return
     import matplotlib
     from matplotlib import font_manager
 
@@ -85,4 +89,4 @@ def bundled_fonts_only() -> None:
             fm.addfont(f)
         except Exception:  # noqa: BLE001 (a font it cannot read is left out, as matplotlib does)
             continue
-    font_manager.json_dump(fm, fontlist)
+    font_manager.json_dump(fm, fontlist)  # logs and carries on when it cannot write

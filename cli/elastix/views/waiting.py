@@ -9,6 +9,7 @@ poll. stdout is left alone (it may be a JSON report).
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +38,9 @@ class WaitLine:
         self.since = 0.0  # wall seconds the phase began
         self.said = 0.0  # wall seconds its last plain line was printed
         self._status: Any = None
+        self._lock = threading.Lock()  # the plain lines: update's and the still timer's
+        self._closed = threading.Event()
+        self._timer: threading.Thread | None = None
 
     def __enter__(self) -> WaitLine:
         return self
@@ -57,26 +61,54 @@ class WaitLine:
 
     def update(self, phase: Phase) -> None:
         """The phase now (the same one again is no news: no plain line, same ``since``)."""
-        now = self.clock()
-        if self.phase is None or phase.what != self.phase.what:
-            self.phase = phase
-            self.since = phase.since / 1000 if phase.since is not None else now
-            self.said = now
-            if self.err.is_terminal:
-                if self._status is None:
-                    self._status = self.err.status(self, spinner="dots")
-                    self._status.start()
+        with self._lock:
+            now = self.clock()
+            if self.phase is None or phase.what != self.phase.what:
+                self.phase = phase
+                self.since = phase.since / 1000 if phase.since is not None else now
+                self.said = now
+                if self.err.is_terminal:
+                    if self._status is None:
+                        self._status = self.err.status(self, spinner="dots")
+                        self._status.start()
+                else:
+                    self._print(self.line())
+                    self._start_timer()
             else:
-                self.err.print(self.line(), markup=False, highlight=False, soft_wrap=True)
-        elif not self.err.is_terminal and now - self.said >= STILL_EVERY:
+                self._still(now)
+
+    def _still(self, now: float) -> None:
+        """A ``still ...`` line, off a terminal, once the phase has gone unsaid that long."""
+        if not self.err.is_terminal and self.phase is not None \
+                and now - self.said >= STILL_EVERY:
             self.said = now
-            self.err.print(self.line(still=True), markup=False, highlight=False, soft_wrap=True)
+            self._print(self.line(still=True))
+
+    def _print(self, text: str) -> None:
+        self.err.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def _start_timer(self) -> None:
+        """Off a terminal: say ``still ...`` every STILL_EVERY seconds even when the waiter
+        does not call again (a delete waits in one call, a soak sleeps out its interval)."""
+        if self._timer is not None:
+            return
+
+        def tick() -> None:
+            while not self._closed.wait(1.0):
+                with self._lock:
+                    if not self._closed.is_set():
+                        self._still(self.clock())
+
+        self._timer = threading.Thread(target=tick, name="elastix-wait-line", daemon=True)
+        self._timer.start()
 
     def __call__(self, phase: Phase) -> None:
         self.update(phase)
 
     def close(self) -> None:
-        """End the live line (it leaves nothing behind); idempotent."""
+        """End the live line (it leaves nothing behind) and the still timer; idempotent."""
+        with self._lock:
+            self._closed.set()
         if self._status is not None:
             self._status.stop()
             self._status = None
