@@ -60,6 +60,12 @@ def test_pods_not_all_running_are_starting_and_none_left_is_stopping():
     assert wait_phase(_status(phase="Pending"), []).what == "starting"
     assert wait_phase(_status(state="Pending"), _events()[:3]).what == "starting"
     assert wait_phase(None, []).what == "stopping pods"
+    # once the trainer started, a slice left pending (replica-resize steps on without it) is
+    # no start: the events say what the trainer does
+    events = _events()
+    saved = next(i for i, e in enumerate(events) if e.name in ("snapshot_taken",
+                                                                "checkpoint_committed"))
+    assert wait_phase(_status(phase="Pending"), events[:saved + 1]).what == "stepping"
 
 
 def test_a_kill_is_named_until_the_trainer_detects_it():

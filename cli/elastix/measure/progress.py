@@ -181,9 +181,12 @@ def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
     if rec is not None:
         return Phase(f"recovering: {rec.phase}", rec.phase_since)
     pods = [p for s in st.slices for p in s.pods] + ([st.head] if st.head else [])
-    if st.state != "Running" or not pods or any(p.phase != "Running" for p in pods):
-        return Phase("starting")
     starts = [i for i, e in enumerate(events) if e.name == "run_start"]
+    # Pods not all running are the start only before the trainer started: after it, a slice
+    # left out (replica-resize) may stay pending while training steps on without it.
+    if st.state != "Running" or not pods or (
+            not starts and any(p.phase != "Running" for p in pods)):
+        return Phase("starting")
     run = events[starts[-1]:] if starts else events
     steps = [e for e in run if e.name == "step"]
     if not steps:
