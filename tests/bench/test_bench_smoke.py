@@ -122,10 +122,13 @@ def test_preflight(run_bench):
 
 def test_create_to_step(run_bench):
     run = run_bench("bench_create_to_step.py", "--smoke")
-    _table(run, "| path | cache |", ["| `workload create` → first step | cold |",
-                                     "| `workload create` → first step | warm |",
-                                     "| trainer alone | cold |", "| trainer alone | warm |"])
-    assert run.lines("- cold: create → first step is") and run.lines("- warm:")
+    _table(run, "| path | cache |", [
+        "| `workload create` → first step | cold |",
+        "| `workload create --replace` → first step | warm |",
+        "| trainer alone | cold |", "| trainer alone, a fresh start | warm |",
+        "| trainer alone, stopping the last one and resuming | warm |"])
+    assert run.lines("- cold: create → first step is")
+    assert len(run.lines("- warm: create → first step is")) == 2  # like for like, and fresh
 
 
 def test_local_recovery(run_bench):
