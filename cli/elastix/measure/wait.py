@@ -103,8 +103,11 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
         # the trainer's events: what stepping is judged on; for a report of a wait for
         # completion, the cheapest read (GKE: the head's log, not the bucket); a wait for
         # running or deleted needs none (its phases are the pods')
-        events = events_of(backend.trainer_events(name))[0] if cond == "stepping" else \
-            events_of(backend.trainer_events(name, cheap=True))[0] \
+        # a finished workload is judged on its state alone, before any read (a failed one is
+        # exit 4 even when its trainer's events can no longer be read)
+        running = st.state not in ("Failed", *_COMPLETED)
+        events = events_of(backend.trainer_events(name))[0] if cond == "stepping" and running \
+            else events_of(backend.trainer_events(name, cheap=True))[0] \
             if report is not None and cond == "completed" and st.state == "Running" else []
         if cond != "deleted" and _met(cond, name, st, events):
             return st
