@@ -308,7 +308,9 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     if aim.aimed:
         console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
                                    "waiting for that moment[/]")
-    pinned = slice_ is not None or host is not None  # else run_soak's choice (it aims)
+    # The victim is the plain kill-worker's (the same --seed picks the same pod, measured or
+    # not, dry run or not), unless an aim picks it (at a recovery: a slice the opener spared).
+    pinned = slice_ is not None or host is not None or not aim.aimed
     with WaitLine(console(stderr=True), name) as line:
         res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
                        seed=seed, report=line, killer=(

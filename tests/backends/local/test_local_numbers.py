@@ -62,10 +62,15 @@ def test_every_view_of_one_kill_gives_the_same_numbers(cli, backend, state_dir, 
 
 def _compare(cli, backend, board_dir, name: str, tmp_path) -> None:
     md, junit, png = tmp_path / "summary.md", tmp_path / "junit.xml", tmp_path / "rec.png"
-    p = cli("chaos", "kill-worker", name, "--slice", "0", "--measure", "-o", "json",
+    cli("workload", "wait", name, "--for", "running", "--timeout", "200s", timeout=300)
+    dry = json.loads(cli("chaos", "kill-worker", name, "--seed", "11", "--dry-run", "-o",
+                         "json").stdout)
+    p = cli("chaos", "kill-worker", name, "--seed", "11", "--measure", "-o", "json",
             "--timeout", "200s", "--summary", str(md), "--junit", str(junit), "--plot", str(png),
             timeout=300)
     (kill,) = json.loads(p.stdout)["kills"]
+    # --seed picks one victim, measured or not (the measurement used to draw its own)
+    assert [k["pod"] for k in kill["kills"]] == [dry["pod"]], (dry, kill)
     rec = kill["recovery"]
     assert rec["complete"] and rec["kind"] == "in-process", kill
     assert rec["detection_from"] == "loss", rec  # the local trainer dates the loss
