@@ -93,8 +93,12 @@ def test_close_ends_the_receiver_at_once_not_at_its_next_wake(tmp_path, monkeypa
     import elastix_trainer.elastic.local.health as health_mod
 
     monkeypatch.setattr(health_mod, "RECV_WAKE", 3600.0)
-    health = LocalHeartbeatHealth(f"unix:{tmp_path}/h.sock", key=KEY, num_slices=1,
-                                  deaf_after=None)
+    addr = f"unix:{tmp_path}/h.sock"
+    health = LocalHeartbeatHealth(addr, key=KEY, num_slices=1, deaf_after=None)
+    # a heartbeat received: the receiver ran, and is back asleep in select() (a close()
+    # before its first select() would end it without the wake)
+    _send(addr, 0, 0, 7, __import__("time").monotonic())
+    wait_until(lambda: _received(health, (0, 0), 7), 30, "the heartbeat")
     thread = health._thread
     health.close()
     assert not thread.is_alive()
