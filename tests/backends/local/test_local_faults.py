@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from local_helpers import tiny_trainer, wait_until
 from local_helpers import workload_events as _events
 
@@ -84,7 +85,9 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
     # Where in the save it lands is the machine's: quiet, the first lands 2-4 ms in, inside the
     # tiny model's copy; with two busy loops a core, 30 ms in, during the write. Every landing
     # is judged; the copy's own claims whenever one lands there (tests/trainer covers a failed
-    # copy deterministically).
+    # copy deterministically). A moment missed every time is no failure of the code under
+    # test, but it is said: the test ends skipped, naming it, once everything else is checked.
+    missed: list[str] = ["save"]
     for _ in range(3):
         kill = _fault(cli, name, "--during", "save")
         aim = kill["aim"]
@@ -96,6 +99,7 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
             assert _t(_placed(kill["kills"][0])) >= _t(aim["closed"]), kill
             continue
         assert aim["inside"] is True and 0 <= aim["offset_seconds"] < 5, aim
+        missed = []
         if aim["note"].startswith("the save failed"):
             step = int(aim["window"].rsplit(" ", 1)[1])
             r = kill["recovery"]
@@ -130,7 +134,8 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
             assert moment == "restore" and aim["inside"] is False, aim
             assert _t(_placed(kill["kills"][-1])) >= _t(aim["closed"]), kill
         else:
-            continue  # every restore was missed on this machine, and each said so
+            missed.append(moment)  # every restore was missed on this machine, each said so
+            continue
         r = kill["recovery"]
         assert r["complete"] and r["also_killed"], r  # the aimed fault is this recovery's
         # and the trainer said so itself: a slice lost again while it waited, or a restore
@@ -145,6 +150,9 @@ def test_each_moment_is_hit_and_the_recovery_restores_only_saved_state(cli, back
     assert kill["recovery"]["last_step"] in (at - 1, at), kill  # at: the gate's shadow
     _judge(backend, name, kill, ckpt)
     cli("workload", "delete", name)
+    if missed:
+        pytest.skip(f"every fault aimed during {' and '.join(missed)} landed after it on this "
+                    "machine (each reported as a miss); all else was checked")
 
 
 def test_start_up_compile_and_head(cli, backend, tmp_path):
