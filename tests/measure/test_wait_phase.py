@@ -65,7 +65,10 @@ def test_pods_not_all_running_are_starting_and_none_left_is_stopping():
     events = _events()
     saved = next(i for i, e in enumerate(events) if e.name in ("snapshot_taken",
                                                                 "checkpoint_committed"))
-    assert wait_phase(_status(phase="Pending"), events[:saved + 1]).what == "stepping"
+    after = next(i for i, e in enumerate(events) if i > saved and e.name == "step")
+    assert wait_phase(_status(phase="Pending"), events[:after + 1]).what == "stepping"
+    # the save alone is not yet stepping, as wait --for stepping means it: a step after it is
+    assert wait_phase(_status(), events[:saved + 1]).what == "waiting for the first save"
 
 
 def test_a_kill_is_named_until_the_trainer_detects_it():

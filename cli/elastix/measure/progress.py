@@ -191,7 +191,11 @@ def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
     steps = [e for e in run if e.name == "step"]
     if not steps:
         return Phase("compiling", run[0].t) if starts else Phase("starting the trainer")
-    if starts and not any(e.name in _SAVES or (e.name == "restore" and (e.data.get("step") or 0)
-                                                > 0) for e in run):
+    saved = next((i for i, e in enumerate(run) if e.name in _SAVES or (
+        e.name == "restore" and (e.data.get("step") or 0) > 0)), None)
+    # stepping as ``workload wait --for stepping`` means it (measure.wait.stepping): a step
+    # after the first save, not the save alone (a busy CI run's wait once said "stepping"
+    # between the two while it still waited for stepping)
+    if starts and (saved is None or not any(e.name == "step" for e in run[saved + 1:])):
         return Phase("waiting for the first save", steps[0].t)
     return Phase("stepping")
