@@ -157,8 +157,16 @@ class Phase:
     reporter counts from when it first saw it."""
 
 
-# A save whose state a kill made now restores from (elastix.measure.wait's _SAVED).
-_SAVES = ("snapshot_taken", "checkpoint_committed")
+def since_first_save(run: list[Event]) -> list[Event] | None:
+    """The events of ``run`` (one run's: from its ``run_start`` on) after its first save, or
+    None before it. A save is a committed snapshot or checkpoint, or a start-up ``restore`` of
+    a saved step (it is on storage): a kill from then on restores from it, never from init.
+    ``workload wait --for stepping`` (:func:`elastix.measure.wait.stepping`) and the phase every
+    wait reports (:func:`wait_phase`) judge the first save by this one rule."""
+    saved = next((i for i, e in enumerate(run) if e.name in ("snapshot_taken",
+                  "checkpoint_committed") or (e.name == "restore" and
+                                              (e.data.get("step") or 0) > 0)), None)
+    return None if saved is None else run[saved + 1:]
 
 
 def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
@@ -191,11 +199,10 @@ def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
     steps = [e for e in run if e.name == "step"]
     if not steps:
         return Phase("compiling", run[0].t) if starts else Phase("starting the trainer")
-    saved = next((i for i, e in enumerate(run) if e.name in _SAVES or (
-        e.name == "restore" and (e.data.get("step") or 0) > 0)), None)
+    after = since_first_save(run)
     # stepping as ``workload wait --for stepping`` means it (measure.wait.stepping): a step
     # after the first save, not the save alone (a busy CI run's wait once said "stepping"
     # between the two while it still waited for stepping)
-    if starts and (saved is None or not any(e.name == "step" for e in run[saved + 1:])):
+    if starts and (after is None or not any(e.name == "step" for e in after)):
         return Phase("waiting for the first save", steps[0].t)
     return Phase("stepping")
