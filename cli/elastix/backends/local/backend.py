@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import json
 import os
 import random
 import re
@@ -179,17 +180,28 @@ class LocalBackend(Backend):
                 raise AlreadyExists(f"workload {name!r} already exists (local, {d})",
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
-            kept = self.delete(name, wait=True)
-            # The previous run's events, logs and measurements lived in its state directory.
-            self.notices.append(f"replaced {name}: the previous run's events, logs and "
-                                f"measurements are removed with it" + (f"; {kept}" if kept else ""))
+            # The new run's supervisor and its head's imports start now, in step with the
+            # old run's stop (its final save): they touch nothing until the directory is theirs.
+            pre = self._prestart(d, plan)
+            try:
+                kept = self.delete(name, wait=True)
+                # The previous run's events, logs and measurements lived in its state directory.
+                self.notices.append(f"replaced {name}: the previous run's events, logs and "
+                                    f"measurements are removed with it"
+                                    + (f"; {kept}" if kept else ""))
+                self._launch(name, d, manifest, plan, pre)
+            finally:
+                _release(pre)
+            return name
         self._launch(name, d, manifest, plan)
         return name
 
-    def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> None:
-        """Claim the state directory, start the supervisor, return once it has written its
-        first state: the commit point (:func:`elastix.interrupts.commit`). Anything before it
-        that fails, Ctrl-C included, leaves nothing behind: no directory, no process."""
+    def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan,
+                pre: subprocess.Popen | None = None) -> None:
+        """Claim the state directory, start the supervisor (``pre``: the one
+        :meth:`_prestart` started, told to go), return once it has written its first state:
+        the commit point (:func:`elastix.interrupts.commit`). Anything before it that fails,
+        Ctrl-C included, leaves nothing behind: no directory, no process."""
         ours: os.stat_result | None = None
         proc: subprocess.Popen | None = None
         try:
@@ -197,7 +209,7 @@ class LocalBackend(Backend):
             # a supervisor started but not yet recorded included.
             with interrupts.deferred():
                 ours = self._claim(name, d, manifest, plan)
-                proc = self._start_supervisor(d, plan)
+                proc = _go(d, pre) or self._start_supervisor(d, plan)
             self._await_first_state(name, d, ours, proc)
             interrupts.commit()
         except BaseException:
@@ -205,6 +217,25 @@ class LocalBackend(Backend):
                 with interrupts.deferred():  # a second Ctrl-C must not cut the undo short
                     self._discard(d, ours, proc, plan)
             raise
+
+    @staticmethod
+    def _prestart(d: Path, plan: Plan) -> subprocess.Popen | None:
+        """A supervisor for the run that replaces the one in ``d``, started before that run
+        has stopped (``supervisor --prestart``): it reads ``plan`` and starts its head's
+        imports, then waits for :func:`_go`. None if it could not be started: the new run
+        then starts as any does, after the stop."""
+        env = dict(os.environ)
+        env[envvars.LOCAL_MARKER] = plan.marker
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "elastix.backends.local.supervisor", "--prestart",
+                 str(d)], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+            proc.stdin.write(json.dumps(plan.to_json()).encode() + b"\n")
+            proc.stdin.flush()
+        except OSError:
+            return None
+        return proc
 
     @staticmethod
     def _start_supervisor(d: Path, plan: Plan) -> subprocess.Popen:
@@ -669,6 +700,36 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _go(d: Path, pre: subprocess.Popen | None) -> subprocess.Popen | None:
+    """Tell a pre-started supervisor that ``d`` is its run's now; None if there is none, or it
+    died (then one is started afresh)."""
+    if pre is None or pre.poll() is not None:
+        return None
+    try:
+        pre.stdin.write(b"go\n")
+        pre.stdin.close()
+    except OSError:
+        return None
+    record_proc(d, pre.pid, "supervisor")
+    return pre
+
+
+def _release(pre: subprocess.Popen | None) -> None:
+    """A pre-started supervisor never told to go (the replace failed or was interrupted):
+    end of file ends it and its head's imports, having touched nothing on disk."""
+    if pre is None or pre.stdin.closed:
+        return
+    try:
+        pre.stdin.close()
+    except OSError:
+        pass
+    try:
+        pre.wait(5.0)
+    except subprocess.TimeoutExpired:
+        pre.kill()
+        pre.wait()
 
 
 def _sweep_all(procs_of: Path | None, marker: str | None, health_address: str | None,

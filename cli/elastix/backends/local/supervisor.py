@@ -27,12 +27,16 @@ at once without busy polling. SIGTERM tears everything down and exits. A forked 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import select
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,11 +76,10 @@ class Pod(PodRecord):
 class Supervisor:
     """Runs one workload's processes from ``plan.json`` until it completes, fails or is stopped."""
 
-    def __init__(self, workload_dir: Path) -> None:
+    def __init__(self, workload_dir: Path, plan: Plan | None = None) -> None:
         self.dir = workload_dir
-        self.plan = Plan.from_json(read_json(workload_dir / "plan.json"))
+        self.plan = plan or Plan.from_json(read_json(workload_dir / "plan.json"))
         self.logs = workload_dir / "logs"
-        self.logs.mkdir(exist_ok=True)
         self.state = "Starting"
         self.unwritable = False  # the last state.json write failed (a full disk)
         self.restarts = 0
@@ -86,8 +89,9 @@ class Supervisor:
         self.due: dict[tuple[int, int], float] = {}  # replacement start times (monotonic)
         self.failures = [0] * self.plan.num_slices  # pod failures of each slice's Job
         self.slice_budget = self.plan.backoff_limit // max(1, self.plan.hosts_per_slice)
-        self.flag = _max_slice_restarts(workload_dir)
+        self.flag: int | None = None  # read in run(): the directory may not exist yet
         self.generation = 0
+        self.warm: subprocess.Popen | None = None  # a pre-started head (prestart_head)
         self.events: list[dict[str, str]] = []
         self.stopping = False
         self.guard: int | None = None
@@ -139,15 +143,19 @@ class Supervisor:
 
     def _spawn(self, pod: Pod, cmd: list[str], env: dict[str, str], log: Path,
                stamp: bool = False) -> None:
-        pod.log = str(log)
         with open(log, "ab") as out:
-            pod.popen = subprocess.Popen(cmd, env=env, cwd=self.plan.cwd,
-                                         stdout=subprocess.PIPE if stamp else out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, preexec_fn=die_with_parent)
+            popen = subprocess.Popen(cmd, env=env, cwd=self.plan.cwd,
+                                     stdout=subprocess.PIPE if stamp else out,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=die_with_parent)
         if stamp:
-            pod.stamper = LineStamper(os.dup(pod.popen.stdout.fileno()), log)
-            pod.popen.stdout.close()
+            pod.stamper = LineStamper(os.dup(popen.stdout.fileno()), log)
+            popen.stdout.close()
+        self._adopt(pod, popen, log)
+
+    def _adopt(self, pod: Pod, popen: subprocess.Popen, log: Path) -> None:
+        """Record a started pod's process."""
+        pod.log, pod.popen = str(log), popen
         pod.pid = pod.popen.pid
         pod.create_time = record_proc(self.dir, pod.pid, pod.role, slice=pod.slice,
                                       host=pod.host, name=pod.name)
@@ -169,7 +177,8 @@ class Supervisor:
         env[envvars.HOSTS_PER_SLICE] = str(self.plan.hosts_per_slice)
         return env, cenv
 
-    def start_head(self) -> None:
+    def _head(self) -> tuple[list[str], dict[str, str]]:
+        """The head's command and environment for this restart attempt."""
         p = self.plan
         fields = pod_fields(p.name, labels.HEAD_JOB, 1, 0, 0, self.restarts)
         env, cenv = self._base_env(fields, p.head_env)
@@ -186,9 +195,58 @@ class Supervisor:
         if p.maxtext:
             env.update(maxtext_head.head_env(self.dir, "" if p.maxtext == "none" else p.maxtext,
                                              env))
-        cmd = [expand(a, cenv) for a in p.head_command]
+        return [expand(a, cenv) for a in p.head_command], env
+
+    def prestart_head(self) -> None:
+        """Start the head's imports before the workload's directory exists (``workload
+        create --replace``, while the run it replaces makes its final save): when the head
+        is ``elastix-train``, :mod:`elastix_trainer.warm` imports what it needs with the
+        head's own environment and waits for :meth:`start_head`. Any other head (a
+        ``--command``, MaxText) is started at that moment only: nothing says it would not
+        read the checkpoints the old run is still writing."""
+        if self.plan.maxtext:  # its environment is made in the directory
+            return
+        cmd, env = self._head()
+        if trainer_argv(cmd, env) is None:
+            return
+        # its output until the log exists: an unnamed file it copies into the log at once
+        with tempfile.TemporaryFile() as early:
+            self.warm = subprocess.Popen(
+                [sys.executable, "-m", "elastix_trainer.warm"], env=env, cwd=self.plan.cwd,
+                stdin=subprocess.PIPE, stdout=early, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=die_with_parent)
+
+    def discard_warm(self) -> None:
+        """The pre-started head was not used: end it (it has touched nothing)."""
+        if self.warm is not None:
+            self.warm.kill()
+            self.warm.wait()
+            self.warm = None
+
+    def start_head(self) -> None:
+        p = self.plan
+        cmd, env = self._head()
         self.head = Pod(f"{p.name}-{labels.HEAD_JOB}-0-0-{self.restarts}", "head", None, None)
-        self._spawn(self.head, cmd, env, self.logs / f"head-{self.restarts}.log", p.stamped)
+        log = self.logs / f"head-{self.restarts}.log"
+        warm, self.warm = self.warm, None
+        argv = trainer_argv(cmd, env)
+        if warm is not None and warm.poll() is None and self.restarts == 0 and argv:
+            try:
+                warm.stdin.write(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
+                warm.stdin.close()
+            except OSError:  # it died since: started as any head is, below
+                warm.kill()
+                warm.wait()
+            else:
+                self._adopt(self.head, warm, log)
+                self.log(f"started head (pid {self.head.pid}, restart attempt 0; its imports "
+                         f"began while the run it replaces stopped): {' '.join(cmd)}"
+                         + (f" ({p.head_note})" if p.head_note else ""))
+                return
+        elif warm is not None:
+            warm.kill()
+            warm.wait()
+        self._spawn(self.head, cmd, env, log, p.stamped)
         self.log(f"started head (pid {self.head.pid}, restart attempt {self.restarts}): "
                  f"{' '.join(cmd)}" + (f" ({p.head_note})" if p.head_note else ""))
 
@@ -379,6 +437,8 @@ class Supervisor:
                 self.log(f"replaced worker slice {key[0]} host {key[1]} (pid {pod.pid})")
 
     def run(self) -> int:
+        self.logs.mkdir(exist_ok=True)
+        self.flag = _max_slice_restarts(self.dir)
         self.guard = start_guard(self.dir, self.plan.marker)
         record_proc(self.dir, self.guard, "guard")
         r, w = os.pipe()
@@ -528,11 +588,76 @@ is its user's alone, whatever the launcher's umask: the supervisor and every pro
 create files 0600 and directories 0700."""
 
 
+# What a ``bash -c`` script may hold for it to be one command whose words are known without a
+# shell: quotes and ``$NAME``/``${NAME}`` only; no operators, substitutions, globs or escapes.
+_SHELL = re.compile(r"[;&|<>()`*?\[\]{}~!#\\\n']|\$(?![A-Za-z_{])")
+_VAR = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})")
+
+
+def trainer_argv(cmd: list[str], env: dict[str, str]) -> list[str] | None:
+    """The argv ``elastix-train`` gets when the head's command runs, if the command is this
+    environment's ``elastix-train`` (the one beside this interpreter), directly or as the one
+    command of a ``bash -c`` script (the rendered JobSet's form: bash execs it, so it is the
+    head's process). None for anything else, or a script a shell might read otherwise than
+    this does: that head is not pre-started (:meth:`Supervisor.prestart_head`)."""
+    words = list(cmd)
+    if len(cmd) == 3 and os.path.basename(cmd[0]) in ("bash", "sh") and cmd[1] == "-c":
+        script = cmd[2]
+        if _SHELL.search(_VAR.sub("", script)):
+            return None
+        names = [a or b for a, b in _VAR.findall(script)]
+        # an unset one's word bash would drop; an unquoted value it would split or glob
+        if any(n not in env or re.search(r"[\s*?\[]", env[n]) for n in names):
+            return None
+        try:
+            words = [_VAR.sub(lambda m: env[m[1] or m[2]], w) for w in shlex.split(script)]
+        except ValueError:
+            return None
+    exe = shutil.which(words[0], path=env.get("PATH")) if words else None
+    if exe is None or os.path.basename(exe) != "elastix-train" \
+            or os.path.dirname(exe) != os.path.dirname(sys.executable):
+        return None
+    return [exe, *words[1:]]
+
+
+def prestarted(workload_dir: Path) -> int:
+    """``--prestart``: started by ``workload create --replace`` before the run it replaces
+    has stopped, so the new run's imports overlap that stop. Reads the new run's plan (one
+    JSON line on stdin), starts its head's imports (:meth:`Supervisor.prestart_head`), then
+    waits for ``go``: by then ``workload_dir`` is the new run's, and the supervisor runs as
+    any does, its output into its log there. End of file before ``go`` (the create failed or
+    was interrupted, however it ended): it exits, having touched nothing on disk."""
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    sup = Supervisor(workload_dir, Plan.from_json(json.loads(line)))
+    try:
+        sup.prestart_head()
+        if sys.stdin.readline() != "go\n":
+            sup.discard_warm()
+            return 0
+        fd = os.open(workload_dir / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                     0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except BaseException:
+        sup.discard_warm()
+        raise
+    return sup.run()
+
+
 def main(argv: list[str] | None = None) -> int:
     os.umask(PRIVATE_UMASK)
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--prestart":
+        return prestarted(Path(argv[1]))
     if len(argv) != 1:
-        sys.stderr.write("usage: python -m elastix.backends.local.supervisor <workload-dir>\n")
+        sys.stderr.write("usage: python -m elastix.backends.local.supervisor [--prestart] "
+                         "<workload-dir>\n")
         return 2
     return Supervisor(Path(argv[0])).run()
 
