@@ -35,6 +35,7 @@ FLOORS = [
 # TensorBoard, the watchdog) and, lowest, storage (local paths and gs:// URLs), which events
 # upload through.
 TRAINER_FLOORS = [
+    ("elastix_trainer.warm",),
     ("elastix_trainer.__main__",),
     ("elastix_trainer.program",),
     ("elastix_trainer.elastic",),
@@ -335,6 +336,7 @@ def test_the_launcher_names_the_trainer_only_where_it_declares_it():
     assert found == [], "name it in elastix.protocol.entrypoints and use that"
     # Each declared tie resolves to the tree.
     assert _resolve(entrypoints.MAXTEXT_STANDIN) == entrypoints.MAXTEXT_STANDIN
+    assert _resolve(entrypoints.TRAINER_WARM) == entrypoints.TRAINER_WARM
     pkg = SOURCE_ROOTS[entrypoints.TRAINER_PACKAGE] / entrypoints.TRAINER_PACKAGE
     assert pkg.joinpath(*entrypoints.MAXTEXT_SITECUSTOMIZE).is_file()
     scripts = (ROOT / "pyproject.toml").read_text(encoding="utf-8")

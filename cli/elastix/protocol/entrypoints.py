@@ -15,6 +15,11 @@ TRAINER_SCRIPT = "elastix-train"
 """The trainer's console script (``pyproject.toml``: ``elastix_trainer.__main__:main``): the
 head command of the image (``templates/Dockerfile.j2``) and of the local backend's demo."""
 
+TRAINER_WARM = "elastix_trainer.warm"
+"""A local head started before its run exists (``workload create --replace``): run as
+``python -m`` by the supervisor's ``--prestart``, it imports the trainer's modules and then runs
+:data:`TRAINER_SCRIPT`'s entry point in its own process once the run is its own."""
+
 MAXTEXT_STANDIN = "elastix_trainer.elastic.local.maxtext"
 """The local Pathways stand-in for MaxText, run as ``python -m`` with ``--check`` in the MaxText
 environment before a submit."""

@@ -55,7 +55,7 @@ from elastix.backends.local.state import (
     record_proc,
     sweep,
 )
-from elastix.protocol import envvars, heartbeat, timefmt
+from elastix.protocol import entrypoints, envvars, heartbeat, timefmt
 from elastix.workload import labels
 
 TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when stopping a pod
@@ -212,7 +212,7 @@ class Supervisor:
         # its output until the log exists: an unnamed file it copies into the log at once
         with tempfile.TemporaryFile() as early:
             self.warm = subprocess.Popen(
-                [sys.executable, "-m", "elastix_trainer.warm"], env=env, cwd=self.plan.cwd,
+                [sys.executable, "-m", entrypoints.TRAINER_WARM], env=env, cwd=self.plan.cwd,
                 stdin=subprocess.PIPE, stdout=early, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=die_with_parent)
 
@@ -614,7 +614,7 @@ def trainer_argv(cmd: list[str], env: dict[str, str]) -> list[str] | None:
         except ValueError:
             return None
     exe = shutil.which(words[0], path=env.get("PATH")) if words else None
-    if exe is None or os.path.basename(exe) != "elastix-train" \
+    if exe is None or os.path.basename(exe) != entrypoints.TRAINER_SCRIPT \
             or os.path.dirname(exe) != os.path.dirname(sys.executable):
         return None
     return [exe, *words[1:]]
