@@ -13,7 +13,8 @@ slice hosts, every slice taken as live):
   directory: the time counts stopping the old run (its trainer's last save on SIGTERM, its
   exit, its hosts'), then the new trainer reads the compilation cache the old run kept in
   ``<state-dir>/.data/<name>`` and resumes from that last checkpoint, as a re-created workload
-  does. Its like without elastix: the lone trainer still stepping is sent SIGTERM, and once it
+  does (its imports began during the stop: ``supervisor --prestart``). Its like without
+  elastix: the lone trainer still stepping is sent SIGTERM, and once it
   has exited a new one starts on its checkpoints and cache, timed from the SIGTERM. A fresh
   start of the lone trainer with the warm cache (nothing to stop, nothing to resume) is
   reported too, for the ratio against it.
