@@ -86,12 +86,24 @@ def _exit_without_teardown(code: list[int]) -> None:
     os._exit(code[0])
 
 
-def main(argv: list[str] | None = None) -> int:
+def exit_without_teardown() -> list[int]:
+    """Register :func:`_exit_without_teardown` as the process's last exit handler; returns the
+    one-item list whose value it exits with (1 until the run says otherwise: an exception
+    that escapes, Python prints it and exits 1). Registered before anything that registers
+    its own (JAX, the step's precompiles, logging): the first registered runs last."""
+    code = [1]
+    atexit.register(_exit_without_teardown, code)
+    return code
+
+
+def main(argv: list[str] | None = None, *, code: list[int] | None = None) -> int:
     """Entry point; returns the exit code. Run as the program (``argv`` None), the process
-    then ends without the interpreter's teardown (:func:`_exit_without_teardown`)."""
+    then ends without the interpreter's teardown (:func:`_exit_without_teardown`; ``code``:
+    the list :func:`exit_without_teardown` returned, when the caller registered it first, as
+    :mod:`elastix_trainer.warm` does before its imports)."""
     if argv is None:
-        code = [1]  # an exception that escapes: Python prints it, and exits 1
-        atexit.register(_exit_without_teardown, code)  # the first registered runs last
+        if code is None:
+            code = exit_without_teardown()
         try:
             code[0] = _main(sys.argv[1:])
         except SystemExit as e:  # argparse's exit 2, --help's 0

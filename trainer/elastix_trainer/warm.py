@@ -7,9 +7,15 @@ what the trainer needs first (:func:`_imports`), which depends on nothing the ol
 then reads one line from stdin:
 
 - ``{"argv": [...], "log": PATH}`` once the new run's state directory exists: what it printed
-  so far is copied into ``PATH``, its output then goes there, and it runs ``elastix-train``
-  with ``argv`` in this process, exactly as the spawned command would (same entry point, same
-  exit). Nothing before this line reads or writes a checkpoint, an event or a log.
+  so far is copied into ``PATH``, its output then goes there, and it runs ``elastix-train``'s
+  entry point with ``argv`` in this process: the same flags, environment, working directory
+  and exit as the spawned command (its exit handler registered first, as there). Nothing
+  before this line reads or writes a checkpoint, an event or a log.
+
+It is started as ``python -c`` code that drops the working directory from ``sys.path`` first
+(:data:`elastix.protocol.entrypoints.TRAINER_WARM_CODE`): a console script's path holds its
+bin directory, never the directory it runs in, so a package there (a checkout's
+``elastix_trainer``, a ``jax/``) must not be imported instead.
 - end of file (the create failed or was interrupted, or the supervisor died): it exits 0,
   having touched nothing.
 """
@@ -45,36 +51,51 @@ def _imports() -> threading.Thread:
 
 
 def _take_output(log: str) -> None:
-    """Send fds 1 and 2 to ``log`` from now on, after what they got so far (stdout is the
-    supervisor's unnamed temporary file until the log exists; stderr the same file)."""
+    """Send fds 1 and 2 to ``log`` from now on, after what they got so far (stdout and stderr
+    are the supervisor's unnamed temporary file until the log exists). Read at explicit
+    offsets, never moving the file's own: the import thread may still write to it. What it
+    writes between the first copy and the switch is copied after it."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.lseek(1, 0, os.SEEK_SET)
-        while chunk := os.read(1, 1 << 16):
-            os.write(fd, chunk)
-    except OSError:  # not a seekable file (run by hand on a terminal): nothing to copy
-        pass
+    early = os.dup(1)
+    done = _copy(early, fd, 0)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    _copy(early, fd, done)
+    os.close(early)
     os.close(fd)
     null = os.open(os.devnull, os.O_RDONLY)  # as a spawned head's stdin
     os.dup2(null, 0)
     os.close(null)
 
 
+def _copy(src: int, dst: int, offset: int) -> int:
+    """Append ``src`` from ``offset`` to its end onto ``dst``; returns the offset reached."""
+    try:
+        while chunk := os.pread(src, 1 << 16, offset):
+            os.write(dst, chunk)
+            offset += len(chunk)
+    except OSError:  # not a file (run by hand on a terminal): nothing to copy
+        pass
+    return offset
+
+
 def main() -> int:
+    import elastix_trainer.__main__ as entry  # the entry point's module: a dunder, not private
+
+    # The trainer's last exit handler, registered before the imports register theirs (JAX's,
+    # the step's, logging's), so they run first, as when elastix-train imports them itself.
+    code = entry.exit_without_teardown()
     imports = _imports()
     line = sys.stdin.readline()
     if not line.strip():
         imports.join()  # no run to join, nothing was touched; an import is not cut half-way
+        code[0] = 0
         return 0
     msg = json.loads(line)
     _take_output(msg["log"])
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115  (the process's own fd)
     sys.argv = list(msg["argv"])
-    from elastix_trainer.__main__ import main as train
-
-    return train()
+    return entry.main(code=code)
 
 
 if __name__ == "__main__":

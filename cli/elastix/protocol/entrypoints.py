@@ -16,9 +16,19 @@ TRAINER_SCRIPT = "elastix-train"
 head command of the image (``templates/Dockerfile.j2``) and of the local backend's demo."""
 
 TRAINER_WARM = "elastix_trainer.warm"
-"""A local head started before its run exists (``workload create --replace``): run as
-``python -m`` by the supervisor's ``--prestart``, it imports the trainer's modules and then runs
-:data:`TRAINER_SCRIPT`'s entry point in its own process once the run is its own."""
+"""A local head started before its run exists (``workload create --replace``): started by the
+supervisor's ``--prestart`` (:data:`TRAINER_WARM_CODE`), it imports the trainer's modules and
+then runs :data:`TRAINER_SCRIPT`'s entry point in its own process once the run is its own."""
+
+TRAINER_WARM_CODE = ("import sys\n"
+                     "if sys.path and sys.path[0] == '':\n"
+                     "    del sys.path[0]\n"
+                     "import runpy\n"
+                     f"runpy.run_module({TRAINER_WARM!r}, run_name='__main__', alter_sys=True)\n")
+"""``python -c`` code that runs :data:`TRAINER_WARM` as ``-m`` would, without the working
+directory on ``sys.path`` (``-c`` and ``-m`` put it first; ``-P`` needs Python 3.11): a console
+script such as ``elastix-train`` has its bin directory there instead, so a package in the
+directory the head runs in must not be imported in its place."""
 
 MAXTEXT_STANDIN = "elastix_trainer.elastic.local.maxtext"
 """The local Pathways stand-in for MaxText, run as ``python -m`` with ``--check`` in the MaxText
