@@ -226,15 +226,21 @@ class LocalBackend(Backend):
         then starts as any does, after the stop."""
         env = dict(os.environ)
         env[envvars.LOCAL_MARKER] = plan.marker
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "elastix.backends.local.supervisor", "--prestart",
-                 str(d)], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True)
-            proc.stdin.write(json.dumps(plan.to_json()).encode() + b"\n")
-            proc.stdin.flush()
-        except OSError:
-            return None
+        proc: subprocess.Popen | None = None
+        # Held from Ctrl-C (milliseconds): a process started is one the caller knows of.
+        with interrupts.deferred():
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "elastix.backends.local.supervisor", "--prestart",
+                     str(d)], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL, start_new_session=True)
+                proc.stdin.write(json.dumps(plan.to_json()).encode() + b"\n")
+                proc.stdin.flush()
+            except OSError:
+                if proc is not None:
+                    proc.kill()
+                    _release(proc)
+                return None
         return proc
 
     @staticmethod
@@ -259,7 +265,10 @@ class LocalBackend(Backend):
                                    hint=f"create it again: elastix workload create {name} "
                                         "--backend local")
             if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
+                try:
+                    tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
+                except FileNotFoundError:
+                    tail = []
                 last = tail[-1] if tail else "no output"
                 raise BackendError(f"the local supervisor did not start: {last}",
                                    hint="run again with --debug; the supervisor's log was: "
@@ -707,6 +716,7 @@ def _go(d: Path, pre: subprocess.Popen | None) -> subprocess.Popen | None:
     died (then one is started afresh)."""
     if pre is None or pre.poll() is not None:
         return None
+    os.close(private_append(d / "supervisor.log"))  # there before it runs, as a spawned one's
     try:
         pre.stdin.write(b"go\n")
         pre.stdin.close()
@@ -725,8 +735,8 @@ def _release(pre: subprocess.Popen | None) -> None:
         pre.stdin.close()
     except OSError:
         pass
-    try:
-        pre.wait(5.0)
+    try:  # it ends its head and exits at once; killed, its head dies with it all the same
+        pre.wait(2.0)
     except subprocess.TimeoutExpired:
         pre.kill()
         pre.wait()

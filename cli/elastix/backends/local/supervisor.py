@@ -212,7 +212,7 @@ class Supervisor:
         # its output until the log exists: an unnamed file it copies into the log at once
         with tempfile.TemporaryFile() as early:
             self.warm = subprocess.Popen(
-                [sys.executable, "-m", entrypoints.TRAINER_WARM], env=env, cwd=self.plan.cwd,
+                [sys.executable, "-c", entrypoints.TRAINER_WARM_CODE], env=env, cwd=self.plan.cwd,
                 stdin=subprocess.PIPE, stdout=early, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=die_with_parent)
 
@@ -231,6 +231,8 @@ class Supervisor:
         warm, self.warm = self.warm, None
         argv = trainer_argv(cmd, env)
         if warm is not None and warm.poll() is None and self.restarts == 0 and argv:
+            with open(log, "ab"):  # there from its start, as a spawned head's is
+                pass
             try:
                 warm.stdin.write(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
                 warm.stdin.close()
@@ -439,7 +441,9 @@ class Supervisor:
     def run(self) -> int:
         self.logs.mkdir(exist_ok=True)
         self.flag = _max_slice_restarts(self.dir)
-        self.guard = start_guard(self.dir, self.plan.marker)
+        # the guard must not hold the pre-started head's stdin open (its end of file ends it)
+        self.guard = start_guard(self.dir, self.plan.marker,
+                                 close=[self.warm.stdin.fileno()] if self.warm else [])
         record_proc(self.dir, self.guard, "guard")
         r, w = os.pipe()
         os.set_blocking(w, False)
@@ -485,7 +489,7 @@ class Supervisor:
         self.stopping = True
 
 
-def start_guard(workload_dir: Path, marker: str) -> int:
+def start_guard(workload_dir: Path, marker: str, close: list[int] | None = None) -> int:
     """Fork a guard that kills what a dead supervisor leaves behind; returns its pid.
 
     ``PR_SET_PDEATHSIG`` reaches only the supervisor's children: a head whose ``bash -c`` runs a
@@ -493,7 +497,8 @@ def start_guard(workload_dir: Path, marker: str) -> int:
     trainer is re-parented and trains on). The guard, in a session of its own, blocks on a pipe
     only the supervisor can write: end of file means the supervisor is gone, however it ended,
     and the guard SIGKILLs every process carrying the workload's marker. Forked before any pod
-    starts, so no pod holds the pipe open.
+    starts, so no pod holds the pipe open. ``close``: the supervisor's descriptors the guard
+    must not keep open (a pre-started head's stdin, which must end with the supervisor).
     """
     r, w = os.pipe()
     pid = os.fork()
@@ -503,6 +508,8 @@ def start_guard(workload_dir: Path, marker: str) -> int:
         return pid
     try:  # the guard
         os.close(w)
+        for fd in close or ():
+            os.close(fd)
         os.setsid()  # out of the supervisor's group: a signal to that group spares the guard
         for sig in (signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
@@ -589,25 +596,32 @@ create files 0600 and directories 0700."""
 
 
 # What a ``bash -c`` script may hold for it to be one command whose words are known without a
-# shell: quotes and ``$NAME``/``${NAME}`` only; no operators, substitutions, globs or escapes.
-_SHELL = re.compile(r"[;&|<>()`*?\[\]{}~!#\\\n']|\$(?![A-Za-z_{])")
-_VAR = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})")
+# shell: quotes and ``$NAME``/``${NAME}`` only; no operators, substitutions, globs, escapes or
+# carriage returns (a word character to bash, a space to shlex).
+_SHELL = re.compile(r"[;&|<>()`*?\[\]{}~!#\\\n\r']|\$(?![A-Za-z_{])")
+_VAR = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})", re.ASCII)
 
 
 def trainer_argv(cmd: list[str], env: dict[str, str]) -> list[str] | None:
     """The argv ``elastix-train`` gets when the head's command runs, if the command is this
     environment's ``elastix-train`` (the one beside this interpreter), directly or as the one
     command of a ``bash -c`` script (the rendered JobSet's form: bash execs it, so it is the
-    head's process). None for anything else, or a script a shell might read otherwise than
-    this does: that head is not pre-started (:meth:`Supervisor.prestart_head`)."""
+    head's process). None for anything else, or a script bash might read otherwise than this
+    does: that head is not pre-started (:meth:`Supervisor.prestart_head`).
+
+    What bash itself would change is not copied: the variables it keeps (``SHLVL``, ``_``) are
+    as the supervisor has them. A ``BASH_ENV`` file or an exported function could run other
+    code first, so neither may be in the environment."""
     words = list(cmd)
-    if len(cmd) == 3 and os.path.basename(cmd[0]) in ("bash", "sh") and cmd[1] == "-c":
+    if len(cmd) == 3 and os.path.basename(cmd[0]) == "bash" and cmd[1] == "-c":
         script = cmd[2]
-        if _SHELL.search(_VAR.sub("", script)):
+        if _SHELL.search(_VAR.sub("", script)) or "BASH_ENV" in env \
+                or any(k.startswith("BASH_FUNC_") for k in env):
             return None
         names = [a or b for a, b in _VAR.findall(script)]
-        # an unset one's word bash would drop; an unquoted value it would split or glob
-        if any(n not in env or re.search(r"[\s*?\[]", env[n]) for n in names):
+        # an unset or empty one's word bash would drop; an unquoted value it would split or
+        # glob (refused quoted too: the rule stays simple, and such a head starts as before)
+        if any(not env.get(n) or re.search(r"[\s*?\[]", env[n]) for n in names):
             return None
         try:
             words = [_VAR.sub(lambda m: env[m[1] or m[2]], w) for w in shlex.split(script)]
