@@ -324,7 +324,7 @@ def report(rows: dict[str, list[dict]], runs: int, load0, load1) -> None:
                                "one and resuming"),
                               ("warm", "alone fresh", "a fresh start of the trainer alone")):
         c, t = first[f"create {kind}"], first[alone]
-        print(f"- {kind}: create → first step is {c / t:.2f}× {what} (+{c - t:.2f} s)")
+        print(f"- {kind}: create → first step is {c / t:.2f}× {what} ({c - t:+.2f} s)")
     cold_warm_table("`workload create`: seconds from its start to (median); CPU seconds used by "
                     "then", rows["create cold"], rows["create warm"], digits=2)
     cold_warm_table("trainer alone: seconds from its start (warm: the SIGTERM to the one "
