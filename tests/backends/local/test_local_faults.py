@@ -153,12 +153,23 @@ def _every_moment(cli, backend, name: str, ckpt: Path) -> list[str]:
         assert r["lost_again"] or kill["cut_short"], kill
 
     # A step: it lands while that step runs, so the steps before it are the last completed.
-    # far enough ahead that the CLI's start-up on a loaded machine does not pass it
-    at = max(e["step"] for e in _events(backend, name) if e["event"] == "step") + 150
-    kill = _fault(cli, name, "--at-step", str(at))
-    assert kill["aim"]["window"] == f"step {at}" and kill["aim"]["inside"], kill["aim"]
-    assert kill["recovery"]["last_step"] in (at - 1, at), kill  # at: the gate's shadow
-    _judge(backend, name, kill, ckpt)
+    # The step lasts ~60 ms; the CLI, woken by the step before it, sent its signal after the
+    # step had ended on a busy CI run (4 busy loops on 2 cores): a miss, said as one, and
+    # aimed again, up to 3 times.
+    for _ in range(3):
+        # far enough ahead that the CLI's start-up on a loaded machine does not pass it
+        at = max(e["step"] for e in _events(backend, name) if e["event"] == "step") + 150
+        kill = _fault(cli, name, "--at-step", str(at))
+        aim = kill["aim"]
+        assert aim["window"] == f"step {at}", aim
+        _judge(backend, name, kill, ckpt)
+        if aim["inside"]:
+            assert kill["recovery"]["last_step"] in (at - 1, at), kill  # at: the gate's shadow
+            break
+        assert aim["inside"] is False, aim
+        assert _t(_placed(kill["kills"][0])) >= _t(aim["closed"]), kill
+    else:
+        missed.append("step")
     return missed
 
 
@@ -256,7 +267,8 @@ def test_term_hang_and_slice_faults(cli, backend, state_dir):
     # both seen at detection, or the second the moment it went, inside the same recovery
     r = both["recovery"]
     seen = set(r["lost_slices"]) | {s for x in r["lost_again"] for s in x["slices"]}
-    assert seen == {0, 1} or both["cut_short"], both
+    assert seen == {0, 1} or both["cut_short"], json.dumps(
+        [both, [e for e in _events(backend, name) if e["event"] not in ("step",)][-40:]])
     cli("workload", "delete", name)
 
 
