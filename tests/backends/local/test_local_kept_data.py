@@ -65,7 +65,10 @@ def test_checkpoints_survive_replace_and_delete_unless_asked(cli, state_dir):
         assert end["reason"].startswith(f"stopped by SIGTERM after step {step}: checkpoint of "
                                         f"step {step} committed ("), end
         assert not [r for r in records if r["event"] == "elastic_detected"]
-        assert step in _committed(state_dir) and step % 20
+        # committed, whether or not it is also a periodic one's step (a busy CI run's SIGTERM
+        # came at step 60, with --checkpoint-period 20): run_end's reason says it was the
+        # final save that committed it
+        assert step in _committed(state_dir)
         assert json.loads(cli("workload", "list", "-o", "json").stdout) == []
         cli(*CREATE)
         removed = cli("workload", "delete", "keep", "--wait", "--delete-data")
