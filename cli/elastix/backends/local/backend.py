@@ -224,8 +224,7 @@ class LocalBackend(Backend):
         has stopped (``supervisor --prestart``): it reads ``plan`` and starts its head's
         imports, then waits for :func:`_go`. None if it could not be started: the new run
         then starts as any does, after the stop."""
-        env = dict(os.environ)
-        env[envvars.LOCAL_MARKER] = plan.marker
+        env = _supervisor_env(plan)
         proc: subprocess.Popen | None = None
         # Held from Ctrl-C (milliseconds): a process started is one the caller knows of.
         with interrupts.deferred():
@@ -245,8 +244,7 @@ class LocalBackend(Backend):
 
     @staticmethod
     def _start_supervisor(d: Path, plan: Plan) -> subprocess.Popen:
-        env = dict(os.environ)
-        env[envvars.LOCAL_MARKER] = plan.marker
+        env = _supervisor_env(plan)
         with open(private_append(d / "supervisor.log"), "ab") as out:
             # Its own session: the terminal's Ctrl-C reaches the create, not the workload.
             proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor",
@@ -709,6 +707,11 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _supervisor_env(plan: Plan) -> dict[str, str]:
+    """A supervisor's environment: the launcher's, and the workload's marker (its sweeps)."""
+    return {**os.environ, envvars.LOCAL_MARKER: plan.marker}
 
 
 def _go(d: Path, pre: subprocess.Popen | None) -> subprocess.Popen | None:

@@ -218,10 +218,8 @@ class Supervisor:
 
     def discard_warm(self) -> None:
         """The pre-started head was not used: end it (it has touched nothing)."""
-        if self.warm is not None:
-            self.warm.kill()
-            self.warm.wait()
-            self.warm = None
+        warm, self.warm = self.warm, None
+        _end(warm)
 
     def start_head(self) -> None:
         p = self.plan
@@ -237,17 +235,14 @@ class Supervisor:
                 warm.stdin.write(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
                 warm.stdin.close()
             except OSError:  # it died since: started as any head is, below
-                warm.kill()
-                warm.wait()
+                pass
             else:
                 self._adopt(self.head, warm, log)
                 self.log(f"started head (pid {self.head.pid}, restart attempt 0; its imports "
                          f"began while the run it replaces stopped): {' '.join(cmd)}"
                          + (f" ({p.head_note})" if p.head_note else ""))
                 return
-        elif warm is not None:
-            warm.kill()
-            warm.wait()
+        _end(warm)
         self._spawn(self.head, cmd, env, log, p.stamped)
         self.log(f"started head (pid {self.head.pid}, restart attempt {self.restarts}): "
                  f"{' '.join(cmd)}" + (f" ({p.head_note})" if p.head_note else ""))
@@ -531,6 +526,13 @@ def _max_slice_restarts(workload_dir: Path) -> int | None:
         return int(manifest["metadata"]["annotations"][labels.MAX_SLICE_RESTARTS])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # a user's template without the annotation: name the backoffLimit only
+
+
+def _end(popen: subprocess.Popen | None) -> None:
+    """Kill and reap a child that is not to be used (a pre-started head), if any."""
+    if popen is not None:
+        popen.kill()
+        popen.wait()
 
 
 def _await_exit(popen: subprocess.Popen, timeout: float) -> None:
