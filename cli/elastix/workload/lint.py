@@ -17,8 +17,15 @@ e591f30 ``docs/run_maxtext/run_maxtext_elastic_training.md`` L113, L117, as read
 Everything is read from the rendered manifest, so a user's ``--template`` and a manifest
 written by hand are judged alike. A value the manifest does not show (a trainer elastix does
 not know, an ``elastix-train --config`` file, a MaxText config other than ``base.yml``) is not
-guessed: its rules are skipped. Errors stop ``workload create`` (exit 2, nothing submitted);
-warnings are printed as notes. Defaults never produce a finding.
+guessed: its rules are skipped.
+
+No rule is stricter than the platform. An error is kept for what the platform itself refuses or
+fails at start-up (MaxText refusing ``elastic_enabled`` without a single controller); it stops
+``workload create`` (exit 2, nothing submitted). What the platform would run, where the run
+would only end sooner, lose goodput or surprise someone, is a warning that names the numbers and
+the source: the neighbours document such settings as choices (MaxText's own elastic guide runs
+``--max-slice-restarts=10`` with ``elastic_max_retries=10``, and its retry guidance calls 3 a
+setting that "stops quickly on flaky clusters"). elastix-train's defaults produce no finding.
 """
 
 from __future__ import annotations
@@ -61,7 +68,17 @@ MAXTEXT_DEFAULTS = {
     "profiler": "",  # L1013: '', xplane or nsys
     "colocated_python_checkpointing": "false",  # L103
     "colocated_python_data_input": "false",  # L949
+    # configs/types.py OrbaxStorage of 0.2.5: OCDBT and zarr3 on unless said otherwise.
+    "checkpoint_storage_use_ocdbt": "true",
+    "checkpoint_storage_use_zarr3": "true",
 }
+PATHWAYS_CHECKPOINT_KEYS = ("checkpoint_storage_use_ocdbt", "checkpoint_storage_use_zarr3")
+"""MaxText's checkpoint format keys that its GCS checkpointing guide says to "Set to ``0`` for
+Pathways" (maxtext @ e591f30 ``docs/guides/checkpointing_solutions/gcs_checkpointing.md``
+L52-53): with ``ENABLE_PATHWAYS_PERSISTENCE=1`` pathwaysutils registers Orbax's
+``CloudPathwaysArrayHandler`` (pathwaysutils 0.1.13 ``_initialize.py`` L91-103), which refuses
+OCDBT ("OCDBT not supported for Pathways.", orbax-checkpoint 0.12.8
+``cloud_pathways_array_handler.py`` L73-74)."""
 _TRUE = frozenset({"true", "1", "yes", "on", "y", "t"})
 
 
@@ -173,6 +190,8 @@ class Trainer:
     single_controller: bool | None = None
     profiler: str | None = None
     colocated: tuple[str, ...] | None = None  # colocated-python keys turned on
+    persistence: bool = False  # ENABLE_PATHWAYS_PERSISTENCE=1 in the head's main container
+    pathways_format: tuple[str, ...] | None = None  # PATHWAYS_CHECKPOINT_KEYS still on
 
 
 def _maxtext(cmd: TrainerCommand, slices: int) -> Trainer:
@@ -201,6 +220,9 @@ def _maxtext(cmd: TrainerCommand, slices: int) -> Trainer:
         # L390-403; MaxText maybe_elastic_scale_up, utils/elastic_utils.py L269-295).
         survived = int(retries) - 1 if not resize else (int(retries) - 1) // 2
     colocated = tuple(k for k in COLOCATED_KEYS if boolean(k))
+    fmt = tuple(k for k in PATHWAYS_CHECKPOINT_KEYS if boolean(k)) \
+        if known or any(cmd.maxtext_key(k) is not None for k in PATHWAYS_CHECKPOINT_KEYS) \
+        else None
     return Trainer(
         name="MaxText", elastic=boolean("elastic_enabled"),
         explicit_elastic=(cmd.maxtext_key("elastic_enabled") or "").lower() in _TRUE,
@@ -209,7 +231,8 @@ def _maxtext(cmd: TrainerCommand, slices: int) -> Trainer:
         timeout_field="elastic_timeout_seconds",
         min_slices=min_slices, min_field="elastic_min_slice_count",
         single_controller=boolean("enable_single_controller"), profiler=get("profiler"),
-        colocated=colocated if known or any(cmd.maxtext_key(k) for k in COLOCATED_KEYS) else None)
+        colocated=colocated if known or any(cmd.maxtext_key(k) for k in COLOCATED_KEYS) else None,
+        persistence=cmd.env.get(envvars.PATHWAYS_PERSISTENCE) == "1", pathways_format=fmt)
 
 
 def _elastix_train(cmd: TrainerCommand, slices: int) -> Trainer:
@@ -273,6 +296,7 @@ def lint(manifest: dict[str, Any]) -> Findings:
         _maxtext_rules(p, t, out)
         _min_slices(p, t, out)
         _elastic_off(p, t, out)
+        _persistence(t, out)
     _colocated(p, t, out)
     return out
 
@@ -281,10 +305,14 @@ def _structure(p: Platform, out: Findings) -> None:
     # pathwaysutils 0.1.13 experimental/gke/jobset.py refuses elastic_slices > num_slices
     # (L386-540, anchors-2026-12-02.md); xpk 1.16.0 renders it (reference/pathways-elastic.md,
     # "What the anchors get wrong"). Pathways cannot lose more slices than there are.
+    # A warning: xpk renders it and no platform part is known to refuse it; pathwaysutils'
+    # own JobSet builder does (a ValueError), and it means no more than "every slice".
     if p.elastic_slices > p.slices:
-        out.errors.append(("elastic-slices", f"the proxy's --num_elastic_slices={p.elastic_slices}"
-                           f" is more than the workload's {p.slices} slices (worker replicas)",
-                           f"use --elastic-slices {p.slices} (or fewer)"))
+        out.warnings.append(("elastic-slices", f"the proxy's --num_elastic_slices="
+                             f"{p.elastic_slices} is more than the workload's {p.slices} slices "
+                             "(worker replicas): at most every slice can be missing "
+                             "(pathwaysutils' JobSet builder refuses it)",
+                             f"use --elastic-slices {p.slices} (or fewer)"))
 
 
 def _budget(p: Platform, t: Trainer, out: Findings) -> None:
@@ -303,7 +331,12 @@ def _budget(p: Platform, t: Trainer, out: Findings) -> None:
                + ("; in replica-resize a loss and its scale-up are an attempt each" if twice else ""))
     else:
         need, why = p.losses, f"it gives up at loss {t.budget + 1}" if t.budget is not None else ""
-    out.errors.append(("budget", f"{t.name} {_setting(t, t.budget_field, t.budget)} recovers from "
+    # A warning, not an error: the platform runs it, and a smaller trainer budget only ends the
+    # run sooner. MaxText documents that as a choice (its elastic guide, maxtext @ e591f30
+    # docs/run_maxtext/run_maxtext_elastic_training.md L89-92, L107-113, runs 10 against 10 and
+    # asks only to "keep [them] consistent"; elastic_max_retries 3 "stops quickly on flaky
+    # clusters", reference/neighbours-2026-12-04.md).
+    out.warnings.append(("budget", f"{t.name} {_setting(t, t.budget_field, t.budget)} recovers from "
                        f"{t.survived} slice losses, but the JobSet replaces {p.losses} in-process"
                        f" ({p.slice_restarts} restarts x {p.slices} slices); {why}; then "
                        + ("the run fails (--max-restarts 0)" if p.max_restarts == 0 else
@@ -333,8 +366,10 @@ def _wait(p: Platform, t: Trainer, out: Findings) -> None:
     if not (p.elastic_slices and t.elastic) or t.timeout is None or _resizes(p, t):
         return
     where = f"{t.name} {_setting(t, t.timeout_field, f'{t.timeout:g}')}"
+    # Warnings: the platform runs it; a pathwaysutils wait that times out is not retried
+    # (manager.py L373-380), so a short wait only ends the run at a slice loss.
     if t.timeout < REPLACEMENT_WAIT_SECONDS:
-        out.errors.append(("wait-timeout", f"{where} s is shorter than a slice replacement (about "
+        out.warnings.append(("wait-timeout", f"{where} s is shorter than a slice replacement (about "
                            f"{REPLACEMENT_WAIT_SECONDS:g} s in the published run, with the node "
                            "ready): every slice loss would fail the run",
                            f"set {_setting(t, t.timeout_field, 300)} (the default)"))
@@ -357,9 +392,11 @@ def _maxtext_rules(p: Platform, t: Trainer, out: Findings) -> None:
         # MaxText elastic guide (maxtext @ e591f30 run_maxtext_elastic_training.md L117): "Do not
         # enable profiling in an elastic run. An elastic event ... in the middle of a profile is
         # not supported".
-        out.errors.append(("profiler", f"MaxText profiler={t.profiler} in an elastic run: a slice "
-                           "loss in the middle of a profile is not supported",
-                           "drop profiler=; profile a separate, non-elastic run"))
+        # MaxText starts and trains with it; only a loss during a profile is unsupported.
+        out.warnings.append(("profiler", f"MaxText profiler={t.profiler} in an elastic run: a slice"
+                             " loss in the middle of a profile is not supported (MaxText's "
+                             "elastic guide: \"Do not enable profiling in an elastic run\")",
+                             "drop profiler=; profile a separate, non-elastic run"))
 
 
 def _min_slices(p: Platform, t: Trainer, out: Findings) -> None:
@@ -398,6 +435,19 @@ def _elastic_off(p: Platform, t: Trainer, out: Findings) -> None:
                              f"{p.elastic_slices}) but MaxText's elastic_enabled is off: a slice "
                              "loss ends the trainer and restarts the JobSet",
                              "add elastic_enabled=true enable_single_controller=true"))
+
+
+def _persistence(t: Trainer, out: Findings) -> None:
+    # A warning: MaxText documents the format for Pathways (PATHWAYS_CHECKPOINT_KEYS), but
+    # elastix cannot see where a save would fail; elastix-train turns OCDBT off itself
+    # (trainer/elastix_trainer/state/manager.py).
+    if t.name != "MaxText" or not t.persistence or not t.pathways_format:
+        return
+    want = " ".join(f"{k}=false" for k in PATHWAYS_CHECKPOINT_KEYS)
+    out.warnings.append(("pathways-persistence", "ENABLE_PATHWAYS_PERSISTENCE=1 with MaxText's "
+                         f"{' and '.join(k + '=true' for k in t.pathways_format)}: MaxText's "
+                         "checkpointing guide says to set both to 0 for Pathways, and Orbax's "
+                         "Pathways handler refuses OCDBT", f"add {want}"))
 
 
 def _colocated(p: Platform, t: Trainer | None, out: Findings) -> None:
