@@ -35,8 +35,9 @@ def test_valid_spec_defaults():
     ({"elastic_slices": -1}, "elastic_slices", "must be between 0 and --num-slices", None),
     ({"elastic_slices": 1, "max_slice_restarts": -2}, "max_slice_restarts",
      "must be 0 or more, got -2", None),
-    ({"max_slice_restarts": 3}, "max_slice_restarts", "slice restarts need an elastic workload",
-     "--elastic-slices"),
+    ({"env": {"ENABLE_PATHWAYS_PERSISTENCE": "true"}}, "env",
+     "ENABLE_PATHWAYS_PERSISTENCE='true': pathwaysutils accepts only 1, 0 or unset",
+     "--pathways-persistence"),
     ({"max_restarts": -1}, "max_restarts", "must be 0 or more, got -1", None),
     ({"env": {"1BAD": "x"}}, "env", "'1BAD' is not a valid environment variable name", None),
     ({"env": {"A-B": "x"}}, "env", "not a valid environment variable name", None),
@@ -69,6 +70,25 @@ def test_validation_table(flags, field, message, hint):
     assert message in msg
     if hint:
         assert hint in (h or "")
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_pathways_persistence_takes_what_pathwaysutils_takes(value):
+    # pathwaysutils 0.1.13 _initialize.py L57-66: "1" on, "0" (or unset) off.
+    spec = build_spec(None, {**BASE, "env": {"ENABLE_PATHWAYS_PERSISTENCE": value}})
+    assert spec.env["ENABLE_PATHWAYS_PERSISTENCE"] == value
+
+
+def test_slice_restarts_without_elastic_slices_is_a_note_not_a_refusal():
+    # xpk and gcluster accept --max-slice-restarts on a non-elastic workload and ignore it.
+    from elastix.workload.validate import notes
+
+    spec = build_spec(None, {**BASE, "max_slice_restarts": 3})
+    assert spec.slice_restarts == 0
+    (field, msg, hint), = notes(spec)
+    assert field == "max_slice_restarts" and "no effect without --elastic-slices" in msg
+    assert notes(build_spec(None, {**BASE, "num_slices": 2, "elastic_slices": 1,
+                                   "max_slice_restarts": 3})) == []
 
 
 def test_all_errors_reported_at_once():

@@ -172,7 +172,9 @@ def create(
                          f"{'headless' if spec.headless else 'command'}",
                          hint="drop --smoke, or drop command/headless from the spec file")
     manifest = render(spec, template)
-    _elastic_lint(manifest, refuse=not skip_lint)
+    from elastix.workload.validate import notes
+
+    _elastic_lint(manifest, refuse=not skip_lint, extra=notes(spec))
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)
         return
@@ -180,13 +182,15 @@ def create(
             output=output, output_file=output_file, preflight=not skip_preflight)
 
 
-def _elastic_lint(manifest: dict[str, Any], refuse: bool = True) -> None:
+def _elastic_lint(manifest: dict[str, Any], refuse: bool = True,
+                  extra: list[tuple[str, str, str | None]] = ()) -> None:
     """The elastic lint of what would be submitted: its errors refuse it (exit 2, as a spec's
-    problems; with ``--skip-lint`` they are notes), its warnings are notes on stderr."""
+    problems; with ``--skip-lint`` they are notes), its warnings and ``extra`` (the spec's own
+    notes) are notes on stderr."""
     from elastix.workload.lint import LintError, lint
 
     found = lint(manifest)
-    notes = found.warnings + ([] if refuse else found.errors)
+    notes = list(extra) + found.warnings + ([] if refuse else found.errors)
     if notes:
         from rich.markup import escape
 

@@ -9,6 +9,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
+from elastix.protocol import envvars
 from elastix.workload import labels, tpu
 
 if TYPE_CHECKING:  # spec imports this module to validate; the rules only read its fields
@@ -65,9 +66,6 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         if spec.max_slice_restarts < 0:
             add("max_slice_restarts", f"must be 0 or more, got {spec.max_slice_restarts}",
                 "e.g. --max-slice-restarts 10")
-        elif spec.max_slice_restarts > 0 and spec.elastic_slices == 0:
-            add("max_slice_restarts", "slice restarts need an elastic workload",
-                "add --elastic-slices N, or drop --max-slice-restarts")
     if spec.max_restarts < 0:
         add("max_restarts", f"must be 0 or more, got {spec.max_restarts}", "e.g. --max-restarts 3")
     if spec.slice_restart not in SLICE_RESTARTS:
@@ -83,6 +81,13 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     if spec.termination_grace_period < 0:
         add("termination_grace_period", f"must be 0 or more, got {spec.termination_grace_period}")
     _validate_main(spec, add)
+    persistence = spec.env.get(envvars.PATHWAYS_PERSISTENCE)
+    if persistence is not None and persistence not in ("1", "0"):
+        # pathwaysutils 0.1.13 _initialize.py L57-66 accepts "1", "0" or unset and raises
+        # ValueError at initialize() otherwise: the head would fail at start on Pathways.
+        add("env", f"{envvars.PATHWAYS_PERSISTENCE}={persistence!r}: pathwaysutils accepts only "
+                   "1, 0 or unset (it raises at initialize() otherwise)",
+            f"--env {envvars.PATHWAYS_PERSISTENCE}=1, or --pathways-persistence")
     for k in spec.env:
         if not _ENV_NAME.match(k):
             add("env", f"{k!r} is not a valid environment variable name",
@@ -113,6 +118,22 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         if v is not None and (not _DNS_SUBDOMAIN.match(v) or len(v) > 253):
             add(f, f"{v!r} is not a valid Kubernetes name", "lowercase letters, digits, '-' and '.'")
     return p
+
+
+def notes(spec: WorkloadSpec) -> list[tuple[str, str, str | None]]:
+    """What the platform would run but may surprise: (field, message, hint), printed as notes.
+
+    Only what no part of the platform refuses belongs here; what it refuses is a
+    :func:`validate` problem."""
+    out: list[tuple[str, str, str | None]] = []
+    if spec.max_slice_restarts and spec.max_slice_restarts > 0 and spec.elastic_slices == 0:
+        # xpk and gcluster accept it and render the non-elastic backoffLimit (hosts x 4):
+        # xpk src/xpk/commands/workload.py L277-281 @ 367c838, gcluster
+        # gke_job_orchestrator.go L1199-1204 (reference/neighbours-2026-12-04.md).
+        out.append(("max_slice_restarts", f"--max-slice-restarts {spec.max_slice_restarts} has "
+                    "no effect without --elastic-slices: a slice loss restarts the JobSet",
+                    "add --elastic-slices N, or drop --max-slice-restarts"))
+    return out
 
 
 def _validate_main(spec: WorkloadSpec, add: Any) -> None:
