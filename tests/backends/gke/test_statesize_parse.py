@@ -62,3 +62,31 @@ def test_persistence_or_a_small_state_passes_without_a_listing():
         "name": "w", "tpu_type": "v5litepod-16", "docker_image": "img:1", "num_slices": 3,
         "command": "python -m MaxText.train b.yml model_name=qwen3-4b"})))
     assert v.problems and v.problems[0][0] == "state size"
+
+
+def _check(command: str, **flags) -> statesize.Verdict:
+    return statesize.check(render(build_spec(None, {
+        "name": "w", "tpu_type": "v5litepod-16", "docker_image": "img:1", "command": command,
+        **flags})))
+
+
+def test_only_a_state_over_the_limit_is_refused_nearer_is_a_warning():
+    # Qwen3-4B: 48 GB a replica. Two slices move 96 GB through the proxy: over its 90 Gi,
+    # refused (the seed's OOM); under 100 Gi, 89.4 % of it: the run may fit, so a notice.
+    mt = "python -m MaxText.train b.yml model_name=qwen3-4b"
+    over = _check(mt, num_slices=2, proxy_memory="80Gi")
+    assert [p[0] for p in over.problems] == ["state size"]
+    near = _check(mt, num_slices=2, proxy_memory="100Gi")
+    assert near.problems == []
+    assert len(near.notices) == 1 and "near the limit" in near.notices[0]
+
+
+def test_the_persistence_fix_names_maxtexts_pathways_checkpoint_format():
+    # MaxText docs/guides/checkpointing_solutions/gcs_checkpointing.md: "Set to 0 for Pathways".
+    (_, _, fix), = _check("python -m MaxText.train b.yml model_name=qwen3-4b",
+                          num_slices=3).problems
+    assert "--pathways-persistence" in fix
+    assert "checkpoint_storage_use_ocdbt=false checkpoint_storage_use_zarr3=false" in fix
+    (_, _, fix), = _check("elastix-train --preset qwen3-0.6b", num_slices=3,
+                          proxy_memory="16Gi").problems
+    assert "checkpoint_storage" not in fix
