@@ -155,6 +155,46 @@ def test_two_capacity_types_are_one_line_exit_2_nothing_sent(flags, tmp_path, mo
     assert gke.requests == []
 
 
+@pytest.mark.parametrize("tpu_type,generation", [("v4-8", "v4"), ("v4-32", "v4")])
+def test_flex_on_a_generation_flex_start_lacks_is_refused_before_any_request(
+        tpu_type, generation, tmp_path, monkeypatch, capsys):
+    # GKE, "About flex-start provisioning mode": "TPU v3 and v4 are not supported". GKE itself
+    # would refuse only the first TPU pool, after the cluster and cpu-np exist.
+    flags = [a for a in ARGS]
+    flags[flags.index("--tpu-type") + 1] = tpu_type
+    with FakeGke() as gke:
+        monkeypatch.setenv("ELASTIX_GKE_API_ENDPOINT", gke.url)
+        monkeypatch.setenv("ELASTIX_COMPUTE_API_ENDPOINT", gke.url)
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS",
+                           str(gke.adc_file(tmp_path / "adc.json")))
+        rc = main([*flags, "--flex"])
+    assert rc == 2 and gke.requests == []
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 2, err
+    assert lines[0] == (f"error: --flex: GKE's flex-start does not provision TPU {generation} "
+                        '("TPU v3 and v4 are not supported", GKE\'s About flex-start '
+                        "provisioning mode)")
+    assert "v5e (v5litepod), v5p, v6e" in lines[1]
+
+
+@pytest.mark.parametrize("tpu_type", ["v5litepod-16", "v5p-8", "v6e-8"])
+def test_flex_is_taken_for_the_generations_flex_start_supports(tpu_type, capsys):
+    flags = [a for a in ARGS]
+    flags[flags.index("--tpu-type") + 1] = tpu_type
+    assert main([*flags, "--flex", "--dry-run"]) == 0
+
+
+def test_flex_help_says_the_seven_day_limit(capsys):
+    from typer.testing import CliRunner
+
+    from elastix.main import app
+
+    text = " ".join(CliRunner().invoke(app, ["cluster", "create", "--help"],
+                                       terminal_width=200).output.split())
+    assert "at most 7 days" in text and "not v3 or v4" in text
+
+
 def test_a_missing_reservation_is_refused_before_any_change(tmp_path, monkeypatch, capsys):
     rc, gke = _run(tmp_path, monkeypatch, "--reservation", "nope",
                    reservations=[("my-proj-1", "us-central1-a", "res-1", MACHINE, 8)])

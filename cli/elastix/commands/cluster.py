@@ -90,7 +90,9 @@ def create(
                                          "the slices before anything is created."),
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
     flex: bool = typer.Option(False, "--flex", help="Flex-start TPU VMs (Dynamic Workload "
-                              "Scheduler): each TPU pool autoscales from 0 to one slice."),
+                              "Scheduler): each TPU pool autoscales from 0 to one slice. GKE "
+                              "runs a flex-start VM for at most 7 days, then reclaims it; "
+                              "TPU v5e, v5p and v6e only (not v3 or v4)."),
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
     maintenance_exclusion: bool = typer.Option(

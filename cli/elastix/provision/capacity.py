@@ -20,6 +20,17 @@ ON_DEMAND, SPOT, RESERVATION, FLEX = "on-demand", "spot", "reservation", "flex"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 """The reservation-affinity key GKE matches a specific reservation by (what gcloud's
 ``--reservation-affinity=specific --reservation=R`` sends)."""
+FLEX_UNSUPPORTED = ("v3", "v4")
+"""TPU generations GKE's flex-start does not provision: "TPU v3 and v4 are not supported" (GKE,
+"About flex-start provisioning mode", cloud.google.com/kubernetes-engine/docs/concepts/
+provisioning-model, read 2026-12-04; its zone table lists v5e, v5p and v6e, and TPUs need GKE
+1.33.0-gke.1712000 or later). GKE refuses such a pool only at its create, after the cluster and
+its CPU pool exist, so elastix refuses before any request."""
+FLEX_SUPPORTED = "v5e (v5litepod), v5p, v6e"
+FLEX_MAX_DAYS = 7
+"""Flex-start VMs run for at most seven days (the same page: "for up to seven days";
+``maxRunDurationSeconds`` defaults to seven days): every slice is reclaimed within 7 days of its
+scale-up, and an elastic run waits for its replacement."""
 _RES_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _PROJECT = re.compile(r"^(?:[a-z][a-z0-9.-]*[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
@@ -62,6 +73,16 @@ def choose(project: str | None, *, on_demand: bool = False, reservation: str | N
     if reservation is None:
         return Capacity(ON_DEMAND), []
     return _reservation(reservation, project)
+
+
+def flex_problems(generation: str) -> list[tuple[str, str, str]]:
+    """``--flex`` on a TPU generation flex-start does not provision (:data:`FLEX_UNSUPPORTED`)."""
+    if generation not in FLEX_UNSUPPORTED:
+        return []
+    return [("--flex", f"GKE's flex-start does not provision TPU {generation} (\"TPU v3 and v4 "
+             "are not supported\", GKE's About flex-start provisioning mode)",
+             f"use a generation it supports ({FLEX_SUPPORTED}), or --spot, --reservation NAME "
+             "or --on-demand")]
 
 
 def _reservation(text: str, project: str | None) -> tuple[Capacity, list[tuple[str, str, str]]]:

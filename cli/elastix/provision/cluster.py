@@ -137,6 +137,8 @@ def validate(project: str | None, zone: str | None, name: str, *, tpu_type: str 
     capacity, capacity_problems = cap.choose(project, on_demand=on_demand,
                                              reservation=reservation, spot=spot, flex=flex)
     problems.extend(capacity_problems)
+    if capacity.kind == cap.FLEX and tpu is not None:
+        problems.extend(cap.flex_problems(tpu.generation))
     if problems:
         raise ClusterOptionsError(problems)
     return ClusterConfig(project, zone, name, tpu, num_slices, cpu_machine_type, cpu_nodes,
