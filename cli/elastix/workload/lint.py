@@ -23,9 +23,9 @@ No rule is stricter than the platform. An error is kept for what the platform it
 fails at start-up (MaxText refusing ``elastic_enabled`` without a single controller); it stops
 ``workload create`` (exit 2, nothing submitted). What the platform would run, where the run
 would only end sooner, lose goodput or surprise someone, is a warning that names the numbers and
-the source: the neighbours document such settings as choices (MaxText's own elastic guide runs
-``--max-slice-restarts=10`` with ``elastic_max_retries=10``, and its retry guidance calls 3 a
-setting that "stops quickly on flaky clusters"). elastix-train's defaults produce no finding.
+the source: MaxText's own elastic guide runs ``--max-slice-restarts=10`` with
+``elastic_max_retries=10``, which this lint used to refuse. elastix-train's defaults produce no
+finding.
 """
 
 from __future__ import annotations
@@ -332,10 +332,9 @@ def _budget(p: Platform, t: Trainer, out: Findings) -> None:
     else:
         need, why = p.losses, f"it gives up at loss {t.budget + 1}" if t.budget is not None else ""
     # A warning, not an error: the platform runs it, and a smaller trainer budget only ends the
-    # run sooner. MaxText documents that as a choice (its elastic guide, maxtext @ e591f30
-    # docs/run_maxtext/run_maxtext_elastic_training.md L89-92, L107-113, runs 10 against 10 and
-    # asks only to "keep [them] consistent"; elastic_max_retries 3 "stops quickly on flaky
-    # clusters", reference/neighbours-2026-12-04.md).
+    # run sooner. MaxText's elastic guide (maxtext @ e591f30
+    # docs/run_maxtext/run_maxtext_elastic_training.md L89-92, L107-113) runs 10 against 10
+    # and asks only to "keep [them] consistent".
     out.warnings.append(("budget", f"{t.name} {_setting(t, t.budget_field, t.budget)} recovers from "
                        f"{t.survived} slice losses, but the JobSet replaces {p.losses} in-process"
                        f" ({p.slice_restarts} restarts x {p.slices} slices); {why}; then "
