@@ -8,6 +8,7 @@ import json
 
 import pytest
 import yaml
+from kueue_release import kueue_manifest
 
 from elastix.clients.kube import Http
 from elastix.errors import UsageError
@@ -15,38 +16,6 @@ from elastix.main import main
 from elastix.provision import cluster, kueue_install
 
 BASE = "/v1/projects/my-proj-1/locations/us-central1-a"
-KINDS = (("resourceflavors", "ResourceFlavor", "Cluster"), ("clusterqueues", "ClusterQueue",
-         "Cluster"), ("localqueues", "LocalQueue", "Namespaced"),
-         ("workloads", "Workload", "Namespaced"))
-
-
-def kueue_manifest(version: str = kueue_install.KUEUE_VERSION) -> list[dict]:
-    """A Kueue-release-shaped manifest: the kinds and names of ``manifests.yaml``, minimal
-    bodies (elastix ships no copy, nor do its tests)."""
-    ns = kueue_install.NAMESPACE
-    crds = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-             "metadata": {"name": f"{plural}.kueue.x-k8s.io"},
-             "spec": {"group": "kueue.x-k8s.io", "scope": scope,
-                      "names": {"plural": plural, "kind": kind},
-                      "versions": [{"name": v, "served": True, "storage": v == "v1beta2",
-                                    "schema": {"openAPIV3Schema": {
-                                        "type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True}}}
-                                   for v in ("v1beta1", "v1beta2")]}}
-            for plural, kind, scope in KINDS]
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": "kueue-mutating-webhook-configuration"}, "webhooks": []},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": kueue_install.DEPLOYMENT, "namespace": ns},
-         "spec": {"replicas": 1, "template": {"spec": {"containers": [
-             {"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}"}]}}}},
-        {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-         "metadata": {"name": "v1beta1.visibility.kueue.x-k8s.io"},
-         "spec": {"group": "visibility.kueue.x-k8s.io", "version": "v1beta1"}},
-        *crds,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-    ]
 
 
 def _write(path, docs):
@@ -131,7 +100,9 @@ def test_install_then_queues_on_the_fake(k8s_api, tmp_path):
     assert http.request("GET", "/apis/scheduling.k8s.io/v1/priorityclasses/high")["value"] == 750
     lines.clear()  # a second run keeps Kueue and re-applies the queues (idempotent)
     kueue_install.install(k8s_api, "fake", _cfg(), lines.append, str(tmp_path / "never.yaml"))
-    assert f"Kueue {kueue_install.KUEUE_VERSION} is already installed" in lines
+    assert any(ln.startswith(f"Kueue {kueue_install.KUEUE_VERSION} is already installed; "
+                             "its settings are kept: WaitForPodsReady on: timeout 8760h, "
+                             "recoveryTimeout off") for ln in lines)
 
 
 def test_cluster_create_applies_queues_when_kueue_is_found(httpserver, monkeypatch, k8s_api,

@@ -217,8 +217,11 @@ def describe(
                      else ""), markup=False)
         from elastix.provision import kueue_install
         kq = kueue_install.status(api, where)
-        out.print(f"Kueue: {'installed ' + kq.version if kq.installed else 'not installed'}",
-                  markup=False)
+        line = f"Kueue: {'installed ' + kq.version if kq.installed else 'not installed'}"
+        if kq.installed:  # what it does to a run missing a slice (docs/gke.md, Queues: Kueue)
+            line += (f", serves {', '.join(kq.served) or 'no version elastix writes'}; "
+                     + kueue_install.settings(api, where))
+        out.print(line, markup=False)
 
 
 def _nodes(api) -> list[dict] | None:

@@ -420,9 +420,16 @@ def create(cfg: ClusterConfig, client: Any, progress: Progress, *,
         from elastix.clients import compute
         read_compute = compute.get_json
     check_reservation(cfg, steps, read_compute)
+    conn = None
+    if kube is not None and existing is not None and kueue is not False:
+        # A Kueue its queues cannot be written to refuses before a pool is made (a new
+        # cluster has no Kueue yet: the pinned one is installed).
+        from elastix.provision import kueue_install
+        conn = kube()
+        kueue_install.check_writable(*conn)
     run(client, cfg, steps, progress, **poll)
     if kube is not None:
-        api, where = kube()
+        api, where = conn or kube()
         st = jobset_install.status(api, where)
         if st.installed:
             progress(f"JobSet {st.version} is already installed")

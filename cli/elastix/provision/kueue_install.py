@@ -7,6 +7,21 @@ what xpk's ``cluster create`` gives it (xpk ``src/xpk/core/kueue_manager.py`` L3
 ``src/xpk/templates/kueue_config.yaml.j2`` @ 367c838): a ResourceFlavor for the TPU pools and
 one for the CPU pool, a ClusterQueue with their quotas, a LocalQueue in the namespace, and the
 five PriorityClasses ``--priority`` names.
+
+Two departures from the release as published, both for elastic runs:
+
+- **WaitForPodsReady.** From v0.19.0 Kueue evicts a Workload whose pods are not all ready for
+  30 minutes (:mod:`elastix.clients.kueue`), and a JobSet missing one slice is not ready: a run
+  that loses a slice for half an hour would lose all of them. :func:`configure` writes
+  ``waitForPodsReady`` into the manifest's ConfigMap before it is applied, so the controller
+  starts with it (the file is mounted with ``subPath`` and read once at start-up,
+  ``config/default/manager_config_patch.yaml`` L11-21, ``pkg/config/config.go`` L219-235 @
+  v0.19.2: a later edit would need a restart). A Kueue found installed keeps its settings.
+- **API version.** The objects are written in the newest version the installed Kueue serves:
+  ``v1beta2`` from v0.15.0, ``v1beta1`` before (xpk <= 1.0 installs v0.14.3). The fields elastix
+  sets have the same names and shapes in both (``config/components/crd/bases/
+  kueue.x-k8s.io_{resourceflavors,clusterqueues,localqueues}.yaml``: v1beta1 @ v0.14.3, v1beta2
+  @ v0.19.2; checked by ``tests/provision/test_kueue_versions.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +31,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import yaml
+
+from elastix.clients import kueue as kq
 from elastix.clients.kube import Http, Translator, api_path
 from elastix.errors import BackendError, NotFoundError, UsageError
 from elastix.provision import jobset_install
@@ -28,14 +46,14 @@ KUEUE_VERSION = "v0.19.2"
 (``config/components/crd/bases/kueue.x-k8s.io_workloads.yaml`` @ v0.19.2)."""
 RELEASE_URL = (f"https://github.com/kubernetes-sigs/kueue/releases/download/{KUEUE_VERSION}/"
                "manifests.yaml")
-API_VERSION = "kueue.x-k8s.io/v1beta2"  # the storage version of every Kueue kind in 0.19
+API_VERSION = f"{kq.GROUP}/{kq.VERSIONS[0]}"  # the storage version of every Kueue kind in 0.19
 CRD_NAME = "workloads.kueue.x-k8s.io"
 NAMESPACE = "kueue-system"
 DEPLOYMENT = "kueue-controller-manager"
 CRD_PATH = api_path("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
 # xpk's names (kueue_manager.py L48-49), so an xpk user's --queue multislice-queue works.
 CLUSTER_QUEUE = "cluster-queue"
-LOCAL_QUEUE = "multislice-queue"
+LOCAL_QUEUE = kq.DEFAULT_LOCAL_QUEUE
 CPU_FLAVOR = "cpu-user"  # xpk's Pathways CPU flavor (kueue_manager.py L390-405)
 # xpk's priorities, plain PriorityClasses that the pods name (kueue_config.yaml.j2 L73-111):
 # Kueue takes a Workload's priority from them when the job has no kueue.x-k8s.io/priority-class
@@ -58,11 +76,11 @@ _KINDS.update({
 })
 _KINDS.update({k: v for k, v in jobset_install._KINDS.items() if "Webhook" in k[1]})
 _OBJECT_KINDS: dict[tuple[str, str], tuple[str, bool]] = {
-    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
-    (API_VERSION, "ResourceFlavor"): ("resourceflavors", False),
-    (API_VERSION, "ClusterQueue"): ("clusterqueues", False),
-    (API_VERSION, "LocalQueue"): ("localqueues", True),
-}
+    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False)}
+for _v in kq.VERSIONS:
+    _OBJECT_KINDS.update({(f"{kq.GROUP}/{_v}", "ResourceFlavor"): ("resourceflavors", False),
+                          (f"{kq.GROUP}/{_v}", "ClusterQueue"): ("clusterqueues", False),
+                          (f"{kq.GROUP}/{_v}", "LocalQueue"): ("localqueues", True)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +90,7 @@ class KueueStatus:
     crd_installed: bool
     version: str | None
     ready_replicas: int
+    served: tuple[str, ...] = ()  # Kueue API versions its CRD serves, of kq.VERSIONS, newest first
 
     @property
     def installed(self) -> bool:
@@ -99,7 +118,8 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
             raise UsageError(f"{source}: unexpected object {key[1]} {key[0]} in a Kueue manifest",
                              hint=_HINT)
         found.add((d["kind"], meta["name"]))
-    for need in (("CustomResourceDefinition", CRD_NAME), ("Deployment", DEPLOYMENT)):
+    for need in (("CustomResourceDefinition", CRD_NAME), ("Deployment", DEPLOYMENT),
+                 ("ConfigMap", kq.CONFIG_MAP)):
         if need not in found:
             raise UsageError(f"{source} has no {need[0]} {need[1]}: not a Kueue release manifest",
                              hint=_HINT)
@@ -107,12 +127,46 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
 
 
 def plan(docs: list[dict]) -> list[ApplyStep]:
-    """The apply requests of the release manifest, in dependency order."""
-    return jobset_install.plan(docs, _KINDS)
+    """The apply requests of the release manifest with :func:`configure`'s settings, in
+    dependency order."""
+    return jobset_install.plan(configure(docs), _KINDS)
 
 
-def objects(cfg: Any, namespace: str = "default") -> list[dict]:
-    """The flavors, queues and priorities for the pools of ``cfg`` (a ClusterConfig).
+def configure(docs: list[dict]) -> list[dict]:
+    """The release manifest with ``waitForPodsReady`` set in its ConfigMap: timeout
+    :data:`~elastix.clients.kueue.ELASTIX_TIMEOUT`, recoveryTimeout
+    :data:`~elastix.clients.kueue.ELASTIX_RECOVERY` (``blockAdmission`` and the requeuing
+    strategy keep their defaults, ``defaults.go`` L110-117 @ v0.19.2). The file is parsed and
+    written back, so its comments go; its settings stay. A ``config.kueue.x-k8s.io/v1beta1``
+    file (an older release passed with ``--kueue-manifest``) also gets ``enable: true``.
+
+    Raises:
+        UsageError: the ConfigMap's file is not a YAML mapping.
+    """
+    out = []
+    for d in docs:
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == kq.CONFIG_MAP:
+            try:
+                cfg = yaml.safe_load((d.get("data") or {}).get(kq.CONFIG_KEY) or "") or {}
+            except yaml.YAMLError:
+                cfg = None
+            if not isinstance(cfg, dict):
+                raise UsageError(f"the Kueue manifest's ConfigMap {kq.CONFIG_MAP} has no YAML "
+                                 f"mapping in {kq.CONFIG_KEY}", hint=_HINT)
+            block = dict(cfg.get("waitForPodsReady") or {})
+            if str(cfg.get("apiVersion", "")).endswith("/v1beta1"):
+                block["enable"] = True
+            block.update(timeout=kq.ELASTIX_TIMEOUT, recoveryTimeout=kq.ELASTIX_RECOVERY)
+            cfg["waitForPodsReady"] = block
+            d = {**d, "data": {**d.get("data", {}),
+                               kq.CONFIG_KEY: yaml.safe_dump(cfg, sort_keys=False)}}
+        out.append(d)
+    return out
+
+
+def objects(cfg: Any, namespace: str = "default", api_version: str = API_VERSION) -> list[dict]:
+    """The flavors, queues and priorities for the pools of ``cfg`` (a ClusterConfig), the
+    Kueue ones as ``api_version`` (``kueue.x-k8s.io/v1beta2`` or ``v1beta1``: same shape).
 
     The TPU flavor selects the pools' nodes by the labels GKE puts on TPU nodes (the same
     ``nodeSelector`` the workers render); its quota is every chip of the pools (xpk
@@ -134,12 +188,12 @@ def objects(cfg: Any, namespace: str = "default") -> list[dict]:
          "metadata": {"name": name}, "value": value, "globalDefault": False,
          "description": f"elastix --priority {name} (xpk's)"} for name, value in PRIORITIES]
     out += [
-        {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": tpu_flavor},
+        {"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": tpu_flavor},
          "spec": {"nodeLabels": {"cloud.google.com/gke-tpu-accelerator": tpu.accelerator,
                                  "cloud.google.com/gke-tpu-topology": tpu.topology}}},
-        {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR},
+        {"apiVersion": api_version, "kind": "ResourceFlavor", "metadata": {"name": CPU_FLAVOR},
          "spec": {"nodeLabels": {"cloud.google.com/gke-nodepool": platform.HEAD_POOL}}},
-        {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
+        {"apiVersion": api_version, "kind": "ClusterQueue", "metadata": {"name": CLUSTER_QUEUE},
          "spec": {
              "namespaceSelector": {},
              # xpk's: preempt lower priorities, never across a cohort (template L53-55)
@@ -155,25 +209,29 @@ def objects(cfg: Any, namespace: str = "default") -> list[dict]:
                       {"name": "cpu", "nominalQuota": cpu},
                       {"name": "memory", "nominalQuota": memory}]}]},
              ]}},
-        {"apiVersion": API_VERSION, "kind": "LocalQueue",
+        {"apiVersion": api_version, "kind": "LocalQueue",
          "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
          "spec": {"clusterQueue": CLUSTER_QUEUE}},
     ]
     return out
 
 
-def object_steps(cfg: Any, namespace: str = "default") -> list[ApplyStep]:
+def object_steps(cfg: Any, namespace: str = "default",
+                 api_version: str = API_VERSION) -> list[ApplyStep]:
     """The apply requests of :func:`objects`."""
-    return jobset_install.plan(objects(cfg, namespace), _OBJECT_KINDS)
+    return jobset_install.plan(objects(cfg, namespace, api_version), _OBJECT_KINDS)
 
 
 def dry_run_lines(cfg: Any, source: str | None = None) -> list[str]:
     """Every request ``cluster create --kueue`` makes for Kueue, one line each."""
     import json
 
-    lines = [f"GET {CRD_PATH} (install Kueue {KUEUE_VERSION} only if missing)",
+    lines = [f"GET {CRD_PATH} (install Kueue {KUEUE_VERSION} only if missing; its served "
+             "versions pick the objects' apiVersion)",
              *jobset_install.release_lines(source or RELEASE_URL,
-                                           lambda src: plan(read_manifest(src)))]
+                                           lambda src: plan(read_manifest(src))),
+             f"(ConfigMap {NAMESPACE}/{kq.CONFIG_MAP} applied with waitForPodsReady timeout "
+             f"{kq.ELASTIX_TIMEOUT}, recoveryTimeout {kq.ELASTIX_RECOVERY}: docs/gke.md)"]
     lines.append(f"GET {api_path('apps/v1', 'deployments', DEPLOYMENT, NAMESPACE)} "
                  "(until a replica is available)")
     for step in object_steps(cfg):
@@ -183,7 +241,8 @@ def dry_run_lines(cfg: Any, source: str | None = None) -> list[str]:
 
 
 def status(api: Any, where: str) -> KueueStatus:
-    """Whether the Kueue CRDs and controller are installed, and the controller's version."""
+    """Whether the Kueue CRDs and controller are installed, the controller's version and the
+    versions the CRD serves (its ``spec.versions[].served``)."""
     http, tr = Http(api), Translator(where)
 
     def get(path: str) -> dict | None:
@@ -196,8 +255,28 @@ def status(api: Any, where: str) -> KueueStatus:
     crd = get(CRD_PATH)
     dep = get(api_path("apps/v1", "deployments", DEPLOYMENT, NAMESPACE))
     ready = int((dep or {}).get("status", {}).get("availableReplicas") or 0)
+    served = {v.get("name") for v in ((crd or {}).get("spec") or {}).get("versions") or []
+              if v.get("served", True)}
     return KueueStatus(crd is not None, jobset_install._image_version(dep) if dep else None,
-                       ready)
+                       ready, tuple(v for v in kq.VERSIONS if v in served))
+
+
+def check_writable(api: Any, where: str) -> KueueStatus:
+    """Refuse (exit 2) a Kueue whose CRDs serve neither version elastix writes; run before
+    ``cluster create`` makes anything, when the cluster exists.
+
+    Raises:
+        UsageError: installed, serving neither ``v1beta2`` nor ``v1beta1``.
+    """
+    st = status(api, where)
+    if st.crd_installed and not st.served:
+        raise UsageError(
+            f"Kueue {st.version or '(version unknown)'} on this cluster serves neither "
+            f"{kq.GROUP}/v1beta2 nor v1beta1, the versions elastix writes its queues in; "
+            "nothing was created",
+            hint=f"pass --no-kueue to leave Kueue alone, or upgrade it (elastix installs "
+                 f"{KUEUE_VERSION})")
+    return st
 
 
 def wait_ready(api: Any, where: str, timeout: float = 600.0, interval: float = 2.0,
@@ -220,18 +299,37 @@ def wait_ready(api: Any, where: str, timeout: float = 600.0, interval: float = 2
         sleep(interval)
 
 
+def settings(api: Any, where: str) -> str:
+    """WaitForPodsReady as the installed Kueue runs it, one phrase (``cluster describe``)."""
+    found = kq.read(Http(api), Translator(where))
+    pr = found.pods_ready()
+    if pr is None:
+        return (f"WaitForPodsReady not known: ConfigMap {NAMESPACE}/{kq.CONFIG_MAP} "
+                f"{found.config_problem}")
+    return pr.describe()
+
+
 def install(api: Any, where: str, cfg: Any, progress: Callable[[str], None],
             manifest: str | None = None, **poll: Any) -> KueueStatus:
-    """Install Kueue when it is missing (kept when present), then apply :func:`objects`."""
-    st = status(api, where)
+    """Install Kueue when it is missing (kept when present, with its settings), then apply
+    :func:`objects` in the newest version it serves.
+
+    Raises:
+        UsageError: an installed Kueue serves no version elastix writes (:func:`check_writable`).
+    """
+    st = check_writable(api, where)
     if st.installed:
-        progress(f"Kueue {st.version} is already installed")
+        progress(f"Kueue {st.version} is already installed; its settings are kept: "
+                 + settings(api, where))
     else:
         jobset_install.apply(api, where, plan(read_manifest(manifest)),
                              on_step=lambda s: progress(f"Kueue: applying {s.kind} {s.name}"))
+        progress(f"Kueue: waitForPodsReady timeout {kq.ELASTIX_TIMEOUT}, recoveryTimeout "
+                 f"{kq.ELASTIX_RECOVERY} (a run missing a slice stays admitted)")
     st = wait_ready(api, where, **poll)
-    jobset_install.apply(api, where, object_steps(cfg),
+    version = f"{kq.GROUP}/{(st.served or kq.VERSIONS)[0]}"
+    jobset_install.apply(api, where, object_steps(cfg, api_version=version),
                          on_step=lambda s: progress(f"Kueue: applying {s.kind} {s.name}"))
     progress(f"Kueue {st.version} ready: ClusterQueue {CLUSTER_QUEUE}, LocalQueue "
-             f"{LOCAL_QUEUE}")
+             f"{LOCAL_QUEUE} ({version})")
     return st
