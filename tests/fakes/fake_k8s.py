@@ -15,7 +15,8 @@ body: its DeleteOptions; ``POST`` with ``{"clear": true}`` also empties it);
 ``POST /_fake/restart_container`` restarts one container in place (its log so far becomes the
 ``previous=true`` log); ``POST /_fake/cut`` cuts the log streams of a pod;
 ``POST /_fake/kueue`` installs Kueue's kinds and turns its visibility API on or off, ``POST
-/_fake/kueue_workload`` sets a JobSet's Kueue Workload status (``k8s_kueue``);
+/_fake/kueue_workload`` sets a JobSet's Kueue Workload status, ``POST /_fake/kueue_clock``
+advances Kueue's WaitForPodsReady clock (``k8s_kueue``);
 ``POST /_fake/rotate_log`` rotates one container's log as the kubelet does (only the new file
 is served); ``POST /_fake/service_account_token`` (``token``, ``namespace``, ``name``) makes a
 bearer token a service account's, whose requests then pass RBAC (``k8s_rbac``). Dry-run, strict
@@ -690,6 +691,9 @@ class Api:
                 self.kueue.visibility = bool(body["visibility"])
             return web.json_response({"installed": self.kueue.installed,
                                       "visibility": self.kueue.visibility})
+        if parts == ["kueue_clock"]:  # {"advance": seconds}: Kueue's WaitForPodsReady clock
+            self.kueue.advance(float(body.get("advance", 0)))
+            return web.json_response({"now": ts(self.kueue.time)})
         if parts == ["kueue_workload"]:  # set the status of a JobSet's Workload (k8s_kueue)
             wl = self.kueue.set_status(body.get("namespace", "default"), body["jobset"],
                                        body.get("status") or {})

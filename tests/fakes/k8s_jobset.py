@@ -81,9 +81,14 @@ class Cluster:
             suspended = bool((obj.get("spec") or {}).get("suspend"))
             if event == "ADDED" and suspended:
                 self.suspended.add(uid)
+            elif event == "MODIFIED" and suspended and uid not in self.suspended:
+                # suspended while running (Kueue evicted it): its Jobs and pods go
+                self.suspended.add(uid)
+                self.teardown(obj, delay=0.0)
             elif event == "ADDED" or (event == "MODIFIED" and uid in self.suspended
                                       and not suspended):
                 self.suspended.discard(uid)
+                self.deleting.discard(uid)
                 self.create_jobs(obj, attempt=0)
             elif event == "DELETED":
                 self.suspended.discard(uid)

@@ -21,6 +21,22 @@ What the fake does, each with the Kueue v0.19.2 source it follows (kubernetes-si
   ``admissionChecks``: ``apis/kueue/v1beta2/workload_types.go`` L662, L796-830, L931-939). An
   ``Admitted`` True condition resumes the JobSet (``spec.suspend`` false), as Kueue's job
   reconciler does on admission.
+- **WaitForPodsReady** as v0.19.2 runs it, on a fake clock (``POST /_fake/kueue_clock
+  {"advance": seconds}`` moves it and reconciles every admitted Workload). Its settings are the
+  ConfigMap ``kueue-system/kueue-manager-config`` (``controller_manager_config.yaml``) as
+  applied through the API, defaulted as ``apis/config/v1beta2/defaults.go`` L48, L99-117 does:
+  no ``waitForPodsReady`` block, or no ConfigMap at all, is a 30-minute timeout and a
+  30-minute ``recoveryTimeout`` (``CHANGELOG/CHANGELOG-0.19.md`` L215); ``recoveryTimeout:
+  0s`` is off (``pkg/controller/core/core.go`` L151-153). A JobSet is ready when every Job of
+  every replicated job is (``pkg/controller/jobs/jobset/jobset_controller.go`` L185-195), a Job
+  when its ready pods reach ``min(parallelism, completions)`` (jobset v0.12.0
+  ``pkg/controllers/jobset_controller.go`` L484-491). The ``PodsReady`` condition follows
+  ``pkg/controller/jobframework/reconciler.go`` L1846-1905 (``WaitForStart`` until first ready,
+  ``WaitForRecovery`` after); past ``timeout`` since ``Admitted`` or ``recoveryTimeout`` since
+  ``WaitForRecovery`` (``workload_controller.go`` L1657-1682) the Workload is evicted:
+  ``Evicted`` True reason ``PodsReadyTimeout``, quota released, ``requeueState.count`` + 1
+  (L1229-1277), and the JobSet suspended, which deletes its Jobs and pods. Conditions set by a
+  test without a ``lastTransitionTime`` get the fake clock's.
 - **Visibility API.** ``GET /apis/visibility.kueue.x-k8s.io/v1beta1/namespaces/NS/localqueues/
   Q/pendingworkloads`` answers a ``PendingWorkloadsSummary`` (``apis/visibility/v1beta1/types.go``
   L66-90): the LocalQueue's Workloads without a quota reservation (those Kueue's queue manager
@@ -33,9 +49,12 @@ What the fake does, each with the Kueue v0.19.2 source it follows (kubernetes-si
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import re
 
-from k8s_store import Resource, Store
+import yaml
+from k8s_store import Resource, Store, now, ts
 
 GROUP = "kueue.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
@@ -68,6 +87,7 @@ class Kueue:
         # Workload uid -> creation order: timestamps have whole seconds, so two Workloads made
         # in one second would tie; Kueue's queue keeps them in arrival order.
         self.arrival: dict[str, int] = {}
+        self.time = now()  # Kueue's clock (WaitForPodsReady); moved only by advance()
         store.listeners.append(self.on_event)
 
     @property
@@ -131,6 +151,8 @@ class Kueue:
         wl = self.workload_of(namespace, jobset)
         if wl is None:
             return None
+        for c in status.get("conditions") or []:
+            c.setdefault("lastTransitionTime", ts(self.time))
         wl.setdefault("status", {}).update(status)
         self.store.put(self.res("workloads"), wl)
         admitted = any(c.get("type") == "Admitted" and c.get("status") == "True"
@@ -142,6 +164,96 @@ class Kueue:
             js["metadata"]["generation"] = js["metadata"].get("generation", 1) + 1
             self.store.put(jres, js)
         return wl
+
+    # --- WaitForPodsReady ---------------------------------------------------------------------
+
+    def pods_ready_settings(self) -> tuple[float, float | None]:
+        """(timeout, recoveryTimeout or None) in seconds, from the ConfigMap, v0.19.2 defaults."""
+        cm = self.store.get(self.store.resource("", "v1", "configmaps"), "kueue-system",
+                            "kueue-manager-config")
+        text = ((cm or {}).get("data") or {}).get("controller_manager_config.yaml") or ""
+        block = (yaml.safe_load(text) or {}).get("waitForPodsReady") or {}
+        timeout = _seconds(block.get("timeout")) or 1800.0  # defaults.go L104-108
+        rec = block.get("recoveryTimeout")
+        recovery = timeout if rec is None else _seconds(rec)  # L112
+        return timeout, (recovery or None)  # core.go L151: only a positive one counts
+
+    def advance(self, seconds: float) -> None:
+        """Move Kueue's clock and reconcile every admitted Workload."""
+        self.time += dt.timedelta(seconds=seconds)
+        for wl in self.store.list(self.res("workloads")):
+            self.reconcile_pods_ready(wl)
+
+    def _jobset_ready(self, js: dict) -> bool:
+        ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
+        jobs = self.store.resource("batch", "v1", "jobs")
+        pods = self.store.list(self.store.resource("", "v1", "pods"), ns)
+        for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
+            for j in range(rj.get("replicas", 1)):
+                job = self.store.get(jobs, ns, f"{name}-{rj['name']}-{j}")
+                if job is None:
+                    return False
+                spec = job.get("spec") or {}
+                need = min(spec.get("parallelism", 1), spec.get("completions") or 10**9)
+                ready = sum(1 for p in pods
+                            if (p["metadata"].get("ownerReferences") or [{}])[0].get("uid")
+                            == job["metadata"]["uid"] and not p["metadata"].get(
+                                "deletionTimestamp") and any(
+                                c.get("type") == "Ready" and c.get("status") == "True"
+                                for c in (p.get("status") or {}).get("conditions") or []))
+                if ready < need:
+                    return False
+        return True
+
+    def reconcile_pods_ready(self, wl: dict) -> None:
+        conds = {c["type"]: c for c in (wl.get("status") or {}).get("conditions") or []}
+        if (conds.get("Admitted") or {}).get("status") != "True":
+            return
+        owner = (wl["metadata"].get("ownerReferences") or [{}])[0]
+        jres = self.store.resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+        js = self.store.get(jres, wl["metadata"]["namespace"], owner.get("name", ""))
+        if js is None:
+            return
+        old = conds.get("PodsReady")
+        if self._jobset_ready(js):
+            reason = "Recovered" if old and old["reason"] in ("WaitForRecovery", "Recovered") \
+                else "Started"
+            status = "True"
+        else:
+            status = "False"
+            reason = ("WaitForRecovery" if old and (old["status"] == "True"
+                                                   or old["reason"] == "WaitForRecovery")
+                      else "WaitForStart")
+        since = old["lastTransitionTime"] if old and old["status"] == status else ts(self.time)
+        conds["PodsReady"] = {"type": "PodsReady", "status": status, "reason": reason,
+                              "message": "", "lastTransitionTime": since}
+        timeout, recovery = self.pods_ready_settings()
+        elapsed = None
+        if status == "False" and reason == "WaitForStart":
+            elapsed, limit = self._since(conds["Admitted"]), timeout
+        elif status == "False" and recovery is not None:
+            elapsed, limit = self._since(conds["PodsReady"]), recovery
+        if elapsed is not None and elapsed >= limit:
+            t = ts(self.time)
+            conds["Evicted"] = {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
+                                "message": "Exceeded the PodsReady timeout "
+                                           f"{wl['metadata']['namespace']}/{wl['metadata']['name']}",
+                                "lastTransitionTime": t}
+            for kind in ("QuotaReserved", "Admitted"):
+                conds[kind] = {"type": kind, "status": "False", "reason": "Pending",
+                               "message": "evicted", "lastTransitionTime": t}
+            conds["PodsReady"] = {**conds["PodsReady"], "reason": "WaitForStart"}
+            rs = wl["status"].setdefault("requeueState", {})
+            rs["count"] = rs.get("count", 0) + 1
+            js["spec"]["suspend"] = True  # the job reconciler stops an evicted job
+            js["metadata"]["generation"] = js["metadata"].get("generation", 1) + 1
+            self.store.put(jres, js)
+        wl["status"]["conditions"] = list(conds.values())
+        self.store.put(self.res("workloads"), wl)
+
+    def _since(self, cond: dict) -> float:
+        t = dt.datetime.fromisoformat(cond["lastTransitionTime"].replace("Z", "+00:00"))
+        return (self.time - t).total_seconds()
 
     # --- the visibility API -------------------------------------------------------------------
 
@@ -183,3 +295,12 @@ class Kueue:
                 and parts[5] == "localqueues" and parts[7] == "pendingworkloads"):
             return parts[4], parts[6]
         return None
+
+
+def _seconds(text) -> float | None:
+    """A Go duration ("30m", "1h30m", "0s") in seconds."""
+    if text is None:
+        return None
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3}
+    parts = re.findall(r"([\d.]+)(ms|h|m|s)", str(text))
+    return sum(float(n) * units[u] for n, u in parts)

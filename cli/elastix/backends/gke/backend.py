@@ -160,8 +160,19 @@ class GKEBackend(Backend):
         problems, notices = reader.missing(queue_name(manifest), None)
         for prio in sorted(prios):  # each pod template's class (elastix: the workers')
             problems += reader.missing(None, prio)[0]
-        self.notices.extend(notices)
+        if queue_name(manifest) and not problems:  # WaitForPodsReady: docs/gke.md
+            notices.append(reader.pods_ready_notice() or "")
+        self.notices.extend(n for n in notices if n)
         return problems
+
+    def _queue_by_default(self, body: dict[str, Any]) -> None:
+        """Without ``--queue``, on a cluster with Kueue: xpk's LocalQueue when it exists, else
+        a notice that the workload bypasses Kueue (:meth:`KueueReader.queue_by_default`)."""
+        from elastix.backends.gke.kueue import KueueReader
+
+        note = KueueReader(self.ns).queue_by_default(body)
+        if note:
+            self.notices.append(note)
 
     def _nodes(self) -> list[dict] | None:
         """Every Node; None when the credentials may not list them."""
@@ -222,9 +233,10 @@ class GKEBackend(Backend):
 
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
                dry_run: str | None = None, preflight: bool = True) -> str:
-        if preflight:
-            self.preflight(manifest)
         body = json.loads(json.dumps(manifest))  # a private copy
+        self._queue_by_default(body)
+        if preflight:
+            self.preflight(body)
         md = body.setdefault("metadata", {})
         md["namespace"] = self.namespace
         name = md.get("name")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastix.backends.base import QueueStatus
+from elastix.clients import kueue as kq
 from elastix.clients.kube import api_path
 from elastix.errors import BackendError, NotFoundError
 from elastix.workload import labels
@@ -151,8 +152,7 @@ class KueueReader:
         problems: list[tuple[str, str, str]] = []
         notices: list[str] = []
         if queue:
-            served = [v for v in VERSIONS if self._get("looking for Kueue",
-                                                       f"/apis/{GROUP}/{v}") is not None]
+            served = kq.served_versions(self.ns.http, self.ns.tr)
             if not served:
                 notices.append(f"Kueue is not installed: the label {labels.QUEUE_NAME}={queue} "
                                "has no effect and the workload starts at once (elastix "
@@ -171,3 +171,38 @@ class KueueReader:
                              "elastix cluster create --kueue makes very-low, low, medium, high "
                              "and very-high (xpk's)"))
         return problems, notices
+
+    def queue_by_default(self, jobset: dict) -> str | None:
+        """Name xpk's LocalQueue on a JobSet that names none, as xpk does for every Pathways
+        JobSet, when Kueue is served and the namespace has that LocalQueue (``cluster create
+        --kueue`` makes it); the notice that says so. Kueue installed without it: the notice
+        that the workload bypasses Kueue, so that its quota does not count these TPUs."""
+        if queue_name(jobset):
+            return None
+        served = kq.served_versions(self.ns.http, self.ns.tr)
+        if not served:
+            return None  # no Kueue: nothing to queue in
+        queue = kq.DEFAULT_LOCAL_QUEUE
+        if self._get("looking for the LocalQueue", api_path(
+                f"{GROUP}/{served[0]}", "localqueues", queue, self.ns.name)) is None:
+            return (f"Kueue is installed but no --queue was given and namespace {self.ns.name} "
+                    f"has no LocalQueue {queue}: this workload bypasses Kueue, whose quota "
+                    "does not count its TPUs (queue it with --queue NAME; kubectl get "
+                    "localqueues)")
+        jobset.setdefault("metadata", {}).setdefault("labels", {})[labels.QUEUE_NAME] = queue
+        return (f"queued in Kueue LocalQueue {queue} (cluster create --kueue made it; xpk "
+                "queues every workload there): --queue NAME picks another")
+
+    def pods_ready_notice(self) -> str | None:
+        """What the installed Kueue's WaitForPodsReady does to this elastic workload when a
+        slice is missing, one line; None when it keeps it admitted (or Kueue is absent)."""
+        found = kq.read(self.ns.http, self.ns.tr)
+        if not found.served:
+            return None
+        pr = found.pods_ready()
+        if pr is None:
+            return (f"Kueue's configuration was not read (ConfigMap {kq.NAMESPACE}/"
+                    f"{kq.CONFIG_MAP} {found.config_problem}): Kueue v0.19 and later evict and "
+                    "requeue a workload whole, every slice, once a slice has been missing for "
+                    "30m unless waitForPodsReady says otherwise (docs/gke.md, Queues: Kueue)")
+        return pr.effect()
