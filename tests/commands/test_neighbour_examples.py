@@ -189,3 +189,30 @@ def test_flex_start_limits_are_elastixs():
     days = _example("flex-seven-day-limit")["elastix"]["values"]
     assert capacity.FLEX_MAX_DAYS * 86400 == days["max_run_duration_seconds_default"]
     assert capacity.flex_problems("v4") and not capacity.flex_problems("v5e")
+
+
+@pytest.mark.parametrize("example_id", ["release-config-waitforpodsready",
+                                        "waitforpodsready-defaults",
+                                        "waitforpodsready-on-by-default"])
+def test_kueues_release_defaults_are_what_elastix_reads(example_id):
+    # The release's Configuration leaves waitForPodsReady commented out: elastix's reading of an
+    # installed Kueue must give the defaults Kueue's own sources give it (30m, 30m).
+    from elastix.clients import kueue
+
+    ex = _example(example_id)
+    values = ex["elastix"]["values"]
+    want = values.get("effective", values)
+    # The published lines parsed as published (all comments: nothing set), or nothing.
+    given = yaml.safe_load(ex["text"]) if example_id.startswith("release") else None
+    release = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+               **(given or {})}
+    got = kueue.pods_ready(release, "v0.19.2")
+    assert got.enabled is want["enabled"]
+    assert got.timeout == kueue.parse_duration(want["timeout"])
+    assert got.recovery == kueue.parse_duration(want["recoveryTimeout"])
+    # ... which evicts an elastic run that misses a slice for 30 minutes; elastix's install
+    # does not.
+    assert not got.keeps_elastic_runs and "evicts and requeues" in got.effect()
+    ours = kueue.pods_ready({**release, "waitForPodsReady": {
+        "timeout": kueue.ELASTIX_TIMEOUT, "recoveryTimeout": kueue.ELASTIX_RECOVERY}}, "v0.19.2")
+    assert ours.keeps_elastic_runs and ours.effect() is None
