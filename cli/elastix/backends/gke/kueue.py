@@ -179,12 +179,19 @@ class KueueReader:
         that the workload bypasses Kueue, so that its quota does not count these TPUs."""
         if queue_name(jobset):
             return None
-        served = kq.served_versions(self.ns.http, self.ns.tr)
+        queue = kq.DEFAULT_LOCAL_QUEUE
+        try:
+            served = kq.served_versions(self.ns.http, self.ns.tr)
+            found = served and self._get("looking for the LocalQueue", api_path(
+                f"{GROUP}/{served[0]}", "localqueues", queue, self.ns.name))
+        except BackendError as e:
+            # Not a reason to refuse the create (the platform would take it): said, and the
+            # create goes on; its own request says whether the API server works.
+            return (f"could not look for Kueue's LocalQueue {queue} ({e.message}): the workload "
+                    "is submitted without a queue (queue it with --queue NAME)")
         if not served:
             return None  # no Kueue: nothing to queue in
-        queue = kq.DEFAULT_LOCAL_QUEUE
-        if self._get("looking for the LocalQueue", api_path(
-                f"{GROUP}/{served[0]}", "localqueues", queue, self.ns.name)) is None:
+        if found is None:
             return (f"Kueue is installed but no --queue was given and namespace {self.ns.name} "
                     f"has no LocalQueue {queue}: this workload bypasses Kueue, whose quota "
                     "does not count its TPUs (queue it with --queue NAME; kubectl get "
