@@ -141,3 +141,52 @@ def test_replace_and_delete_move_what_the_command_wrote_in_its_workload_dir(cli,
         assert not kept.exists()
     finally:
         cli("workload", "delete", "mine", "--wait", check=False)
+
+
+def test_a_stopped_supervisor_does_not_cost_the_heads_final_save(cli, state_dir):
+    """The local JobSet controller hung (its supervisor SIGSTOPped): ``status`` says so, and
+    ``delete`` does the kubelet's part itself, SIGTERM to the head and its grace, so the head
+    commits its step and writes run_end. (It used to wait 38 s, SIGKILL the supervisor and
+    sweep every process: no final save, the steps since the last checkpoint lost, and delete
+    still said it kept the data.)"""
+    import os
+    import signal
+
+    name = "hung"
+    cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices", "2",
+        "--elastic-slices", "2")
+    sup = None
+    try:
+        events = state_dir / name / "events.jsonl"
+
+        def read() -> list[dict]:
+            text = events.read_text() if events.exists() else ""
+            return [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+
+        wait_until(lambda: [e for e in read() if e["event"] == "step" and e["step"] > 3
+                            and e["step"] % 20 >= 3], 240, "steps past a save")
+        sup = json.loads((state_dir / name / "state.json").read_text())["supervisor"]["pid"]
+        os.kill(sup, signal.SIGSTOP)
+        st = json.loads(cli("workload", "status", name, "-o", "json").stdout)
+        assert any(f"the local supervisor (the JobSet controller, pid {sup}) is stopped" in r
+                   for r in st["reasons"]), st["reasons"]
+        with open(events, encoding="utf-8") as f:
+            gone = cli("workload", "delete", name, "--wait")
+            records = [json.loads(ln) for ln in f.read().splitlines() if ln.strip()]
+        said = " ".join(gone.stderr.split())
+        assert "the supervisor (the local JobSet controller) was stopped (SIGSTOP): elastix " \
+               "sent the head SIGTERM itself, as a kubelet does, and it exited after" in said, said
+        (end,) = [r for r in records if r["event"] == "run_end"]
+        step = end["step"]
+        assert end["reason"].startswith(f"stopped by SIGTERM after step {step}: checkpoint of "
+                                        f"step {step} committed ("), end
+        ck = state_dir / ".data" / name / "checkpoints"
+        assert step in [int(p.name) for p in ck.iterdir() if p.name.isdigit()]
+        assert json.loads(cli("workload", "list", "-o", "json").stdout) == []
+    finally:
+        if sup is not None:
+            try:
+                os.kill(sup, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        cli("workload", "delete", name, "--wait", "--delete-data", check=False)

@@ -12,6 +12,7 @@ recorded process, so nothing is orphaned even when the supervisor itself was SIG
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import errno
@@ -57,6 +58,7 @@ from elastix.backends.local.state import (
     private_append,
     proc_matches,
     proc_stopped,
+    read_events_bytes,
     read_procs,
     read_record,
     record_proc,
@@ -396,6 +398,15 @@ class LocalBackend(Backend):
                 reasons.append(f"{len(left)} process{'es' if len(left) > 1 else ''} of {name} "
                                f"outlived its supervisor and still run: {'; '.join(left)}; "
                                f"elastix workload delete {name} --backend local stops them")
+        sup = self._supervisor(d, st)
+        if state not in FINAL_STATES and alive and sup and proc_stopped(sup["pid"]):
+            # A hung JobSet controller: the pods run on, but nothing replaces a failed one and
+            # this status is as of its last state write.
+            reasons.append(f"the local supervisor (the JobSet controller, pid {sup['pid']}) is "
+                           "stopped (SIGSTOP?): no failed pod is replaced and this status is as "
+                           f"of {st.updated or 'the start'}; kill -CONT {sup['pid']} resumes "
+                           f"it, elastix workload delete {name} stops the run (its head's "
+                           "final save made)")
 
         def pod(p: PodRecord | None, role: str) -> PodInfo | None:
             if p is None:
@@ -430,9 +441,10 @@ class LocalBackend(Backend):
         for a MaxText head (its lines are stamped, so a restart is measured across attempts),
         the current attempt's for any other. Files here are kept whole, so they reach the
         start, and ``tail`` and ``cheap`` read the same: reading local files is cheap."""
-        records = self.read_events(name)
-        if records is not None:
-            return TrainerEvents(EVENTS_FILE, True, records=records)
+        split = self._split_events(name)
+        if split is not None:
+            return TrainerEvents(EVENTS_FILE, True, records=split.records,
+                                 skipped=len(split.skipped), first_skipped=split.skipped_note())
         d = self._dir(name)
         if not any((d / "logs").glob("head-*.log")):
             return None  # no head has started
@@ -446,16 +458,27 @@ class LocalBackend(Backend):
 
     def read_events(self, name: str) -> list[dict[str, Any]] | None:
         """The records of the workload's events file, or None when the head writes none."""
+        split = self._split_events(name)
+        return split.records if split is not None else None
+
+    def _split_events(self, name: str) -> eventspec.Jsonl | None:
+        """The workload's events file split into records and torn lines (skipped, counted);
+        None when the head writes none.
+
+        Raises:
+            EventsUnreadable: a line that is JSON but not an event; the file is not a regular
+                file (a FIFO, a link to a device: never opened to block or read without end)
+                or larger than :data:`MAX_EVENTS_FILE`.
+        """
         d = self._dir(name)
-        path = Path(read_record(d / "plan.json", Plan.from_json).events_file)
-        try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
-        except FileNotFoundError:
+        path = read_record(d / "plan.json", Plan.from_json).events_file
+        data = read_events_bytes(path)
+        if data is None:
             return None  # a command that writes no events: measurement reads the head's log
-        records, bad, total = eventspec.split_jsonl(text)  # the rule of --events FILE too
-        if bad:
-            raise EventsUnreadable(f"events file {path}", bad, total)
-        return records
+        split = eventspec.split_jsonl(data.decode("utf-8", errors="replace"))  # as --events
+        if split.bad:
+            raise EventsUnreadable(f"events file {path}", split.bad, split.total)
+        return split
 
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
@@ -594,15 +617,14 @@ class LocalBackend(Backend):
         except (OSError, ValueError, KeyError, TypeError):
             plan, st = None, None  # half-written or damaged: sweep what procs.jsonl recorded
         sup = self._supervisor(d, st)
+        unanswered = said = None
         if sup and proc_matches(sup["pid"], sup.get("create_time")):
-            os.kill(sup["pid"], signal.SIGTERM)  # it stops its pods gracefully, then exits
-            # The head's grace (its final save), then the hosts': what the supervisor allows.
-            deadline = time.monotonic() + min(timeout, HEAD_TERM_GRACE + TERM_GRACE + 5.0)
-            while proc_matches(sup["pid"], sup.get("create_time")):
-                if time.monotonic() > deadline:
-                    os.kill(sup["pid"], signal.SIGKILL)
-                    break
-                time.sleep(0.02)
+            unanswered = _stop_supervisor(sup, timeout)
+        if unanswered:
+            # Before the supervisor goes: its guard SIGKILLs every pod when it dies.
+            said = _stop_head_itself(d, unanswered, timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sup["pid"], signal.SIGKILL)  # it restarts nothing from here on
         _sweep_all(d, plan.marker if plan else None, plan.health_address if plan else None,
                    d, timeout=min(timeout, 10.0))
         survivors = [r["pid"] for r in read_procs(d)
@@ -622,14 +644,15 @@ class LocalBackend(Backend):
                                    hint="make the state dir writable, then delete again (its "
                                         "processes are stopped; nothing was removed)") from None
         shutil.rmtree(d, ignore_errors=True)
+        first = f"{said}; " if said else ""  # what was done in the supervisor's place
         if delete_data and (kept.exists() or theirs):
             shutil.rmtree(kept, ignore_errors=True)
             also = f" and what its command wrote in $ELASTIX_WORKLOAD_DIR ({', '.join(theirs)})"
-            return f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
+            return first + f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
         if not kept.exists():
-            return None
-        return (f"kept its data (checkpoints) in {kept}" + (f", and {moved}" if moved else "")
-                + "; --delete-data removes it")
+            return said
+        return (first + f"kept its data (checkpoints) in {kept}"
+                + (f", and {moved}" if moved else "") + "; --delete-data removes it")
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
@@ -772,6 +795,57 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
+
+
+def _stop_supervisor(sup: dict[str, Any], timeout: float) -> str | None:
+    """SIGTERM the supervisor (it stops its pods, the head first with its grace, then exits)
+    and wait for it; None when it did. For a supervisor that is stopped (SIGSTOP) or does not
+    exit in time, why: its pods' processes still need their SIGTERM."""
+    import psutil
+
+    pid, made = sup["pid"], sup.get("create_time")
+    try:
+        stopped = psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return None
+    if not stopped:
+        os.kill(pid, signal.SIGTERM)
+        # The head's grace (its final save), then the hosts': what the supervisor allows.
+        deadline = time.monotonic() + min(timeout, HEAD_TERM_GRACE + TERM_GRACE + 5.0)
+        while proc_matches(pid, made):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        else:
+            return None
+    return "was stopped (SIGSTOP)" if stopped else "did not exit in time"
+
+
+def _stop_head_itself(d: Path, why: str, timeout: float) -> str:
+    """What a kubelet does whatever the JobSet controller does: SIGTERM the head pod's process
+    group, wait its grace (its final save), SIGKILL what is left. The slice hosts are still up
+    (the sweep ends them after), so the head commits its step rather than seeing a slice go."""
+    heads = [r for r in read_procs(d) if r.get("role") == "head"
+             and proc_matches(r["pid"], r.get("create_time"))]
+    what = f"the supervisor (the local JobSet controller) {why}"
+    if not heads:
+        return f"{what}: elastix stopped its processes itself; no head was running"
+    head = heads[-1]
+    for sig in (signal.SIGTERM, signal.SIGCONT):  # a stopped head acts on SIGTERM once resumed
+        try:
+            os.killpg(head["pid"], sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    started = time.monotonic()
+    grace = min(timeout, HEAD_TERM_GRACE)
+    _sigkill_after(head["pid"], head.get("create_time"), grace)
+    took = time.monotonic() - started
+    if took >= grace:
+        return (f"{what}: elastix sent the head SIGTERM itself, as a kubelet does; it did not "
+                f"exit in its {grace:g} s grace and was killed (steps since its last "
+                "checkpoint are lost)")
+    return (f"{what}: elastix sent the head SIGTERM itself, as a kubelet does, and it exited "
+            f"after {took:.1f} s (its final save)")
 
 
 def _sigkill_after(pid: int, create_time: float | None, grace: float) -> None:
