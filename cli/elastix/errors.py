@@ -106,14 +106,20 @@ class ManifestError(UsageError):
 
 class EventsUnreadable(UsageError):
     """Lines of an events file that are not events (``eventspec.split_jsonl``), said once with
-    the first of them; the same for a live file and ``--events FILE``."""
+    the first of them; the same for a live file and ``--events FILE``. Also an events file
+    that is no file (a FIFO, a device): ``bad`` is then empty and ``why`` says so."""
 
-    def __init__(self, source: str, bad: list[tuple[int, str]], total: int) -> None:
-        first, why = bad[0]
+    def __init__(self, source: str, bad: list[tuple[int, str]], total: int,
+                 why: str | None = None, hint: str | None = None) -> None:
+        if why is not None:
+            super().__init__(f"{source} {why}", hint=hint)
+            return
+        first, what = bad[0]
         super().__init__(f"{source}: {len(bad)} of {total} lines unreadable (first: line "
-                         f"{first}, {why})",
-                         hint="events must follow docs/events.md, one JSON object a line (only "
-                              "a torn last line, a file still being written, is skipped)")
+                         f"{first}, {what})",
+                         hint=hint or "events must follow docs/events.md, one JSON object a "
+                                      "line (a torn line, half a record, is skipped and "
+                                      "counted)")
 
 
 class BackendError(ElastixError):

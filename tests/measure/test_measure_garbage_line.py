@@ -1,5 +1,7 @@
-"""A live events file and ``--events FILE`` read by one rule: a torn last line (a file being
-written) is skipped; a garbage line in the middle is bad input (exit 2), said once, either way.
+"""A live events file and ``--events FILE`` read by one rule: a torn line (half a record, a
+run of NUL bytes) is skipped wherever it is and said once, with how many (issue 48: it was
+bad input, exit 2, and a run whose head was killed on a full disk could not be measured
+again); a line that is JSON but no event is bad input (exit 2), said once, either way.
 
 The CLI as a real subprocess on a real local workload's files (plan.json, events.jsonl)."""
 
@@ -47,18 +49,35 @@ def _both(tmp_path: Path, text: str):
             _goodput(tmp_path, "--events", str(events)))
 
 
-def test_a_garbage_line_in_the_middle_is_bad_input_live_and_from_a_file(tmp_path):
+@pytest.mark.parametrize("torn", ["#garbage", '{"ts": "2026-11-29T10:4', "\x00" * 40])
+def test_a_torn_line_in_the_middle_is_skipped_and_said_live_and_from_a_file(tmp_path, torn):
     lines = FIXTURE.read_text().splitlines(keepends=True)
     middle = len(lines) // 2
-    damaged = "".join(lines[:middle] + ["#garbage\n"] + lines[middle:])
+    damaged = "".join(lines[:middle] + [torn + "\n"] + lines[middle:])
+    live, given = _both(tmp_path, damaged)
+    clean = _goodput(tmp_path, "--events", str(FIXTURE))
+    for proc in (live, given):
+        assert proc.returncode == 0, proc.stderr
+        head = proc.stdout.splitlines()[0]
+        assert f"skipped 1 line elastix could not read (first: line {middle + 1}, not JSON)" \
+            in head, proc.stdout
+        # the same measurement as the undamaged file's
+        assert head.split(" (")[0] == clean.stdout.splitlines()[0].split(" (")[0]
+    assert "skipped" not in clean.stdout
+
+
+def test_a_line_that_is_no_event_in_the_middle_is_bad_input_live_and_from_a_file(tmp_path):
+    lines = FIXTURE.read_text().splitlines(keepends=True)
+    middle = len(lines) // 2
+    damaged = "".join(lines[:middle] + ['{"not": "an event"}\n'] + lines[middle:])
     live, given = _both(tmp_path, damaged)
     for proc in (live, given):
         assert proc.returncode == 2, proc.stderr
         err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(err) == 2 and err[1].startswith("hint: "), proc.stderr
-        assert f"1 of {len(lines) + 1} lines unreadable (first: line {middle + 1}, not JSON)" \
-            in err[0]
-        assert "a torn last line" in err[1]
+        assert (f"1 of {len(lines) + 1} lines unreadable (first: line {middle + 1}, not an "
+                "object with an 'event')") in err[0]
+        assert "a torn line, half a record, is skipped" in err[1]
 
 
 @pytest.mark.parametrize("torn", ['{"ts": "2026-11-29T10:4', ""])

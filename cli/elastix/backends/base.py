@@ -261,6 +261,11 @@ class TrainerEvents:
     lines: list[str] | None = None
     """The head's log lines, oldest first, each led by a time (a log): the log API's (GKE,
     ``timestamps``) or the line's own; notices are not lines."""
+    skipped: int = 0
+    """Torn lines of the events file skipped (``eventspec.split_jsonl``): half a record left
+    by a head killed mid-write, a run of NUL bytes."""
+    first_skipped: str | None = None
+    """The first of them: ``line N, not JSON``."""
 
 
 @dataclasses.dataclass

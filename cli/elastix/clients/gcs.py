@@ -47,8 +47,9 @@ def _client():
 def read_jsonl(uri: str) -> list[dict[str, Any]] | None:
     """The JSON objects of a JSONL object on GCS; None when it does not exist (yet).
 
-    A torn last line (the trainer uploads the whole file while it is written) is skipped; any
-    other line that is not an event is an error (``EventsUnreadable``), as for a local file.
+    Torn lines (half a record; the trainer uploads the whole file while it is written) are
+    skipped; a line that is JSON but not an event is an error (``EventsUnreadable``), as for a
+    local file.
     """
     from google.api_core import exceptions as gexc
 
@@ -63,10 +64,10 @@ def read_jsonl(uri: str) -> list[dict[str, Any]] | None:
     except gexc.GoogleAPIError as e:
         raise BackendError(f"reading {uri} failed: {e}", hint="check the bucket and try again") \
             from None
-    records, bad, total = eventspec.split_jsonl(data.decode("utf-8", errors="replace"))
-    if bad:  # the rule of a local events file and of --events FILE
-        raise EventsUnreadable(f"events file {uri}", bad, total)
-    return records
+    split = eventspec.split_jsonl(data.decode("utf-8", errors="replace"))
+    if split.bad:  # the rule of a local events file and of --events FILE
+        raise EventsUnreadable(f"events file {uri}", split.bad, split.total)
+    return split.records
 
 
 class JsonlTail:

@@ -27,19 +27,21 @@ def _load(name: str | None, events_file: Path | None, target: Target
           ) -> tuple[list[Any], list[dict[str, Any]] | None, str]:
     """The run's events, its raw records when it has an events file (for its config), and
     where they came from."""
-    from elastix.measure.events import events_from_records, events_of
+    from elastix.measure.events import events_from_records, events_of, log_note, with_skipped
     from elastix.protocol import eventspec
     from elastix.workload.spec import read_user_text
 
     if events_file is not None:
         text = read_user_text(events_file, "events file", "--events",
                               "pass the events.jsonl the trainer wrote", limit=MAX_RUN_FILE)
-        records, bad, total = eventspec.split_jsonl(text)
-        if bad:
+        split = eventspec.split_jsonl(text)
+        if split.bad:
             from elastix.errors import EventsUnreadable
 
-            raise EventsUnreadable("events file", bad, total)
-        return events_from_records(records), records, f"events {events_file}"
+            raise EventsUnreadable("events file", split.bad, split.total)
+        events = with_skipped(events_from_records(split.records), len(split.skipped),
+                              split.skipped_note())
+        return events, split.records, f"events {events_file}{log_note(events)}"
     if not name:
         raise UsageError("missing workload NAME", hint="elastix workload advise NAME (or "
                          "--events FILE)")

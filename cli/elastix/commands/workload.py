@@ -561,7 +561,8 @@ def _load(name: str | None, events_file: Path | None, log_file: Path | None,
     if events_file:
         text = read_user_text(events_file, "events file", "--events",
                               "pass the events.jsonl the trainer wrote", limit=MAX_RUN_FILE)
-        return events_from_jsonl(text), f"events {events_file}"
+        events = events_from_jsonl(text)
+        return events, f"events {events_file}{log_note(events)}"
     if log_file:
         # a log is a byte stream: a stray byte must not hide the event lines around it
         text = read_user_bytes(log_file, "log file", "--log", limit=MAX_RUN_FILE).decode(

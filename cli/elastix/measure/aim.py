@@ -41,6 +41,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from elastix.backends.local.state import open_events
 from elastix.errors import UsageError
 from elastix.measure.events import Event, events_from_records, events_of, fmt_ms
 
@@ -429,7 +430,11 @@ class EventFeed:
         if self._f is None or ino != self._ino:
             if self._f is not None:
                 self._f.close()
-            self._f = open(self.path, "rb")  # noqa: SIM115 - held across polls
+                self._f = None
+            # never opened to block: a FIFO there is said (EventsUnreadable), not waited on
+            self._f = open_events(self.path)
+            if self._f is None:  # gone since the stat
+                return self.events
             self._ino, self._buf, self.records, self.events = ino, b"", [], []
             if self._watch is not None:
                 self._watch.watch(self.path)

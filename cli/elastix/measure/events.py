@@ -81,17 +81,26 @@ def events_from_records(records: Iterable[dict[str, Any]]) -> list[Event]:
     return _fix_recovery_restores(out)
 
 
-def events_from_jsonl(text: str) -> list[Event]:
-    """Parse and normalise the text of an events.jsonl file; a torn last line is ignored.
+def events_from_jsonl(text: str) -> LogEvents:
+    """Parse and normalise the text of an events.jsonl file; torn lines (half a record, a run
+    of NUL bytes) are skipped and counted in the result's ``skipped`` (:func:`log_note`).
 
     Raises:
-        EventsUnreadable: lines that are not JSON objects with an ``event`` (all counted, the
-            first named; ``eventspec.split_jsonl``), or a record without a valid ``ts``.
+        EventsUnreadable: lines that are JSON but not objects with an ``event`` (all counted,
+            the first named; ``eventspec.split_jsonl``), or a record without a valid ``ts``.
     """
-    records, bad, total = eventspec.split_jsonl(text)
-    if bad:
-        raise EventsUnreadable("events file", bad, total)
-    return events_from_records(records)
+    split = eventspec.split_jsonl(text)
+    if split.bad:
+        raise EventsUnreadable("events file", split.bad, split.total)
+    return with_skipped(events_from_records(split.records), len(split.skipped),
+                        split.skipped_note())
+
+
+def with_skipped(events: list[Event], skipped: int, first: str | None) -> LogEvents:
+    """``events`` with the count of lines skipped to read them (:func:`log_note` says it)."""
+    out = LogEvents(events)
+    out.skipped, out.first_skipped = skipped, first
+    return out
 
 
 # Events the training loop writes itself, in order; a background save's commit may land in the
@@ -155,7 +164,8 @@ def _convert(key: str, text: str | None) -> Any:
 
 
 class LogEvents(list):
-    """The events of a log (a list of :class:`Event`) and the lines that could not be read.
+    """The events of a log (a list of :class:`Event`) and the lines that could not be read
+    (of an events file too: its torn lines, :func:`events_from_jsonl`).
 
     ``skipped`` counts the lines that name something measurement reads (a step, a MaxText or
     pathwaysutils recovery line) but did not parse or carry no time; ``first_skipped`` says
@@ -239,10 +249,11 @@ def log_note(events: list[Event]) -> str:
 
 def events_of(got: TrainerEvents | None) -> tuple[list[Event], str]:
     """A backend's trainer events (``Backend.trainer_events``) normalised, and their source as
-    reports name it: ``"events"``, or ``"log"`` with what was skipped (:func:`log_note`).
+    reports name it: ``"events"`` or ``"log"``, with what was skipped (:func:`log_note`).
     Nothing to read yet (None) is no events, from the log."""
     if got is not None and got.records is not None:
-        return events_from_records(got.records), "events"
+        events = with_skipped(events_from_records(got.records), got.skipped, got.first_skipped)
+        return events, "events" + log_note(events)
     events = events_from_log(got.lines or [] if got is not None else [])
     return events, "log" + log_note(events)
 

@@ -57,6 +57,11 @@ class Progress:
     live_slices: int | None = None
     recovering: Recovering | None = None
     """A recovery under way (the last step and its slices are from before it), else None."""
+    skipped: int = 0
+    """Torn lines of the events file skipped to read them (half a record, NUL bytes)."""
+    unreadable: str | None = None
+    """Why the trainer's events could not be read at all (every other value is then None):
+    not the same as nothing to read yet, which is no ``Progress``."""
 
     def seconds_since_step(self, now_ms: int) -> float | None:
         return None if self.last_step_at is None else max(0.0, (now_ms - self.last_step_at) / 1000)
@@ -106,7 +111,8 @@ def recovering(events: list[Event]) -> Recovering | None:
 
 
 def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progress | None:
-    """The workload's progress, or None when there is nothing to read yet.
+    """The workload's progress, or None when there is nothing to read yet (its
+    ``unreadable`` says why when the events are there but cannot be read).
 
     From the backend's cheapest read of the trainer's events (``Backend.trainer_events``:
     locally its events file; on GKE the head pod's log, ``whole`` for ``status``, the last
@@ -120,8 +126,11 @@ def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progre
         if got is None:
             return None
         p = progress(events_of(got)[0], _last_loss(got))
-    except (ElastixError, OSError, ValueError):
-        return None  # the pods' view still shows; the training columns are a bonus here
+    except (ElastixError, OSError, ValueError) as err:
+        # the pods' view still shows; the training line says the events are there, unread
+        why = getattr(err, "message", None) or str(err) or type(err).__name__
+        return Progress(recoveries=None, unreadable=why.splitlines()[0])
+    p = dataclasses.replace(p, skipped=got.skipped)
     return p if got.from_start else dataclasses.replace(p, goodput=None, recoveries=None)
 
 

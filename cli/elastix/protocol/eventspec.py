@@ -16,7 +16,7 @@ import dataclasses
 import json
 import re
 import string
-from typing import Any
+from typing import Any, NamedTuple
 
 RUN_START = "run_start"
 STEP = "step"
@@ -208,30 +208,62 @@ def next_lost(lost: dict[int, str], event: dict[str, Any]) -> dict[int, str]:
     return {} if name in _LOST_ENDS else lost
 
 
-def split_jsonl(text: str) -> tuple[list[dict[str, Any]], list[tuple[int, str]], int]:
-    """The records of an events file, its unreadable lines and its count of non-blank lines.
+class Jsonl(NamedTuple):
+    """An events file split by :func:`split_jsonl`."""
 
-    One rule for every reader (a live file and ``--events FILE`` alike): a torn *last* line is
-    what a file being written looks like (the trainer mid-line, or killed in it), so it is
-    skipped without a word; any other line that is not a JSON object with an ``event`` is
-    damage, returned as ``(line number, why)`` for the caller to report.
+    records: list[dict[str, Any]]
+    """The events, in the order written."""
+    bad: list[tuple[int, str]]
+    """Damage, as ``(line number, why)``: lines that are JSON but not an object with an
+    ``event`` (something other than the trainer wrote there); every unreadable line when
+    nothing else was read (not an events file at all)."""
+    skipped: list[tuple[int, str]]
+    """Torn lines skipped, as ``(line number, why)``: half a record (a head killed mid-write,
+    a full disk) or a run of NUL bytes, anywhere but at the end."""
+    total: int
+    """Non-blank lines."""
+
+    def skipped_note(self) -> str | None:
+        """``line N, not JSON`` for the first skipped line, or None."""
+        return f"line {self.skipped[0][0]}, {self.skipped[0][1]}" if self.skipped else None
+
+
+def split_jsonl(text: str) -> Jsonl:
+    """The records of an events file, its damaged lines, its torn lines and its count of
+    non-blank lines.
+
+    One rule for every reader (a live file and ``--events FILE`` alike). A line that is not
+    JSON is torn: half a record, left by a head killed mid-write on a full disk, which the
+    next head ends and writes after (``EventLog``), or a run of NUL bytes a crash left. Torn
+    lines are skipped wherever they are and counted (``skipped``: readers say how many),
+    except a torn *last* line, which is what a file being written looks like (the trainer
+    mid-line) and is skipped without a word. A line that is JSON but not an object with an
+    ``event`` is damage (``bad``), for the caller to report; so is every unreadable line of
+    a file with no record at all.
     """
     records: list[dict[str, Any]] = []
     bad: list[tuple[int, str]] = []
+    torn: list[tuple[int, str]] = []
     lines = text.splitlines()
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    end_torn = False
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):
-            if i == last and records:  # the writer may be mid-line
-                break
-            bad.append((i + 1, "not JSON"))
+            if i == last:
+                end_torn = True
+            torn.append((i + 1, "not JSON"))
             continue
         if not isinstance(rec, dict) or "event" not in rec:
             bad.append((i + 1, "not an object with an 'event'"))
             continue
         records.append(rec)
-    return records, bad, sum(1 for ln in lines if ln.strip())
+    total = sum(1 for ln in lines if ln.strip())
+    if not records:  # not an events file: nothing in it reads as one
+        return Jsonl(records, sorted(bad + torn), [], total)
+    if end_torn:  # the writer may be mid-line
+        torn.pop()
+    return Jsonl(records, bad, torn, total)

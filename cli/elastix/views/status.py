@@ -110,7 +110,17 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
     1 recovery`` (or that the trainer has not completed a step)."""
     if p is None:
         return "training: nothing to read yet (no trainer events, no head log)"
-    now = now or utc_now()
+    if p.unreadable is not None:
+        return f"training: the trainer's events cannot be read: {p.unreadable}"
+    return _training_line(p, now or utc_now()) + skipped_note(p.skipped)
+
+
+def skipped_note(n: int) -> str:
+    """``; 2 unreadable lines skipped`` (torn lines of the events file), or ""."""
+    return f"; {n} unreadable line{'' if n == 1 else 's'} skipped" if n else ""
+
+
+def _training_line(p: Progress, now: dt.datetime) -> str:
     if p.recovering is not None:
         return recovering_line(p, p.recovering, now)
     if p.last_step is None:

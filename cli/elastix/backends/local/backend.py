@@ -133,7 +133,10 @@ class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        self.root = Path(root) if root else default_root()
+        # Absolute at once: the supervisor, its heartbeat socket and every later command see
+        # the same directory whatever their working directory (a relative one failed every run
+        # at start on the socket path).
+        self.root = Path(root).absolute() if root else default_root()
         self.notices: list[str] = []
 
     @classmethod

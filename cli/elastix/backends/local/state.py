@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import io
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from elastix.errors import UsageError
+from elastix.errors import EventsUnreadable, UsageError
 from elastix.protocol import envvars, eventspec, recovery
 from elastix.protocol.recovery import RecoveryPoint
 
@@ -243,14 +245,89 @@ def proc_stopped(pid: int | None) -> bool:
         return False
 
 
+MAX_EVENTS_FILE = 1 << 30
+"""Bytes of a workload's events file read whole (1 GiB: millions of steps' events)."""
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def open_events(path: str | Path) -> IO[bytes] | None:
+    """A workload's events file opened to read, or None when there is none (yet).
+
+    The file is in the workload's directory, where its command may write: it is stat'ed first
+    and opened without blocking, so a FIFO put there can never hang a reader (``open`` blocks
+    until a writer comes, ``read`` until it writes) and a link to ``/dev/zero`` is never read
+    (it never ends).
+
+    Raises:
+        EventsUnreadable: it is not a regular file, or cannot be opened.
+    """
+    if not str(path):
+        return None
+    where = f"events file {path}"
+    try:
+        kind = next((k for test, k in _KINDS if test(os.stat(path).st_mode)), None)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            mode = os.fstat(fd).st_mode  # it may have been swapped since the stat
+            if stat.S_ISREG(mode):
+                os.set_blocking(fd, True)
+                return os.fdopen(fd, "rb")
+            os.close(fd)
+            kind = next((k for test, k in _KINDS if test(mode)), "not a file")
+    except FileNotFoundError:
+        return None  # not yet, or a command that writes none
+    except OSError as e:
+        raise EventsUnreadable(where, [], 0, why=f"cannot be read: {e.strerror}",
+                               hint="check its permissions") from None
+    raise EventsUnreadable(where, [], 0, why=f"is not a regular file ({kind})",
+                           hint="the trainer writes its events to a regular file there; "
+                                "something else (the workload's command?) put this in its "
+                                "place: remove it")
+
+
+def read_events_bytes(path: str | Path, limit: int = MAX_EVENTS_FILE) -> bytes | None:
+    """The events file whole (:func:`open_events`), at most ``limit`` bytes; None: none yet.
+
+    Raises:
+        EventsUnreadable: not a regular file, unreadable, or larger than ``limit``.
+    """
+    f = open_events(path)
+    if f is None:
+        return None
+    with f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise EventsUnreadable(f"events file {path}", [], 0,
+                                   why=f"cannot be read: {e.strerror}") from None
+    if len(data) > limit:
+        raise EventsUnreadable(f"events file {path}", [], 0,
+                               why=f"is larger than {limit >> 20} MiB: not read",
+                               hint="measure from a copy of its lines of this run "
+                                    "(elastix workload goodput --events FILE)")
+    return data
+
+
+def _events_lines(events_file: str | Path) -> io.TextIOWrapper | None:
+    """The events file's lines, or None when there is none or it cannot be read (a status
+    shows the pods' view without it)."""
+    try:
+        f = open_events(events_file)
+    except EventsUnreadable:
+        return None
+    return io.TextIOWrapper(f, encoding="utf-8", errors="replace") if f is not None else None
+
+
 def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
     """Slices the trainer has declared lost and not yet recovered: ``{slice: why}``
     (``eventspec.next_lost`` over its events file; ``{}`` when the command writes none). Only
     the lines that can change it are parsed: the file grows by a ``step`` event a step."""
     lost: dict[int, str] = {}
-    try:
-        f = open(events_file, encoding="utf-8", errors="replace")
-    except OSError:
+    f = _events_lines(events_file)
+    if f is None:
         return {}
     with f:
         for line in f:
@@ -259,7 +336,7 @@ def trainer_lost_slices(events_file: str | Path) -> dict[int, str]:
             try:
                 ev = json.loads(line)
             except ValueError:
-                continue  # a line being written now
+                continue  # a line being written now, or a torn one
             if isinstance(ev, dict):
                 lost = eventspec.next_lost(lost, ev)
     return lost
@@ -269,9 +346,8 @@ def trainer_recovery_point(events_file: str | Path) -> RecoveryPoint | None:
     """The recovery point of the trainer's events file (``recovery.of_jsonl``: the newest
     ``checkpoint_committed``, its time, the steps since), as the GKE head publishes it on its
     JobSet; None when nothing is committed yet or the command writes no events."""
-    try:
-        f = open(events_file, encoding="utf-8", errors="replace")
-    except OSError:
+    f = _events_lines(events_file)
+    if f is None:
         return None
     with f:
         return recovery.of_jsonl(f)
