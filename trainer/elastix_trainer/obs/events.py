@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -185,7 +186,17 @@ class EventLog:
         else:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._local = local
+        torn = _ends_torn(local)
         self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        if torn:
+            # A head killed mid-line (a full disk, then SIGKILL) left half a record: end it,
+            # so this process's first record is a line of its own, not the torn one's tail
+            # (readers skip the torn line and say so; glued to it, this one would be lost).
+            try:
+                self._file.write("\n")
+                self._file.flush()
+            except OSError:
+                pass  # the disk is still full: the newline goes out with the first event
         if self._gcs_path:
             self._uploader = Uploader(self._snapshot, self._gcs_path, upload_every)
 
@@ -266,6 +277,20 @@ class EventLog:
             else:
                 log.warning("elastix: the events were not uploaded to %s; the local copy is "
                             "kept at %s", self._gcs_path, self._local)
+
+
+def _ends_torn(path: str) -> bool:
+    """The file at ``path`` is a regular file whose last line has no newline."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # never opened to read: a FIFO would block
+        with open(path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False  # none yet (or unreadable: appending says so)
 
 
 def _jsonable(x: Any) -> Any:
