@@ -10,6 +10,7 @@ instead of hanging the suite.
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -42,6 +43,11 @@ def _local_workloads(tmp):
         d.mkdir(parents=True)
         write_json_atomic(d / "plan.json", make_plan(render(spec), d, {}, str(tmp)).to_json())
     (tmp / "state" / "bad" / "state.json").write_text('{"state": "Runn')  # cut mid-write
+
+
+def _fifo(tmp):
+    """``p``: a FIFO no one writes to."""
+    os.mkfifo(tmp / "p")
 
 
 ROWS = [
@@ -146,10 +152,18 @@ ROWS = [
     pytest.param(["cluster", "delete", "c", *CLUSTER], {"<stdin>": "n\n"}, 1,
                  "cluster c was not deleted: the confirmation was declined",
                  id="cluster-delete-declined"),
+    # --- a FIFO named as a file: open() waited for a writer forever (issue 48)
+    pytest.param(CREATE + ["--spec", "p"], _fifo, 2, "spec file 'p' is not a regular file",
+                 id="spec-fifo"),
+    pytest.param(CREATE + ["--env-file", "p"], _fifo, 2, "env file 'p' is not a regular file",
+                 id="env-file-fifo"),
+    pytest.param(["chaos", "run", "x", "--schedule", "p"], _fifo, 2,
+                 "schedule 'p' is not a regular file", id="schedule-fifo"),
 ]
 
 # Rows that hung before their fix: a subprocess with a timeout fails instead of hanging.
-HUNG = {"template-huge-loop", "template-nested-loops", "list-watch-interval-0"}
+HUNG = {"template-huge-loop", "template-nested-loops", "list-watch-interval-0", "spec-fifo",
+        "env-file-fifo", "schedule-fifo"}
 
 
 @pytest.fixture

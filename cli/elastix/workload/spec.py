@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import os
 import stat
 import types
@@ -265,14 +266,22 @@ the suite is under 2 KiB). Bigger is not such a file: refused before it is read 
 def read_user_bytes(path: Path, what: str, flag: str, limit: int = MAX_USER_FILE) -> bytes:
     """A file the user named, whole: a regular file of at most ``limit`` bytes, or one line
     saying why not (``--spec /dev/zero`` and ``--env-file /dev/urandom`` were read until the
-    memory ran out). Nothing of its content is ever quoted."""
+    memory ran out). Nothing of its content is ever quoted. Opened without blocking and
+    checked before it is read: ``--spec`` naming a FIFO waited for a writer forever."""
+    not_a_file = UsageError(f"{what} {str(path)!r} is not a regular file",
+                            hint=f"give {flag} a file (a device, a pipe or a directory is "
+                                 "not one; write its content to a file first)")
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise UsageError(f"{what} {str(path)!r} is not a regular file",
-                                 hint=f"give {flag} a file (a device, a pipe or a directory is "
-                                      "not one; write its content to a file first)")
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise not_a_file
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
+                raise not_a_file
+            os.set_blocking(fd, True)
             data = f.read(limit + 1)
     except OSError as e:
         raise UsageError(f"cannot read {what} {str(path)!r}: {e.strerror}",
