@@ -69,6 +69,9 @@ class KillMeasurement:
     """Recoveries (1-based, in the order they began) that began after the fault (or its
     opener) and never stepped: another loss cut them short, and :attr:`recovery` is the
     one that followed."""
+    unreadable: str | None = None
+    """Why the trainer's events could not be read after the fault (a line that is no event,
+    an events file that is no file): the measurement stopped there, with what it had."""
 
     def fault_times(self) -> list[int]:
         """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
@@ -94,9 +97,12 @@ class KillMeasurement:
 
     @property
     def outcome(self) -> ExitCode:
-        """This kill's own exit code: recovered, completed, died or timed out."""
+        """This kill's own exit code: recovered, completed, died, timed out, or not measured
+        (its events unreadable: a runtime error)."""
         if self.recovery is not None and self.recovery.complete:
             return ExitCode.OK
+        if self.unreadable is not None:
+            return ExitCode.ERROR
         if self.state_after in COMPLETED_STATES:
             return ExitCode.COMPLETED
         return ExitCode.DIED if self.state_after in DEAD_STATES else ExitCode.BOUND_MISSED
@@ -118,7 +124,7 @@ class KillMeasurement:
             "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
             "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
             "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
-            "exit_code": int(self.outcome),
+            "unreadable": self.unreadable, "exit_code": int(self.outcome),
         }
 
 
@@ -248,13 +254,23 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     deadline = clock() + timeout
     rec: Recovery | None = None
     timed_out = True
+    new: list[Recovery] = []
+    source, unreadable, landed = "events", None, None
     try:
         while True:
             if resume_at is not None and clock() >= resume_at:
                 for k in kills:
                     backend.resume(name, k)
                 resume_at = None
-            events, source = events_of(backend.trainer_events(name))
+            try:
+                events, source = events_of(backend.trainer_events(name))
+            except NotFoundError:
+                raise
+            except ElastixError as err:  # the fault is made: reported with what it had
+                unreadable = _unreadable(err)
+                st = backend.status(name)
+                timed_out = False
+                break
             new = recoveries(events)[n_before:]
             # A recovery followed by another before its first step was cut short (a second
             # loss during it, or a restart's compile): the fault's recovery is the first that
@@ -280,8 +296,13 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                 backend.resume(name, k)
         # where it landed: once its signal was sent, where the backend says (kill_worker)
         sent = ms_of(aimed[0].sent) if aimed[0].sent is not None else kill_ms
-        landed = landing(feed.poll(), aim, window, sent) \
-            if aim.at_step is not None or aim.during is not None else None
+        if aim.at_step is not None or aim.during is not None:
+            try:
+                landed = landing(feed.poll(), aim, window, sent)
+            except NotFoundError:
+                raise
+            except ElastixError as err:
+                unreadable = unreadable or _unreadable(err)
     finally:
         feed.close()
     if rec is not None:
@@ -292,7 +313,13 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     short = [r.index for r in new[:new.index(rec)] if not r.complete] if rec in new else []
     return KillMeasurement(kills, rec, source, st.state,
                            st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
-                           h0[1], h1[1], timed_out, landing=landed, cut_short=short)
+                           h0[1], h1[1], timed_out, landing=landed, cut_short=short,
+                           unreadable=unreadable)
+
+
+def _unreadable(err: ElastixError) -> str:
+    """What a read of the trainer's events after a fault ran into, in one line."""
+    return f"the trainer's events could not be read after the fault: {err.message}"
 
 
 def _stalled(events: list[Event], kill: int, kills: list[KillRecord]) -> Recovery | None:
@@ -514,7 +541,7 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
                                  opened=opened, baseline=n_base, report=report)
                 m.openers = len(opened)
             except ElastixError as err:  # e.g. no running worker left: did the workload end?
-                if isinstance(err, UsageError) and not out and not opened:
+                if isinstance(err, UsageError) and not (out or opened or last_kill):
                     raise  # an aim this run cannot meet: exit 2, nothing was killed
                 st = backend.status(name)
                 if st.state in DEAD_STATES:
@@ -526,21 +553,33 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
             if planned is not None:
                 m.planned = planned.at
                 m.late = max(0.0, round(m.kills[0].time.timestamp() - start - planned.at, 3))
-            since = len(events_of(backend.trainer_events(name))[0])
+            if m.unreadable is None:
+                try:
+                    since = len(events_of(backend.trainer_events(name))[0])
+                except NotFoundError:
+                    raise
+                except ElastixError as err:
+                    m.unreadable = _unreadable(err)
             out.append(m)
-            violations += check_bounds(m, i, bounds)
+            if m.unreadable is None or (m.recovery and m.recovery.complete):
+                violations += check_bounds(m, i, bounds)  # unread is not a missed bound
             if on_kill:
                 on_kill(i, m)
+            if m.unreadable is not None:
+                error = f"kill {i}: {m.unreadable}"
+                break  # another fault's recovery could not be measured either
             if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
                 ended = backend.status(name), f"during kill {i}"
                 break
     except KeyboardInterrupt:
         interrupted = True
     except NotFoundError:
-        if not out:
+        if not (out or opened or last_kill):
             raise  # a wrong name: nothing was done
         deleted = True
-    events = _events_or_none(backend, name)
+    events, unread = _events_or_none(backend, name)
+    if unread is not None and error is None and not deleted:
+        error = f"the trainer's events could not be read at the end: {unread}"
     report = goodput(events or [], kills=[t for m in out for t in m.fault_times()])
     first = min((ms_of(m.kills[0].time) for m in out), default=None)
     res = ChaosReport(out, report, violations, died=deleted, error=error,
@@ -620,9 +659,12 @@ def check_killable(backend: Backend, name: str) -> WorkloadStatus:
     return st
 
 
-def _events_or_none(backend: Backend, name: str) -> list[Event] | None:
-    """The workload's events, or None when they cannot be read any more (it was deleted)."""
+def _events_or_none(backend: Backend, name: str) -> tuple[list[Event] | None, str | None]:
+    """The workload's events, or None when they cannot be read any more: it was deleted, or
+    (then also why, in one line) they are not events any more."""
     try:
-        return events_of(backend.trainer_events(name))[0]
-    except ElastixError:
-        return None
+        return events_of(backend.trainer_events(name))[0], None
+    except NotFoundError:
+        return None, None
+    except ElastixError as err:
+        return None, err.message

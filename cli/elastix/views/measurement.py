@@ -93,6 +93,8 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
              ("in-process recovery", _yn(m.in_process)), ("source", m.source)]
     if m.timed_out:
         rows.append(("result", "timed out before training resumed"))
+    if m.unreadable is not None:
+        rows.append(("result", f"not measured to its end: {m.unreadable}"))
     return rows
 
 

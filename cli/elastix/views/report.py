@@ -123,6 +123,10 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             failures += 1
             f = ET.SubElement(case, "failure", type=v.bound, message=v.text())
             f.text = f"bound {v.bound}: limit {_fmt(v.limit)}, value {_fmt(v.value)}"
+        if m.unreadable is not None:  # made, and not measured to its end
+            errors += 1
+            e = ET.SubElement(case, "error", type="events_unreadable", message=m.unreadable)
+            e.text = m.unreadable
         out = ET.SubElement(case, "system-out")
         out.text = "\n".join(f"{what:<24} {val}" for what, val in recovery_rows(m)) + "\n"
     if res.bounds.min_goodput is not None:  # the run's own bound: one testcase of its own
@@ -231,7 +235,8 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
                                                        if k.get("aim") else ""),
             ", ".join(f"`{x['pod']}`" for x in k["kills"]),
             *(_cell(ph.get(p)) for p in _PHASES), _cell(r.get("downtime_seconds")),
-            _cell(r.get("steps_lost")), src, "ok" if k["ok"] else "**missed**"]) + " |")
+            _cell(r.get("steps_lost")), src, "ok" if k["ok"] else "**not measured**"
+            if k.get("unreadable") else "**missed**"]) + " |")
     lines.append("")
     for k in d["kills"]:
         if k.get("aim"):
