@@ -64,3 +64,31 @@ def test_create_status_logs_kill_delete_through_the_cli(cli, tmp_path):
         if follower.poll() is None:
             follower.kill()
             follower.wait()
+
+
+def test_a_relative_state_dir_is_made_absolute_at_once(cli, tmp_path):
+    """A relative ELASTIX_STATE_DIR used to say "created", then fail every run at start on its
+    heartbeat socket path. It is taken from the working directory once, at the command."""
+    import subprocess
+
+    env = {**cli.env, "ELASTIX_STATE_DIR": "rel-state"}
+
+    def run(*args: str, cwd=tmp_path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "elastix", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    made = run("workload", "create", "rel", "--tpu-type", "v5litepod-4", "--num-slices", "1",
+               "--command", f"{sys.executable} {STANDIN} --steps 100000 --step-delay 0.05")
+    assert made.returncode == 0, made.stderr
+    try:
+        assert (tmp_path / "rel-state" / "rel" / "plan.json").is_file()
+
+        def stepping() -> bool:
+            logs = run("logs", "rel")
+            return "completed step: 3," in logs.stdout
+
+        wait_until(stepping, 60, "the run on a relative state dir to step")
+        st = json.loads(run("workload", "status", "rel", "-o", "json").stdout)
+        assert st["state"] == "Running", st
+    finally:
+        run("workload", "delete", "rel", "--wait")
