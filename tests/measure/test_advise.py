@@ -64,6 +64,28 @@ def test_the_failure_rate_is_given_or_observed():
         advise(_m(failures=0))
 
 
+def test_an_unmeasured_downtime_is_said_not_taken_for_zero():
+    a = advise(_m(downtime=None, failures=2))
+    assert any("no recovery downtime was measured (none of this run's 2 recoveries reached a "
+               "first step after it): downtime is counted as 0 s" in n for n in a.notes), a.notes
+    none = advise(_m(downtime=None, failures=0), mtbf=3600.0)
+    assert any("(this run had no recovery)" in n for n in none.notes)
+    assert not any("no recovery downtime" in n for n in advise(_m(), mtbf=3600.0).notes)
+
+
+def test_badput_shares_are_bounded_by_the_wall_time():
+    # One recovery of 1,300 s in a 1,000 s run with no saves: the raw model wastes more than
+    # the run's time (it printed a badput share of 128.5 %).
+    a = advise(_m(wall=1000.0, failures=1, downtime=1300.0, checkpoint_period=None,
+                  checkpoint_stall=None))
+    for setting in (a.today, a.advised):
+        assert all(0.0 <= v <= 1.0 for v in setting.waste.values()), setting.waste
+        assert sum(setting.waste.values()) == pytest.approx(1.0)
+        assert setting.goodput == 0.0
+    assert any("the first-order model's waste is" in n and "makes no progress" in n
+               for n in a.notes), a.notes
+
+
 def test_the_curve_spans_today_and_the_optimum():
     a = advise(_m(), mtbf=3600.0)
     which, pts = curve(a)

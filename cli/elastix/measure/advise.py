@@ -139,7 +139,19 @@ def waste(m: Measured, checkpoint_period: int | None, snapshot_period: int, mtbf
 
 def _setting(m: Measured, c: int | None, s: int, mtbf: float, head: float | None) -> Setting:
     parts = waste(m, c, s, mtbf, head)
-    return Setting(c, s, max(0.0, 1.0 - sum(parts.values())), parts)
+    total = sum(parts.values())
+    if total > 1.0:
+        # Waste is a share of the wall time: no part, and not all of them, can be more. Past
+        # 100 % the first-order model no longer holds (failures come faster than the run
+        # saves and recovers): the parts keep their proportions within it (advise notes it).
+        parts = {k: v / total for k, v in parts.items()}
+    return Setting(c, s, max(0.0, 1.0 - total), parts)
+
+
+def _over(setting: Setting, m: Measured, mtbf: float, head: float | None) -> float:
+    """The first-order model's raw waste of a setting (above 1: the model does not hold)."""
+    return sum(waste(m, setting.checkpoint_period, setting.snapshot_period, mtbf,
+                     head).values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,9 +213,23 @@ def advise(m: Measured, mtbf: float | None = None, head_mtbf: float | None = Non
     else:
         notes.append("the run saves nothing: every failure restarts from step 0; give the "
                      "trainer --checkpoint-dir")
-    return Advice(m, mtbf, mtbf_from, head_mtbf,
-                  _setting(m, m.checkpoint_period, m.snapshot_period, mtbf, head_mtbf),
-                  _setting(m, c, s, mtbf, head_mtbf), notes)
+    if m.downtime is None:
+        seen = m.failures + m.restarts
+        why = (f"none of this run's {seen} recover{'ies' if seen != 1 else 'y'} reached a "
+               "first step after it" if seen else "this run had no recovery")
+        notes.append(f"no recovery downtime was measured ({why}): downtime is counted as 0 s, "
+                     "so the expected goodput is an upper bound; `elastix chaos kill-worker "
+                     "NAME --measure` measures one")
+    today = _setting(m, m.checkpoint_period, m.snapshot_period, mtbf, head_mtbf)
+    advised = _setting(m, c, s, mtbf, head_mtbf)
+    for label, setting in (("today's", today), ("the advised", advised)):
+        raw = _over(setting, m, mtbf, head_mtbf)
+        if raw > 1.0:
+            notes.append(f"at {label} periods the first-order model's waste is {raw:.0%} of "
+                         "the wall time: failures come faster than the run saves and "
+                         "recovers, so it makes no progress on average (goodput 0 %); its "
+                         "badput parts are shown as shares of that waste")
+    return Advice(m, mtbf, mtbf_from, head_mtbf, today, advised, notes)
 
 
 def curve(advice: Advice, points: int = 60) -> tuple[str, list[tuple[int, float]]]:
