@@ -16,6 +16,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from polling import wait_until
 from test_measure_live_driver import _cli, _create, _wait_steps
 
 from elastix.backends.local.backend import LocalBackend
@@ -38,7 +39,10 @@ def test_a_measured_kill_reports_past_a_torn_line_and_says_what_it_could_not_rea
         _wait_steps(backend, "torn", 8)
         events = Path(backend.events_path("torn"))
         _append(events, b'{"ts": "2026-11-29T10:4\n' + b"\x00" * 40 + b"\n")
-        _wait_steps(backend, "torn", 10)  # the torn lines are mid-file now
+        torn_at = events.read_bytes().count(b"\n")
+        # the torn lines are mid-file once the controller wrote after them (read raw: the
+        # reader under test is not the judge of when)
+        wait_until(lambda: events.read_bytes().count(b"\n") > torn_at + 1, 60, "a line after")
         for cmd in (["kill-worker", "torn", "--slice", "1", "--measure"],
                     ["run", "torn", "--kills", "1"]):
             junit = tmp_path / f"{cmd[0]}.xml"
