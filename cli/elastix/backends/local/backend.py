@@ -178,6 +178,10 @@ class LocalBackend(Backend):
         name = (manifest.get("metadata") or {}).get("name", "")
         d = self._dir(name, must_exist=False)
         plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
+        why = channel.problem(plan.health_address)
+        if why:  # the supervisor would fail at start on it: said before anything is made
+            raise UsageError(why, hint="remove it (as its owner or root), or pass a shorter "
+                                       "--state-dir, whose socket then stays inside it")
         if dry_run:
             return name
         if d.exists():

@@ -41,6 +41,25 @@ def _short_root() -> str:
     return f"/tmp/elastix-{os.geteuid()}"
 
 
+def problem(address: str) -> str | None:
+    """Why the socket of ``address`` cannot be kept private, told before anything is made: its
+    short stand-in's per-user root (``/tmp/elastix-<uid>``) exists and is not a directory of
+    this user's (another user made it, or it is a link). None when it can be used."""
+    path = _socket_path(address)
+    if path is None or os.path.dirname(os.path.dirname(path)) != _short_root():
+        return None
+    try:
+        st = os.lstat(_short_root())
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        return None
+    what = "is not a directory" if not stat.S_ISDIR(st.st_mode) else \
+        f"belongs to another user (uid {st.st_uid})"
+    return (f"{_short_root()}, where a long state directory's heartbeat socket goes, {what}: "
+            "the socket cannot be kept private there")
+
+
 def prepare(address: str) -> None:
     """Make the socket's directory (0700, whatever the umask), and its per-user root for a
     short stand-in; both must be this user's and closed to others.
