@@ -190,3 +190,34 @@ def test_a_stopped_supervisor_does_not_cost_the_heads_final_save(cli, state_dir)
             except ProcessLookupError:
                 pass
         cli("workload", "delete", name, "--wait", "--delete-data", check=False)
+
+
+def test_two_deletes_at_once_each_say_only_what_they_did(cli, state_dir):
+    """One keeps the data, one removes it: they take turns on the workload, so the second
+    finds what the first left and says that. (Both used to run at once: one said it kept the
+    checkpoints the other removed.)"""
+    name = "twice"
+    cli("workload", "create", name, "--tpu-type", "v5litepod-4", "--num-slices", "2",
+        "--elastic-slices", "2")
+    try:
+        ck = state_dir / ".data" / name / "checkpoints"
+        wait_until(lambda: ck.exists() and any(p.name.isdigit() for p in ck.iterdir()), 240,
+                   "a committed checkpoint")
+        base = [sys.executable, "-m", "elastix", "workload", "delete", name, "--wait"]
+        keep = subprocess.Popen(base, env=cli.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        wipe = subprocess.Popen([*base, "--delete-data"], env=cli.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        kept_err = " ".join(keep.communicate(timeout=120)[1].split())
+        wiped_err = " ".join(wipe.communicate(timeout=120)[1].split())
+        assert not (state_dir / ".data" / name).exists()  # --delete-data won, first or last
+        assert "removed its data (checkpoints)" in wiped_err, wiped_err
+        if "kept its data" in kept_err:
+            # the keeping delete went first: the other found only the data, and says so
+            assert "only its data was left: removed its data" in wiped_err, wiped_err
+            assert keep.returncode == 0
+        else:
+            # the removing delete went first: the workload was gone for the other
+            assert "not found" in kept_err and keep.returncode != 0, kept_err
+    finally:
+        cli("workload", "delete", name, "--wait", "--delete-data", check=False)

@@ -619,6 +619,15 @@ class LocalBackend(Backend):
             shutil.rmtree(data_dir(d), ignore_errors=True)
             return f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
         d = self._dir(name)
+        with _held(d) as still_ours:
+            if not still_ours:
+                # Another delete ran while this one waited: what is left (its data, or
+                # nothing) is judged afresh, so each delete says only what it did itself.
+                return self.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
+            return self._delete_held(name, d, timeout, delete_data)
+
+    def _delete_held(self, name: str, d: Path, timeout: float, delete_data: bool) -> str | None:
+        """:meth:`delete` of ``d``, its lock held (:func:`_held`)."""
         try:
             plan, st = self._raw(d)
         except (OSError, ValueError, KeyError, TypeError):
@@ -802,6 +811,31 @@ def _outlived(marker: str) -> list[str]:
             continue
         out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
     return out
+
+
+@contextlib.contextmanager
+def _held(d: Path) -> Iterator[bool]:
+    """An exclusive lock on the workload directory ``d`` (flock on the directory itself: no
+    file left behind), for one ``delete`` at a time. Yields whether ``d`` is still the
+    directory that was locked (False: it was removed, or replaced, while this waited)."""
+    import fcntl
+
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            now = os.stat(d)
+        except FileNotFoundError:
+            yield False
+            return
+        locked = os.fstat(fd)
+        yield (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino)
+    finally:
+        os.close(fd)
 
 
 def _stop_supervisor(sup: dict[str, Any], timeout: float) -> str | None:
