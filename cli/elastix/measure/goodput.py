@@ -16,7 +16,10 @@ the causes partition the wall time exactly and goodput = productive / wall.
   the ``step`` event of the saved step, or right before the save's own event when that step's
   event comes later: then from when the save began (its commit less its ``seconds``), so an
   asynchronous save (MaxText: committed after its step's late line) stalls where it blocked;
-- startup: a run's start to the end of its first step (compile), minus any start-up restore.
+- startup: a run's start to the end of its first step (compile), minus any start-up restore;
+- failed saves: a save that did not commit (``checkpoint_save_failed``), from its
+  ``checkpoint_save_started`` to its failure, where no step ran meanwhile (an asynchronous
+  save's steps stay productive): the time a save blocked for nothing.
 
 Slice-weighted goodput weighs each productive piece by the live slices of its step over the
 slices of the full mesh (:func:`full_mesh_slices`), as ml-goodput-measurement's
@@ -41,7 +44,8 @@ from elastix.measure.events import (
 
 # Highest priority first.
 CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "reinitialisation",
-          "recompile", "restart", "checkpoint stall", "steps re-done", "productive", "startup")
+          "recompile", "restart", "checkpoint stall", "steps re-done", "productive",
+          "failed saves", "startup")
 BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
 _PHASE_CAUSE = {"first step": "recompile"}
 
@@ -69,6 +73,8 @@ class GoodputReport:
     recoveries: list[Recovery]
     segments: list[tuple[str, int, int]]  # (cause, start ms, end ms), contiguous, in order
     problem: str | None = None  # why nothing could be computed (time going backwards)
+    failed_saves: int = 0  # checkpoint saves that did not commit
+    last_save_error: str | None = None  # the newest one's "step N: error'
     full_mesh_slices: int | None = None  # None: no event says how many slices the mesh has
     slice_weighted_productive_seconds: float | None = None
 
@@ -128,6 +134,7 @@ class GoodputReport:
             "full_mesh_slices": self.full_mesh_slices,
             "badput_seconds": {snake(c): v for c, v in self.badput.items()},
             "last_step": self.last_step, "steps_redone": self.steps_redone,
+            "failed_saves": self.failed_saves, "last_save_error": self.last_save_error,
             "recoveries": [r.to_json() for r in self.recoveries],
             "problem": self.problem,
         }
@@ -173,6 +180,7 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
     run_start = None
     last_step_t: dict[int, int] = {}
     stall_cursor: dict[int, int] = {}
+    save_began: dict[int, int] = {}  # step -> its save's start, until it commits or fails
     recovering = False
     for ev in events:
         if ev.name == "elastic_detected":
@@ -197,7 +205,13 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
         if ev.name in ("restore", "elastic_restored") and ev.data["step"] is not None:
             for s in [s for s in last_step_t if s > ev.data["step"]]:
                 del last_step_t[s]  # rolled back: a later save of that step is a new one
+        elif ev.name == "checkpoint_save_started":
+            save_began[ev.data["step"]] = ev.t
+        elif ev.name == "checkpoint_save_failed" and ev.data["step"] in save_began:
+            out.append(("failed saves", save_began.pop(ev.data["step"]), ev.t))
         elif ev.name in ("checkpoint_committed", "snapshot_taken"):
+            if ev.name == "checkpoint_committed":
+                save_began.pop(ev.data["step"], None)
             secs = ev.data["blocking_seconds" if ev.name == "checkpoint_committed" else "seconds"]
             at = last_step_t.get(ev.data["step"])
             total = ev.data["seconds"] if ev.name == "checkpoint_committed" else None
@@ -271,9 +285,17 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
     kept, redone, _ = _step_intervals(events)
     full = full_mesh_slices(events)
     weighted = _slice_weighted(segs, kept, events, full) if full else None
+    failed = [e for e in events if e.name == "checkpoint_save_failed"]
     return GoodputReport(lo, hi, totals["productive"] / 1000,
                          {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs,
-                         full_mesh_slices=full, slice_weighted_productive_seconds=weighted)
+                         full_mesh_slices=full, slice_weighted_productive_seconds=weighted,
+                         failed_saves=len(failed), last_save_error=_save_error(failed[-1])
+                         if failed else None)
+
+
+def _save_error(ev: Event) -> str:
+    """``step 440: RESOURCE_EXHAUSTED: ...`` of a failed save (its error's first line)."""
+    return f"step {ev.data.get('step')}: {ev.data.get('error') or 'unknown error'}"
 
 
 def full_mesh_slices(events: list[Event]) -> int | None:

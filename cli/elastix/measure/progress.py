@@ -62,6 +62,13 @@ class Progress:
     unreadable: str | None = None
     """Why the trainer's events could not be read at all (every other value is then None):
     not the same as nothing to read yet, which is no ``Progress``."""
+    failed_saves: int = 0
+    """Checkpoint saves that failed since the newest one that committed (training goes on, and
+    every step since that commit is at risk)."""
+    last_committed: int | None = None
+    """The step of the newest committed checkpoint, when the events say."""
+    last_save_error: str | None = None
+    """The newest failed save's ``step N: error`` (when ``failed_saves``)."""
 
     def seconds_since_step(self, now_ms: int) -> float | None:
         return None if self.last_step_at is None else max(0.0, (now_ms - self.last_step_at) / 1000)
@@ -79,8 +86,9 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
     """The progress in ``events`` (an empty ``Progress`` when no step completed); ``loss``
     is the last step's, which only a record carries (measurement reads no loss from lines)."""
     steps = [e for e in events if e.name == "step"]
+    saves = _saves(events)
     if not steps:
-        return Progress(recoveries=len(recoveries(events)) if events else 0)
+        return Progress(recoveries=len(recoveries(events)) if events else 0, **saves)
     last = steps[-1]
     recent = [e.data.get("seconds") for e in steps[-RECENT_STEPS:]]
     recent = [s for s in recent if isinstance(s, (int, float))]
@@ -89,7 +97,19 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
                     step_seconds=statistics.median(recent) if recent else None,
                     loss=loss, goodput=report.goodput,
                     recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"),
-                    recovering=recovering(events))
+                    recovering=recovering(events), **saves)
+
+
+def _saves(events: list[Event]) -> dict[str, Any]:
+    """:class:`Progress`'s save fields: failures since the newest commit, and that commit."""
+    failed, committed, error = 0, None, None
+    for e in events:
+        if e.name == "checkpoint_committed":
+            failed, committed, error = 0, e.data.get("step"), None
+        elif e.name == "checkpoint_save_failed":
+            failed += 1
+            error = f"step {e.data.get('step')}: {e.data.get('error') or 'unknown error'}"
+    return {"failed_saves": failed, "last_committed": committed, "last_save_error": error}
 
 
 def recovering(events: list[Event]) -> Recovering | None:

@@ -233,6 +233,11 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
     if origins:
         console.print(f"detection counted from: {' and '.join(origins)} (docs/events.md)",
                       markup=False)
+    if rep.failed_saves:  # training went on; the steps since the last commit were at risk
+        n = rep.failed_saves
+        console.print(f"{n} checkpoint save{'' if n == 1 else 's'} failed (last: "
+                      f"{rep.last_save_error}); their blocking time is badput: failed saves",
+                      markup=False)
 
 
 def _period(steps: int | None, step_seconds: float, what: str) -> str:

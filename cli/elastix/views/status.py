@@ -112,7 +112,19 @@ def training_line(p: Progress | None, now: dt.datetime | None = None) -> str:
         return "training: nothing to read yet (no trainer events, no head log)"
     if p.unreadable is not None:
         return f"training: the trainer's events cannot be read: {p.unreadable}"
-    return _training_line(p, now or utc_now()) + skipped_note(p.skipped)
+    return _training_line(p, now or utc_now()) + _failed_saves(p) + skipped_note(p.skipped)
+
+
+def _failed_saves(p: Progress) -> str:
+    """``; 3 checkpoint saves failed since the newest commit (step 420), last: step 480:
+    RESOURCE_EXHAUSTED ...``: training goes on, but nothing since that commit is safe."""
+    if not p.failed_saves:
+        return ""
+    since = (f"the newest commit (step {p.last_committed})" if p.last_committed is not None
+             else "the start (none committed)")
+    n = p.failed_saves
+    return (f"; {n} checkpoint save{'' if n == 1 else 's'} failed since {since}, last: "
+            f"{p.last_save_error}")
 
 
 def skipped_note(n: int) -> str:
