@@ -182,17 +182,18 @@ NEEDS_PATHWAYS = ("enable_single_controller", "elastic_enabled", "elastic_timeou
 ``configs/types.py``: "Elastic training is only supported with Pathways")."""
 
 
-def readme_command(readme: Path = REPO / "README.md") -> list[str]:
-    """The MaxText command README.md's "Using MaxText" shows, after ``python``: ``-m``, the
-    module, the config and its ``key=value`` flags.
+def readme_command(readme: Path = REPO / "docs" / "maxtext.md") -> list[str]:
+    """The MaxText command docs/maxtext.md's "Running MaxText as the trainer" shows (the
+    README's MaxText section moved there), after ``python``: ``-m``, the module, the config and
+    its ``key=value`` flags.
 
     Raises:
-        ValueError: the README shows no ``--command '... -m maxtext...'``.
+        ValueError: the page shows no ``--command '... -m maxtext...'``.
     """
     text = readme.read_text()
     m = re.search(r"--command '(python3? -m " + re.escape(MODULE) + r"[^']*)'", text)
     if not m:
-        raise ValueError(f"README.md shows no --command running {MODULE}")
+        raise ValueError(f"{readme.name} shows no --command running {MODULE}")
     words = m.group(1).replace("\\\n", " ").split()
     return words[1:]
 

@@ -1,4 +1,4 @@
-"""Real MaxText (README's command, made tiny) trained on CPU, SIGKILLed after a checkpoint,
+"""Real MaxText (docs/maxtext.md's command, made tiny) trained on CPU, SIGKILLed after a checkpoint,
 restarted, and measured from the log it really printed (``conftest.maxtext_run``).
 
 What each number should be is read from the log's own lines here (the last step the killed
@@ -39,7 +39,7 @@ def _ms(line: str) -> int:
 
 
 def test_readme_shows_maxtexts_entry_point_config_and_real_flags():
-    """The module and config README.md names exist in the pinned MaxText, and every flag of
+    """The module and config docs/maxtext.md names exist in the pinned MaxText, and every flag of
     the published run is a key of that MaxText's base.yml (a misspelt one fails at start)."""
     require_maxtext()
     words = mtrun.readme_command()
