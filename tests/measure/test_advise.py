@@ -137,3 +137,30 @@ def test_bad_input(argv, fragment, capsys):
     assert main(["workload", "advise", "--events", str(FIXTURE), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert fragment in err[0] and err[-1].startswith("hint: ") and len(err) == 2
+
+
+def test_the_plot_shows_the_cap_and_the_advised_point_in_percent(tmp_path):
+    # Snapshots every 5 steps, checkpoints every 20, a rare failure: Young-Daly alone would
+    # snapshot less often than the checkpoints; the advice stops at the checkpoint period.
+    from elastix.views.plot import plot_advice
+
+    a = advise(_m(snapshot_period=5, snapshot_stall=0.5, checkpoint_period=20),
+               mtbf=10 * 86400.0)
+    assert a.advised.snapshot_period == 20 and a.uncapped == round(math.sqrt(2 * 0.5 * 864000))
+    assert any("capped at the checkpoint period (every 20 steps): Young-Daly alone gives every "
+               f"{a.uncapped} steps" in n for n in a.notes), a.notes
+    chart = plot_advice(a, *curve(a), str(tmp_path / "advice.png"))
+    assert (tmp_path / "advice.png").stat().st_size > 0
+    assert chart.drawn == ["expected badput", "advised", "cap"]
+    assert any(e.startswith("advised: every 20 steps (") and e.endswith(" %)")
+               for e in chart.legend), chart.legend
+    assert any("past the cap (--checkpoint-period 20)" in e for e in chart.legend)
+    ax = chart.figure.axes[0]
+    assert ax.get_ylabel() == "expected badput (% of wall time)"
+    advised_y = [line for line in ax.get_lines() if line.get_label().startswith("advised")]
+    (y,) = advised_y[0].get_ydata()
+    assert y == pytest.approx(100 * (1 - a.advised.goodput))  # the point, in %
+    uncapped = advise(_m(snapshot_period=5, snapshot_stall=0.5, checkpoint_period=1000),
+                      mtbf=3600.0)
+    assert uncapped.uncapped is None
+    assert "cap" not in plot_advice(uncapped, *curve(uncapped), str(tmp_path / "b.png")).drawn

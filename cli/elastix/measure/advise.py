@@ -163,12 +163,15 @@ class Advice:
     today: Setting
     advised: Setting
     notes: list[str]
+    uncapped: int | None = None
+    """The snapshot period Young-Daly gives when the advice caps it at the checkpoint period
+    (a snapshot less often than a checkpoint saves nothing a checkpoint doesn't); else None."""
 
     def to_json(self) -> dict[str, Any]:
         return {"measured": self.measured.to_json(), "mtbf_seconds": self.mtbf,
                 "mtbf_from": self.mtbf_from, "head_mtbf_seconds": self.head_mtbf,
                 "today": self.today.to_json(), "advised": self.advised.to_json(),
-                "notes": self.notes}
+                "uncapped_snapshot_period": self.uncapped, "notes": self.notes}
 
 
 def _steps(seconds: float, step: float) -> int:
@@ -182,6 +185,7 @@ def advise(m: Measured, mtbf: float | None = None, head_mtbf: float | None = Non
         UsageError: no failure rate: none given and none seen in the run.
     """
     notes: list[str] = []
+    uncapped: int | None = None
     if mtbf is None:
         if not m.failures:
             raise UsageError("no slice failure in this run to take a failure rate from",
@@ -205,7 +209,11 @@ def advise(m: Measured, mtbf: float | None = None, head_mtbf: float | None = Non
             notes.append("the checkpoint period is kept: with host snapshots it guards only "
                          "against the controller's own death; give --head-mtbf to set it")
         if c and s > c:
-            s = c  # a snapshot less often than a checkpoint saves nothing a checkpoint doesn't
+            uncapped, s = s, c  # a snapshot less often than a checkpoint saves nothing more
+            notes.append(f"the snapshot period is capped at the checkpoint period (every {c} "
+                         f"steps): Young-Daly alone gives every {uncapped} steps, and a "
+                         "snapshot less often than a checkpoint saves nothing a checkpoint "
+                         "doesn't")
     elif c and m.checkpoint_stall is not None:
         c = _steps(young_daly(m.checkpoint_stall, mtbf), m.step)
         notes.append("no host snapshots: a slice loss restores a checkpoint; --snapshot-period "
@@ -229,7 +237,7 @@ def advise(m: Measured, mtbf: float | None = None, head_mtbf: float | None = Non
                          "the wall time: failures come faster than the run saves and "
                          "recovers, so it makes no progress on average (goodput 0 %); its "
                          "badput parts are shown as shares of that waste")
-    return Advice(m, mtbf, mtbf_from, head_mtbf, today, advised, notes)
+    return Advice(m, mtbf, mtbf_from, head_mtbf, today, advised, notes, uncapped)
 
 
 def curve(advice: Advice, points: int = 60) -> tuple[str, list[tuple[int, float]]]:

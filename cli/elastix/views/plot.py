@@ -139,7 +139,7 @@ def _pad(span_seconds: float, cap: float) -> float:
     return min(max(span_seconds * 0.25, 0.5), cap)
 
 
-def _legend_below(fig: Any, axes: list[Any]) -> tuple[str, ...]:
+def _legend_below(fig: Any, axes: list[Any], ncol: int = 4) -> tuple[str, ...]:
     """One legend for every labelled artist, under the plot (never over data or border)."""
     handles, labels = [], []
     for ax in axes:
@@ -147,7 +147,7 @@ def _legend_below(fig: Any, axes: list[Any]) -> tuple[str, ...]:
         handles += h
         labels += lab
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), ncol), fontsize=8,
                    frameon=False, bbox_to_anchor=(0.5, 0.0))
     return tuple(labels)
 
@@ -533,19 +533,40 @@ def plot_advice(advice: Any, which: str, points: list[tuple[int, float]], path: 
         advice.today.checkpoint_period
     best = advice.advised.snapshot_period if which == "snapshot" else \
         advice.advised.checkpoint_period
+    from matplotlib.ticker import PercentFormatter
+
+    adv = advice.advised
+    drawn = ["expected badput"]
     with _figure(path, figsize=(8, 4.4)) as ax:
         fig = ax.figure
-        ax.plot([p for p, _ in points], [b for _, b in points], color="black", lw=1.2,
+        # In %, as every other view shows goodput and badput.
+        ax.plot([p for p, _ in points], [100 * b for _, b in points], color="black", lw=1.2,
                 label="expected badput")
-        for steps, label, colour in ((today, "today", COLORS["detection"]),
-                                     (best, "advised", COLORS["productive"])):
-            if steps:
-                ax.axvline(steps, color=colour, ls="--", lw=1,
-                           label=f"{label}: every {steps} steps")
+        if today:
+            ax.axvline(today, color=COLORS["detection"], ls="--", lw=1,
+                       label=f"today: every {today} steps "
+                             f"({100 * (1 - advice.today.goodput):.1f} %)")
+        if best:
+            ax.plot([best], [100 * (1 - adv.goodput)], "o", color=COLORS["productive"],
+                    label=f"advised: every {best} steps ({100 * (1 - adv.goodput):.1f} %)")
+            drawn.append("advised")
+        if which == "snapshot" and advice.uncapped and adv.checkpoint_period:
+            # The curve still falls past the advised point: the advice stops at the checkpoint
+            # period, where a snapshot less often would save nothing a checkpoint doesn't.
+            right = max(points[-1][0], advice.uncapped * 1.5)
+            ax.axvspan(adv.checkpoint_period, right, color="0.85", zorder=0,
+                       label=f"past the cap (--checkpoint-period {adv.checkpoint_period}): "
+                             "saves nothing more")
+            ax.axvline(advice.uncapped, color="0.4", ls=":", lw=1,
+                       label=f"Young-Daly alone: every {advice.uncapped} steps")
+            drawn.append("cap")
         ax.set_xscale("log")
+        if "cap" in drawn:
+            ax.set_xlim(points[0][0] * 0.9, right * 1.05)
         ax.set_xlabel(f"--{which}-period (steps)")
-        ax.set_ylabel("expected badput (fraction of wall time)")
+        ax.set_ylabel("expected badput (% of wall time)")
+        ax.yaxis.set_major_formatter(PercentFormatter(decimals=1))
         ax.set_title(f"{which} period: stall against work lost (MTBF {advice.mtbf:.0f} s)")
-        legend = _legend_below(fig, [ax])
-        fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return Chart(["expected badput"], (points[0][0], points[-1][0]), legend=legend)
+        legend = _legend_below(fig, [ax], ncol=2)
+        fig.tight_layout(rect=(0, 0.18, 1, 1))
+    return Chart(drawn, (points[0][0], points[-1][0]), legend=legend, figure=fig)
