@@ -18,7 +18,9 @@ ARGS = ["--preset", "tiny", "--steps", "3", "--num-slices", "4", "--batch-per-de
 
 
 def test_where_the_cache_goes(monkeypatch, tmp_path):
-    monkeypatch.delenv(envvars.LOCAL_DATA_DIR, raising=False)
+    for name in (envvars.LOCAL_DATA_DIR, envvars.LOCAL_COMPILATION_CACHE,
+                 "JAX_COMPILATION_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
     assert resolve(None, None) is None
     assert resolve(None, str(tmp_path / "ck")) is None  # a local checkpoint dir: no stranger in it
     assert resolve(None, "gs://b/run/ck/") == "gs://b/run/ck/jax-cache"
@@ -29,7 +31,25 @@ def test_where_the_cache_goes(monkeypatch, tmp_path):
     assert resolve("OFF", None) is None
 
 
-def test_a_second_start_finds_every_program_in_the_cache(tmp_path):
+def test_the_local_backends_shared_cache_and_a_users_own(monkeypatch, tmp_path):
+    """The local backend's shared cache is the default over the workload's kept data (issue
+    49: a new workload of a compiled model starts warm); ``off`` turns it off; the flag and a
+    user's own ``JAX_COMPILATION_CACHE_DIR`` (JAX read it at import) win over both."""
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv(envvars.LOCAL_DATA_DIR, str(tmp_path / "data"))
+    monkeypatch.setenv(envvars.LOCAL_COMPILATION_CACHE, str(tmp_path / "shared"))
+    assert resolve(None, None) == str(tmp_path / "shared")
+    assert resolve(str(tmp_path / "flag"), None) == str(tmp_path / "flag")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+    assert resolve(None, "gs://b/ck") == str(tmp_path / "mine")
+    assert resolve("off", None) is None
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR")
+    monkeypatch.setenv(envvars.LOCAL_COMPILATION_CACHE, "off")
+    assert resolve(None, "gs://b/ck") is None
+
+
+def test_a_second_start_finds_every_program_in_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("ELASTIX_TEST_NO_SHARED_JAX_CACHE", "1")  # JAX's own variable would win
     data = tmp_path / "data"
     env = {envvars.LOCAL_DATA_DIR: str(data)}
     first = run_cli([*ARGS, "--events-file", str(tmp_path / "a.jsonl")], **env)
@@ -54,8 +74,10 @@ def test_an_unwritable_cache_dir_warns_once_and_trains(tmp_path):
     assert "going on without it" in out and "Traceback" not in out
 
 
-def test_a_gcs_checkpoint_dir_keeps_the_cache_beside_its_steps(gcs, tmp_path):
+def test_a_gcs_checkpoint_dir_keeps_the_cache_beside_its_steps(gcs, tmp_path, monkeypatch):
     from fake_gcs import emulator_env
+
+    monkeypatch.setenv("ELASTIX_TEST_NO_SHARED_JAX_CACHE", "1")  # JAX's own variable would win
 
     proc = run_cli([*ARGS, "--checkpoint-dir", "gs://ckpts/cc", "--checkpoint-period", "0"],
                    **emulator_env(gcs))

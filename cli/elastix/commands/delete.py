@@ -34,7 +34,8 @@ def delete(
     delete_data: Annotated[bool, typer.Option(
         "--delete-data", help="Local backend: also delete the workload's kept data "
                               "(the default job's checkpoints), also once the workload itself "
-                              "is deleted.")] = False,
+                              "is deleted; never the compilation cache its state dir's "
+                              "workloads share (<state-dir>/.cache/jax).")] = False,
     ignore_not_found: Annotated[bool, typer.Option(
         "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
                                    "as kubectl's flag: for cleanup steps.")] = False,

@@ -80,6 +80,13 @@ LOCAL_DATA_DIR = "ELASTIX_LOCAL_DATA_DIR"
 kept across ``create --replace`` and ``delete`` unless ``delete --delete-data``; the default
 local job keeps its checkpoints there."""
 
+LOCAL_COMPILATION_CACHE = "ELASTIX_LOCAL_COMPILATION_CACHE"
+"""Local backend: JAX's persistent compilation cache shared by every workload of the state
+directory (``<state-dir>/.cache/jax``), so a new workload of a model compiled before starts
+warm; ``elastix-train``'s default ``--compilation-cache-dir`` there. Set by the supervisor
+unless the launcher's environment or ``--env`` sets it (``off``: none). ``delete
+--delete-data`` never removes it."""
+
 DATA_CACHE = "ELASTIX_DATA_CACHE"
 """Where the trainer keeps local copies of ``gs://`` ArrayRecord shards (default: the temp
 dir)."""

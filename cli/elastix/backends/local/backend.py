@@ -47,7 +47,7 @@ from elastix.backends.base import (
 )
 from elastix.backends.local import channel
 from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
-from elastix.backends.local.plan import Plan, data_dir, make_plan
+from elastix.backends.local.plan import Plan, compilation_cache_dir, data_dir, make_plan
 from elastix.backends.local.state import (
     FINAL_STATES,
     CorruptStateFile,
@@ -617,7 +617,8 @@ class LocalBackend(Backend):
         if not (d / "plan.json").exists() and delete_data and data_dir(d).is_dir():
             # deleted before, its data kept: what --delete-data then said it would remove
             shutil.rmtree(data_dir(d), ignore_errors=True)
-            return f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
+            return (f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
+                    + _cache_kept(d))
         d = self._dir(name)
         with _held(d) as still_ours:
             if not still_ours:
@@ -664,7 +665,8 @@ class LocalBackend(Backend):
         if delete_data and (kept.exists() or theirs):
             shutil.rmtree(kept, ignore_errors=True)
             also = f" and what its command wrote in $ELASTIX_WORKLOAD_DIR ({', '.join(theirs)})"
-            return first + f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
+            return (first + f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
+                    + _cache_kept(d))
         if not kept.exists():
             return said
         return (first + f"kept its data (checkpoints) in {kept}"
@@ -746,6 +748,14 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
+
+
+def _cache_kept(d: Path) -> str:
+    """What ``--delete-data`` leaves on purpose: the compilation cache every workload of the
+    state directory shares (another workload's entries are in it; JAX keys them apart)."""
+    cache = compilation_cache_dir(d)
+    return (f"; kept the compilation cache all workloads here share, {cache}"
+            if cache.is_dir() else "")
 
 
 def _supervisor_env(plan: Plan) -> dict[str, str]:

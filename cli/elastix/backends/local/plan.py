@@ -96,6 +96,15 @@ def data_dir(workload_dir: Path) -> Path:
     return workload_dir.parent / ".data" / workload_dir.name
 
 
+def compilation_cache_dir(workload_dir: Path) -> Path:
+    """JAX's compilation cache shared by the state directory's workloads
+    (``ELASTIX_LOCAL_COMPILATION_CACHE``): beside the workload directories under a name no
+    workload can have, and outside every workload's kept data, so no delete removes it.
+    JAX keys each entry by the program, its compile options, the devices and the jax/jaxlib
+    versions, so workloads of different models share it safely."""
+    return workload_dir.parent / ".cache" / "jax"
+
+
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 

@@ -43,7 +43,14 @@ from pathlib import Path
 from elastix.backends.local import channel
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.backends.local.liveness import Liveness
-from elastix.backends.local.plan import Plan, data_dir, expand, pod_fields, resolve_env
+from elastix.backends.local.plan import (
+    Plan,
+    compilation_cache_dir,
+    data_dir,
+    expand,
+    pod_fields,
+    resolve_env,
+)
 from elastix.backends.local.stamp import LineStamper
 from elastix.backends.local.state import (
     PodRecord,
@@ -170,6 +177,9 @@ class Supervisor:
         env["PYTHONUNBUFFERED"] = "1"
         env[envvars.WORKLOAD_DIR] = str(self.dir)
         env[envvars.LOCAL_DATA_DIR] = str(data_dir(self.dir))
+        # one cache for the state directory's workloads; a user's own value (their shell's,
+        # or --env) wins, ``off`` included
+        env.setdefault(envvars.LOCAL_COMPILATION_CACHE, str(compilation_cache_dir(self.dir)))
         env[envvars.LOCAL_HEALTH] = self.plan.health_address
         env[envvars.HEARTBEAT_KEY] = self.key
         env[envvars.HEALTH_TIMEOUT] = str(self.plan.health_timeout)
