@@ -110,8 +110,10 @@ class TrainConfig:
     """Extra sleep per step in seconds (slow local demos down so a worker can be killed)."""
     compilation_cache_dir: str | None = None
     """JAX's persistent compilation cache (local path or gs://; ``off``: none), so a restarted
-    run loads its compiled step instead of compiling it; default ``$ELASTIX_LOCAL_DATA_DIR/jax-cache``
-    on the local backend, ``<checkpoint-dir>/jax-cache`` for a gs:// checkpoint dir, else off."""
+    run loads its compiled step instead of compiling it; default: ``$JAX_COMPILATION_CACHE_DIR``
+    if set, else on the local backend the one its workloads share
+    (``$ELASTIX_LOCAL_COMPILATION_CACHE``, ``<state-dir>/.cache/jax``), else
+    ``<checkpoint-dir>/jax-cache`` for a gs:// checkpoint dir, else off."""
 
     def resolved_events_file(self) -> str | None:
         """Where events go: env ELASTIX_EVENTS_FILE, else --events-file, else under checkpoints."""

@@ -2,7 +2,7 @@
 
 A restarted trainer (a JobSet restart, a re-run, a new head pod) otherwise recompiles its step,
 which is most of its start-up. The cache has to live somewhere the workload keeps: the local
-backend's kept data directory, or beside the checkpoints on GCS (MaxText's ``jax_cache_dir``
+backend's state directory, or beside the checkpoints on GCS (MaxText's ``jax_cache_dir``
 plays the same part; JAX reads and writes ``gs://`` caches through etils.epath). It sits beside
 the step directories, never inside one, so Orbax never lists it as a step.
 
