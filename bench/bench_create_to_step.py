@@ -7,17 +7,22 @@ the ``ts`` of the trainer's first ``step`` event. Beside it, in the same run and
 head's command alone (``elastix-train`` with the quickstart's flags and layout, no supervisor, no
 slice hosts, every slice taken as live):
 
-- cold: a fresh state directory (so an empty JAX compilation cache in ``.data/<name>``); the
-  trainer alone gets an empty ``--compilation-cache-dir``;
+- cold: a fresh state directory (so an empty JAX compilation cache in ``.cache/jax``, the one
+  the state directory's workloads share); the trainer alone gets an empty
+  ``--compilation-cache-dir``;
 - warm: ``workload create --replace`` while the cold run still steps, in the same state
   directory: the time counts stopping the old run (its trainer's last save on SIGTERM, its
-  exit, its hosts'), then the new trainer reads the compilation cache the old run kept in
-  ``<state-dir>/.data/<name>`` and resumes from that last checkpoint, as a re-created workload
+  exit, its hosts'), then the new trainer reads the shared compilation cache in
+  ``<state-dir>/.cache/jax`` and resumes from that last checkpoint, as a re-created workload
   does (its imports began during the stop: ``supervisor --prestart``). Its like without
   elastix: the lone trainer still stepping is sent SIGTERM, and once it
   has exited a new one starts on its checkpoints and cache, timed from the SIGTERM. A fresh
   start of the lone trainer with the warm cache (nothing to stop, nothing to resume) is
-  reported too, for the ratio against it.
+  reported too, for the ratio against it;
+- new (issue 49, item 6): once the warm run is deleted, ``workload create`` of a workload of
+  another name in the same state directory: the same model, compiled before by the runs of
+  the other name, nothing to stop and nothing to resume. Its like without elastix is that
+  fresh start of the lone trainer with the warm cache.
 
 Every process runs with bytecode written (``PYTHONDONTWRITEBYTECODE`` is dropped), as on a
 user's machine.
@@ -54,8 +59,9 @@ from bench_startup import cold_warm_table
 from benchwait import exited, stretch, wait_for, workload_ended
 
 NAME = "demo"
-CREATE = ["workload", "create", NAME, "--tpu-type", "v5litepod-8", "--num-slices", "2",
-          "--elastic-slices", "2", "--backend", "local"]
+NEW = "demo-new"  # the new workload of the compiled model
+SHAPE = ["--tpu-type", "v5litepod-8", "--num-slices", "2", "--elastic-slices", "2",
+         "--backend", "local"]
 BIN = Path(sys.executable).parent
 LAYOUT: dict[str, str] = {}  # the head's device layout, from the first plan.json
 TIMEOUT = [300.0]  # seconds of a quiet machine to wait for a first step (--timeout)
@@ -130,24 +136,27 @@ def _cpu_by_role(wdir: Path) -> dict[str, float]:
     return out
 
 
-def quickstart(state: Path, replace: bool = False, keep: bool = False) -> dict[str, float]:
-    """One ``workload create`` (``--replace``: of the run still going in ``state``); seconds
-    from its start to each mark, the first step last, then the CPU seconds each part used
-    until then. ``keep``: leave the workload running (for the next ``--replace``)."""
+def quickstart(state: Path, replace: bool = False, keep: bool = False,
+               name: str = NAME) -> dict[str, float]:
+    """One ``workload create`` of ``name`` (``--replace``: of the run still going in
+    ``state``); seconds from its start to each mark, the first step last, then the CPU seconds
+    each part used until then. ``keep``: leave the workload running (for the next
+    ``--replace``)."""
     from elastix.backends.local.backend import LocalBackend
 
-    wdir = state / NAME
+    wdir = state / name
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.time()
-    subprocess.run([str(BIN / "elastix"), *CREATE, *(["--replace"] if replace else [])],
+    subprocess.run([str(BIN / "elastix"), "workload", "create", name, *SHAPE,
+                    *(["--replace"] if replace else [])],
                    env=env(state), check=True, capture_output=True)
     returned = time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        recs = _wait_step(wdir / "events.jsonl", workload_ended(LocalBackend(state), NAME),
+        recs = _wait_step(wdir / "events.jsonl", workload_ended(LocalBackend(state), name),
                           wdir / "supervisor.log")
     except BaseException:
-        delete(state)  # never leave a workload's processes behind
+        delete(state, name=name)  # never leave a workload's processes behind
         raise
     cpu = {"cpu: `workload create` (CLI)": after.ru_utime + after.ru_stime
            - before.ru_utime - before.ru_stime, **_cpu_by_role(wdir)}
@@ -162,13 +171,13 @@ def quickstart(state: Path, replace: bool = False, keep: bool = False) -> dict[s
            "head started": marks["head"] - t0, "run_start": _ts(start["ts"]) - t0,
            "first step": _ts(first["ts"]) - t0, **cpu}
     if not keep:
-        delete(state, check=True)
+        delete(state, check=True, name=name)
     return out
 
 
-def delete(state: Path, check: bool = False) -> None:
-    """``workload delete --wait`` of the bench's workload in ``state``."""
-    subprocess.run([str(BIN / "elastix"), "workload", "delete", NAME, "--wait",
+def delete(state: Path, check: bool = False, name: str = NAME) -> None:
+    """``workload delete --wait`` of the bench's workload ``name`` in ``state``."""
+    subprocess.run([str(BIN / "elastix"), "workload", "delete", name, "--wait",
                     "--ignore-not-found", "--backend", "local"], env=env(state), check=check,
                    capture_output=True)
 
@@ -263,8 +272,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-c2s-"))
     _compile_bytecode()
     load0 = os.getloadavg()
-    rows: dict[str, list[dict]] = {k: [] for k in ("create cold", "create warm", "alone cold",
-                                                   "alone fresh", "alone warm")}
+    rows: dict[str, list[dict]] = {k: [] for k in ("create cold", "create warm", "create new",
+                                                   "alone cold", "alone fresh", "alone warm")}
     try:
         for i in range(a.runs):
             state = tmp / f"state-{i}"
@@ -274,8 +283,12 @@ def main() -> None:
                                                              keep=kind == "cold"))
                     print(f"create {kind}", i + 1, rows[f"create {kind}"][-1],
                           file=sys.stderr, flush=True)
+                # a new workload of the model the runs above compiled: the shared cache
+                rows["create new"].append(quickstart(state, name=NEW))
+                print("create new", i + 1, rows["create new"][-1], file=sys.stderr, flush=True)
             finally:
                 delete(state)  # the kept cold run, if the warm one never replaced it
+                delete(state, name=NEW)
             cache = tmp / f"alone-cache-{i}"
             proc = None
             try:
@@ -311,6 +324,8 @@ def report(rows: dict[str, list[dict]], runs: int, load0, load1) -> None:
     print("|---|---|---|")
     labels = {"create cold": ("`workload create` → first step", "cold"),
               "create warm": ("`workload create --replace` → first step", "warm"),
+              "create new": ("`workload create` of a new workload, its model compiled before, "
+                             "→ first step", "warm"),
               "alone cold": ("trainer alone", "cold"),
               "alone fresh": ("trainer alone, a fresh start", "warm"),
               "alone warm": ("trainer alone, stopping the last one and resuming", "warm")}
@@ -322,11 +337,17 @@ def report(rows: dict[str, list[dict]], runs: int, load0, load1) -> None:
     for kind, alone, what in (("cold", "alone cold", "the trainer alone"),
                               ("warm", "alone warm", "the trainer alone stopping the last "
                                "one and resuming"),
-                              ("warm", "alone fresh", "a fresh start of the trainer alone")):
+                              ("warm", "alone fresh", "a fresh start of the trainer alone"),
+                              ("new", "alone fresh", "a fresh start of the trainer alone "
+                               "(warm)")):
         c, t = first[f"create {kind}"], first[alone]
         print(f"- {kind}: create → first step is {c / t:.2f}× {what} ({c - t:+.2f} s)")
-    cold_warm_table("`workload create`: seconds from its start to (median); CPU seconds used by "
-                    "then", rows["create cold"], rows["create warm"], digits=2)
+    print("\n| `workload create`: seconds from its start to (median); CPU seconds used by then "
+          "| cold | warm (`--replace`) | new workload, model compiled before |")
+    print("|---|---|---|---|")
+    for key in rows["create cold"][0]:
+        print(f"| {key} | " + " | ".join(f"{med([r[key] for r in rows[k]]):.2f}" for k in
+                                         ("create cold", "create warm", "create new")) + " |")
     cold_warm_table("trainer alone: seconds from its start (warm: the SIGTERM to the one "
                     "before) to (median); CPU seconds of the new one by then",
                     rows["alone cold"], rows["alone warm"], digits=2)

@@ -125,10 +125,12 @@ def test_create_to_step(run_bench):
     _table(run, "| path | cache |", [
         "| `workload create` → first step | cold |",
         "| `workload create --replace` → first step | warm |",
+        "| `workload create` of a new workload, its model compiled before, → first step | warm |",
         "| trainer alone | cold |", "| trainer alone, a fresh start | warm |",
         "| trainer alone, stopping the last one and resuming | warm |"])
     assert run.lines("- cold: create → first step is")
     assert len(run.lines("- warm: create → first step is")) == 2  # like for like, and fresh
+    assert run.lines("- new: create → first step is")  # issue 49 item 6: the shared cache
 
 
 def test_local_recovery(run_bench):
