@@ -103,15 +103,19 @@ def version() -> None:
 
 
 def _print_error(err: ElastixError) -> None:
+    from rich.markup import escape
+
     from elastix.views.console import console as make_console
 
     console = make_console(stderr=True, soft_wrap=True)
-    console.print(f"[bold red]error:[/] {err.message}", markup=True)
+    # the message and hint are text: brackets in them (pip install 'elastix[trainer]') are
+    # not Rich markup
+    console.print(f"[bold red]error:[/] {escape(err.message)}", markup=True)
     if isinstance(err, ProblemsError) and len(err.problems) > 1:
         for line in err.lines():
             console.print(f"  - {line}", markup=False)
     if err.hint:
-        console.print(f"[dim]hint:[/] {err.hint}", markup=True)
+        console.print(f"[dim]hint:[/] {escape(err.hint)}", markup=True)
 
 
 def _normalize(argv: list[str]) -> list[str]:

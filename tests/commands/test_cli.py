@@ -147,7 +147,7 @@ CREATE_FLAGS = {
     "--num-slices", "--output", "--output-file", "--pathways-gcs-location", "--pathways-persistence",
     "--pathways-tag",
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
-    "--replace", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
+    "--replace", "--fresh", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
     "--skip-lint", "--skip-preflight", "--slice-restart", "--smoke", "--spec",
     "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--workload", "--zone",
     "--ttl-after-finished", "--ttl-seconds-after-finished",

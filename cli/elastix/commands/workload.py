@@ -126,6 +126,10 @@ def create(
         help="Write the manifest here.")] = None,
     replace: Annotated[bool, typer.Option(
         "--replace", help="Replace a workload of the same name (its kept data stays).")] = False,
+    fresh: Annotated[bool, typer.Option(
+        "--fresh", help="Local backend: start over: replace a workload of the same name and "
+                        "remove its kept data (checkpoints) first, as delete --delete-data "
+                        "does.")] = False,
     skip_preflight: Annotated[bool, typer.Option(
         "--skip-preflight", help="Submit without first checking that the cluster can run it "
                                  "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,
@@ -163,6 +167,11 @@ def create(
     kind = choose_backend(target)
     if smoke:
         _check_smoke(kind, flags)
+    if fresh and kind != "local":
+        raise UsageError(f"--fresh removes a local workload's kept data; the {kind} backend "
+                         "keeps none (the checkpoints are where --checkpoint-dir points)",
+                         hint="drop --fresh, and point --checkpoint-dir at an empty path to "
+                              "start over")
     flags.update(name=name, cluster=target.cluster, project=target.project,
                  location=target.location, namespace=target.namespace)
     defaults = backend_class(kind).defaults(smoke=smoke)
@@ -179,7 +188,7 @@ def create(
         _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
-            output=output, output_file=output_file, preflight=not skip_preflight)
+            output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh)
 
 
 def _elastic_lint(manifest: dict[str, Any], refuse: bool = True,
@@ -295,7 +304,7 @@ def _emit(text: str, output_file: Path | None) -> None:
 
 def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None,
-            preflight: bool = True) -> None:
+            preflight: bool = True, fresh: bool = False) -> None:
     from rich.markup import escape
 
     from elastix import interrupts
@@ -310,10 +319,12 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
     # Ctrl-C before the backend's commit point undoes the create; after it, it is held until
     # the workload is reported created: never "interrupted" over a workload left running.
     with interrupts.until_reported() as held:
-        with _replacing(console, backend, manifest, replace and not server_dry_run):
+        # --fresh is the local backend's alone (create refused it for any other)
+        more = {"fresh": True} if fresh else {}
+        with _replacing(console, backend, manifest, (replace or fresh) and not server_dry_run):
             name = backend.submit(manifest, replace=replace,
                                   dry_run="server" if server_dry_run else None,
-                                  preflight=preflight)
+                                  preflight=preflight, **more)
         for note in backend.notices:
             console.print(f"[yellow]note:[/] {escape(note)}")
         if server_dry_run:

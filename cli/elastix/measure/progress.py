@@ -69,6 +69,10 @@ class Progress:
     """The step of the newest committed checkpoint, when the events say."""
     last_save_error: str | None = None
     """The newest failed save's ``step N: error`` (when ``failed_saves``)."""
+    resumed_complete: int | None = None
+    """The step of the kept checkpoint the trainer resumed and then completed without training
+    a step: it was at or past the run's last step (a finished run's data, kept by ``delete``).
+    None for any other run."""
 
     def seconds_since_step(self, now_ms: int) -> float | None:
         return None if self.last_step_at is None else max(0.0, (now_ms - self.last_step_at) / 1000)
@@ -88,7 +92,8 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
     steps = [e for e in events if e.name == "step"]
     saves = _saves(events)
     if not steps:
-        return Progress(recoveries=len(recoveries(events)) if events else 0, **saves)
+        return Progress(recoveries=len(recoveries(events)) if events else 0,
+                        resumed_complete=resumed_complete(events), **saves)
     last = steps[-1]
     recent = [e.data.get("seconds") for e in steps[-RECENT_STEPS:]]
     recent = [s for s in recent if isinstance(s, (int, float))]
@@ -98,6 +103,19 @@ def progress(events: list[Event], loss: float | None = None) -> Progress:
                     loss=loss, goodput=report.goodput,
                     recoveries=len(report.recoveries), live_slices=last.data.get("live_slices"),
                     recovering=recovering(events), **saves)
+
+
+def resumed_complete(events: list[Event]) -> int | None:
+    """The step of the checkpoint the last run restored at start-up when it then completed
+    with no step of its own: the kept checkpoint was at or past its last step. Else None."""
+    starts = [i for i, e in enumerate(events) if e.name == "run_start"]
+    run = events[starts[-1]:] if starts else events
+    restored = next((e for e in run if e.name == "restore"), None)
+    end = next((e for e in run if e.name == "run_end"), None)
+    if restored is None or end is None or end.data.get("status") != "completed" \
+            or any(e.name == "step" for e in run):
+        return None
+    return restored.data.get("step")
 
 
 def _saves(events: list[Event]) -> dict[str, Any]:

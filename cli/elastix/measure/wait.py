@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 
 from elastix.backends.base import Backend, WorkloadStatus
-from elastix.errors import ExitCode, NotFoundError, OutcomeError
+from elastix.errors import ElastixError, ExitCode, NotFoundError, OutcomeError
 from elastix.measure.events import Event, events_of, recoveries
-from elastix.measure.progress import Phase, since_first_save, wait_phase
+from elastix.measure.progress import Phase, resumed_complete, since_first_save, wait_phase
 
 CONDITIONS = ("running", "stepping", "completed", "deleted")
 _COMPLETED = ("Completed", "Succeeded")
@@ -53,11 +53,28 @@ def _met(cond: str, name: str, st: WorkloadStatus, events: list[Event]) -> bool:
     if cond == "completed":
         return st.state in _COMPLETED
     if st.state in _COMPLETED:
+        kept = resumed_complete(events)
+        if kept is not None:  # the quickstart run again over a finished run's kept data
+            raise OutcomeError(
+                ExitCode.COMPLETED, f"workload {name} completed before it was {cond}: it "
+                f"resumed its kept checkpoint of step {kept}, at or past its last step, and had "
+                "no step to train", hint=f"start over: elastix workload delete {name} "
+                "--delete-data, or create it again with --fresh")
         raise OutcomeError(ExitCode.COMPLETED, f"workload {name} completed before it was {cond}",
                            hint="give the job more steps (or wait --for completed)")
     if cond == "running":
         return st.state == "Running"
     return stepping(events)
+
+
+def _why_completed(backend: Backend, name: str) -> list[Event]:
+    """The trainer's events of a workload that completed before the awaited condition, to
+    say why (a kept checkpoint already at its last step); none when they cannot be read:
+    the exit code is 5 either way."""
+    try:
+        return events_of(backend.trainer_events(name, cheap=True))[0]
+    except ElastixError:
+        return []
 
 
 def _deletion(st: WorkloadStatus) -> Phase:
@@ -104,7 +121,9 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
         running = st.state not in ("Failed", *_COMPLETED)
         events = events_of(backend.trainer_events(name))[0] if cond == "stepping" and running \
             else events_of(backend.trainer_events(name, cheap=True))[0] \
-            if report is not None and cond == "completed" and st.state == "Running" else []
+            if report is not None and cond == "completed" and st.state == "Running" \
+            else _why_completed(backend, name) if cond in ("running", "stepping") \
+            and st.state in _COMPLETED else []
         if cond != "deleted" and _met(cond, name, st, events):
             return st
         if clock() >= deadline:

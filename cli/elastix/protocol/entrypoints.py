@@ -15,6 +15,11 @@ TRAINER_SCRIPT = "elastix-train"
 """The trainer's console script (``pyproject.toml``: ``elastix_trainer.__main__:main``): the
 head command of the image (``templates/Dockerfile.j2``) and of the local backend's demo."""
 
+TRAINER_IMPORTS = (TRAINER_PACKAGE, "jax", "orbax.checkpoint", "optax", "grain")
+"""What a Python must be able to import to run :data:`TRAINER_SCRIPT`: its package and the
+``trainer`` extra's libraries it imports first. A launcher-only install (``pip install
+elastix``) has the script but not these; the local backend checks them at submit."""
+
 TRAINER_WARM = "elastix_trainer.warm"
 """A local head started before its run exists (``workload create --replace``): started by the
 supervisor's ``--prestart`` (:data:`TRAINER_WARM_CODE`), it imports the trainer's modules and

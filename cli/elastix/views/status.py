@@ -135,6 +135,10 @@ def skipped_note(n: int) -> str:
 def _training_line(p: Progress, now: dt.datetime) -> str:
     if p.recovering is not None:
         return recovering_line(p, p.recovering, now)
+    if p.last_step is None and p.resumed_complete is not None:
+        return (f"training: none to do: it resumed the kept checkpoint of step "
+                f"{p.resumed_complete}, at or past its last step (start over: workload delete "
+                "--delete-data, or workload create --fresh)")
     if p.last_step is None:
         return "training: no step completed yet"
     parts = [f"step {p.last_step} ({_since(p, now)})"]

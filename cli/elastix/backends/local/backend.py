@@ -45,7 +45,7 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
-from elastix.backends.local import channel
+from elastix.backends.local import channel, trainerhead
 from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
 from elastix.backends.local.plan import Plan, compilation_cache_dir, data_dir, make_plan
 from elastix.backends.local.state import (
@@ -174,7 +174,9 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ submit
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
-               dry_run: str | None = None, preflight: bool = True) -> str:
+               dry_run: str | None = None, preflight: bool = True, fresh: bool = False) -> str:
+        """See :meth:`Backend.submit`. ``fresh`` (``workload create --fresh``): start over: a
+        workload of that name is replaced, and its kept data (checkpoints) removed first."""
         name = (manifest.get("metadata") or {}).get("name", "")
         d = self._dir(name, must_exist=False)
         plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
@@ -183,9 +185,11 @@ class LocalBackend(Backend):
             raise UsageError(why, hint="remove it (as its owner or root), or pass a shorter "
                                        "--state-dir, whose socket then stays inside it")
         if dry_run:
+            if not fresh:
+                self._say_finished(name, d, plan)
             return name
         if d.exists():
-            if not replace:
+            if not (replace or fresh):
                 raise AlreadyExists(f"workload {name!r} already exists (local, {d})",
                                     hint="pass --replace, or delete it: "
                                          f"elastix workload delete {name} --backend local")
@@ -193,17 +197,36 @@ class LocalBackend(Backend):
             # old run's stop (its final save): they touch nothing until the directory is theirs.
             pre = self._prestart(d, plan)
             try:
-                kept = self.delete(name, wait=True)
+                kept = self.delete(name, wait=True, delete_data=fresh)
                 # The previous run's events, logs and measurements lived in its state directory.
                 self.notices.append(f"replaced {name}: the previous run's events, logs and "
                                     f"measurements are removed with it"
                                     + (f"; {kept}" if kept else ""))
+                self._say_finished(name, d, plan)
                 self._launch(name, d, manifest, plan, pre)
             finally:
                 _release(pre)
             return name
+        if fresh and data_dir(d).is_dir():
+            said = self.delete(name, wait=True, delete_data=True)
+            self.notices.append(f"--fresh: {name} starts from step 0 ({said})")
+        self._say_finished(name, d, plan)
         self._launch(name, d, manifest, plan)
         return name
+
+    def _say_finished(self, name: str, d: Path, plan: Plan) -> None:
+        """A notice when the kept data already holds a checkpoint of the job's last step (the
+        quickstart run again after it finished): the trainer would resume it and complete
+        at once, which nothing else says until ``status``."""
+        found = trainerhead.finished_checkpoint(plan.head_command, d, data_dir(d), plan.cwd)
+        if found is None:
+            return
+        kept, steps = found
+        self.notices.append(
+            f"{name}'s kept data holds a checkpoint of step {kept}, and the job's last step is "
+            f"{steps} (--steps): this run resumes it and completes without training a step; to "
+            f"start over, create it again with --fresh (or first: elastix workload delete {name} "
+            "--delete-data)")
 
     def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan,
                 pre: subprocess.Popen | None = None) -> None:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from elastix.backends.local import channel
+from elastix.backends.local import channel, trainerhead
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.errors import UsageError
 from elastix.protocol import envvars, heartbeat, timefmt
@@ -174,7 +174,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     """What the supervisor runs, derived from the rendered JobSet.
 
     Raises:
-        UsageError: the manifest lacks something the local backend needs.
+        UsageError: the manifest lacks something the local backend needs, or its head runs
+            ``elastix-train`` and this install has no trainer.
     """
     name = manifest.get("metadata", {}).get("name")
     head = replicated_job(manifest, labels.HEAD_JOB)
@@ -200,6 +201,8 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     check_process_room(num_slices, hosts)
     command = list(main.get("command") or []) + list(main.get("args") or [])
     mt = maxtext_head.resolve(command, env, num_slices)
+    if mt is None:
+        trainerhead.check_installed(command, env)  # elastix-train heads only
     return Plan(
         name=name,
         created=timefmt.iso_us(),
