@@ -121,6 +121,12 @@ def _print_error(err: ElastixError) -> None:
 def _normalize(argv: list[str]) -> list[str]:
     """``--dry-run=client|server`` (kubectl's spelling) onto the flags Typer can parse."""
     out = []
+    # --debug is elastix's own option, but a user adds it where the error was, after the
+    # subcommand (the hints say "run again with --debug"): taken from anywhere before a
+    # `--`, as the root's.
+    if "--debug" in argv[:argv.index("--") if "--" in argv else len(argv)]:
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv = ["--debug", *[a for a in argv[:cut] if a != "--debug"], *argv[cut:]]
     for arg in argv:
         if arg.startswith("--dry-run="):
             value = arg.split("=", 1)[1]
@@ -231,7 +237,10 @@ def _main(argv: list[str]) -> int:
                 return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
-            _print_error(UsageError(err.format_message(), hint=f"see '{cmd} --help'"))
+            message = err.format_message()
+            if isinstance(err, no_such_command) and "Did you mean" in err.message:
+                message = err.message  # typer suggested already; click would add it again
+            _print_error(UsageError(message, hint=f"see '{cmd} --help'"))
             return 2
         if isinstance(err, click_errors.ClickException):
             _print_error(ElastixError(err.format_message()))

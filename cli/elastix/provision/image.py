@@ -133,6 +133,22 @@ def registry_of(tag: str) -> str:
     return "docker.io"
 
 
+def _capitals(ref: str) -> str:
+    """Why a reference that only its capitals spoil is refused (README's placeholders,
+    ``PROJECT/REPO``, are such a one), or ""."""
+    head, colon, tag = ref.rpartition(":")
+    if not colon or "/" in tag:  # no tag: that colon was a registry's port, or none
+        head, tag = ref, ""
+    else:
+        tag = ":" + tag
+    upper = sorted(set(re.findall(r"[^/.:_-]*[A-Z][^/.:_-]*", head)))
+    if not upper or not _REF_RE.match(head.lower() + tag):
+        return ""
+    return (f": an image name must be lowercase, and {', '.join(upper)} "
+            f"{'is' if len(upper) == 1 else 'are'} not (replace placeholders with your own "
+            "project and repository)")
+
+
 def validate_request(req: ImageRequest) -> None:
     """Reject a bad tag, base image or requirement before anything is built.
 
@@ -141,7 +157,8 @@ def validate_request(req: ImageRequest) -> None:
     """
     for what, ref in (("--tag", req.tag), ("--base-image", req.base_image)):
         if not _REF_RE.match(ref):
-            raise UsageError(f"{what} {ref!r} is not a valid image reference",
+            raise UsageError(f"{what} {ref!r} is not a valid image reference"
+                             + _capitals(ref),
                              hint="e.g. us-docker.pkg.dev/my-project/my-repo/trainer:v1")
     if "@" in req.tag:
         raise UsageError(f"--tag {req.tag!r} has a digest; a build can only set a tag",
