@@ -13,6 +13,7 @@ no entry the first runs did not (JAX writes an entry for every program it compil
 from __future__ import annotations
 
 import json
+import stat
 
 from local_helpers import wait_until
 
@@ -75,6 +76,9 @@ def test_a_new_workload_of_a_compiled_model_compiles_nothing(cli, state_dir):
         compiled = _entries(state_dir)
         assert [e for e in compiled if e.startswith("jit_train_step-")], compiled
         assert (cache / ".lockfile").exists()  # JAX's lock: the bound is on
+        # private, as everything elastix writes: the trainer runs under umask 077
+        assert {stat.S_IMODE(p.stat().st_mode) for p in (cache, cache.parent)} == {0o700}
+        assert {stat.S_IMODE(p.stat().st_mode) for p in cache.iterdir()} == {0o600}
         for name in ("first", "twin"):
             log = _head_log(state_dir, name)
             assert f"compilation cache {cache} (shared by this state directory's workloads)" in log
