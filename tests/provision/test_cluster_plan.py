@@ -124,3 +124,15 @@ def test_dry_run_prints_enum_names_not_numbers(capsys):
     assert '"type": "COMPACT"' in out
     assert '"channel": "RAPID"' in out
     assert '"mode": 2' not in out and '"type": 1' not in out
+
+
+def test_dry_run_says_what_it_makes_before_its_requests(capsys):
+    # The requests run to hundreds of lines: a few lines first say what they make.
+    assert main(["cluster", "create", "elastic", *ARGS, "--tpu-type", "v5litepod-16",
+                 "--num-slices", "2", "--spot", "--kueue", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cluster create elastic --dry-run (nothing is sent): in ")
+    assert lines[1].startswith("  head pool cpu-np: n2-standard-64, 1 node")
+    assert lines[2] == "  2 TPU pools, one a slice: v5litepod-16 (4 x ct5lp-hightpu-4t), spot"
+    assert lines[3] == "  then installs JobSet v0.12.0 and Kueue v0.19.2 and its queues"
+    assert lines[4] == "the requests, in order:" and lines[5].startswith("GET /v1/projects/")

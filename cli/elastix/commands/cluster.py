@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import typer
 
@@ -134,6 +135,7 @@ def create(
                       reservation=reservation, flex=flex)
     out = _console()
     if dry_run:
+        out.print(_dry_run_summary(cfg, skip_jobset, kueue), markup=False)
         out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
                   "nothing does)", markup=False)
         if cfg.capacity.kind == "reservation":
@@ -162,6 +164,29 @@ def create(
                        kueue=kueue, kueue_manifest=kueue_manifest)
     out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
+
+
+def _dry_run_summary(cfg: Any, skip_jobset: bool, kueue: bool | None) -> str:
+    """What ``cluster create --dry-run`` would make, in a few lines, before its requests."""
+    from elastix.provision import jobset_install, kueue_install
+
+    cpu = (f"{cfg.cpu_nodes} node" + ("" if cfg.cpu_nodes == 1 else "s")
+           + (f", autoscaling to {cfg.cpu_max_nodes}" if cfg.cpu_max_nodes > cfg.cpu_nodes
+              else ""))
+    what = ["JobSet " + jobset_install.JOBSET_VERSION] if not skip_jobset else []
+    if kueue:
+        what.append(f"Kueue {kueue_install.KUEUE_VERSION} and its queues")
+    elif kueue is None and not skip_jobset:
+        what.append("Kueue's queues if Kueue is already installed")
+    capacity = cfg.capacity.kind + (f" {cfg.capacity.reservation}"
+                                    if cfg.capacity.reservation else "")
+    return (f"cluster create {cfg.name} --dry-run (nothing is sent): in {cfg.project}/{cfg.zone}"
+            f", release channel {cfg.release_channel}\n"
+            f"  head pool cpu-np: {cfg.cpu_machine_type}, {cpu}\n"
+            f"  {cfg.num_slices} TPU pool{'' if cfg.num_slices == 1 else 's'}, one a slice: "
+            f"{cfg.tpu.name} ({cfg.tpu.hosts} x {cfg.tpu.machine_type}), {capacity}\n"
+            + (f"  then installs {' and '.join(what)}\n" if what else "")
+            + "the requests, in order:")
 
 
 @app.command("describe", help="Node pools, TPU capacity and the installed JobSet and Kueue "
