@@ -117,3 +117,39 @@ def release(exiting: bool = False) -> None:
     puts back the default action, which kills, for a signal it handles; not for one ignored)."""
     while _reported:
         _reported.pop().stop(ignore=exiting)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an interrupt where elastix has something to undo before it exits
+    (:func:`sigterm_interrupts`): every ``except KeyboardInterrupt`` that cleans up runs."""
+
+
+_terminated: list[bool] = []
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM came inside :func:`sigterm_interrupts` (the entry point then exits as
+    a process SIGTERM ended, once the undoing is done)."""
+    return bool(_terminated)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Inside the block SIGTERM raises :class:`Terminated` instead of ending the process at
+    once, so what elastix did and must undo (a host it stopped) is undone on that way out too.
+    Only in the main thread and only over SIGTERM's default action (a handler someone else set,
+    or an ignored SIGTERM, is theirs)."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _raise(*_: object) -> None:
+        _terminated.append(True)
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -7,6 +7,7 @@ Command modules are imported here, so they must stay light: heavy libraries (``k
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import click
@@ -185,9 +186,28 @@ def main(argv: list[str] | None = None) -> int:
     commit point (:mod:`elastix.interrupts`) has the program ignore it until the process
     exits; a caller passing ``argv`` gets its Ctrl-C back when this returns."""
     try:
-        return _main(sys.argv[1:] if argv is None else list(argv))
+        code = _main(sys.argv[1:] if argv is None else list(argv))
     finally:
         interrupts.release(exiting=argv is None)
+    if code == ExitCode.INTERRUPTED and interrupts.terminated():
+        # A SIGTERM a command took to undo what it did first (a host it stopped): the
+        # program then ends as SIGTERM ends a process, which its parent can tell; a caller
+        # passing ``argv`` gets 128 + 15, what a shell reports for it.
+        if argv is None:
+            _die_of(signal.SIGTERM)
+        return 128 + signal.SIGTERM
+    return code
+
+
+def _die_of(sig: signal.Signals) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+
+
+def _interrupted() -> str:
+    return "terminated (SIGTERM)\n" if interrupts.terminated() else "interrupted\n"
 
 
 def _main(argv: list[str]) -> int:
@@ -196,7 +216,7 @@ def _main(argv: list[str]) -> int:
         result = command().main(args=_normalize(argv), prog_name="elastix",
                                 standalone_mode=False)
         if result == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) and returns it
-            sys.stderr.write("interrupted\n")  # when not standalone
+            sys.stderr.write(_interrupted())  # when not standalone
             return ExitCode.INTERRUPTED
     except ElastixError as err:
         if debug:
@@ -206,7 +226,7 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
-        sys.stderr.write("interrupted\n")
+        sys.stderr.write(_interrupted())
         return ExitCode.INTERRUPTED
     except Exception as err:  # click usage errors and anything unexpected
         from click import exceptions as click_errors

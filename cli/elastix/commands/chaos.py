@@ -26,7 +26,7 @@ from elastix.commands.options import (
 from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
-    from elastix.backends.base import Fault
+    from elastix.backends.base import Backend, Fault, KillRecord
     from elastix.measure.aim import Aim
     from elastix.measure.report import Bounds, ChaosReport
 
@@ -232,10 +232,10 @@ def kill_worker(
 ) -> None:
     """Deliver one fault: by default delete a worker pod with grace 0 (SIGKILL, a crash)."""
     import json
-    import time
 
-    from elastix.measure.chaos import check_killable
-    from elastix.views.status import kill_json, kill_line
+    from elastix.measure.chaos import Stops, check_killable
+    from elastix.views.measurement import fault_line
+    from elastix.views.status import kill_json
 
     reporting = [f for f, v in (("--plot", plot), ("--max-downtime", max_downtime),
                                 ("--max-steps-lost", max_steps_lost), ("--junit", junit),
@@ -266,22 +266,49 @@ def kill_worker(
                        aim=aim)
         return
     backend = get_backend(target)
+    stops = Stops()  # a hang's hosts: resumed on every way out but the fault's own end
     try:
-        recs = backend.inject(name, flt, slice=slice_, host=host, seed=seed, dry_run=dry_run)
-    except BackendError as err:
-        if isinstance(err, NotFoundError):
+        try:
+            recs = stops.held(lambda: backend.inject(name, flt, slice=slice_, host=host,
+                                                     seed=seed, dry_run=dry_run))
+        except BackendError as err:
+            if isinstance(err, NotFoundError):
+                raise
+            check_killable(backend, name)  # a completed workload: exit 5, as chaos run gives
             raise
-        check_killable(backend, name)  # a completed workload: exit 5, as chaos run gives
-        raise
-    for rec in recs:
-        typer.echo(json.dumps(kill_json(rec)) if output == "json" else kill_line(rec))
-    if flt.kind == "hang" and flt.hang_for is not None and not dry_run:
-        time.sleep(flt.hang_for)  # --for: the host answers again, as a stalled VM resumes
         for rec in recs:
-            resumed = backend.resume(name, rec)
-            if output != "json":
-                typer.echo(f"resumed pod {rec.pod} after {flt.hang_for:g} s" if resumed else
-                           f"pod {rec.pod} was replaced before it could be resumed")
+            typer.echo(json.dumps(kill_json(rec)) if output == "json" else fault_line(rec))
+        if flt.kind == "hang" and flt.hang_for is not None and not dry_run:
+            _hang_for(backend, name, recs, flt.hang_for, output)
+    except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: no host is left stopped
+        _say_resumed(stops.undo(backend, name), "before exiting")
+        raise
+
+
+def _hang_for(backend: Backend, name: str, recs: list[KillRecord], hang_for: float,
+              output: str) -> None:
+    """``--fault hang --for``: the hosts answer again after ``hang_for`` s, as a stalled VM
+    resumes (the caller resumes them on any other way out)."""
+    import time
+
+    from elastix.interrupts import sigterm_interrupts
+
+    with sigterm_interrupts():
+        time.sleep(hang_for)
+    for rec in recs:
+        resumed = backend.resume(name, rec)
+        if output != "json":
+            typer.echo(f"resumed pod {rec.pod} after {hang_for:g} s" if resumed else
+                       f"pod {rec.pod} was replaced before it could be resumed")
+
+
+def _say_resumed(recs: list[KillRecord], when: str) -> None:
+    """Name each host a hang had stopped that the command resumed on its way out (stderr)."""
+    import sys
+
+    for rec in recs:
+        sys.stderr.write(f"elastix: resumed pod {rec.pod} (slice {rec.slice}, host {rec.host})"
+                         f", stopped by this command's hang, {when}\n")
 
 
 def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
@@ -316,6 +343,7 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
                        seed=seed, report=line, killer=(
                            lambda: backend.inject(name, fault, slice=slice_, host=host,
                                                   seed=seed)) if pinned else None)
+    _say_resumed(res.resumed, "before exiting")
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
@@ -430,6 +458,7 @@ def run(
             raise UsageError("--kills and --schedule cannot be combined: the file lists the "
                              "faults", hint="drop --kills")
         plan = load_schedule(schedule)
+        kills = len(plan)  # the file's count: the header, JUnit's cases (not --kills' 3)
     if steps is not None:
         if kills is not None and kills != len(steps):
             raise UsageError(f"--kills {kills} but --at-step names {len(steps)} steps",
@@ -486,6 +515,7 @@ def run(
                        bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
                        spread=gap, schedule=plan, report=line,
                        aims=[Aim(at_step=n) for n in steps] if steps else None)
+    _say_resumed(res.resumed, "before exiting")
     chaos_verify.finish(backend, name, res, verifying, bounds.timeout, err)
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))

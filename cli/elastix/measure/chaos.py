@@ -17,6 +17,7 @@ from typing import Any
 
 from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
 from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
+from elastix.interrupts import deferred, sigterm_interrupts
 from elastix.measure.aim import Aim, EventFeed, Landing, Window, check_reachable, find_open, landing
 from elastix.measure.events import (
     Event,
@@ -72,6 +73,9 @@ class KillMeasurement:
     unreadable: str | None = None
     """Why the trainer's events could not be read after the fault (a line that is no event,
     an events file that is no file): the measurement stopped there, with what it had."""
+    gone: str | None = None
+    """The workload measured went away after the fault: deleted, or replaced by a new run
+    under its name (``create --replace``); the measurement stopped there, with what it had."""
 
     def fault_times(self) -> list[int]:
         """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
@@ -81,7 +85,11 @@ class KillMeasurement:
 
     @property
     def pid_same(self) -> bool | None:
-        """The controller kept its PID: from the backend's view and from the trainer's."""
+        """The controller kept its PID: from the backend's view and from the trainer's. A
+        fault that killed the head killed the controller: never the same, whatever a status
+        read before its replacement still records."""
+        if any(k.fault == "head" for k in self.kills):
+            return False
         views = [self.recovery.pid_same if self.recovery else None]
         if self.head_pid_before is not None and self.head_pid_after is not None:
             views.append(self.head_pid_before == self.head_pid_after)
@@ -101,6 +109,8 @@ class KillMeasurement:
         (its events unreadable: a runtime error)."""
         if self.recovery is not None and self.recovery.complete:
             return ExitCode.OK
+        if self.gone is not None:
+            return ExitCode.DIED
         if self.unreadable is not None:
             return ExitCode.ERROR
         if self.state_after in COMPLETED_STATES:
@@ -124,12 +134,99 @@ class KillMeasurement:
             "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
             "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
             "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
-            "unreadable": self.unreadable, "exit_code": int(self.outcome),
+            "unreadable": self.unreadable, "gone": self.gone,
+            "exit_code": int(self.outcome),
         }
 
 
 def _head(st: WorkloadStatus) -> tuple[int, int | None]:
     return (st.head.restarts, st.head.pid) if st.head else (0, None)
+
+
+DELETED = "the workload was deleted"
+
+
+class WorkloadGone(ElastixError):
+    """The run a chaos run measures is no more: deleted, or replaced by a new run under its
+    name. Its measurements so far stand; the soak stops with this reason (exit 4)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunId:
+    """What tells one run of a workload from the next under the same name: when it was
+    created (``create --replace`` creates it again: a new JobSet, a new local plan) and the
+    events file its trainer writes. A head restart or a slice's is the same run."""
+
+    created: dt.datetime | None
+    events: str | None
+
+    @classmethod
+    def of(cls, backend: Backend, name: str, st: WorkloadStatus) -> RunId:
+        return cls(st.created, backend.events_path(name))
+
+    def changed(self, backend: Backend, name: str, st: WorkloadStatus) -> str | None:
+        """Why ``st`` is another run than this one, in words; None: the same run.
+
+        Raises:
+            NotFoundError: the workload is gone (its plan read for its events file).
+        """
+        if st.created != self.created:
+            when = f" created {iso_ms(st.created)}" if st.created else ""
+            return f"the workload was replaced by a new run{when} (create --replace?)"
+        events = backend.events_path(name)
+        if events != self.events:
+            return f"the workload's run changed: its events file is now {events}, not " \
+                   f"{self.events}"
+        return None
+
+
+def _read_status(backend: Backend, name: str, run: RunId | None
+                 ) -> tuple[WorkloadStatus | None, str | None]:
+    """The workload's status and, when it is not the run measured any more, why (deleted:
+    no status; replaced: the new run's)."""
+    try:
+        st = backend.status(name)
+        return st, run.changed(backend, name, st) if run is not None else None
+    except NotFoundError:
+        return None, DELETED
+
+
+class Stops:
+    """The hosts a soak stopped (``hang``). A hang ends by itself (``--for``) or by the
+    platform replacing the host; on any other way out of the soak (Ctrl-C, SIGTERM, an
+    error) :meth:`undo` resumes every host still stopped, so none is left stopped by a
+    command that no longer runs (locally for ever with the hung-host probe off)."""
+
+    def __init__(self) -> None:
+        self.recs: list[KillRecord] = []
+        self.resumed: list[KillRecord] = []
+        """The hosts :meth:`undo` resumed (what an interrupted command says it did)."""
+
+    def note(self, recs: list[KillRecord]) -> list[KillRecord]:
+        self.recs += [r for r in recs if r.fault == "hang" and not r.dry_run
+                      and all(r is not x for x in self.recs)]
+        return recs
+
+    def held(self, inject: Callable[[], list[KillRecord]]) -> list[KillRecord]:
+        """``inject()`` with Ctrl-C held until its records are noted: a host stopped is a host
+        known."""
+        with deferred():
+            return self.note(inject())
+
+    def undo(self, backend: Backend, name: str) -> list[KillRecord]:
+        """Resume every host noted and not resumed yet that still exists (Ctrl-C held
+        meanwhile: a second one must not leave the rest stopped)."""
+        with deferred():
+            for r in self.recs:
+                if r.resumed is not None:
+                    continue
+                try:
+                    ok = backend.resume(name, r)
+                except (ElastixError, OSError):
+                    ok = False  # gone with its workload: nothing left stopped
+                if ok:
+                    self.resumed.append(r)
+        return self.resumed
 
 
 LOG_POLL = 0.05
@@ -148,8 +245,8 @@ REPORT_EVERY = 0.5
 
 def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, since: int, *,
                      deadline: float, poll: float, clock: Callable[[], float],
-                     sleep: Callable[[float], None], report: Callable[[Phase], None] | None = None
-                     ) -> tuple[WorkloadStatus, Window | None]:
+                     sleep: Callable[[float], None], report: Callable[[Phase], None] | None = None,
+                     run: RunId | None = None) -> tuple[WorkloadStatus, Window | None]:
     """Wait until the fault may land: the run is stepping (un-aimed), or the aimed moment is
     open. Returns the status last read and the window found (None when un-aimed, or when the
     workload ended first).
@@ -157,6 +254,7 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
     Raises:
         UsageError: the aim cannot be met by this run (exit 2; nothing was killed).
         BackendError: the moment did not come within the timeout (nothing was killed).
+        WorkloadGone: ``run`` was replaced by a new run (nothing was killed).
     """
     step = LOG_POLL if aim.aimed else poll
     next_status = clock()
@@ -173,6 +271,9 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
         if clock() >= next_status or st is None:
             st = backend.status(name)
             next_status = clock() + poll
+            why = run.changed(backend, name, st) if run is not None else None
+            if why is not None:
+                raise WorkloadGone(why)
             if st.state in DEAD_STATES:
                 return st, None
         if not checked and (events or aim.during != "startup"):
@@ -217,7 +318,8 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
                  opened: list[KillRecord] | None = None, baseline: int | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 report: Callable[[Phase], None] | None = None) -> KillMeasurement:
+                 report: Callable[[Phase], None] | None = None,
+                 stops: Stops | None = None, run: RunId | None = None) -> KillMeasurement:
     """Fault (``do_kill``) once the moment has come, and wait for the recovery that follows;
     measure it.
 
@@ -233,88 +335,122 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     is measured as absorbed by the start (a ``start-up`` recovery: fault to first step).
     ``report`` is told the phase before each sleep (:func:`~elastix.measure.progress.wait_phase`:
     compiling, ..., killed POD, recovering: restore, ...).
+
+    ``stops`` notes a ``hang``'s hosts; whatever interrupts the measurement (Ctrl-C, SIGTERM,
+    an error) resumes them before it goes on. ``run``: the run measured; deleted or replaced
+    after the fault, the measurement ends there with what it had (its ``gone``); before it,
+    :class:`WorkloadGone` (or ``NotFoundError``) and nothing was made.
     """
     aim = aim or Aim()
+    stops = stops if stops is not None else Stops()
     deadline = clock() + timeout
     feed = EventFeed(backend, name)
     try:
         before, window = _wait_for_moment(backend, name, feed, aim, since, deadline=deadline,
-                                          poll=poll, clock=clock, sleep=sleep, report=report)
+                                          poll=poll, clock=clock, sleep=sleep, report=report,
+                                          run=run)
         events = feed.events
         n_before = len(recoveries(events)) if baseline is None else baseline
-        run = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
-        first_steps = sum(1 for e in events[run:] if e.name == "step")  # this run's
-        aimed = do_kill()
+        start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
+        first_steps = sum(1 for e in events[start:] if e.name == "step")  # this run's
+        aimed = stops.held(do_kill)
     except BaseException:
         feed.close()
         raise
     kills = [*(opened or []), *aimed]
+    try:
+        return _follow(backend, name, feed, kills, aimed, before, window, aim, opened,
+                       n_before, first_steps, timeout=timeout, poll=poll, hang_for=hang_for,
+                       clock=clock, sleep=sleep, report=report, run=run)
+    except BaseException:  # Ctrl-C, SIGTERM, an error: no host is left stopped by it
+        stops.undo(backend, name)
+        raise
+    finally:
+        feed.close()
+
+
+def _follow(backend: Backend, name: str, feed: EventFeed, kills: list[KillRecord],
+            aimed: list[KillRecord], before: WorkloadStatus, window: Window | None, aim: Aim,
+            opened: list[KillRecord] | None, n_before: int, first_steps: int, *,
+            timeout: float, poll: float, hang_for: float | None, clock: Callable[[], float],
+            sleep: Callable[[float], None], report: Callable[[Phase], None] | None,
+            run: RunId | None) -> KillMeasurement:
+    """:func:`measure_kill` once the fault is made: follow the recovery, resume a hang on
+    time, place an aimed fault; what it finds is measured whatever ends it (the workload
+    deleted or replaced, its events unreadable: said in the measurement)."""
     kill_ms = ms_of(aimed[0].time)
     resume_at = clock() + hang_for if hang_for is not None else None
     deadline = clock() + timeout
     rec: Recovery | None = None
     timed_out = True
     new: list[Recovery] = []
-    source, unreadable, landed = "events", None, None
-    try:
-        while True:
-            if resume_at is not None and clock() >= resume_at:
-                for k in kills:
-                    backend.resume(name, k)
-                resume_at = None
-            try:
-                events, source = events_of(backend.trainer_events(name))
-            except NotFoundError:
-                raise
-            except ElastixError as err:  # the fault is made: reported with what it had
-                unreadable = _unreadable(err)
-                st = backend.status(name)
-                timed_out = False
-                break
-            new = recoveries(events)[n_before:]
-            # A recovery followed by another before its first step was cut short (a second
-            # loss during it, or a restart's compile): the fault's recovery is the first that
-            # stepped again.
-            rec = next((r for r in new if r.complete), new[-1] if new else None)
-            if rec is None:
-                rec = _absorbed(events, kill_ms, first_steps)
-            if rec is None and resume_at is None and hang_for is not None:
-                rec = _stalled(events, kill_ms, kills)
-            st = backend.status(name)
-            if (rec and rec.complete) or st.state in DEAD_STATES:
-                timed_out = False
-                break
-            if clock() >= deadline:
-                break
-            if report is not None:  # an opened recovery is under way already: named as such
-                report(wait_phase(st, events, killed=None if opened else aimed))
-            sleep(min(poll, max(0.0, resume_at - clock())) if resume_at is not None else poll)
-        if resume_at is not None:  # the recovery ended first: the hang still ends on time
-            while (left := resume_at - clock()) > 0:
-                sleep(left)
+    source, unreadable, landed, gone = "events", None, None, None
+    st: WorkloadStatus | None = before
+    while True:
+        if resume_at is not None and clock() >= resume_at:
             for k in kills:
                 backend.resume(name, k)
-        # where it landed: once its signal was sent, where the backend says (kill_worker)
-        sent = ms_of(aimed[0].sent) if aimed[0].sent is not None else kill_ms
-        if aim.at_step is not None or aim.during is not None:
-            try:
-                landed = landing(feed.poll(), aim, window, sent)
-            except NotFoundError:
-                raise
-            except ElastixError as err:
-                unreadable = unreadable or _unreadable(err)
-    finally:
-        feed.close()
+            resume_at = None
+        try:
+            events, source = events_of(backend.trainer_events(name))
+        except NotFoundError:
+            st, gone, timed_out = None, DELETED, False
+            break
+        except ElastixError as err:  # the fault is made: reported with what it had
+            unreadable = _unreadable(err)
+            st, gone = _read_status(backend, name, run)
+            timed_out = False
+            break
+        found = recoveries(events)[n_before:]
+        # A recovery followed by another before its first step was cut short (a second
+        # loss during it, or a restart's compile): the fault's recovery is the first that
+        # stepped again.
+        got = next((r for r in found if r.complete), found[-1] if found else None)
+        if got is None:
+            got = _absorbed(events, kill_ms, first_steps)
+        if got is None and resume_at is None and hang_for is not None:
+            got = _stalled(events, kill_ms, kills)
+        st, gone = _read_status(backend, name, run)
+        if gone is not None:  # these events may be the new run's: the last read is kept
+            timed_out = False
+            break
+        rec, new = got, found
+        if (rec and rec.complete) or st.state in DEAD_STATES:
+            timed_out = False
+            break
+        if clock() >= deadline:
+            break
+        if report is not None:  # an opened recovery is under way already: named as such
+            report(wait_phase(st, events, killed=None if opened else aimed))
+        sleep(min(poll, max(0.0, resume_at - clock())) if resume_at is not None else poll)
+    if resume_at is not None and gone is None:  # the recovery ended first: the hang still
+        while (left := resume_at - clock()) > 0:  # ends on time
+            sleep(left)
+        for k in kills:
+            backend.resume(name, k)
+    # where it landed: once its signal was sent, where the backend says (kill_worker)
+    sent = ms_of(aimed[0].sent) if aimed[0].sent is not None else kill_ms
+    if (aim.at_step is not None or aim.during is not None) and gone is None:
+        try:
+            landed = landing(feed.poll(), aim, window, sent)
+        except NotFoundError:
+            gone = DELETED
+        except ElastixError as err:
+            unreadable = unreadable or _unreadable(err)
     if rec is not None:
         rec.kill = ms_of(kills[0].time)
         if opened and kill_ms not in rec.also_killed:
             rec.also_killed.append(kill_ms)
-    h0, h1 = _head(before), _head(st)
+    h0 = _head(before)
+    h1 = _head(st) if st is not None and gone is None else (h0[0], None)
     short = [r.index for r in new[:new.index(rec)] if not r.complete] if rec in new else []
-    return KillMeasurement(kills, rec, source, st.state,
-                           st.jobset_restarts - before.jobset_restarts, max(0, h1[0] - h0[0]),
+    state = st.state if st is not None and gone is None else \
+        "Deleted" if gone == DELETED else "Replaced"
+    restarts = st.jobset_restarts - before.jobset_restarts \
+        if st is not None and gone is None else 0
+    return KillMeasurement(kills, rec, source, state, restarts, max(0, h1[0] - h0[0]),
                            h0[1], h1[1], timed_out, landing=landed, cut_short=short,
-                           unreadable=unreadable)
+                           unreadable=unreadable, gone=gone)
 
 
 def _unreadable(err: ElastixError) -> str:
@@ -364,18 +500,20 @@ def _running(backend: Backend, name: str) -> list[tuple[int, int]]:
 
 
 def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: Fault = Fault(),
-            count: int = 1, spread: float = 0.0, sleep: Callable[[float], None] = time.sleep
-            ) -> Callable[..., list[KillRecord]]:
+            count: int = 1, spread: float = 0.0, sleep: Callable[[float], None] = time.sleep,
+            stops: Stops | None = None) -> Callable[..., list[KillRecord]]:
     """What one round of faults does: ``count`` faults of kind ``fault``, ``spread`` seconds
     apart, each on a slice not yet hit when one runs (``mode`` random: any worker, host: one
-    chosen host, slice: every host of a slice, as ``--fault slice``)."""
+    chosen host, slice: every host of a slice, as ``--fault slice``). ``stops`` notes each
+    host a hang stopped as it is stopped (a Ctrl-C during ``spread`` then resumes it)."""
+    stops = stops if stops is not None else Stops()
     kind = "slice" if mode == "slice" and fault.kind == "kill" else fault.kind
     fault = dataclasses.replace(fault, kind=kind)
 
     def one(hit: set[int], slice_: int | None = None, host: int | None = None
             ) -> list[KillRecord]:
         if kind == "head":
-            return backend.inject(name, fault)
+            return stops.held(lambda: backend.inject(name, fault))
         if slice_ is None and (mode == "host" or kind == "slice" or hit):
             running = [(s, h) for s, h in _running(backend, name) if s not in hit] \
                 or _running(backend, name)
@@ -383,8 +521,9 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
                 slice_ = rng.choice(sorted({s for s, _ in running}))
             else:
                 slice_, host = rng.choice(running) if mode == "host" or hit else (None, None)
-        return backend.inject(name, fault, slice=slice_, host=host,
-                              seed=rng.randrange(2**31))
+        victim_seed = rng.randrange(2**31)
+        return stops.held(lambda: backend.inject(name, fault, slice=slice_, host=host,
+                                                 seed=victim_seed))
 
     def kill(slice_: int | None = None, host: int | None = None) -> list[KillRecord]:
         done: list[KillRecord] = []
@@ -461,7 +600,9 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     aim = aim or Aim()
     bounds = bounds or Bounds()
     rng = random.Random(seed)
-    chosen = killer or _killer(backend, name, mode, rng, fault, count, spread, sleep)
+    stops = Stops()  # every host a hang stopped: resumed on a way out that is no fault's end
+    chosen = (lambda: stops.held(killer)) if killer is not None else \
+        _killer(backend, name, mode, rng, fault, count, spread, sleep, stops)
     # --interval is from one *recorded* kill to the next (what the report and JUnit show), so
     # the schedule reads the record's own clock: each record is taken once its kill begins,
     # never before, so waiting until the previous record's time + interval on that clock makes
@@ -475,119 +616,141 @@ def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: 
     violations: list[Violation] = []
     ended: tuple[WorkloadStatus, str] | None = None  # the workload's end: its status, when
     error: str | None = None
-    interrupted = deleted = False
+    gone: str | None = None  # the workload deleted or replaced: why, and when
+    interrupted = False
     i = 0
     start: float | None = None  # wall time the soak's schedule counts from
     since = 0
+    run: RunId | None = None  # the run measured: the one the first status read found
+    opened: list[KillRecord] = []
     try:
-        for i in range(1, kills + 1):
-            planned = schedule[i - 1] if schedule is not None else None
-            if planned is None and last_kill:  # counted from the previous kill
-                if report is not None and last_kill[0] + interval > wall():
-                    at = dt.datetime.fromtimestamp(last_kill[0] + interval)
-                    report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
-                while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
-                    sleep(left)
-            st = backend.status(name)
-            if st.state in DEAD_STATES:
-                ended = st, f"before kill {i}"
-                break
-            this_aim = Aim(after=0) if planned is not None else aims[i - 1] if aims else (
-                Aim(after=0) if aim.after is not None and i > 1 else aim)
-            opened: list[KillRecord] = []
-
-            pin: list[tuple[int, int | None]] = []  # the aimed victim, picked in advance
-
-            def kill(planned: Planned | None = planned, pin: list = pin) -> list[KillRecord]:
-                if pin:
-                    (slice_, host), = pin
-                    recs = _killer(backend, name, mode, rng, planned.fault if planned else
-                                   fault, count, spread, sleep)(slice_, host)
-                elif planned is not None and killer is None:
-                    recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
-                                   sleep)(planned.slice, planned.host)
-                else:
-                    recs = chosen()
-                if recs:
-                    last_kill[:] = [max(r.time.timestamp() for r in recs)]
-                return recs
-
-            try:
-                if planned is not None and start is None:
-                    wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                             clock=clock, sleep=sleep, report=report)
-                    start = wall()
-                if planned is not None:
-                    if report is not None and start + planned.at > wall():
-                        at = dt.datetime.fromtimestamp(start + planned.at)
+        with sigterm_interrupts():  # SIGTERM too resumes the hosts a hang stopped
+            for i in range(1, kills + 1):
+                planned = schedule[i - 1] if schedule is not None else None
+                if planned is None and last_kill:  # counted from the previous kill
+                    if report is not None and last_kill[0] + interval > wall():
+                        at = dt.datetime.fromtimestamp(last_kill[0] + interval)
                         report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
-                    while (left := start + planned.at - wall()) > 0:
-                        sleep(min(left, poll))
-                if aim.after is not None and i == 1:
-                    sleep(aim.after)
-                n_base = None
-                if opener:  # open the recovery this round's fault aims at
-                    wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                             clock=clock, sleep=sleep, report=report)
-                    evs = events_of(backend.trainer_events(name))[0]
-                    n_base, since = len(recoveries(evs)), len(evs)
-                    opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
-                    if killer is None and (planned is None or planned.slice is None):
-                        pin += _spared(backend, name, rng, opened, planned.fault if planned
-                                       else fault, mode)
-                m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
-                                 clock=clock, sleep=sleep, aim=this_aim, since=since,
-                                 hang_for=(planned.fault if planned else fault).hang_for,
-                                 opened=opened, baseline=n_base, report=report)
-                m.openers = len(opened)
-            except ElastixError as err:  # e.g. no running worker left: did the workload end?
-                if isinstance(err, UsageError) and not (out or opened or last_kill):
-                    raise  # an aim this run cannot meet: exit 2, nothing was killed
+                    while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
+                        sleep(left)
                 st = backend.status(name)
+                if run is None:
+                    run = RunId.of(backend, name, st)
+                elif (why := run.changed(backend, name, st)) is not None:
+                    raise WorkloadGone(why)
                 if st.state in DEAD_STATES:
                     ended = st, f"before kill {i}"
-                else:
-                    error = f"kill {i} failed: {err.message}"
-                break
-            m.fault = (planned.fault if planned else fault).describe()
-            if planned is not None:
-                m.planned = planned.at
-                m.late = max(0.0, round(m.kills[0].time.timestamp() - start - planned.at, 3))
-            if m.unreadable is None:
+                    break
+                this_aim = Aim(after=0) if planned is not None else aims[i - 1] if aims else (
+                    Aim(after=0) if aim.after is not None and i > 1 else aim)
+                opened: list[KillRecord] = []
+
+                pin: list[tuple[int, int | None]] = []  # the aimed victim, picked in advance
+
+                def kill(planned: Planned | None = planned, pin: list = pin) -> list[KillRecord]:
+                    if pin:
+                        (slice_, host), = pin
+                        recs = _killer(backend, name, mode, rng, planned.fault if planned else
+                                       fault, count, spread, sleep, stops)(slice_, host)
+                    elif planned is not None and killer is None:
+                        recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
+                                       sleep, stops)(planned.slice, planned.host)
+                    else:
+                        recs = chosen()
+                    if recs:
+                        last_kill[:] = [max(r.time.timestamp() for r in recs)]
+                    return recs
+
                 try:
-                    since = len(events_of(backend.trainer_events(name))[0])
-                except NotFoundError:
-                    raise
-                except ElastixError as err:
-                    m.unreadable = _unreadable(err)
-            out.append(m)
-            if m.unreadable is None or (m.recovery and m.recovery.complete):
-                violations += check_bounds(m, i, bounds)  # unread is not a missed bound
-            if on_kill:
-                on_kill(i, m)
-            if m.unreadable is not None:
-                error = f"kill {i}: {m.unreadable}"
-                break  # another fault's recovery could not be measured either
-            if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
-                ended = backend.status(name), f"during kill {i}"
-                break
-    except KeyboardInterrupt:
+                    if planned is not None and start is None:
+                        wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
+                                 clock=clock, sleep=sleep, report=report)
+                        start = wall()
+                    if planned is not None:
+                        if report is not None and start + planned.at > wall():
+                            at = dt.datetime.fromtimestamp(start + planned.at)
+                            report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
+                        while (left := start + planned.at - wall()) > 0:
+                            sleep(min(left, poll))
+                    if aim.after is not None and i == 1:
+                        sleep(aim.after)
+                    n_base = None
+                    if opener:  # open the recovery this round's fault aims at
+                        wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
+                                 clock=clock, sleep=sleep, report=report)
+                        evs = events_of(backend.trainer_events(name))[0]
+                        n_base, since = len(recoveries(evs)), len(evs)
+                        opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
+                        if killer is None and (planned is None or planned.slice is None):
+                            pin += _spared(backend, name, rng, opened, planned.fault if planned
+                                           else fault, mode)
+                    m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
+                                     clock=clock, sleep=sleep, aim=this_aim, since=since,
+                                     hang_for=(planned.fault if planned else fault).hang_for,
+                                     opened=opened, baseline=n_base, report=report,
+                                     stops=stops, run=run)
+                    m.openers = len(opened)
+                except ElastixError as err:  # e.g. no running worker left: did the workload end?
+                    if isinstance(err, (NotFoundError, WorkloadGone)):
+                        raise  # the workload is gone: said below, with what was measured
+                    if isinstance(err, UsageError) and not (out or opened or last_kill):
+                        raise  # an aim this run cannot meet: exit 2, nothing was killed
+                    st = backend.status(name)
+                    if st.state in DEAD_STATES:
+                        ended = st, f"before kill {i}"
+                    else:
+                        error = f"kill {i} failed: {err.message}"
+                    break
+                m.fault = (planned.fault if planned else fault).describe()
+                if planned is not None:
+                    m.planned = planned.at
+                    m.late = max(0.0, round(m.kills[0].time.timestamp() - start - planned.at, 3))
+                if m.unreadable is None and m.gone is None:
+                    try:
+                        since = len(events_of(backend.trainer_events(name))[0])
+                    except NotFoundError:
+                        m.gone = DELETED
+                    except ElastixError as err:
+                        m.unreadable = _unreadable(err)
+                out.append(m)
+                if (m.unreadable is None and m.gone is None) or (m.recovery and
+                                                                 m.recovery.complete):
+                    violations += check_bounds(m, i, bounds)  # unread is not a missed bound
+                if on_kill:
+                    on_kill(i, m)
+                if m.gone is not None:
+                    gone = f"{m.gone} during kill {i}"
+                    break
+                if m.unreadable is not None:
+                    error = f"kill {i}: {m.unreadable}"
+                    break  # another fault's recovery could not be measured either
+                if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
+                    ended = backend.status(name), f"during kill {i}"
+                    break
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
         interrupted = True
-    except NotFoundError:
-        if not (out or opened or last_kill):
+    except (NotFoundError, WorkloadGone) as err:
+        if run is None:
             raise  # a wrong name: nothing was done
-        deleted = True
-    events, unread = _events_or_none(backend, name)
-    if unread is not None and error is None and not deleted:
+        why = DELETED if isinstance(err, NotFoundError) else err.message
+        gone = f"{why} {'during' if len(out) >= i or opened else 'before'} kill {i}"
+    except BaseException:
+        stops.undo(backend, name)
+        raise
+    if interrupted or error is not None:
+        stops.undo(backend, name)
+    # a replaced workload's events are the new run's: none of this soak's
+    events, unread = _events_or_none(backend, name) if gone is None else (None, None)
+    if unread is not None and error is None:
         error = f"the trainer's events could not be read at the end: {unread}"
     report = goodput(events or [], kills=[t for m in out for t in m.fault_times()])
     first = min((ms_of(m.kills[0].time) for m in out), default=None)
-    res = ChaosReport(out, report, violations, died=deleted, error=error,
+    res = ChaosReport(out, report, violations, died=gone is not None, error=error,
                       interrupted=interrupted, events=events or [], workload=name,
                       bounds=bounds, window=(first, report.end) if first is not None and
-                      report.end > first else None)
+                      report.end > first else None, resumed=stops.resumed)
     res.check_goodput()
-    res.stopped = _why_stopped(res, ended, i, kills, deleted, interrupted, error)
+    res.stopped = _why_stopped(res, ended, i, kills, gone, interrupted, error)
     return res
 
 
@@ -620,7 +783,7 @@ def describe_plan(kills: int, interval: float, fault: Fault, count: int, spread:
 
 
 def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: int,
-                 kills: int, deleted: bool, interrupted: bool, error: str | None) -> str:
+                 kills: int, gone: str | None, interrupted: bool, error: str | None) -> str:
     """The report's ``stopped`` line (and its completed/died flags). The step named is the
     trainer's own record of where it ended (its ``run_end``), not the last step seen."""
     step = trainer_step(res.events)
@@ -633,8 +796,8 @@ def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: 
         res.died = True
         return f"the workload {st.state.lower()}{at} {when}" + (
             f": {st.message}" if st.message else "")
-    if deleted:
-        return f"the workload was deleted during kill {i}"
+    if gone is not None:
+        return gone
     if interrupted:
         return f"interrupted (Ctrl-C) during kill {i}{at}"
     if error is not None:

@@ -13,10 +13,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from elastix.errors import ExitCode, OutcomeError
-from elastix.measure.events import Event, fmt_ms
+from elastix.measure.events import Event, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
 
 if TYPE_CHECKING:
+    from elastix.backends.base import KillRecord
     from elastix.measure.chaos import KillMeasurement
     from elastix.measure.verify import Verification
 
@@ -134,6 +135,9 @@ class ChaosReport:
     verify: Verification | None = None  # chaos run --verify (elastix.measure.verify)
     window: tuple[int, int] | None = None
     """The chaos window (ms): the first fault to the last event read, the goodput bound's."""
+    resumed: list[KillRecord] = dataclasses.field(default_factory=list)
+    """Hosts a hang had stopped that the run resumed on its way out (Ctrl-C, SIGTERM, an
+    error), so none is left stopped by a command that no longer runs."""
 
     @property
     def window_goodput(self) -> float | None:
@@ -206,6 +210,9 @@ class ChaosReport:
             "died": self.died,
             "completed_early": self.completed_early, "stopped": self.stopped,
             "error": self.error, "interrupted": self.interrupted,
+            "resumed_on_exit": [{"pod": k.pod, "slice": k.slice, "host": k.host,
+                                 "resumed": fmt_ms(ms_of(k.resumed)) if k.resumed else None}
+                                for k in self.resumed],
             "verify": self.verify.to_json() if self.verify is not None else None,
         }
 

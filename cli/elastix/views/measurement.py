@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from elastix.backends.base import KillRecord
 from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import Recovery, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
 from elastix.measure.report import ChaosReport
+from elastix.protocol.timefmt import iso_ms
 
 
 def _s(x: float | None) -> str:
@@ -73,7 +75,10 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         for t, sl in r.lost_again:
             rows.append(("lost again", f"{fmt_ms(t)}  slices {sl} during {r.phase_at(t)} (the "
                                        "trainer saw it)"))
-        if r.restored_step is not None:
+        if r.restored_step is not None and r.restore_source == "init":
+            rows.append(("restored", f"step {r.restored_step} from init (nothing saved was "
+                                     "loaded)"))
+        elif r.restored_step is not None:
             size = NOT_IN_LOG if r.restore_bytes is None else f"{r.restore_bytes:,}"
             rows.append(("restored", f"step {r.restored_step} from {r.restore_source}, "
                                      f"{size} bytes in {_s(r.restore_load_seconds)}"))
@@ -95,7 +100,20 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         rows.append(("result", "timed out before training resumed"))
     if m.unreadable is not None:
         rows.append(("result", f"not measured to its end: {m.unreadable}"))
+    if m.gone is not None and not (r and r.complete):
+        rows.append(("result", f"not measured to its end: {m.gone}"))
     return rows
+
+
+def fault_line(rec: KillRecord) -> str:
+    """``killed pod X (pid N) (slice 1, host 2) on node N at 2026-...Z`` (UTC, to the ms); the
+    head, which is on no slice, is named as the head."""
+    verb = "would kill" if rec.dry_run else "killed"
+    where = "the head" if rec.slice is None and rec.host is None else \
+        f"slice {rec.slice}, host {rec.host}"
+    node = f" on node {rec.node}" if rec.node else ""
+    pid = f" (pid {rec.pid})" if rec.pid else ""
+    return f"{verb} pod {rec.pod}{pid} ({where}){node} at {iso_ms(rec.time)}"
 
 
 def _fault_word(fault: str) -> str:

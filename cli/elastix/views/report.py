@@ -127,6 +127,11 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             errors += 1
             e = ET.SubElement(case, "error", type="events_unreadable", message=m.unreadable)
             e.text = m.unreadable
+        if m.gone is not None and not (m.recovery and m.recovery.complete):  # made, and the
+            errors += 1  # workload went before its recovery did
+            e = ET.SubElement(case, "error", type="workload_gone",
+                              message=f"not measured to its end: {m.gone}")
+            e.text = d["stopped"]
         out = ET.SubElement(case, "system-out")
         out.text = "\n".join(f"{what:<24} {val}" for what, val in recovery_rows(m)) + "\n"
     if res.bounds.min_goodput is not None:  # the run's own bound: one testcase of its own
