@@ -22,7 +22,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # bad input: flags, spec file, template; nothing was created or killed
     BOUND_MISSED = 3  # a recovery missed --max-downtime/--max-steps-lost or its --timeout, or
     # chaos run --verify found the losses differ from the reference's
-    DIED = 4  # the workload failed or was deleted (during a chaos run or a wait)
+    DIED = 4  # the workload failed, was deleted or was replaced (during a chaos run or a wait)
     COMPLETED = 5  # the workload completed first: before the last kill, or it can never be
     # what `workload wait --for` asked (running, stepping) any more
     TIMED_OUT = 6  # `workload wait`: the condition was not met within --timeout
@@ -33,7 +33,7 @@ EXIT_CODES_HELP = (
     "Exit codes (every elastix command): 0 done (bounds met, condition met); 1 a runtime "
     "error; 2 bad input, nothing created or killed; 3 a bound missed (--max-downtime, "
     "--max-steps-lost, no recovery within --timeout, or --verify's losses differ); 4 the "
-    "workload failed or was deleted; 5 the workload completed first (before the last kill, "
+    "workload failed, was deleted or was replaced; 5 the workload completed first (before the last kill, "
     "or before the awaited condition); 6 wait timed out; 130 Ctrl-C."
 )
 

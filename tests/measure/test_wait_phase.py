@@ -84,6 +84,29 @@ def test_a_kill_is_named_until_the_trainer_detects_it():
         == "recovering: cleanup"
 
 
+def test_a_hang_or_a_term_is_named_as_what_it_did():
+    # Issue 49: --fault hang and --fault term printed "killed pod"; a hang kills nothing.
+    import dataclasses
+
+    from elastix.views.measurement import fault_line
+
+    events = _events()
+    detected = next(i for i, e in enumerate(events) if e.name == "elastic_detected")
+    at = dt.datetime.fromtimestamp((events[detected - 1].t + 1) / 1000, dt.timezone.utc)
+    kill = KillRecord(workload="demo", pod="demo-slice-1-host-0", slice=1, host=0, node=None,
+                      time=at)
+    hang = dataclasses.replace(kill, fault="hang")
+    term = dataclasses.replace(kill, fault="term", grace=5.0)
+    assert wait_phase(_status(), events[:detected], killed=[hang]).what \
+        == "stopped demo-slice-1-host-0"
+    assert wait_phase(_status(), events[:detected], killed=[term]).what \
+        == "terminated demo-slice-1-host-0"
+    assert fault_line(kill).startswith("killed pod demo-slice-1-host-0 (slice 1, host 0)")
+    assert fault_line(hang).startswith("stopped (SIGSTOP) pod demo-slice-1-host-0")
+    assert fault_line(term).startswith("terminated (SIGTERM, then SIGKILL after 5 s) pod ")
+    assert fault_line(dataclasses.replace(hang, dry_run=True)).startswith("would stop pod ")
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = T.timestamp()

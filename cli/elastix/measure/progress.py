@@ -231,7 +231,9 @@ def wait_phase(st: WorkloadStatus | None, events: list[Event], *,
     if killed:
         kill = ms_of(killed[0].time)
         if not any(e.t >= kill and e.name in ("elastic_detected", "run_start") for e in events):
-            return Phase(f"killed {', '.join(k.pod for k in killed)}", kill)
+            verb = {"term": "terminated", "hang": "stopped"}.get(
+                (killed[0].fault or "kill").split(" ", 1)[0], "killed")
+            return Phase(f"{verb} {', '.join(k.pod for k in killed)}", kill)
     rec = recovering(events)
     if rec is not None:
         return Phase(f"recovering: {rec.phase}", rec.phase_since)

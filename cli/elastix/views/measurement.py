@@ -108,12 +108,27 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
 def fault_line(rec: KillRecord) -> str:
     """``killed pod X (pid N) (slice 1, host 2) on node N at 2026-...Z`` (UTC, to the ms); the
     head, which is on no slice, is named as the head."""
-    verb = "would kill" if rec.dry_run else "killed"
+    verb = fault_verb(rec)
     where = "the head" if rec.slice is None and rec.host is None else \
         f"slice {rec.slice}, host {rec.host}"
     node = f" on node {rec.node}" if rec.node else ""
     pid = f" (pid {rec.pid})" if rec.pid else ""
     return f"{verb} pod {rec.pod}{pid} ({where}){node} at {iso_ms(rec.time)}"
+
+
+_VERBS = {
+    # What was done to the pod, in the fault's own words (a hang kills nothing).
+    "term": ("would terminate", "terminated (SIGTERM, then SIGKILL after the grace)"),
+    "hang": ("would stop", "stopped (SIGSTOP)"),
+}
+
+
+def fault_verb(rec: KillRecord) -> str:
+    """``killed``, ``terminated (SIGTERM, ...)``, ``stopped (SIGSTOP)``: by the fault made."""
+    would, did = _VERBS.get(_fault_word(rec.fault or "kill"), ("would kill", "killed"))
+    if rec.fault and rec.fault.startswith("term") and rec.grace is not None:
+        did = f"terminated (SIGTERM, then SIGKILL after {rec.grace:g} s)"
+    return would if rec.dry_run else did
 
 
 def _fault_word(fault: str) -> str:

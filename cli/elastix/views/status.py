@@ -242,15 +242,6 @@ def queue_line(q: QueueStatus) -> str:
     return out
 
 
-def kill_line(rec: KillRecord) -> str:
-    """``killed pod X (slice 1, host 2) on node N at 2026-...Z`` (UTC, to the millisecond)."""
-    verb = "would kill" if rec.dry_run else "killed"
-    where = f"slice {rec.slice}, host {rec.host}"
-    node = f" on node {rec.node}" if rec.node else ""
-    pid = f" (pid {rec.pid})" if rec.pid else ""
-    return f"{verb} pod {rec.pod}{pid} ({where}){node} at {iso_ms(rec.time)}"
-
-
 def kill_json(rec: KillRecord) -> dict[str, Any]:
     return {"workload": rec.workload, "pod": rec.pod, "slice": rec.slice, "host": rec.host,
             "node": rec.node, "time": iso_ms(rec.time), "dry_run": rec.dry_run, "pid": rec.pid}
