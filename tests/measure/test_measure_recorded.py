@@ -174,6 +174,21 @@ def test_a_trainer_dated_loss_is_the_origin_with_or_without_a_kill_time():
     assert rec.detection_from == "loss" and rec.phase_seconds()["detection"] == 1.25
     assert rec.kill_to_loss == 0.05 and rec.downtime == 4.1 + 1.25
     assert rec.to_json()["kill_to_loss_seconds"] == 0.05
+    # The table says what the number is (issue 49: it stood unexplained), and a second kill
+    # before the trainer saw the first is said so, not "during before detection".
+    from elastix.backends.base import KillRecord
+    from elastix.measure.chaos import KillMeasurement
+    from elastix.views.measurement import recovery_rows
+
+    rec.also_killed = [rec.kill + 10]
+    k = KillRecord("demo", "demo-worker-2-0", 2, 0, None, T0 + dt.timedelta(seconds=kill))
+    rows = dict(recovery_rows(KillMeasurement([k], rec, "events", "Running", 0, 0, None, None,
+                                              False)))
+    assert rows["kill to loss"] == ("0.050 s (from the kill until the trainer dated the loss; "
+                                    "in no phase above)"), rows["kill to loss"]
+    assert rows["also killed"].endswith("before the trainer detected the loss: replaced in "
+                                        "this recovery"), rows["also killed"]
+    assert rec.to_json()["also_killed"][0]["phase"] == "before_detection"  # JSON unchanged
 
 
 def test_a_kill_during_a_recovery_is_that_recoverys_not_the_next_ones():

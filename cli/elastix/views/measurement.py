@@ -68,12 +68,13 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                                          f"load {_s(split['load'])}"))
         rows.append(("detection counted from", r.detection_from or "-"))
         if r.kill_to_loss is not None:  # before the loss the trainer dated: in no phase
-            rows.append(("kill to loss", _s(r.kill_to_loss)))
+            rows.append(("kill to loss", f"{_s(r.kill_to_loss)} (from the kill until the "
+                                         "trainer dated the loss; in no phase above)"))
         for t in r.also_killed:
-            rows.append(("also killed", f"{fmt_ms(t)}  during {r.phase_at(t)}: replaced in "
-                                        "this recovery"))
+            rows.append(("also killed", f"{fmt_ms(t)}  {_when(r, t)}: replaced in this "
+                                        "recovery"))
         for t, sl in r.lost_again:
-            rows.append(("lost again", f"{fmt_ms(t)}  slices {sl} during {r.phase_at(t)} (the "
+            rows.append(("lost again", f"{fmt_ms(t)}  slices {sl} {_when(r, t)} (the "
                                        "trainer saw it)"))
         if r.restored_step is not None and r.restore_source == "init":
             rows.append(("restored", f"step {r.restored_step} from init (nothing saved was "
@@ -129,6 +130,13 @@ def fault_verb(rec: KillRecord) -> str:
     if rec.fault and rec.fault.startswith("term") and rec.grace is not None:
         did = f"terminated (SIGTERM, then SIGKILL after {rec.grace:g} s)"
     return would if rec.dry_run else did
+
+
+def _when(r: Recovery, t: int) -> str:
+    """``during restore``, or ``before the trainer detected the loss`` (in no phase yet)."""
+    phase = r.phase_at(t)
+    return "before the trainer detected the loss" if phase == "before detection" else \
+        f"during {phase}"
 
 
 def _fault_word(fault: str) -> str:
