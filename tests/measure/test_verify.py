@@ -182,3 +182,15 @@ def test_a_verified_run_passes_and_says_so():
     assert suite.get("tests") == "2" and suite.get("failures") == "0"
     assert "- verify: losses bitwise equal" in summary_markdown(res, planned=1)
     assert _report([_kill(1)], Bounds()).to_json()["verify"] is None  # not asked
+
+
+def test_the_reference_wait_says_where_the_reference_is():
+    # Issue 49: --verify spent most of its time on the reference run with no progress line.
+    # A line a tenth of the target, not a line a poll.
+    from elastix.measure.verify import reference_phase
+
+    assert reference_phase(None, 1195) == "starting (the target is step 1195)"
+    seen = {reference_phase(s, 1195) for s in range(0, 1300)}
+    assert len(seen) == 11 and "past step 119 of 1195" in seen and "past step 0 of 1195" in seen
+    assert reference_phase(1195, 1195) == "past step 1190 of 1195"
+    assert reference_phase(7, 5) == "past step 5 of 5"

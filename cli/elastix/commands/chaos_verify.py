@@ -109,10 +109,16 @@ def finish(backend: Backend, name: str, res: ChaosReport, plan: Plan | None, tim
 
     if plan is None or res.interrupted or res.error is not None or res.died:
         return
+    from elastix.measure.progress import Phase
+    from elastix.views.waiting import WaitLine
+
     try:
-        v = verify(backend, name, reference=plan.reference, tolerance=plan.tolerance,
-                   timeout=timeout, keep=plan.keep,
-                   say=lambda s: err.print(f"{name}: {s}", style="dim", markup=False))
+        # The reference's run can be most of the command's time: a wait line says where it is.
+        with WaitLine(err, f"{name}: waiting for the reference run") as line:
+            v = verify(backend, name, reference=plan.reference, tolerance=plan.tolerance,
+                       timeout=timeout, keep=plan.keep,
+                       say=lambda s: err.print(f"{name}: {s}", style="dim", markup=False),
+                       progress=lambda what: line.update(Phase(what)))
     except KeyboardInterrupt:
         res.interrupted = True  # reported, then exit 130; a reference it made was deleted
         return

@@ -260,13 +260,15 @@ def compare(run: Trajectory, ref: Trajectory, tolerance: float, reference: str,
 def verify(backend: Backend, name: str, *, reference: str | None, tolerance: float,
            timeout: float, keep: bool = False, say: Callable[[str], None] = lambda _: None,
            poll: float = 1.0, clock: Callable[[], float] = time.monotonic,
-           sleep: Callable[[float], None] = time.sleep) -> Verification:
+           sleep: Callable[[float], None] = time.sleep,
+           progress: Callable[[str], None] = lambda _: None) -> Verification:
     """Compare workload ``name``'s losses with a reference's, up to its last step so far.
 
     ``reference``: a workload the user made (only its events are read; never deleted); None:
     start one (``Backend.clone``), and delete it with its data afterwards, whatever happens
     (Ctrl-C too), unless ``keep``. The reference is awaited until it reaches the run's last
-    step, stops, or ``timeout`` seconds pass (then ``timed_out``). ``say`` reports progress.
+    step, stops, or ``timeout`` seconds pass (then ``timed_out``). ``say`` reports what it
+    does; ``progress`` where the reference is while it is awaited (:func:`reference_phase`).
     """
     run = trajectory(backend.trainer_events(name))
     last = run.last_step
@@ -277,7 +279,7 @@ def verify(backend: Backend, name: str, *, reference: str | None, tolerance: flo
     say(f"{'started' if made else 'reading'} reference {ref}: the same job, uninterrupted, "
         f"to step {last}")
     try:
-        got = _await(backend, ref, last, timeout, poll, clock, sleep)
+        got = _await(backend, ref, last, timeout, poll, clock, sleep, progress)
         if isinstance(got, str):
             return Verification(False, ref, tolerance, run.source, last, reason=got,
                                 timed_out=True)
@@ -292,8 +294,18 @@ def verify(backend: Backend, name: str, *, reference: str | None, tolerance: flo
                 "it and its data")
 
 
+def reference_phase(step: int | None, last: int) -> str:
+    """Where the reference is, in at most about ten words a run: ``starting``, then ``past
+    step 120 of 1195`` by tenths of the target (a CI log gets a line a tenth, not a poll)."""
+    if step is None:
+        return f"starting (the target is step {last})"
+    tenth = max(last // 10, 1)
+    return f"past step {min(step // tenth * tenth, last)} of {last}"
+
+
 def _await(backend: Backend, ref: str, last: int, timeout: float, poll: float,
-           clock: Callable[[], float], sleep: Callable[[float], None]) -> Trajectory | str:
+           clock: Callable[[], float], sleep: Callable[[float], None],
+           progress: Callable[[str], None] = lambda _: None) -> Trajectory | str:
     """The reference's trajectory once it reached step ``last``, was interrupted or stopped;
     or why it was given up (the timeout)."""
     deadline = clock() + timeout
@@ -303,6 +315,7 @@ def _await(backend: Backend, ref: str, last: int, timeout: float, poll: float,
             state = backend.status(ref).state
         except ElastixError as err:
             return Trajectory({}, "events", ended=f"it cannot be read: {err.message}")
+        progress(reference_phase(got.last_step, last))
         done = got.last_step is not None and got.last_step >= last
         if done or got.interruption(last) is not None:
             return got
