@@ -201,8 +201,10 @@ def test_the_chaos_summary_and_goodput_tables_fit_80_columns_whole():
            "seconds": 1.0, "live_slices": 2} for s in range(1, 30))])
     with c.capture() as cap:
         print_goodput(c, goodput(events), "events")
-    caption = cap.get().splitlines()[0]
-    assert caption.startswith("goodput ") and caption.endswith("last step 29)"), cap.get()
+    caption, source = cap.get().splitlines()[:2]
+    # 29 s of run: the seconds first, the share named as one of a short span (issue 49)
+    assert caption == "goodput 28.0 s of 29.0 s productive (96.6%, under a minute)", cap.get()
+    assert source == "(events; 0 recoveries, last step 29)"
 
 
 def test_a_fault_and_where_it_landed_are_in_junit_markdown_and_the_table():
@@ -281,12 +283,14 @@ def test_the_markdown_summary_gives_goodput_as_a_percentage():
 
     t = T0 + 60_000
     segs = [("startup", t - 100_000, t - 13_900), ("productive", t - 13_900, t)]
-    rep = GoodputReport(t - 100_000, t, 13.9, {}, 100, 0, [], segs)
+    rep = GoodputReport(t - 100_000, t, 13.9, {"startup": 86.1}, 100, 0, [], segs)
     res = ChaosReport([_kill(1, downtime_ms=300, lost=0)], rep, [], False, workload="demo",
                       bounds=Bounds(timeout=60), stopped="the one kill done",
                       window=(t - 20_000, t))
     md = summary_markdown(res, planned=1)
-    assert "; goodput 13.9% (chaos window: 69.5% over 20.0 s)" in md
+    # Seconds first where start-up dominates or the window is under a minute (issue 49).
+    assert ("; goodput 13.9 s of 1 min 40 s productive (13.9%, mostly start-up) (chaos window: "
+            "13.9 s of 20.0 s productive (69.5%, under a minute))") in md, md
     assert "0.139" not in md and "0.695" not in md
     assert res.to_json()["totals"]["goodput"] == pytest.approx(0.139)
     props = {p.get("name"): p.get("value")

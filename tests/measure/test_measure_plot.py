@@ -161,8 +161,10 @@ def test_the_goodput_chart_is_the_chaos_window_with_start_up_folded(tmp_path, re
     assert min(axg.get_xticks()) >= lo + fold.get_width()  # no tick inside the fold
     assert axg.get_xlabel() == "seconds since the first fault"
     assert axg.yaxis.get_major_formatter()(0.5, 0) == "50%"
-    assert ax.get_title() == ("goodput 73.6% over the chaos window (13 s), 2 recoveries; "
-                              "28.1% over the whole run")
+    # Both spans are under a minute: seconds first, the share named as such (issue 49).
+    assert ax.get_title() == ("chaos window: 9.6 s of 13.0 s productive (73.6%, under a "
+                              "minute), 2 recoveries\nwhole run: 12.9 s of 45.9 s productive "
+                              "(28.1%, under a minute)"), ax.get_title()
     assert "cumulative goodput since the first fault" in chart.legend
     # a met bound: no red anywhere, the title black
     assert not any(_red_spans(a) for a in chart.figure.axes)

@@ -10,6 +10,7 @@ from elastix.measure.events import Recovery, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
 from elastix.measure.report import ChaosReport
 from elastix.protocol.timefmt import iso_ms
+from elastix.views.console import goodput_phrase
 
 
 def _s(x: float | None) -> str:
@@ -211,10 +212,9 @@ def print_soak(console: Any, res: ChaosReport) -> None:
     tot = res.to_json()["totals"]
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
-                  f"{tot['steps_lost']} steps lost; goodput {_pct(tot['goodput'])}"
-                  + (f" (chaos window: {_pct(res.window_goodput)} over "
-                     f"{(res.window[1] - res.window[0]) / 1000:.1f} s from the first fault)"
-                     if res.window else ""))
+                  f"{tot['steps_lost']} steps lost; goodput {run_goodput(res)}"
+                  + (f" (chaos window: {window_goodput(res)} from the first fault)"
+                     if res.window else ""), markup=False)
     if res.verify is not None:
         console.print(res.verify.text(), markup=False)
     print_verdict(console, res)
@@ -236,6 +236,21 @@ def print_schedule(console: Any, name: str, rows: list[dict[str, Any]]) -> None:
     console.print(t)
 
 
+def run_goodput(res: ChaosReport) -> str:
+    """The run's goodput, in seconds first where it is short or mostly start-up."""
+    g = res.goodput
+    if g is None:
+        return "-"
+    return goodput_phrase(g.goodput, g.wall_seconds, g.badput.get("startup"))
+
+
+def window_goodput(res: ChaosReport) -> str:
+    """The chaos window's goodput (the ``--min-goodput`` bound's), phrased as the run's."""
+    if not res.window:
+        return "-"
+    return goodput_phrase(res.window_goodput, (res.window[1] - res.window[0]) / 1000)
+
+
 def print_verdict(console: Any, res: ChaosReport) -> None:
     """The missed bounds and why the run stopped, under either table."""
     for v in res.violations:
@@ -250,8 +265,10 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
     wall = rep.wall_seconds
     n = len(rep.recoveries)
     # The caption on a line of its own: as a table title it wraps at the narrow table's width.
-    console.print(f"goodput {_pct(rep.goodput)} over {wall:.1f} s ({source}; {n} "
-                  f"recover{'y' if n == 1 else 'ies'}, last step {rep.last_step})", markup=False)
+    console.print(f"goodput {goodput_phrase(rep.goodput, wall, rep.badput.get('startup'))}",
+                  markup=False)
+    console.print(f"({source}; {n} recover{'y' if n == 1 else 'ies'}, last step "
+                  f"{rep.last_step})", markup=False)
     t = Table()
     t.add_column("time spent")
     t.add_column("seconds", justify="right")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from elastix.errors import UsageError
 from elastix.measure.events import Event, Recovery
 from elastix.measure.goodput import GoodputReport, auto_window
-from elastix.views.console import duration_words
+from elastix.views.console import duration_words, goodput_phrase
 
 if TYPE_CHECKING:
     from elastix.measure.report import ChaosReport
@@ -453,12 +453,13 @@ def _goodput_title(report: GoodputReport, axis: _TimeAxis, chaos_window: tuple[i
             if (r.kill if r.kill is not None else r.start or 0) >= axis.lo)
     recs = f"{n} recover{'y' if n == 1 else 'ies'}"
     got = report.between(*chaos_window) if chaos_window is not None else None
+    whole = goodput_phrase(report.goodput, report.wall_seconds, report.badput.get("startup"))
     if got is not None and chaos_window is not None:
-        title = (f"goodput {got:.1%} over the chaos window "
-                 f"({duration_words((report.end - chaos_window[0]) / 1000)}), {recs}; "
-                 f"{report.goodput:.1%} over the whole run")
+        span = (report.end - chaos_window[0]) / 1000
+        title = (f"chaos window: {goodput_phrase(got, span)}, {recs}\n"
+                 f"whole run: {whole}")
     else:
-        title = f"goodput {report.goodput:.1%} over {report.wall_seconds:.0f} s, {recs}"
+        title = f"goodput {whole}, {recs}"
     if missed:
         title += "\nbound missed: " + "; ".join(missed)
     return title

@@ -24,7 +24,7 @@ from xml.etree import ElementTree as ET
 
 from elastix.errors import BackendError, UsageError
 from elastix.measure.report import ChaosReport
-from elastix.views.measurement import recovery_rows
+from elastix.views.measurement import recovery_rows, run_goodput, window_goodput
 
 _PHASES = ("detection", "cleanup", "waiting_for_slices", "restore", "first_step")
 
@@ -224,9 +224,8 @@ def summary_markdown(res: ChaosReport, planned: int) -> str:
         f"recovery timeout {b['timeout_seconds']:g} s") if x)
     lines = [f"### elastix chaos `{d['workload']}`: {verdict}", "",
              f"{len(d['kills'])} of {planned} kill{'s' if planned != 1 else ''} made; "
-             f"bounds: {bounds}; goodput {_pct(d['totals']['goodput'])}"
-             + (f" (chaos window: {_pct(d['chaos_window']['goodput'])} over "
-                f"{d['chaos_window']['seconds']:.1f} s)" if d["chaos_window"] else ""), "",
+             f"bounds: {bounds}; goodput {run_goodput(res)}"
+             + (f" (chaos window: {window_goodput(res)})" if d["chaos_window"] else ""), "",
              "| kill | fault | pod | detection | cleanup | waiting for slices | restore "
              "| first step | downtime | steps lost | restored from | result |",
              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
