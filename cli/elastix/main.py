@@ -14,7 +14,7 @@ import click
 import typer
 
 from elastix import __version__, interrupts
-from elastix.commands import advise, chaos, cluster, delete, examples, image, logs, wait, workload
+from elastix.commands import advise, chaos, cluster, delete, examples, forecast, image, logs, wait, workload
 from elastix.errors import EXIT_CODES_HELP, ElastixError, ExitCode, ProblemsError, UsageError
 from elastix.protocol import envvars
 
@@ -68,7 +68,7 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 
 # Every command is registered here, by name, so this is the one list of what elastix does.
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
-                      "advise": advise.advise,
+                      "advise": advise.advise, "forecast": forecast.forecast,
                       "list": workload.list_, "status": workload.status,
                       "wait": wait.wait, "delete": delete.delete, "lint": workload.lint}),
               name="workload", help="Create, list, inspect and delete workloads.")

@@ -13,7 +13,7 @@ from elastix.main import command, main
 # Every command with a positional NAME, and the option that stands for it.
 NAMED = {
     ("workload", "create"): "--workload", ("workload", "goodput"): "--workload",
-    ("workload", "advise"): "--workload",
+    ("workload", "advise"): "--workload", ("workload", "forecast"): "--workload",
     ("workload", "status"): "--workload", ("workload", "delete"): "--workload",
     ("workload", "wait"): "--workload",
     ("logs",): "--workload", ("chaos", "kill-worker"): "--workload",
@@ -22,7 +22,7 @@ NAMED = {
     ("cluster", "delete"): "--cluster",
 }
 NEEDED = [p for p in NAMED if p not in {("workload", "create"), ("workload", "goodput"),
-                                        ("workload", "advise")}]
+                                        ("workload", "advise"), ("workload", "forecast")}]
 CLUSTER = ["--project", "pppppp", "--zone", "us-central1-a"]
 
 

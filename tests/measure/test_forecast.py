@@ -4,7 +4,9 @@ closed-form pieces (progress between failures, saves cut short by a failure)."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,72 @@ def test_a_seed_fixes_a_run_and_overlapping_failures_are_played_out():
     assert resize.goodput > out["pause-resume"].goodput
     for o in out.values():
         assert 0 <= o.slice_weighted_goodput <= o.goodput <= 1
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RUN = FIXTURES / "real_run.events.jsonl"
+
+
+def test_the_command_from_an_events_file(capsys):
+    from elastix.main import main
+
+    assert main(["workload", "forecast", "--events", str(RUN), "--slices", "16", "--days",
+                 "5", "--runs", "3", "--spare-slices", "1", "-o", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["scenario"]["slices"] == 16 and d["scenario"]["hosts_per_slice"] == 4
+    assert d["scenario"]["min_slices"] == 8  # half, by default
+    assert {(r["policy"], r["periods"]) for r in d["rows"]} == {
+        (p, w) for p in ("restart", "pause-resume", "replica-resize") for w in ("today", "best")}
+    assert d["sources"]["in-process recovery"].startswith("2 measured")
+    for r in d["rows"]:
+        assert r["goodput"]["low"] <= r["goodput"]["mean"] <= r["goodput"]["high"] <= 1
+    assert main(["workload", "forecast", "--events", str(RUN), "--slices", "4", "--days",
+                 "1", "--runs", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "replica-" in table and "95 % interval" in table and "steps lost a day" in table
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--slices", "0"], "--slices 0 is out of range: 1 to 100,000"),
+    (["--slices", str(10**9)], "--slices 1000000000 is out of range: 1 to 100,000"),
+    (["--host-mtbf", "0"], "--host-mtbf '0' is out of range"),
+    (["--host-mtbf", "-5d"], "--host-mtbf '-5d' is not a duration"),
+    (["--head-mtbf", "0s"], "--head-mtbf '0s' is out of range"),
+    (["--slices", "4", "--min-slices", "5"], "--min-slices 5 is out of range: 1 to --slices (4)"),
+    (["--days", "1", "--replace-time", "2d"], "the replace time (172800 s) is not shorter"),
+    (["--slices", "100000", "--host-mtbf", "1h"], "failures, more than the limit"),
+    (["--tpu-type", "v5litepod-17"], "--tpu-type 'v5litepod-17'"),
+    (["--days", "0"], "--days 0 is out of range"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, fragment, capsys):
+    from elastix.main import main
+
+    assert main(["workload", "forecast", "--events", str(RUN), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert fragment in err[0], err
+    assert len(err) <= 2 and (len(err) == 1 or err[1].startswith("hint: "))
+
+
+def test_a_run_with_no_recovery_is_refused_or_assumed(capsys):
+    from elastix.main import main
+
+    clean = FIXTURES / "clean_run.events.jsonl"
+    assert main(["workload", "forecast", "--events", str(clean), "--days", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "no in-process recovery in this run" in err[0] and "--recovery-time" in err[1]
+    assert main(["workload", "forecast", "--events", str(clean), "--days", "1", "--runs", "2",
+                 "--recovery-time", "60s", "--replace-time", "10m", "-o", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "--recovery-time 60 s (none measured)" in d["sources"]["in-process recovery"]
+
+
+def test_the_plot_draws_a_line_per_policy(tmp_path):
+    from elastix.views.forecast_plot import plot_forecast, sweep
+
+    lines = sweep(_costs(), _scenario(slices=64, seconds=DAY, spare_slices=2, min_slices=32),
+                  runs=2, seed=0, points=3)
+    assert [n for n, *_ in lines["restart"]] == [4, 16, 64]
+    ax = plot_forecast(lines, str(tmp_path / "f.png"))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "restart", "pause-resume", "replica-resize"]
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"

@@ -23,7 +23,7 @@ OUTPUTS = ("table", "json")
 MAX_RUN_FILE = 1 << 30
 
 
-def _load(name: str | None, events_file: Path | None, target: Target
+def load_run(name: str | None, events_file: Path | None, target: Target
           ) -> tuple[list[Any], list[dict[str, Any]] | None, str]:
     """The run's events, its raw records when it has an events file (for its config), and
     where they came from."""
@@ -80,7 +80,7 @@ def advise(
         from elastix.views.plot import check_plot_path
 
         check_plot_path(str(plot))
-    events, records, source = _load(name, events_file, target)
+    events, records, source = load_run(name, events_file, target)
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")

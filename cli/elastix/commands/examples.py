@@ -42,6 +42,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "elastix workload advise demo --mtbf 6h --head-mtbf 30d --plot advice.png",
         "elastix workload advise --events events.jsonl -o json",
     ),
+    "workload forecast": (
+        "elastix workload forecast demo --slices 256 --host-mtbf 200d",
+        "elastix workload forecast --events events.jsonl --replace-time 5m,20m",
+        "elastix workload forecast demo --slices 1024 --days 30 --plot forecast.png",
+    ),
     "workload list": (
         "elastix workload list",
         "elastix workload list -l team=ml -o wide",

@@ -107,10 +107,11 @@ class Estimate:
     high: float
 
     @classmethod
-    def of(cls, xs: list[float]) -> Estimate:
+    def of(cls, xs: list[float], top: float = math.inf) -> Estimate:
+        """Clipped to ``[0, top]``: a share is never more than 1, a count never negative."""
         mean = statistics.fmean(xs)
         half = 1.96 * statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
-        return cls(mean, mean - half, mean + half)
+        return cls(mean, max(0.0, mean - half), min(top, mean + half))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,10 +142,10 @@ def play(c: Costs, sc: Scenario, policy: str, seeds: list[int], periods: str = "
     out = [simulate(c, sc, policy, random.Random(s)) for s in seeds]
     days = sc.seconds / 86400
     return Row(policy, periods, sc.checkpoint_period, sc.snapshot_period,
-               Estimate.of([o.goodput for o in out]),
-               Estimate.of([o.slice_weighted_goodput for o in out]),
+               Estimate.of([o.goodput for o in out], 1.0),
+               Estimate.of([o.slice_weighted_goodput for o in out], 1.0),
                Estimate.of([o.steps_lost / days for o in out]),
-               Estimate.of([o.fewer_slices_seconds / sc.seconds for o in out]),
+               Estimate.of([o.fewer_slices_seconds / sc.seconds for o in out], 1.0),
                Estimate.of([float(o.restarts) for o in out]),
                Estimate.of([float(o.recoveries) for o in out]))
 

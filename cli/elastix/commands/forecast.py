@@ -1,0 +1,179 @@
+"""``elastix workload forecast``: the same training at a size the user names, simulated with
+what a run measured (:mod:`elastix.measure.forecast`), each policy at today's periods and at
+the best the simulation finds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from elastix.backends import Target
+from elastix.commands.advise import load_run
+from elastix.commands.options import (
+    check_output,
+    output_option,
+    parse_duration,
+    with_target,
+    with_workload_option,
+)
+from elastix.errors import UsageError
+
+OUTPUTS = ("table", "json")
+DEFAULT_TPU = "v5litepod-16"
+# Llama 3 405B's pre-training: 419 unexpected interruptions in 54 days on 16,384 GPUs, 2,048
+# hosts of 8 (Dubey et al., "The Llama 3 Herd of Models", 2024, section 3.3.4).
+LLAMA3_HOST_MTBF = 2048 * 54 * 86400 / 419
+MAX_MTBF = 1000 * 365 * 86400.0
+
+
+def _positive(text: str, flag: str, top: float = MAX_MTBF) -> float:
+    """A duration more than 0 and at most ``top`` seconds, or a one-line UsageError."""
+    secs = parse_duration(text, flag)
+    if not 0 < secs <= top:
+        raise UsageError(f"{flag} {text!r} is out of range: more than 0, at most "
+                         f"{top / 86400:,.0f}d", hint=f"e.g. {flag} 6h or 200d")
+    return secs
+
+
+def _replace(text: str) -> tuple[float, ...]:
+    """``--replace-time 10m`` or a distribution, ``5m,10m,40m`` (sampled evenly)."""
+    return tuple(_positive(x, "--replace-time") for x in text.split(","))
+
+
+def _hosts(tpu_type: str) -> int:
+    from elastix.workload import tpu
+
+    if tpu.problem(tpu_type) or tpu_type not in tpu.catalogue():
+        raise UsageError(f"--tpu-type {tpu_type!r} is not a TPU type elastix knows",
+                         hint=tpu.unknown_hint(tpu_type))
+    return tpu.lookup(tpu_type).hosts
+
+
+@with_target
+@with_workload_option(required=False)
+def forecast(
+    target: Target,
+    name: Annotated[str | None, typer.Argument(
+        help="Workload name, or --workload NAME (not needed with --events).")] = None,
+    events_file: Annotated[Path | None, typer.Option(
+        "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
+    slices: Annotated[int | None, typer.Option(
+        "--slices", help="Slices of the training to forecast [the run's].")] = None,
+    tpu_type: Annotated[str, typer.Option(
+        "--tpu-type", help="TPU type: its hosts per slice fail independently.")] = DEFAULT_TPU,
+    host_mtbf: Annotated[str | None, typer.Option(
+        "--host-mtbf", help="Mean time between one host's failures [264d: Llama 3's 419 "
+                            "interruptions in 54 days on 2,048 hosts].")] = None,
+    head_mtbf: Annotated[str | None, typer.Option(
+        "--head-mtbf", help="Mean time between controller failures [never].")] = None,
+    replace_time: Annotated[str | None, typer.Option(
+        "--replace-time", help="How long the platform takes to replace a slice: 10m, or a "
+                               "distribution 5m,10m,40m [the run's waits for slices].")] = None,
+    recovery_time: Annotated[str | None, typer.Option(
+        "--recovery-time", help="A recovery's downtime to assume when the run measured "
+                                "none.")] = None,
+    spare_slices: Annotated[int, typer.Option("--spare-slices", help="Idle spare slices.")] = 0,
+    min_slices: Annotated[int | None, typer.Option(
+        "--min-slices", help="replica-resize trains on no fewer [half of --slices].")] = None,
+    days: Annotated[float, typer.Option("--days", help="Length of the run forecast.")] = 30.0,
+    checkpoint_period: Annotated[int | None, typer.Option(
+        "--checkpoint-period", help="Steps between checkpoints [the run's].")] = None,
+    snapshot_period: Annotated[int | None, typer.Option(
+        "--snapshot-period", help="Steps between host snapshots, 0 for none [the run's].")
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", help="Repetitions, for the interval.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the first repetition.")] = 0,
+    output: Annotated[str, output_option(OUTPUTS, "table or json.")] = "table",
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Draw goodput against slices, a line per policy, to FILE.png.")] = None,
+) -> None:
+    """Simulate the run at another size, calibrated by what it measured: goodput of full
+    restart, pause-resume and replica-resize at today's and at the best periods."""
+    from elastix.measure.advise import measure
+    from elastix.measure.forecast import Scenario
+    from elastix.measure.forecast_report import MAX_DAYS, calibrate, check
+    from elastix.measure.forecast_report import forecast as run_forecast
+    from elastix.measure.goodput import full_mesh_slices
+
+    check_output(output, OUTPUTS)
+    if not (0 < days <= MAX_DAYS) or math.isnan(days):
+        raise UsageError(f"--days {days:g} is out of range: more than 0, at most {MAX_DAYS}",
+                         hint="e.g. --days 30")
+    hosts = _hosts(tpu_type)
+    host = _positive(host_mtbf, "--host-mtbf") if host_mtbf else LLAMA3_HOST_MTBF
+    head = _positive(head_mtbf, "--head-mtbf") if head_mtbf else None
+    replace = _replace(replace_time) if replace_time else None
+    assumed = _positive(recovery_time, "--recovery-time") if recovery_time else None
+    if plot:
+        from elastix.views.plot import check_plot_path
+
+        check_plot_path(str(plot))
+    events, records, source = load_run(name, events_file, target)
+    if not events:
+        raise UsageError(f"no trainer events found ({source})",
+                         hint="has the trainer started? see docs/events.md")
+    m = measure(events, records)
+    cal = calibrate(events, m, replace, assumed)
+    n = slices if slices is not None else full_mesh_slices(events) or 1
+    sc = Scenario(n, hosts, host, head, spare_slices, days * 86400,
+                  checkpoint_period if checkpoint_period is not None else m.checkpoint_period,
+                  snapshot_period if snapshot_period is not None else m.snapshot_period,
+                  min_slices if min_slices is not None else max(1, math.ceil(n / 2)))
+    check(sc, cal.costs, runs)
+    if sc.checkpoint_period is not None and sc.checkpoint_period <= 0:
+        raise UsageError(f"--checkpoint-period {sc.checkpoint_period} is not a period",
+                         hint="steps between checkpoints, 1 or more")
+    result = run_forecast(cal.costs, sc, runs, seed)
+    sources = {**cal.sources, "hosts per slice": f"{hosts} ({tpu_type})",
+               "host MTBF": "--host-mtbf" if host_mtbf else "264 d: Llama 3's 419 "
+               "interruptions in 54 days on 2,048 hosts (Dubey et al. 2024, 3.3.4)",
+               "controller MTBF": "--head-mtbf" if head_mtbf else "none: it never fails"}
+    if plot:
+        from elastix.views.forecast_plot import plot_forecast, sweep
+
+        plot_forecast(sweep(cal.costs, sc, min(runs, 5), seed), str(plot))
+    if output == "json":
+        typer.echo(json.dumps({"source": source, "sources": sources, "notes": cal.notes,
+                               **result.to_json()}, indent=2))
+        return
+    _print(result, source, sources, cal.notes)
+    if plot:
+        typer.echo(f"wrote {plot}")
+
+
+def _print(result: Any, source: str, sources: dict[str, str], notes: list[str]) -> None:
+    from rich.table import Table
+
+    from elastix.views.console import console
+
+    sc = result.scenario
+    out = console()
+    out.print(f"forecast: {sc.slices} slices for {sc.seconds / 86400:g} days, {sc.spare_slices} "
+              f"spare, {result.runs} runs (seed {result.seed}); calibrated by {source}",
+              markup=False)
+    for what, where in sources.items():
+        out.print(f"  {what}: {where}", markup=False)
+    # A column per policy and setting, a row per number: 80 columns hold six settings.
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    t.add_column("", no_wrap=True)
+    for r in result.rows:
+        t.add_column(r.policy.replace("-", "-\n") + f"\n{r.periods}", justify="right")
+    rows = result.rows
+    t.add_row("checkpoint period", *[str(r.checkpoint_period or "-") for r in rows])
+    t.add_row("snapshot period", *[str(r.snapshot_period or "-") for r in rows])
+    t.add_row("goodput", *[f"{r.goodput.mean:.1%}" for r in rows])
+    t.add_row("  95 % interval", *[f"±{(r.goodput.high - r.goodput.low) / 2:.1%}" for r in rows])
+    t.add_row("slice-weighted", *[f"{r.slice_weighted_goodput.mean:.1%}" for r in rows])
+    t.add_row("steps lost a day", *[f"{r.steps_lost_per_day.mean:,.0f}" for r in rows])
+    t.add_row("on fewer slices", *[f"{r.fewer_slices_share.mean:.1%}" for r in rows])
+    t.add_row("restarts", *[f"{r.restarts.mean:.1f}" for r in rows])
+    t.add_row("recoveries", *[f"{r.recoveries.mean:.1f}" for r in rows])
+    out.print(t)
+    out.print("a simulation: start-up, evaluation and anything the run did not measure are "
+              "left out; `elastix workload goodput` measures a run", markup=False)
+    for note in notes:
+        out.print(f"note: {note}", markup=False)
