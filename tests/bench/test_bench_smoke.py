@@ -158,6 +158,12 @@ def test_advise(run_bench):
                                        "| advised: `--checkpoint-period"])
 
 
+def test_forecast(run_bench):
+    run = run_bench("bench_forecast.py", "--smoke")
+    _table(run, "| case | rounds |", ["| 16 slices × 1 days × 2 runs | 1 |"])
+    _table(run, "| policy | periods |", ["| restart | best |", "| replica-resize | today |"])
+
+
 def test_verify(run_bench):
     run = run_bench("bench_verify.py", "--smoke")
     _table(run, "| reference | downtime s", ["| after |", "| beside |"])
