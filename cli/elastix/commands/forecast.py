@@ -124,9 +124,6 @@ def forecast(
                   snapshot_period if snapshot_period is not None else m.snapshot_period,
                   min_slices if min_slices is not None else max(1, math.ceil(n / 2)))
     check(sc, cal.costs, runs)
-    if sc.checkpoint_period is not None and sc.checkpoint_period <= 0:
-        raise UsageError(f"--checkpoint-period {sc.checkpoint_period} is not a period",
-                         hint="steps between checkpoints, 1 or more")
     result = run_forecast(cal.costs, sc, runs, seed)
     sources = {**cal.sources, "hosts per slice": f"{hosts} ({tpu_type})",
                "host MTBF": "--host-mtbf" if host_mtbf else "264 d: Llama 3's 419 "

@@ -204,6 +204,12 @@ def check(sc: Scenario, c: Costs, runs: int) -> None:
                          f"({sc.slices})", hint="replica-resize trains on no fewer slices")
     if not 1 <= runs <= MAX_RUNS:
         raise UsageError(f"--runs {runs} is out of range: 1 to {MAX_RUNS}", hint="e.g. --runs 20")
+    if sc.checkpoint_period is not None and sc.checkpoint_period < 1:
+        raise UsageError(f"--checkpoint-period {sc.checkpoint_period} is not a period",
+                         hint="steps between checkpoints, 1 or more")
+    if sc.snapshot_period < 0:
+        raise UsageError(f"--snapshot-period {sc.snapshot_period} is negative",
+                         hint="steps between host snapshots, or 0 for none")
     if sc.spare_slices < 0:
         raise UsageError(f"--spare-slices {sc.spare_slices} is negative", hint="e.g. 0 or 2")
     if max(c.replace) >= sc.seconds:
