@@ -164,6 +164,12 @@ def test_forecast(run_bench):
     _table(run, "| policy | periods |", ["| restart | best |", "| replica-resize | today |"])
 
 
+def test_forecast_soak(run_bench):
+    run = run_bench("bench_forecast_soak.py", "--smoke")
+    _table(run, "| | goodput |", ["| soak, chaos window (measured) |",
+                                  "| forecast, pause-resume |"])
+
+
 def test_verify(run_bench):
     run = run_bench("bench_verify.py", "--smoke")
     _table(run, "| reference | downtime s", ["| after |", "| beside |"])
