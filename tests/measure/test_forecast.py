@@ -4,6 +4,7 @@ closed-form pieces (progress between failures, saves cut short by a failure)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -103,6 +104,20 @@ def test_a_seed_fixes_a_run_and_overlapping_failures_are_played_out():
     assert resize.goodput > out["pause-resume"].goodput
     for o in out.values():
         assert 0 <= o.slice_weighted_goodput <= o.goodput <= 1
+
+
+def test_replacements_queue_when_the_spares_run_out():
+    """Slices fail every 2 h on average over 8 and take 3 h to replace: without spares,
+    pause-resume waits for repairs (its goodput falls); with spares it does not."""
+    c = _costs(replace=(3 * 3600.0,))
+    sc = _scenario(slices=8, host_mtbf=16 * 3600.0, seconds=5 * DAY, snapshot_period=30)
+    spares = forecast(c, dataclasses.replace(sc, spare_slices=8), runs=5, seed=4,
+                      policies=("pause-resume",), search=False).row("pause-resume", "today")
+    none = forecast(c, dataclasses.replace(sc, spare_slices=0), runs=5, seed=4,
+                    policies=("pause-resume",), search=False).row("pause-resume", "today")
+    assert none.goodput.mean < spares.goodput.mean - 0.2
+    # a failure while waiting joins the recovery under way: fewer recoveries, each longer
+    assert none.recoveries.mean < spares.recoveries.mean
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

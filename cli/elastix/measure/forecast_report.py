@@ -196,6 +196,9 @@ def check(sc: Scenario, c: Costs, runs: int) -> None:
     Raises:
         UsageError: the first problem found.
     """
+    if not c.step > 0:
+        raise UsageError(f"the run's step time is {c.step:g} s: nothing to simulate",
+                         hint="forecast from a run whose steps took time")
     if not 1 <= sc.slices <= MAX_SLICES:
         raise UsageError(f"--slices {sc.slices} is out of range: 1 to {MAX_SLICES:,}",
                          hint="the size of the training to forecast, in slices")
