@@ -135,11 +135,15 @@ def test_the_command_from_an_events_file(capsys):
     assert {(r["policy"], r["periods"]) for r in d["rows"]} == {
         (p, w) for p in ("restart", "pause-resume", "replica-resize") for w in ("today", "best")}
     assert d["sources"]["in-process recovery"].startswith("2 measured")
+    assert d["scenario"]["host_mtbf"] == pytest.approx(2048 * 54 * 86400 / 419)  # Llama 3's
     for r in d["rows"]:
         assert r["goodput"]["low"] <= r["goodput"]["mean"] <= r["goodput"]["high"] <= 1
     assert main(["workload", "forecast", "--events", str(RUN), "--slices", "4", "--days",
                  "1", "--runs", "2"]) == 0
     table = capsys.readouterr().out
+    assert main(["workload", "forecast", "--events", str(RUN), "--slices", "4", "--days",
+                 "1", "--runs", "2", "--host-failures-per-day", "0.5", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["scenario"]["host_mtbf"] == 2 * 86400
     assert "replica-" in table and "95 % interval" in table and "steps lost a day" in table
 
 
@@ -155,6 +159,9 @@ def test_the_command_from_an_events_file(capsys):
     (["--tpu-type", "v5litepod-17"], "--tpu-type 'v5litepod-17'"),
     (["--days", "0"], "--days 0 is out of range"),
     (["--checkpoint-period", "0"], "--checkpoint-period 0 is not a period"),
+    (["--host-failures-per-day", "0"], "--host-failures-per-day 0 is out of range"),
+    (["--host-failures-per-day", "-1"], "--host-failures-per-day -1 is out of range"),
+    (["--host-failures-per-day", "0.1", "--host-mtbf", "5d"], "say the same: give one"),
     (["--snapshot-period", "-1"], "--snapshot-period -1 is negative"),
     (["--spare-slices", "-1"], "--spare-slices -1 is negative"),
     (["--runs", "0"], "--runs 0 is out of range"),

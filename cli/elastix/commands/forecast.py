@@ -68,6 +68,9 @@ def forecast(
     host_mtbf: Annotated[str | None, typer.Option(
         "--host-mtbf", help="Mean time between one host's failures [264d: Llama 3's 419 "
                             "interruptions in 54 days on 2,048 hosts].")] = None,
+    host_rate: Annotated[float | None, typer.Option(
+        "--host-failures-per-day", help="Instead of --host-mtbf: failures per host-day "
+                                        "(0.0038 is Llama 3's).")] = None,
     head_mtbf: Annotated[str | None, typer.Option(
         "--head-mtbf", help="Mean time between controller failures [never].")] = None,
     replace_time: Annotated[str | None, typer.Option(
@@ -105,6 +108,14 @@ def forecast(
                          hint="e.g. --days 30")
     hosts = _hosts(tpu_type)
     host = _positive(host_mtbf, "--host-mtbf") if host_mtbf else LLAMA3_HOST_MTBF
+    if host_rate is not None:
+        if host_mtbf:
+            raise UsageError("--host-mtbf and --host-failures-per-day say the same: give one",
+                             hint="--host-failures-per-day R is --host-mtbf 1/R days")
+        if not 86400 / MAX_MTBF <= host_rate < math.inf:  # False for nan too
+            raise UsageError(f"--host-failures-per-day {host_rate:g} is out of range: more "
+                             "than 0", hint="e.g. --host-failures-per-day 0.004")
+        host = 86400 / host_rate
     head = _positive(head_mtbf, "--head-mtbf") if head_mtbf else None
     replace = _replace(replace_time) if replace_time else None
     assumed = _positive(recovery_time, "--recovery-time") if recovery_time else None
@@ -126,7 +137,8 @@ def forecast(
     check(sc, cal.costs, runs)
     result = run_forecast(cal.costs, sc, runs, seed)
     sources = {**cal.sources, "hosts per slice": f"{hosts} ({tpu_type})",
-               "host MTBF": "--host-mtbf" if host_mtbf else "264 d: Llama 3's 419 "
+               "host MTBF": "--host-mtbf" if host_mtbf else "--host-failures-per-day"
+               if host_rate is not None else "264 d: Llama 3's 419 "
                "interruptions in 54 days on 2,048 hosts (Dubey et al. 2024, 3.3.4)",
                "controller MTBF": "--head-mtbf" if head_mtbf else "none: it never fails"}
     if plot:
