@@ -70,8 +70,9 @@ def test_a_cut_hang_resumes_its_host_and_says_which(how, cli, backend, tmp_path)
     proc, (out, err) = _start(cli, tmp_path, "chaos", "kill-worker", name, "--fault", "hang",
                               "--for", "10m", "--slice", "1", "--host", "0")
     try:
-        wait_until(lambda: "killed pod" in out.read_text() or proc.poll() is not None, 60,
-                   "the hang")
+        # a hang's line says what it did: "stopped (SIGSTOP) pod ..." (issue 49)
+        wait_until(lambda: "stopped (SIGSTOP) pod" in out.read_text() or proc.poll() is not None,
+                   60, "the hang")
         pid = _stopped_pid(backend, name)
         assert not _running(pid)
         proc.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGTERM)
