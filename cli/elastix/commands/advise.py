@@ -11,6 +11,8 @@ import typer
 
 from elastix.backends import Target, get_backend
 from elastix.commands.options import (
+    EventsFileOpt,
+    RunNameArg,
     check_output,
     output_option,
     parse_duration_in,
@@ -23,10 +25,10 @@ OUTPUTS = ("table", "json")
 MAX_RUN_FILE = 1 << 30
 
 
-def load_run(name: str | None, events_file: Path | None, target: Target
-          ) -> tuple[list[Any], list[dict[str, Any]] | None, str]:
+def load_run(name: str | None, events_file: Path | None, target: Target, command: str
+             ) -> tuple[list[Any], list[dict[str, Any]] | None, str]:
     """The run's events, its raw records when it has an events file (for its config), and
-    where they came from."""
+    where they came from; ``command`` names the asking one in the missing-NAME hint."""
     from elastix.measure.events import events_from_records, events_of, log_note, with_skipped
     from elastix.protocol import eventspec
     from elastix.workload.spec import read_user_text
@@ -43,7 +45,7 @@ def load_run(name: str | None, events_file: Path | None, target: Target
                               split.skipped_note())
         return events, split.records, f"events {events_file}{log_note(events)}"
     if not name:
-        raise UsageError("missing workload NAME", hint="elastix workload advise NAME (or "
+        raise UsageError("missing workload NAME", hint=f"elastix workload {command} NAME (or "
                          "--events FILE)")
     got = get_backend(target).trainer_events(name)
     events, source = events_of(got)
@@ -54,10 +56,8 @@ def load_run(name: str | None, events_file: Path | None, target: Target
 @with_workload_option(required=False)
 def advise(
     target: Target,
-    name: Annotated[str | None, typer.Argument(
-        help="Workload name, or --workload NAME (not needed with --events).")] = None,
-    events_file: Annotated[Path | None, typer.Option(
-        "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
+    name: RunNameArg = None,
+    events_file: EventsFileOpt = None,
     mtbf: Annotated[str | None, typer.Option(
         "--mtbf", help="Mean time between slice failures of your fleet (6h, 2d) [the "
                        "failures this run saw].")] = None,
@@ -80,7 +80,7 @@ def advise(
         from elastix.views.plot import check_plot_path
 
         check_plot_path(str(plot))
-    events, records, source = load_run(name, events_file, target)
+    events, records, source = load_run(name, events_file, target, "advise")
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")

@@ -14,6 +14,8 @@ import typer
 from elastix.backends import Target
 from elastix.commands.advise import load_run
 from elastix.commands.options import (
+    EventsFileOpt,
+    RunNameArg,
     check_output,
     output_option,
     parse_duration,
@@ -57,10 +59,8 @@ def _hosts(tpu_type: str) -> int:
 @with_workload_option(required=False)
 def forecast(
     target: Target,
-    name: Annotated[str | None, typer.Argument(
-        help="Workload name, or --workload NAME (not needed with --events).")] = None,
-    events_file: Annotated[Path | None, typer.Option(
-        "--events", help="Read this events.jsonl instead of asking the backend.")] = None,
+    name: RunNameArg = None,
+    events_file: EventsFileOpt = None,
     slices: Annotated[int | None, typer.Option(
         "--slices", help="Slices of the training to forecast [the run's].")] = None,
     tpu_type: Annotated[str, typer.Option(
@@ -123,7 +123,7 @@ def forecast(
         from elastix.views.plot import check_plot_path
 
         check_plot_path(str(plot))
-    events, records, source = load_run(name, events_file, target)
+    events, records, source = load_run(name, events_file, target, "forecast")
     if not events:
         raise UsageError(f"no trainer events found ({source})",
                          hint="has the trainer started? see docs/events.md")

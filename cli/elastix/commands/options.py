@@ -11,6 +11,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -384,3 +385,11 @@ def check_window(window: float | None) -> None:
     if window is not None and not (0 < window <= MAX_DURATION):  # False for nan too
         raise UsageError(f"--window {window!r} is out of range: more than 0 seconds, at most 30d",
                          hint="e.g. --window 60")
+
+
+RunNameArg = Annotated[str | None, typer.Argument(
+    help="Workload name, or --workload NAME (not needed with --events).")]
+"""The workload a measuring command reads (``advise``, ``forecast``)."""
+EventsFileOpt = Annotated[Path | None, typer.Option(
+    "--events", help="Read this events.jsonl instead of asking the backend.")]
+"""An events file read in place of the workload's (the run may be gone)."""
