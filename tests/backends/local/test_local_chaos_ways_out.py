@@ -57,6 +57,11 @@ def _stopped_pid(backend, name: str) -> int:
     return pid
 
 
+def _hung(backend, name: str) -> bool:
+    """A host of ``name`` is stopped (the hang landed)."""
+    return any(p.phase == "Stopped" for s in backend.status(name).slices for p in s.pods)
+
+
 def _running(pid: int) -> bool:
     return psutil.Process(pid).status() != psutil.STATUS_STOPPED
 
@@ -151,8 +156,7 @@ def test_a_workload_deleted_under_a_measured_fault_is_exit_4_with_what_was_measu
     proc, (out, err) = _start(cli, tmp_path, "chaos", "run", name, "--schedule", str(sched),
                               "--timeout", "15m", "-o", "json", "--junit", str(junit))
     try:
-        wait_until(lambda: any(p.phase == "Stopped" for s in backend.status(name).slices
-                               for p in s.pods), 120, "the hang")
+        wait_until(lambda: _hung(backend, name), 120, "the hang")
         cli("workload", "delete", name, "--wait")
         code = proc.wait(60)
     finally:
@@ -189,8 +193,7 @@ def test_a_replaced_run_under_a_chaos_run_stops_it_with_that_reason(cli, backend
                               "--kills", "2", "--interval", "0", "--timeout", "15m",
                               "-o", "json", "--junit", str(junit))
     try:
-        wait_until(lambda: any(p.phase == "Stopped" for s in backend.status(name).slices
-                               for p in s.pods), 120, "the hang")
+        wait_until(lambda: _hung(backend, name), 120, "the hang")
         created = backend.status(name).created
         cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", "5", "--command", COMMAND,
