@@ -9,6 +9,11 @@ second by the live slices they ran on over the full mesh's.
 
 Pure: no clock, no I/O; the random generator is passed in, so a seed fixes a run.
 
+Checked against Meta's analytical ETTR (Kokolis et al., HPCA 2025, arXiv 2410.21680, "analytical
+approximation of E[ETTR]"): ``(1 - N r_f (u0 + dt_cp / 2)) / (1 + w_cp / dt_cp)``, read in a
+transcription, not in the paper (where, and what is unverified: ``meta_ettr`` in
+tests/measure/test_forecast.py, docs/forecast.md).
+
 Why a plain loop and not SimPy: the run is one process whose next event is always the earliest
 of four clocks (the next slice failure, the next controller failure, the next repaired slice,
 the end of the current recovery). A ``min`` over them, with a heap for the repairs, is shorter
@@ -149,6 +154,137 @@ def _keep(run: _Run, upto: int) -> None:
             run.segments.append((a, upto, w))
 
 
+class _Sim:
+    """One run under one policy: the clocks, the slices, and one method per event
+    (:func:`simulate` picks the earliest clock and calls its method).
+
+    ``mode`` is run (training), recover (until ``done_at``) or wait (for slices; ``done_at``
+    then holds when detection ends); ``kind`` the recovery under way (restart or in-process).
+    """
+
+    def __init__(self, c: Costs, sc: Scenario, policy: str, rng: random.Random) -> None:
+        self.c, self.sc, self.policy, self.rng = c, sc, policy, rng
+        self.full = sc.slices
+        self.run = _Run()
+        self.in_use, self.spares = sc.slices, sc.spare_slices
+        self.repairs: list[float] = []  # a heap of the times failed slices come back
+        self.mode, self.kind = "run", ""
+        self.run_from, self.done_at, self.after = 0.0, math.inf, 0.0
+        self.head_rate = 1.0 / sc.head_mtbf if sc.head_mtbf else 0.0
+        self.fail_at = self.next_fail(0.0)
+        self.head_at = rng.expovariate(self.head_rate) if self.head_rate else math.inf
+
+    def next_fail(self, now: float) -> float:
+        """The next slice failure: the hosts in use are one Poisson stream (memoryless, so
+        redrawn whenever the slices in use change)."""
+        rate = self.in_use * self.sc.hosts_per_slice / self.sc.host_mtbf
+        return now + self.rng.expovariate(rate) if rate > 0 else math.inf
+
+    def needed(self) -> int:
+        """Slices the recovery under way waits for."""
+        return self.sc.min_slices if self.policy == "replica-resize" \
+            and self.kind == "in-process" else self.full
+
+    def stop_running(self, now: float) -> None:
+        """Book the training since ``run_from``: the steps done and the saves committed."""
+        run = self.run
+        done, ck, sn = _progress(self.c, self.sc, run.step, now - self.run_from)
+        if done > run.step:
+            run.segments.append((run.step, done, self.in_use / self.full))
+        if self.in_use < self.full:
+            run.fewer += now - self.run_from
+        run.step = done
+        run.ckpt = ck if ck is not None else run.ckpt
+        run.snap = sn if sn is not None else run.snap
+
+    def begin(self, now: float, new_kind: str) -> None:
+        """Start (or start over) a recovery; a restart under way stays one."""
+        if new_kind == "restart" or self.kind != "restart":
+            self.kind = new_kind
+        if self.kind == "restart":
+            self.after = _sample(self.rng, self.c.restart)
+            ready = now
+        else:
+            self.after = _sample(self.rng, self.c.after_wait)
+            ready = now + _sample(self.rng, self.c.before_wait)
+        if self.in_use < self.needed():
+            self.mode, self.done_at = "wait", ready
+        else:
+            self.mode, self.done_at = "recover", ready + self.after
+
+    def restart(self, t: float) -> None:
+        """Back to the newest checkpoint; the host snapshots die with the controller."""
+        _keep(self.run, self.run.ckpt)
+        self.run.snap = None
+        self.begin(t, "restart")
+
+    def on_head(self, t: float) -> None:
+        self.head_at = t + self.rng.expovariate(self.head_rate)
+        self.run.restarts += 1
+        self.restart(t)
+
+    def on_fail(self, t: float) -> None:
+        self.in_use -= 1
+        heapq.heappush(self.repairs, t + _sample(self.rng, self.c.replace))
+        while self.in_use < self.full and self.spares:
+            self.spares, self.in_use = self.spares - 1, self.in_use + 1
+        starting = self.mode != "run" and self.kind == "restart"  # lost during a start-up
+        if self.policy == "restart" or starting:
+            self.run.restarts += not starting  # a start-up lost starts over: one restart
+            self.restart(t)
+        else:
+            if self.mode == "run":  # else lost during a recovery: it starts over, no more lost
+                self.run.recoveries += 1
+                _keep(self.run, max(self.run.ckpt, self.run.snap or 0))
+            self.begin(t, "in-process")
+        self.fail_at = self.next_fail(t)
+
+    def on_repair(self, t: float) -> None:
+        """A repaired slice joins the run if it lacks one, else becomes a spare."""
+        heapq.heappop(self.repairs)
+        if self.in_use >= self.full:
+            self.spares += 1
+            return
+        self.in_use += 1
+        self.fail_at = self.next_fail(t)
+        if self.mode == "wait" and self.in_use >= self.needed():
+            self.mode, self.done_at = "recover", max(t, self.done_at) + self.after
+        elif self.mode == "run":  # replica-resize grows back: restore and first step
+            self.stop_running(t)
+            self.kind = "in-process"
+            self.mode, self.done_at = "recover", t + _sample(self.rng, self.c.after_wait)
+
+    def on_done(self, t: float) -> None:
+        """The recovery ends: training steps again."""
+        self.mode, self.kind, self.done_at, self.run_from = "run", "", math.inf, t
+
+    def play(self) -> Outcome:
+        end = self.sc.seconds
+        while True:
+            repair_at = self.repairs[0] if self.repairs else math.inf
+            done_at = self.done_at if self.mode == "recover" else math.inf
+            t = min(self.fail_at, self.head_at, repair_at, done_at, end)
+            if t >= end:
+                break
+            if self.mode == "run" and t in (self.fail_at, self.head_at):
+                self.stop_running(t)
+            if t == self.head_at:
+                self.on_head(t)
+            elif t == self.fail_at:
+                self.on_fail(t)
+            elif t == repair_at:
+                self.on_repair(t)
+            else:
+                self.on_done(t)
+        if self.mode == "run":
+            self.stop_running(end)
+        run, step = self.run, self.c.step
+        prod = sum(b - a for a, b, _ in run.segments) * step
+        weighted = sum((b - a) * w for a, b, w in run.segments) * step
+        return Outcome(prod / end, weighted / end, run.steps_lost, run.fewer, run.restarts,
+                       run.recoveries)
+
+
 def simulate(c: Costs, sc: Scenario, policy: str, rng: random.Random) -> Outcome:
     """Play one run of ``sc.seconds`` under ``policy`` (one of :data:`POLICIES`).
 
@@ -166,97 +302,4 @@ def simulate(c: Costs, sc: Scenario, policy: str, rng: random.Random) -> Outcome
     """
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}")
-    full, end = sc.slices, sc.seconds
-    run = _Run()
-    in_use, spares = full, sc.spare_slices
-    repairs: list[float] = []
-    t = 0.0
-    mode, kind = "run", ""  # mode: run | recover (until done_at) | wait (for slices)
-    run_from, done_at, after = 0.0, math.inf, 0.0
-    head_rate = 1.0 / sc.head_mtbf if sc.head_mtbf else 0.0
-
-    def next_fail(now: float) -> float:
-        rate = in_use * sc.hosts_per_slice / sc.host_mtbf
-        return now + rng.expovariate(rate) if rate > 0 else math.inf
-
-    def needed() -> int:
-        return sc.min_slices if policy == "replica-resize" and kind == "in-process" else full
-
-    def stop_running(now: float) -> None:
-        done, ck, sn = _progress(c, sc, run.step, now - run_from)
-        if done > run.step:
-            run.segments.append((run.step, done, in_use / full))
-        if in_use < full:
-            run.fewer += now - run_from
-        run.step = done
-        run.ckpt = ck if ck is not None else run.ckpt
-        run.snap = sn if sn is not None else run.snap
-
-    def begin(now: float, new_kind: str) -> tuple[str, float]:
-        """Start (or start over) a recovery: (mode, when it ends)."""
-        nonlocal kind, after
-        if new_kind == "restart" or kind != "restart":
-            kind = new_kind
-        if kind == "restart":
-            after = _sample(rng, c.restart)
-            ready = now
-        else:
-            after = _sample(rng, c.after_wait)
-            ready = now + _sample(rng, c.before_wait)
-        if in_use < needed():
-            return "wait", ready  # done_at holds when detection ends, until slices come
-        return "recover", ready + after
-
-    fail_at = next_fail(0.0)
-    head_at = rng.expovariate(head_rate) if head_rate else math.inf
-    while True:
-        repair_at = repairs[0] if repairs else math.inf
-        t = min(fail_at, head_at, repair_at, done_at if mode == "recover" else math.inf, end)
-        if t >= end:
-            break
-        if mode == "run" and t in (fail_at, head_at):
-            stop_running(t)
-        if t == head_at:
-            head_at = t + rng.expovariate(head_rate)
-            run.restarts += 1
-            _keep(run, run.ckpt)
-            run.snap = None
-            mode, done_at = begin(t, "restart")
-        elif t == fail_at:
-            in_use -= 1
-            heapq.heappush(repairs, t + _sample(rng, c.replace))
-            while in_use < full and spares:
-                spares, in_use = spares - 1, in_use + 1
-            starting = mode != "run" and kind == "restart"  # lost during a start-up
-            if policy == "restart" or starting:
-                run.restarts += not starting  # a start-up lost starts over: one restart
-                _keep(run, run.ckpt)
-                run.snap = None
-                mode, done_at = begin(t, "restart")
-            else:
-                if mode == "run":  # else lost during a recovery: it starts over, no more lost
-                    run.recoveries += 1
-                    _keep(run, max(run.ckpt, run.snap or 0))
-                mode, done_at = begin(t, "in-process")
-            fail_at = next_fail(t)
-        elif t == repair_at:
-            heapq.heappop(repairs)
-            if in_use < full:
-                in_use += 1
-                fail_at = next_fail(t)
-                if mode == "wait" and in_use >= needed():
-                    mode, done_at = "recover", max(t, done_at) + after
-                elif mode == "run":  # replica-resize grows back: restore and first step
-                    stop_running(t)
-                    kind = "in-process"
-                    mode, done_at = "recover", t + _sample(rng, c.after_wait)
-            else:
-                spares += 1
-        else:  # the recovery ends: training steps again
-            mode, kind, done_at, run_from = "run", "", math.inf, t
-    if mode == "run":
-        stop_running(end)
-    prod = sum(b - a for a, b, _ in run.segments) * c.step
-    weighted = sum((b - a) * w for a, b, w in run.segments) * c.step
-    return Outcome(prod / end, weighted / end, run.steps_lost, run.fewer, run.restarts,
-                   run.recoveries)
+    return _Sim(c, sc, policy, rng).play()
