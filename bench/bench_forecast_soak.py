@@ -31,6 +31,7 @@ from benchwait import stretch, wait_for, workload_ended
 from elastix.backends.local.backend import LocalBackend
 from elastix.commands.options import parse_duration
 from elastix.measure.events import events_of
+from elastix.measure.forecast_inputs import inputs_of
 
 JOB = ("elastix-train --preset tiny --steps 100000 --step-delay 0.1 "
        "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" {periods}")
@@ -71,9 +72,12 @@ def main() -> None:
             window = soak.get("chaos_window") or {}
             seconds = window.get("seconds") or a.kills * interval
             mtbf = HOSTS * seconds / max(1, len(soak["kills"]))  # the kills' rate, per host
+            # A restart here is the local process's start-up (the forecast's default is GKE's)
+            startup = inputs_of(events_of(backend.trainer_events(name))[0]).startup or 1.0
             fc = json.loads(elastix(
                 env, "workload", "forecast", name, "--slices", "2", "--tpu-type",
-                "v5litepod-8", "--host-mtbf", f"{mtbf:.3f}s", "--days",
+                "v5litepod-8", "--host-mtbf", f"{mtbf:.3f}s", "--restart-time",
+                f"{startup:.3f}s", "--days",
                 f"{seconds / 86400:.9f}", "--runs", str(a.runs), "--seed", str(a.seed),
                 "--spare-slices", "0", "--min-slices", "1", "-o", "json").stdout)
         finally:

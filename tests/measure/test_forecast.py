@@ -56,21 +56,67 @@ def test_with_failures_rare_it_matches_advise_first_order_model():
     assert best.checkpoint_period == pytest.approx(a.advised.checkpoint_period, rel=0.5)
 
 
-def test_in_the_regime_of_meta_ettr_it_matches_the_formula():
-    """Kokolis et al. (HPCA 2025, arXiv 2410.21680, section on estimating ETTR): a job on N
-    nodes failing at r_f each (a Poisson process of rate N r_f), each failure costing a restart
-    overhead u0 and, on average, half a checkpoint interval dt_cp of work, checkpoints free:
-    E[ETTR] ~ 1 - N r_f (u0 + dt_cp / 2) to first order. The paper's equation text was not
-    within reach of this change's search tools (only its abstract page): this is the model as
-    the paper states its terms, to check against the paper. 1,024 nodes failing 5 per 1,000
-    node-days, u0 = 10 min, dt_cp = 30 min: 1 - 5.12 * 25 / 1440 = 91.1 %."""
-    n, r_f, u0, dt = 1024, 5 / 1000 / DAY, 600.0, 1800
-    ettr = 1 - n * r_f * (u0 + dt / 2)
-    c = _costs(checkpoint_stall=0.0, restart=(u0,), replace=(1.0,))
-    sc = _scenario(slices=n, host_mtbf=1 / r_f, spare_slices=n, checkpoint_period=dt)
-    f = forecast(c, sc, runs=20, seed=2, policies=("restart",), search=False)
-    assert ettr == pytest.approx(0.911, abs=0.001)
-    assert f.row("restart", "today").goodput.mean == pytest.approx(ettr, abs=0.01)
+def meta_ettr(nodes: int, r_f: float, u0: float, dt_cp: float, w_cp: float) -> float:
+    """Meta's analytical expected ETTR (Kokolis et al., "Revisiting Reliability in Large-Scale
+    Machine Learning Research Clusters", HPCA 2025, arXiv 2410.21680, section "Quantifying
+    ETTR" / "Analytical approximation of E[ETTR]"), with no queue time (q = 0):
+
+        E[ETTR] ~= (1 - N_nodes r_f (u0 + dt_cp / 2)) / (1 + w_cp / dt_cp)
+
+    N_nodes nodes failing at r_f each (per second here; the paper says per node-day), u0 the
+    restart overhead, dt_cp the checkpoint interval, w_cp a checkpoint's blocking write.
+
+    Where this was read: NOT the paper itself; no copy of its text (arXiv, the HPCA
+    proceedings) was within reach of the search tools. The expression is a transcription that
+    says it was taken from the arXiv HTML v2, in a public repository's ``SOURCES.md`` (entry
+    S2) and ``reliability.py`` (``meta_ettr_closed_form``), found with the code index's
+    find_string("E[ETTR]"); the index does not name that repository. The terms (Q, R, U, dt_cp,
+    u0, q, N_nodes, r_f, "within 5 % of Monte Carlo") and the two data points tested below are
+    from a Chinese summary of the paper's section (AI闲谈, "Meta 万卡 GPU 集群稳定性剖析与最佳实践",
+    section 4, found the same way, its formula an image); the paper's own expression also has
+    the queue time q after each interruption, which both drop (q = 0 here: spares are ready).
+    docs/forecast.md says the same. Check it against the paper before relying on more."""
+    return (1 - nodes * r_f * (u0 + dt_cp / 2)) / (1 + w_cp / dt_cp)
+
+
+def _restart_goodput(nodes: int, r_f: float, u0: float, dt_cp: int, w_cp: float,
+                     seed: int = 2) -> float:
+    """The restart policy's mean goodput over 20 runs of 30 days: one host a node, a spare
+    for every node (no queue), checkpoints every dt_cp steps of 1 s, each stalling w_cp."""
+    c = _costs(checkpoint_stall=w_cp, restart=(u0,), replace=(1.0,))
+    sc = _scenario(slices=nodes, host_mtbf=1 / r_f, spare_slices=nodes, checkpoint_period=dt_cp)
+    f = forecast(c, sc, runs=20, seed=seed, policies=("restart",), search=False)
+    return f.row("restart", "today").goodput.mean
+
+
+@pytest.mark.parametrize(("nodes", "per_day", "u0", "dt_cp", "w_cp"), [
+    (1024, 5.0e-3, 600.0, 1800, 0.0),  # r_f ~5e-3 per node-day: the paper's RSC figure
+    (1024, 5.0e-3, 600.0, 1800, 60.0),  # a blocking write: the denominator
+    (2000, 6.5e-3, 300.0, 300, 0.0),  # RSC-1's 6.50 per 1,000 node-days, 16,000 GPUs, 5 min
+    (2000, 6.5e-3, 300.0, 300, 10.0),
+])
+def test_in_the_regime_of_meta_ettr_it_matches_the_formula(nodes, per_day, u0, dt_cp, w_cp):
+    """Where the formula holds (failures rare against the checkpoint interval: N r_f dt_cp
+    well under 1), the simulated restart policy is within 1 point of it."""
+    r_f = per_day / DAY
+    assert nodes * r_f * dt_cp < 0.15
+    ettr = meta_ettr(nodes, r_f, u0, dt_cp, w_cp)
+    assert _restart_goodput(nodes, r_f, u0, dt_cp, w_cp) == pytest.approx(ettr, abs=0.01)
+
+
+def test_meta_ettr_data_points_the_paper_reports():
+    """The paper's hypothetical (as summarised): all of RSC-1 (16,000 GPUs, 2,000 nodes of 8,
+    6.50 failures per 1,000 node-days) as one job, u0 = 5 min: E[ETTR] 0.7 with checkpoints
+    every 60 min, 0.93 every 5 min. The formula gives 0.68 and 0.93; the simulation 0.72 and
+    0.93. At 60 min, N r_f dt_cp = 0.54, outside the small-loss regime the formula is the
+    first order of (the paper says its approximation is within 5 % of a Monte Carlo; this
+    simulation is 6 % above the formula there, still 0.7 to the paper's precision)."""
+    r_f = 6.5e-3 / DAY
+    assert meta_ettr(2000, r_f, 300.0, 3600, 0.0) == pytest.approx(0.7, abs=0.02)
+    assert meta_ettr(2000, r_f, 300.0, 300, 0.0) == pytest.approx(0.93, abs=0.005)
+    hourly = _restart_goodput(2000, r_f, 300.0, 3600, 0.0)
+    assert hourly == pytest.approx(0.7, abs=0.03)
+    assert hourly == pytest.approx(meta_ettr(2000, r_f, 300.0, 3600, 0.0), rel=0.07)
 
 
 def test_llama3_failure_rate_restart_lands_above_90_and_in_process_says_what_it_changes():
@@ -209,3 +255,99 @@ def test_the_command_draws_its_plot(tmp_path, capsys):
                  "--runs", "2", "--plot", str(out)]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG" and f"wrote {out}" in capsys.readouterr().out
     assert main(["workload", "forecast", "--events", str(RUN), "--plot", "f.svg"]) == 2
+
+
+def _report(tmp_path, events_file=RUN, **change) -> Path:
+    """A chaos report as ``chaos run -o json`` prints it, of the run in ``events_file``."""
+    from elastix.measure.events import events_from_jsonl
+    from elastix.measure.goodput import goodput
+    from elastix.measure.report import ChaosReport
+
+    events = list(events_from_jsonl(events_file.read_text()))
+    d = ChaosReport([], goodput(events), [], False, events=events, workload="demo").to_json()
+    d.update(change)
+    out = tmp_path / "report.json"
+    out.write_text(json.dumps(d))
+    return out
+
+
+def test_the_command_from_a_saved_chaos_report(tmp_path, capsys):
+    """The report carries what the forecast needs: the same forecast as from the events."""
+    from elastix.main import main
+
+    argv = ["workload", "forecast", "--slices", "8", "--days", "2", "--runs", "3", "-o", "json"]
+    assert main([*argv, "--report", str(_report(tmp_path))]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--events", str(RUN)]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert got["source"] == f"report {tmp_path / 'report.json'}"
+    assert got["rows"] == want["rows"] and got["scenario"] == want["scenario"]
+    assert got["sources"]["in-process recovery"].startswith("2 measured")
+
+
+@pytest.mark.parametrize(("content", "fragment", "hint"), [
+    ("not json", "is not JSON", "chaos run NAME"),
+    ('{"kills": []}', "is not a chaos report", "chaos run NAME"),
+    ('[1, 2]', "is not a chaos report", "chaos run NAME"),
+    ('{"schema_version": 1, "kills": []}', "has schema_version 1; this elastix reads 2",
+     "--events FILE"),
+    ('{"schema_version": 2, "kills": []}', "written by an elastix without forecast inputs",
+     "--events FILE"),
+    ('{"schema_version": 2, "kills": [], "forecast_inputs": null}',
+     "measured too few steps", "--events FILE"),
+    ('{"schema_version": 2, "kills": [], "forecast_inputs": {"measured": {}}}',
+     "its forecast_inputs are malformed", "chaos run NAME"),
+])
+def test_a_bad_report_is_one_line_and_exit_2(tmp_path, capsys, content, fragment, hint):
+    from elastix.main import main
+
+    bad = tmp_path / "r.json"
+    bad.write_text(content)
+    assert main(["workload", "forecast", "--report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert fragment in err[0] and len(err) == 2 and hint in err[1], err
+
+
+def test_a_report_with_no_recovery_is_refused(tmp_path, capsys):
+    from elastix.main import main
+
+    clean = _report(tmp_path, FIXTURES / "clean_run.events.jsonl")
+    assert main(["workload", "forecast", "--report", str(clean), "--days", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "no in-process recovery in this run" in err[0] and "--recovery-time" in err[1]
+    assert main(["workload", "forecast", "--report", str(clean), "--events", str(RUN)]) == 2
+    assert "--events and --report each name the run: give one" in capsys.readouterr().err
+
+
+def test_the_restart_cost_is_said_and_never_a_local_start_up(capsys):
+    """Without --restart-time, a run read from a file or the local backend is forecast with
+    GKE's default restart (an assumption, said so), not its own seconds-long process start."""
+    from elastix.main import main
+    from elastix.measure.forecast_report import GKE_RESTART
+
+    argv = ["workload", "forecast", "--events", str(RUN), "--slices", "4", "--days", "1",
+            "--runs", "2", "-o", "json"]
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "10 min, an assumption" in d["sources"]["restart"] and GKE_RESTART == 600
+    assert any("local process start" in n and "--restart-time" in n for n in d["notes"])
+    assert main([*argv, "--restart-time", "5m,20m"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["sources"]["restart"] == "300-1200 s: --restart-time"
+    often = [*argv, "--host-mtbf", "2d"]
+    fast = json.loads(_run_capture(capsys, [*often, "--restart-time", "5s"]))
+    slow = json.loads(_run_capture(capsys, [*often, "--restart-time", "1h"]))
+    goodput = {k: next(r["goodput"]["mean"] for r in out["rows"] if r["policy"] == "restart"
+                       and r["periods"] == "today") for k, out in (("fast", fast), ("slow", slow))}
+    assert goodput["slow"] < goodput["fast"] - 0.1
+    assert main([*argv[:-2], "--restart-time", "2d"]) == 2
+    assert "the restart time (172800 s) is not shorter" in capsys.readouterr().err
+    assert main([*argv[:-2], "--restart-time", "0"]) == 2
+    assert "--restart-time '0' is out of range" in capsys.readouterr().err
+
+
+def _run_capture(capsys, argv: list[str]) -> str:
+    from elastix.main import main
+
+    assert main(argv) == 0
+    return capsys.readouterr().out

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from elastix.backends import Target
-from elastix.commands.advise import load_run
+from elastix.backends import Target, choose_backend
+from elastix.commands.advise import MAX_RUN_FILE, load_run
 from elastix.commands.options import (
     EventsFileOpt,
     RunNameArg,
@@ -41,9 +41,40 @@ def _positive(text: str, flag: str, top: float = MAX_MTBF) -> float:
     return secs
 
 
-def _replace(text: str) -> tuple[float, ...]:
-    """``--replace-time 10m`` or a distribution, ``5m,10m,40m`` (sampled evenly)."""
-    return tuple(_positive(x, "--replace-time") for x in text.split(","))
+def _samples(text: str, flag: str) -> tuple[float, ...]:
+    """``--replace-time 10m`` or a distribution, ``5m,10m,40m`` (sampled evenly); the same
+    for ``--restart-time``."""
+    return tuple(_positive(x, flag) for x in text.split(","))
+
+
+def _inputs(name: str | None, events_file: Path | None, report: Path | None, target: Target
+            ) -> tuple[Any, str, bool]:
+    """The run's inputs, where they came from, and whether that was a GKE cluster."""
+    from elastix.measure.forecast_inputs import from_report, inputs_of
+
+    given = [f for f, v in (("NAME", name), ("--events", events_file), ("--report", report))
+             if v]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)} each name the run: give one",
+                         hint="elastix workload forecast NAME, or --events FILE, or --report "
+                              "FILE")
+    if not given:
+        raise UsageError("missing workload NAME", hint="elastix workload forecast NAME (or "
+                         "--events FILE, or --report FILE)")
+    if report is not None:
+        from elastix.workload.spec import read_user_text
+
+        text = read_user_text(report, "report", "--report", "pass the JSON chaos run -o json "
+                              "printed", limit=MAX_RUN_FILE)
+        from elastix.measure.report import SCHEMA_VERSION
+
+        return from_report(text, str(report), SCHEMA_VERSION), f"report {report}", False
+    events, records, source = load_run(name, events_file, target, "forecast")
+    if not events:
+        raise UsageError(f"no trainer events found ({source})",
+                         hint="has the trainer started? see docs/events.md")
+    on_gke = events_file is None and choose_backend(target) == "gke"
+    return inputs_of(events, records), source, on_gke
 
 
 def _hosts(tpu_type: str) -> int:
@@ -61,6 +92,9 @@ def forecast(
     target: Target,
     name: RunNameArg = None,
     events_file: EventsFileOpt = None,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Read a saved chaos report (chaos run ... -o json) instead: the run "
+                         "may be gone.")] = None,
     slices: Annotated[int | None, typer.Option(
         "--slices", help="Slices of the training to forecast [the run's].")] = None,
     tpu_type: Annotated[str, typer.Option(
@@ -76,6 +110,10 @@ def forecast(
     replace_time: Annotated[str | None, typer.Option(
         "--replace-time", help="How long the platform takes to replace a slice: 10m, or a "
                                "distribution 5m,10m,40m [the run's waits for slices].")] = None,
+    restart_time: Annotated[str | None, typer.Option(
+        "--restart-time", help="How long a full restart takes, to its first step: 10m, or a "
+                               "distribution 5m,10m,20m [restarts measured on GKE, else 10m, "
+                               "an assumption].")] = None,
     recovery_time: Annotated[str | None, typer.Option(
         "--recovery-time", help="A recovery's downtime to assume when the run measured "
                                 "none.")] = None,
@@ -96,11 +134,9 @@ def forecast(
 ) -> None:
     """Simulate the run at another size, calibrated by what it measured: goodput of full
     restart, pause-resume and replica-resize at today's and at the best periods."""
-    from elastix.measure.advise import measure
     from elastix.measure.forecast import Scenario
     from elastix.measure.forecast_report import MAX_DAYS, calibrate, check
     from elastix.measure.forecast_report import forecast as run_forecast
-    from elastix.measure.goodput import full_mesh_slices
 
     check_output(output, OUTPUTS)
     if not (0 < days <= MAX_DAYS) or math.isnan(days):
@@ -117,19 +153,17 @@ def forecast(
                              "than 0", hint="e.g. --host-failures-per-day 0.004")
         host = 86400 / host_rate
     head = _positive(head_mtbf, "--head-mtbf") if head_mtbf else None
-    replace = _replace(replace_time) if replace_time else None
+    replace = _samples(replace_time, "--replace-time") if replace_time else None
+    restart = _samples(restart_time, "--restart-time") if restart_time else None
     assumed = _positive(recovery_time, "--recovery-time") if recovery_time else None
     if plot:
         from elastix.views.plot import check_plot_path
 
         check_plot_path(str(plot))
-    events, records, source = load_run(name, events_file, target, "forecast")
-    if not events:
-        raise UsageError(f"no trainer events found ({source})",
-                         hint="has the trainer started? see docs/events.md")
-    m = measure(events, records)
-    cal = calibrate(events, m, replace, assumed)
-    n = slices if slices is not None else full_mesh_slices(events) or 1
+    run, source, on_gke = _inputs(name, events_file, report, target)
+    cal = calibrate(run, replace, assumed, restart, on_gke)
+    m = run.measured
+    n = slices if slices is not None else run.slices or 1
     sc = Scenario(n, hosts, host, head, spare_slices, days * 86400,
                   checkpoint_period if checkpoint_period is not None else m.checkpoint_period,
                   snapshot_period if snapshot_period is not None else m.snapshot_period,

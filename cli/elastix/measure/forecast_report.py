@@ -12,8 +12,8 @@ from typing import Any
 
 from elastix.errors import UsageError
 from elastix.measure.advise import Measured, young_daly
-from elastix.measure.events import Event, recoveries
 from elastix.measure.forecast import POLICIES, Costs, Scenario, simulate
+from elastix.measure.forecast_inputs import RunInputs
 
 MAX_SLICES = 100_000  # past any TPU fleet; a bound, so --slices 10**9 is refused, never run
 MAX_FAILURES = 5_000_000  # failures simulated in all (runs x policies x periods searched)
@@ -21,6 +21,17 @@ MAX_RUNS = 1_000
 MAX_DAYS = 3_650
 SEARCH = (0.25, 0.5, 0.71, 1.0, 1.41, 2.0, 4.0)  # times the Young-Daly period, tried
 SEARCH_RUNS = 4  # runs per period tried; the best is then played with every run
+
+
+# A full restart on GKE: the JobSet recreates every pod, the scheduler places them, the
+# containers start, JAX and Pathways initialise, the checkpoint is read back and the step is
+# compiled again. No GKE, JobSet, xpk or MaxText document found gives how long that takes (the
+# search is in docs/forecast.md), so this default is an assumption, said as one in the output:
+# 10 min, inside the 5-20 min restart overhead (u0) Meta reports for its research clusters
+# (Kokolis et al., HPCA 2025, arXiv 2410.21680, the section on estimating ETTR).
+GKE_RESTART = 600.0
+GKE_RESTART_SOURCE = ("10 min, an assumption (no GKE/JobSet document gives one; Meta reports "
+                      "5-20 min, docs/forecast.md)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,38 +44,57 @@ class Calibration:
     notes: list[str]
 
 
-def _phase(r: Any, *names: str) -> float:
-    secs = r.phase_seconds()
-    return sum(secs.get(n) or 0.0 for n in names)
+def _span(xs: tuple[float, ...]) -> str:
+    """Seconds as the output says them: one value, or the range of the samples."""
+    return f"{xs[0]:g} s" if len(set(xs)) == 1 else f"{min(xs):g}-{max(xs):g} s"
 
 
-def _startup(events: list[Event]) -> float | None:
-    """Seconds from the run's first ``run_start`` to its first step (its start-up)."""
-    start = next((e.t for e in events if e.name == "run_start"), None)
-    step = next((e.t for e in events if e.name == "step" and start is not None
-                 and e.t >= start), None)
-    return (step - start) / 1000 if start is not None and step is not None else None
+def _restart(run: RunInputs, given: tuple[float, ...] | None, on_gke: bool,
+             sources: dict[str, str], notes: list[str]) -> tuple[float, ...]:
+    """A restart's cost: ``--restart-time``; else the restarts a GKE run measured; else the
+    GKE default. A local run's own restart (a process start, seconds) is never the default:
+    at fleet scale it would make a full restart look free."""
+    if given is not None:
+        sources["restart"] = f"{_span(given)}: --restart-time"
+        return given
+    measured = tuple(r.downtime for r in run.recoveries
+                     if r.kind == "restart" and r.downtime is not None)
+    if on_gke and measured:
+        sources["restart"] = f"{_span(measured)}: {len(measured)} measured on GKE (sampled)"
+        return measured
+    sources["restart"] = GKE_RESTART_SOURCE
+    own = (f"{len(measured)} restarts measured, median {statistics.median(measured):.1f} s"
+           if measured else f"its start-up, {run.startup:.1f} s" if run.startup else None)
+    if own and not on_gke:
+        notes.append(f"this run's own restart cost ({own}) is a local process start, not a "
+                     "JobSet restart; --restart-time sets the forecast's")
+    elif own:
+        notes.append(f"no restart measured on GKE ({own}); --restart-time sets the forecast's")
+    return (GKE_RESTART,)
 
 
-def calibrate(events: list[Event], m: Measured, replace: tuple[float, ...] | None = None,
-              recovery: float | None = None) -> Calibration:
-    """The costs ``events`` measured (``m``: :func:`elastix.measure.advise.measure`).
+def calibrate(run: RunInputs, replace: tuple[float, ...] | None = None,
+              recovery: float | None = None, restart: tuple[float, ...] | None = None,
+              on_gke: bool = False) -> Calibration:
+    """The costs a run measured (:func:`elastix.measure.forecast_inputs.inputs_of`).
 
     Args:
         replace: the platform's replace time (samples) given by the user; else the waits for
             slices the run's in-process recoveries measured (the local backend's delay).
-        recovery: a recovery's downtime to assume when the run has none of a kind.
+        recovery: a recovery's downtime to assume when the run has no in-process one.
+        restart: a full restart's cost (samples) given by the user (:func:`_restart`).
+        on_gke: the run was read from a GKE cluster (its restarts are GKE's).
 
     Raises:
         UsageError: something the forecast needs was not measured and not given.
     """
-    recs = [r for r in recoveries(events) if r.complete]
-    inproc = [r for r in recs if r.kind == "in-process"]
-    restarts = [r for r in recs if r.kind == "restart" and r.downtime is not None]
-    sources, notes = {}, []
+    m = run.measured
+    inproc = [r for r in run.recoveries if r.kind == "in-process"]
+    sources: dict[str, str] = {}
+    notes: list[str] = []
     if inproc:
-        before = tuple(_phase(r, "detection", "cleanup") for r in inproc)
-        after = tuple(_phase(r, "restore", "first step") for r in inproc)
+        before = tuple(r.before_wait for r in inproc)
+        after = tuple(r.after_wait for r in inproc)
         sources["in-process recovery"] = f"{len(inproc)} measured (their phases, sampled)"
     elif recovery is not None:
         before, after = (0.0,), (recovery,)
@@ -73,18 +103,11 @@ def calibrate(events: list[Event], m: Measured, replace: tuple[float, ...] | Non
         raise UsageError("no in-process recovery in this run to calibrate the forecast",
                          hint="measure one (elastix chaos kill-worker NAME --measure), or "
                               "assume its downtime: --recovery-time 60s")
-    if restarts:
-        restart = tuple(r.downtime for r in restarts)
-        sources["restart"] = f"{len(restarts)} measured (downtimes, sampled)"
-    else:
-        up = _startup(events)
-        restart = (up,) if up is not None else (recovery or after[0] + before[0],)
-        sources["restart"] = (f"this run's start-up, {restart[0]:.1f} s (no restart measured)"
-                              if up is not None else "the in-process recovery's downtime")
+    restarts = _restart(run, restart, on_gke, sources, notes)
     if replace is not None:
         sources["replace time"] = "--replace-time"
     else:
-        waits = tuple(_phase(r, "waiting for slices") for r in inproc)
+        waits = tuple(r.wait for r in inproc)
         if not waits:
             raise UsageError("no wait for a replacement slice measured in this run",
                              hint="give the platform's: --replace-time 10m")
@@ -94,7 +117,7 @@ def calibrate(events: list[Event], m: Measured, replace: tuple[float, ...] | Non
     if m.checkpoint_period and m.checkpoint_stall is None:
         notes.append("no checkpoint stall measured: saves are counted as free")
     costs = Costs(m.step, m.checkpoint_stall or 0.0, m.snapshot_stall or 0.0, before, after,
-                  restart, replace)
+                  restarts, replace)
     return Calibration(costs, m, sources, notes)
 
 
@@ -215,6 +238,10 @@ def check(sc: Scenario, c: Costs, runs: int) -> None:
                          hint="steps between host snapshots, or 0 for none")
     if sc.spare_slices < 0:
         raise UsageError(f"--spare-slices {sc.spare_slices} is negative", hint="e.g. 0 or 2")
+    if max(c.restart) >= sc.seconds:
+        raise UsageError(f"the restart time ({max(c.restart):g} s) is not shorter than the run "
+                         f"({sc.seconds:g} s)", hint="forecast more --days, or a shorter "
+                                                    "--restart-time")
     if max(c.replace) >= sc.seconds:
         raise UsageError(f"the replace time ({max(c.replace):g} s) is not shorter than the run "
                          f"({sc.seconds:g} s)", hint="forecast more --days, or a shorter "

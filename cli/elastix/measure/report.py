@@ -19,6 +19,7 @@ from elastix.measure.goodput import GoodputReport
 if TYPE_CHECKING:
     from elastix.backends.base import KillRecord
     from elastix.measure.chaos import KillMeasurement
+    from elastix.measure.plan import Plan
     from elastix.measure.verify import Verification
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
@@ -138,6 +139,8 @@ class ChaosReport:
     resumed: list[KillRecord] = dataclasses.field(default_factory=list)
     """Hosts a hang had stopped that the run resumed on its way out (Ctrl-C, SIGTERM, an
     error), so none is left stopped by a command that no longer runs."""
+    plan: Plan | None = None
+    """The plan run (:mod:`elastix.measure.plan`): kill ``i``'s measurement is round ``i``'s."""
 
     @property
     def window_goodput(self) -> float | None:
@@ -181,6 +184,8 @@ class ChaosReport:
                 for i, m in enumerate(self.measurements, 1) if self.kill_violations(i)}
 
     def to_json(self) -> dict[str, Any]:
+        from elastix.measure.forecast_inputs import report_inputs
+
         downs = [m.recovery.downtime for m in self.measurements
                  if m.recovery and m.recovery.downtime is not None]
         lost = [m.recovery.steps_lost for m in self.measurements
@@ -214,6 +219,8 @@ class ChaosReport:
                                  "resumed": fmt_ms(ms_of(k.resumed)) if k.resumed else None}
                                 for k in self.resumed],
             "verify": self.verify.to_json() if self.verify is not None else None,
+            "plan": self.plan.to_json() if self.plan is not None else None,
+            "forecast_inputs": report_inputs(self.events),  # workload forecast --report
         }
 
 

@@ -1,0 +1,129 @@
+"""What a forecast needs from a run, in one place: read from its events (``NAME``, ``--events``)
+or from a saved chaos report (``--report``), so a forecast works after the run is gone.
+
+A chaos report (:mod:`elastix.measure.report`) carries these numbers under ``forecast_inputs``;
+the events themselves are not in it (a long soak's would be megabytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from elastix.errors import UsageError
+from elastix.measure.advise import Measured, measure
+from elastix.measure.events import Event, recoveries
+
+REPORT_HINT = "save one with: elastix chaos run NAME --kills 3 -o json > report.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredRecovery:
+    """One complete recovery's cost, in seconds, split where the simulation needs it."""
+
+    kind: str  # "in-process" or "restart"
+    downtime: float | None
+    before_wait: float  # detection + cleanup
+    wait: float  # waiting for slices (the platform's replacement)
+    after_wait: float  # restore + first step
+
+
+@dataclasses.dataclass(frozen=True)
+class RunInputs:
+    """The run's measurements a forecast is calibrated by (:func:`inputs_of`)."""
+
+    measured: Measured
+    recoveries: tuple[MeasuredRecovery, ...]
+    startup: float | None  # seconds from the first run_start to its first step
+    slices: int | None  # the full mesh's
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RunInputs:
+        """Raises: TypeError, KeyError or ValueError on a malformed dict."""
+        m = Measured(**d["measured"])
+        recs = tuple(MeasuredRecovery(**r) for r in d["recoveries"])
+        for x in (m.step, *(v for r in recs for v in (r.before_wait, r.wait, r.after_wait))):
+            if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+                raise ValueError(f"not a duration: {x!r}")
+        slices = d.get("slices")
+        if slices is not None and (not isinstance(slices, int) or slices < 1):
+            raise ValueError(f"slices {slices!r}")
+        return cls(m, recs, d.get("startup"), slices)
+
+
+def _phase(secs: dict[str, float | None], *names: str) -> float:
+    return sum(secs.get(n) or 0.0 for n in names)
+
+
+def _startup(events: list[Event]) -> float | None:
+    """Seconds from the run's first ``run_start`` to its first step (its start-up)."""
+    start = next((e.t for e in events if e.name == "run_start"), None)
+    step = next((e.t for e in events if e.name == "step" and start is not None
+                 and e.t >= start), None)
+    return (step - start) / 1000 if start is not None and step is not None else None
+
+
+def inputs_of(events: list[Event], records: list[dict[str, Any]] | None = None) -> RunInputs:
+    """The forecast's inputs that ``events`` measured.
+
+    Raises:
+        UsageError: fewer than 2 steps were measured (:func:`elastix.measure.advise.measure`).
+    """
+    from elastix.measure.goodput import full_mesh_slices
+
+    recs = []
+    for r in recoveries(events):
+        if not r.complete:
+            continue
+        secs = r.phase_seconds()
+        recs.append(MeasuredRecovery(r.kind, r.downtime, _phase(secs, "detection", "cleanup"),
+                                     _phase(secs, "waiting for slices"),
+                                     _phase(secs, "restore", "first step")))
+    return RunInputs(measure(events, records), tuple(recs), _startup(events),
+                     full_mesh_slices(events))
+
+
+def report_inputs(events: list[Event]) -> dict[str, Any] | None:
+    """``forecast_inputs`` of a chaos report: None when the run has too few steps."""
+    try:
+        return inputs_of(events).to_json()
+    except UsageError:
+        return None
+
+
+def from_report(text: str, where: str, version: int) -> RunInputs:
+    """The inputs a saved chaos report (``chaos run ... -o json``) carries; ``version`` is the
+    report schema this elastix writes (:data:`elastix.measure.report.SCHEMA_VERSION`, passed
+    in: the report imports this module).
+
+    Raises:
+        UsageError: not JSON, not a chaos report, another schema version, or no inputs in it.
+    """
+    try:
+        d = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"report {where!r} is not JSON ({e.msg}, line {e.lineno})",
+                         hint=REPORT_HINT) from None
+    if not isinstance(d, dict) or "kills" not in d or "schema_version" not in d:
+        raise UsageError(f"report {where!r} is not a chaos report (no schema_version or kills)",
+                         hint=REPORT_HINT)
+    if d["schema_version"] != version:
+        raise UsageError(f"report {where!r} has schema_version {d['schema_version']!r}; this "
+                         f"elastix reads {version}", hint="forecast from the run's "
+                         "events instead: --events FILE (docs/events.md)")
+    got = d.get("forecast_inputs")
+    if got is None:
+        why = ("was written by an elastix without forecast inputs" if "forecast_inputs"
+               not in d else "measured too few steps to forecast from")
+        raise UsageError(f"report {where!r} {why}",
+                         hint="forecast from the run's events instead: --events FILE")
+    try:
+        return RunInputs.from_json(got)
+    except (TypeError, KeyError, ValueError, AttributeError) as e:
+        raise UsageError(f"report {where!r}: its forecast_inputs are malformed ({e})",
+                         hint=REPORT_HINT) from None
