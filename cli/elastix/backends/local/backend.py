@@ -1,36 +1,32 @@
 """The local backend: the same rendered JobSet, run as processes on this machine.
 
-``submit`` turns the manifest into a plan (``elastix.backends.local.plan.make_plan``) and starts a detached
-supervisor (``elastix.backends.local.supervisor``) that plays the JobSet controller: the head's main
-container command becomes the controller process (the trainer, on CPU devices), each worker pod a
-heartbeating slice-host process. Everything about a workload lives in one directory,
-``<root>/<name>/``, where ``<root>`` is ``--state-dir`` / ``ELASTIX_STATE_DIR`` or
-``<user data dir>/elastix/workloads``. Reading commands (list, status, logs) only read that
-directory; ``kill_worker`` sends a real SIGKILL; ``delete`` stops the supervisor and sweeps every
-recorded process, so nothing is orphaned even when the supervisor itself was SIGKILLed.
+Everything about a workload lives in one directory, ``<root>/<name>/``, where ``<root>`` is
+``--state-dir`` / ``ELASTIX_STATE_DIR`` or ``<user data dir>/elastix/workloads``. The backend's
+jobs each have their own module, and :class:`LocalBackend` is their one face to the commands:
+
+- the create transaction (:mod:`elastix.backends.local.create`): a plan, the state directory
+  claimed atomically, a detached supervisor (:mod:`elastix.backends.local.supervisor`) that
+  plays the JobSet controller (the head's command becomes the controller process, the trainer
+  on CPU devices; each worker pod a heartbeating slice-host process);
+- reading (here): list, status and the trainer's events only read that directory;
+- faults: real signals to real processes;
+- delete (:mod:`elastix.backends.local.delete`): stops the supervisor and sweeps every recorded
+  process, so nothing is orphaned even when the supervisor itself was SIGKILLed;
+- logs (:mod:`elastix.backends.local.logread`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import errno
-import json
 import os
 import random
 import re
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix import interrupts
 from elastix.backends.base import (
     EVENTS_FILE,
     HEAD_LOG,
@@ -45,38 +41,32 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
-from elastix.backends.local import channel, trainerhead
+from elastix.backends.local import create, delete
+from elastix.backends.local.delete import outlived, sigkill_after
 from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
-from elastix.backends.local.plan import Plan, compilation_cache_dir, data_dir, make_plan
+from elastix.backends.local.plan import Plan
 from elastix.backends.local.state import (
     FINAL_STATES,
     CorruptStateFile,
     PodRecord,
     WorkloadState,
     default_root,
-    marked_pids,
-    private_append,
     proc_matches,
     proc_stopped,
     read_events_bytes,
     read_procs,
     read_record,
-    record_proc,
-    sweep,
     trainer_lost_slices,
     trainer_recovery_point,
-    write_json_atomic,
 )
-from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE, killpg
-from elastix.backends.local.workdir import command_files, move_command_files
+from elastix.backends.local.supervisor import killpg
 from elastix.errors import (
-    AlreadyExists,
     BackendError,
     EventsUnreadable,
     NotFoundError,
     UsageError,
 )
-from elastix.protocol import entrypoints, envvars, eventspec, timefmt
+from elastix.protocol import entrypoints, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
 from elastix.workload import labels
 
@@ -84,21 +74,11 @@ if TYPE_CHECKING:
     from elastix.workload.selector import Selector
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
-_ASIDE = ".creating-"  # a state directory being built, before it is renamed into place
-START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
 SMOKE_STEPS = 1200  # `workload create --smoke`: 2 min of steps at 0.1 s, more under load
 
 
 def _parse_time(s: str | None) -> dt.datetime | None:
     return timefmt.parse(s) if s else None
-
-
-def _same_dir(d: Path, ours: os.stat_result) -> bool:
-    try:
-        st = os.stat(d)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def _disk_full(d: Path) -> str | None:
@@ -110,21 +90,6 @@ def _disk_full(d: Path) -> str | None:
         return None
     free = vfs.f_bavail * vfs.f_frsize
     return f"{free:,} bytes free" if free < 64 * 1024 else None
-
-
-def _sweep_asides(root: Path) -> None:
-    """Remove directories a create built aside and never renamed in because its launcher died
-    (``.creating-<pid>-<name>-*`` whose pid no longer runs): nothing else ever will."""
-    for p in root.glob(f"{_ASIDE}*"):
-        pid = p.name[len(_ASIDE):].split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(p, ignore_errors=True)
-        except PermissionError:
-            pass
 
 
 class LocalBackend(Backend):
@@ -175,210 +140,13 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ submit
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
                dry_run: str | None = None, preflight: bool = True, fresh: bool = False) -> str:
-        """See :meth:`Backend.submit`. ``fresh`` (``workload create --fresh``): start over: a
-        workload of that name is replaced, and its kept data (checkpoints) removed first."""
-        name = (manifest.get("metadata") or {}).get("name", "")
-        d = self._dir(name, must_exist=False)
-        plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
-        why = channel.problem(plan.health_address)
-        if why:  # the supervisor would fail at start on it: said before anything is made
-            raise UsageError(why, hint="remove it (as its owner or root), or pass a shorter "
-                                       "--state-dir, whose socket then stays inside it")
-        if dry_run:
-            if not fresh:
-                self._say_finished(name, d, plan)
-            return name
-        if d.exists():
-            if not (replace or fresh):
-                raise AlreadyExists(f"workload {name!r} already exists (local, {d})",
-                                    hint="pass --replace, or delete it: "
-                                         f"elastix workload delete {name} --backend local")
-            # The new run's supervisor and its head's imports start now, in step with the
-            # old run's stop (its final save): they touch nothing until the directory is theirs.
-            pre = self._prestart(d, plan)
-            try:
-                kept = self.delete(name, wait=True, delete_data=fresh)
-                # The previous run's events, logs and measurements lived in its state directory.
-                self.notices.append(f"replaced {name}: the previous run's events, logs and "
-                                    f"measurements are removed with it"
-                                    + (f"; {kept}" if kept else ""))
-                self._say_finished(name, d, plan)
-                self._launch(name, d, manifest, plan, pre)
-            finally:
-                _release(pre)
-            return name
-        if fresh and data_dir(d).is_dir():
-            said = self.delete(name, wait=True, delete_data=True)
-            self.notices.append(f"--fresh: {name} starts from step 0 ({said})")
-        self._say_finished(name, d, plan)
-        self._launch(name, d, manifest, plan)
-        return name
-
-    def _say_finished(self, name: str, d: Path, plan: Plan) -> None:
-        """A notice when the kept data already holds a checkpoint of the job's last step (the
-        quickstart run again after it finished): the trainer would resume it and complete
-        at once, which nothing else says until ``status``."""
-        found = trainerhead.finished_checkpoint(plan.head_command, d, data_dir(d), plan.cwd)
-        if found is None:
-            return
-        kept, steps = found
-        self.notices.append(
-            f"{name}'s kept data holds a checkpoint of step {kept}, and the job's last step is "
-            f"{steps} (--steps): this run resumes it and completes without training a step; to "
-            f"start over, create it again with --fresh (or first: elastix workload delete {name} "
-            "--delete-data)")
-
-    def _launch(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan,
-                pre: subprocess.Popen | None = None) -> None:
-        """Claim the state directory, start the supervisor (``pre``: the one
-        :meth:`_prestart` started, told to go), return once it has written its first state:
-        the commit point (:func:`elastix.interrupts.commit`). Anything before it that fails,
-        Ctrl-C included, leaves nothing behind: no directory, no process."""
-        ours: os.stat_result | None = None
-        proc: subprocess.Popen | None = None
-        try:
-            # Held from Ctrl-C (milliseconds): what it makes is then known to the undo below,
-            # a supervisor started but not yet recorded included.
-            with interrupts.deferred():
-                ours = self._claim(name, d, manifest, plan)
-                proc = _go(d, pre) or self._start_supervisor(d, plan)
-            self._await_first_state(name, d, ours, proc)
-            interrupts.commit()
-        except BaseException:
-            if ours is not None:
-                with interrupts.deferred():  # a second Ctrl-C must not cut the undo short
-                    self._discard(d, ours, proc, plan)
-            raise
-
-    @staticmethod
-    def _prestart(d: Path, plan: Plan) -> subprocess.Popen | None:
-        """A supervisor for the run that replaces the one in ``d``, started before that run
-        has stopped (``supervisor --prestart``): it reads ``plan`` and starts its head's
-        imports, then waits for :func:`_go`. None if it could not be started: the new run
-        then starts as any does, after the stop."""
-        env = _supervisor_env(plan)
-        proc: subprocess.Popen | None = None
-        # Held from Ctrl-C (milliseconds): a process started is one the caller knows of.
-        with interrupts.deferred():
-            try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "elastix.backends.local.supervisor", "--prestart",
-                     str(d)], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True)
-                proc.stdin.write(json.dumps(plan.to_json()).encode() + b"\n")
-                proc.stdin.flush()
-            except OSError:
-                if proc is not None:
-                    proc.kill()
-                    _release(proc)
-                return None
-        return proc
-
-    @staticmethod
-    def _start_supervisor(d: Path, plan: Plan) -> subprocess.Popen:
-        env = _supervisor_env(plan)
-        with open(private_append(d / "supervisor.log"), "ab") as out:
-            # Its own session: the terminal's Ctrl-C reaches the create, not the workload.
-            proc = subprocess.Popen([sys.executable, "-m", "elastix.backends.local.supervisor",
-                                     str(d)], env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        record_proc(d, proc.pid, "supervisor")
-        return proc
-
-    @staticmethod
-    def _await_first_state(name: str, d: Path, ours: os.stat_result,
-                           proc: subprocess.Popen) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not (d / "state.json").exists():
-            if not _same_dir(d, ours):
-                raise BackendError(f"workload {name!r} was deleted while it was being created",
-                                   hint=f"create it again: elastix workload create {name} "
-                                        "--backend local")
-            if proc.poll() is not None or time.monotonic() > deadline:
-                try:
-                    tail = (d / "supervisor.log").read_text(errors="replace").strip().splitlines()
-                except FileNotFoundError:
-                    tail = []
-                last = tail[-1] if tail else "no output"
-                raise BackendError(f"the local supervisor did not start: {last}",
-                                   hint="run again with --debug; the supervisor's log was: "
-                                        + " | ".join(tail[-3:]))
-            time.sleep(0.02)
+        """See :meth:`Backend.submit` and :func:`elastix.backends.local.create.submit`."""
+        return create.submit(self, manifest, replace=replace, dry_run=dry_run,
+                             preflight=preflight, fresh=fresh)
 
     def clone(self, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
-        """The same manifest run again under its own name and data (see
-        :mod:`elastix.backends.local.clone`)."""
-        from elastix.backends.local.clone import copy_of
-
-        d = self._dir(name)
-        new, manifest, plan = copy_of(
-            name, d, read_record(d / "manifest.json", dict),
-            read_record(d / "plan.json", Plan.from_json), dict(os.environ), suffix)
-        if not dry_run:
-            self._launch(new, self._dir(new, must_exist=False), manifest, plan)
-        return new
-
-    def _claim(self, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> os.stat_result:
-        """Make the workload's state directory, atomically: it is built aside (a private
-        directory beside it, 0700) and renamed into place, and a rename onto a directory that
-        exists fails. So two creates of one name cannot both win, the loser removes only what
-        it made, and no reader ever sees a directory without its plan. Returns the directory's
-        identity (device and inode): what :meth:`_discard` checks before removing it."""
-        try:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _sweep_asides(self.root)
-            aside = Path(tempfile.mkdtemp(prefix=f"{_ASIDE}{os.getpid()}-{name}-", dir=self.root))
-        except OSError as e:
-            raise BackendError(f"cannot create the workload's state directory {d}: "
-                               f"{e.strerror or e}",
-                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
-                                    "directory") from None
-        try:
-            (aside / "logs").mkdir(mode=0o700)
-            write_json_atomic(aside / "manifest.json", manifest)
-            write_json_atomic(aside / "plan.json", plan.to_json())
-            ours = os.stat(aside)
-            self._rename_in(aside, d)
-        except FileExistsError:
-            shutil.rmtree(aside, ignore_errors=True)
-            raise AlreadyExists(f"workload {name!r} already exists (local, {d}): another create "
-                                "of that name won", hint=f"see it with: elastix workload status "
-                                f"{name} --backend local") from None
-        except OSError as e:
-            shutil.rmtree(aside, ignore_errors=True)
-            raise BackendError(f"cannot create the workload's state directory {d}: "
-                               f"{e.strerror or e}",
-                               hint="pass --state-dir DIR (or ELASTIX_STATE_DIR) with a writable "
-                                    "directory") from None
-        return ours
-
-    @staticmethod
-    def _rename_in(aside: Path, d: Path) -> None:
-        """Rename the built directory into place; FileExistsError when ``d`` exists. (A rename
-        onto an *empty* directory would replace it: only a directory with a plan is a workload,
-        and an empty one is no one's, so that is right.)"""
-        try:
-            os.rename(aside, d)
-        except OSError as e:
-            if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise FileExistsError(e.errno, e.strerror, str(d)) from None
-            raise
-
-    @staticmethod
-    def _discard(d: Path, ours: os.stat_result, proc: subprocess.Popen | None,
-                 plan: Plan) -> None:
-        """Undo a submit that failed or was interrupted half-way: stop the supervisor and every
-        pod it started (as ``delete`` sweeps them), and remove the state dir only if it is
-        still the one this submit made (a delete and another create may have come in between:
-        theirs is never touched; the marker is this submit's own)."""
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        mine = _same_dir(d, ours)
-        # Not theirs: a workload of the same name has the same socket address.
-        _sweep_all(d if mine else None, plan.marker, plan.health_address if mine else None, d)
-        if mine:
-            shutil.rmtree(d, ignore_errors=True)
+        """See :func:`elastix.backends.local.create.clone`."""
+        return create.clone(self, name, suffix=suffix, dry_run=dry_run)
 
     # ------------------------------------------------------------------ status
     def _check_root(self) -> None:
@@ -423,7 +191,7 @@ class LocalBackend(Backend):
             state = "Failed"
             reasons.append("the local supervisor is not running (killed?); "
                            f"clean up with: elastix workload delete {name} --backend local")
-            left = _outlived(plan.marker)
+            left = outlived(plan.marker)
             if left:
                 reasons.append(f"{len(left)} process{'es' if len(left) > 1 else ''} of {name} "
                                f"outlived its supervisor and still run: {'; '.join(left)}; "
@@ -548,14 +316,12 @@ class LocalBackend(Backend):
         ``head``: the head's process group, as a pod's containers die together), SIGTERM then
         SIGKILL after the grace (``term``: ``--grace``, else the worker pods' rendered
         ``terminationGracePeriodSeconds``), SIGSTOP (``hang``)."""
+        fault.check_target(slice, host)
         if fault.kind == "kill":
             return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
         d = self._dir(name)
         plan, st = self._raw(d)
         if fault.kind == "head":
-            if slice is not None or host is not None:
-                raise UsageError("--fault head takes no --slice or --host",
-                                 hint="the head is one pod: drop --slice/--host")
             head = st.head
             if head is None or head.phase != "Running" \
                     or not proc_matches(head.pid, head.create_time):
@@ -577,9 +343,6 @@ class LocalBackend(Backend):
                                hint=f"see the pods with: elastix workload status {name}")
         rng = random.Random(seed)
         if fault.kind == "slice":
-            if host is not None:
-                raise UsageError("--fault slice takes every host of a slice: not --host",
-                                 hint="drop --host (or use --fault kill --slice S --host H)")
             chosen = slice if slice is not None else rng.choice(sorted({p.slice for p in running}))
             victims = [p for p in running if p.slice == chosen]
         else:
@@ -603,7 +366,7 @@ class LocalBackend(Backend):
             rec.sent = utc_now()  # the two times as in kill_worker
             if fault.kind == "term":
                 rec.grace = fault.grace if fault.grace is not None else plan.worker_grace
-                _sigkill_after(v.pid, v.create_time, rec.grace)
+                sigkill_after(v.pid, v.create_time, rec.grace)
             out.append(rec)
         return out
 
@@ -636,64 +399,8 @@ class LocalBackend(Backend):
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
-        d = self._dir(name, must_exist=False)
-        if not (d / "plan.json").exists() and delete_data and data_dir(d).is_dir():
-            # deleted before, its data kept: what --delete-data then said it would remove
-            shutil.rmtree(data_dir(d), ignore_errors=True)
-            return (f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
-                    + _cache_kept(d))
-        d = self._dir(name)
-        with _held(d) as still_ours:
-            if not still_ours:
-                # Another delete ran while this one waited: what is left (its data, or
-                # nothing) is judged afresh, so each delete says only what it did itself.
-                return self.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
-            return self._delete_held(name, d, timeout, delete_data)
-
-    def _delete_held(self, name: str, d: Path, timeout: float, delete_data: bool) -> str | None:
-        """:meth:`delete` of ``d``, its lock held (:func:`_held`)."""
-        try:
-            plan, st = self._raw(d)
-        except (OSError, ValueError, KeyError, TypeError):
-            plan, st = None, None  # half-written or damaged: sweep what procs.jsonl recorded
-        sup = self._supervisor(d, st)
-        unanswered = said = None
-        if sup and proc_matches(sup["pid"], sup.get("create_time")):
-            unanswered = _stop_supervisor(sup, timeout)
-        if unanswered:
-            # Before the supervisor goes: its guard SIGKILLs every pod when it dies.
-            said = _stop_head_itself(d, unanswered, timeout)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(sup["pid"], signal.SIGKILL)  # it restarts nothing from here on
-        _sweep_all(d, plan.marker if plan else None, plan.health_address if plan else None,
-                   d, timeout=min(timeout, 10.0))
-        survivors = [r["pid"] for r in read_procs(d)
-                     if proc_matches(r["pid"], r.get("create_time"))]
-        if survivors:
-            raise BackendError(f"processes of {name!r} survived SIGKILL: {survivors}",
-                               hint="they may be stuck in the kernel; try again")
-        kept = data_dir(d)
-        theirs = command_files(d)
-        moved = None
-        if not delete_data:
-            try:
-                moved = move_command_files(d, kept)
-            except OSError as e:  # never delete what could not be moved: the directory stays
-                raise BackendError(f"could not move what {name!r}'s command wrote in {d} into "
-                                   f"its kept data {kept}: {e.strerror or e}",
-                                   hint="make the state dir writable, then delete again (its "
-                                        "processes are stopped; nothing was removed)") from None
-        shutil.rmtree(d, ignore_errors=True)
-        first = f"{said}; " if said else ""  # what was done in the supervisor's place
-        if delete_data and (kept.exists() or theirs):
-            shutil.rmtree(kept, ignore_errors=True)
-            also = f" and what its command wrote in $ELASTIX_WORKLOAD_DIR ({', '.join(theirs)})"
-            return (first + f"removed its data (checkpoints) in {kept}" + (also if theirs else "")
-                    + _cache_kept(d))
-        if not kept.exists():
-            return said
-        return (first + f"kept its data (checkpoints) in {kept}"
-                + (f", and {moved}" if moved else "") + "; --delete-data removes it")
+        """See :func:`elastix.backends.local.delete.delete`."""
+        return delete.delete(self, name, wait=wait, timeout=timeout, delete_data=delete_data)
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
@@ -771,169 +478,6 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         return str(self.root)
-
-
-def _cache_kept(d: Path) -> str:
-    """What ``--delete-data`` leaves on purpose: the compilation cache every workload of the
-    state directory shares (another workload's entries are in it; JAX keys them apart)."""
-    cache = compilation_cache_dir(d)
-    return (f"; kept the compilation cache all workloads here share, {cache}"
-            if cache.is_dir() else "")
-
-
-def _supervisor_env(plan: Plan) -> dict[str, str]:
-    """A supervisor's environment: the launcher's, and the workload's marker (its sweeps)."""
-    return {**os.environ, envvars.LOCAL_MARKER: plan.marker}
-
-
-def _go(d: Path, pre: subprocess.Popen | None) -> subprocess.Popen | None:
-    """Tell a pre-started supervisor that ``d`` is its run's now; None if there is none, or it
-    died (then one is started afresh)."""
-    if pre is None or pre.poll() is not None:
-        return None
-    os.close(private_append(d / "supervisor.log"))  # there before it runs, as a spawned one's
-    try:
-        pre.stdin.write(b"go\n")
-        pre.stdin.close()
-    except OSError:
-        return None
-    record_proc(d, pre.pid, "supervisor")
-    return pre
-
-
-def _release(pre: subprocess.Popen | None) -> None:
-    """A pre-started supervisor never told to go (the replace failed or was interrupted):
-    end of file ends it and its head's imports, having touched nothing on disk."""
-    if pre is None or pre.stdin.closed:
-        return
-    try:
-        pre.stdin.close()
-    except OSError:
-        pass
-    try:  # it ends its head and exits at once; killed, its head dies with it all the same
-        pre.wait(2.0)
-    except subprocess.TimeoutExpired:
-        pre.kill()
-        pre.wait()
-
-
-def _sweep_all(procs_of: Path | None, marker: str | None, health_address: str | None,
-               d: Path, timeout: float = 10.0) -> None:
-    """SIGKILL every process of a workload whose supervisor is stopped or killed: those
-    ``procs_of``'s ``procs.jsonl`` records (None: the directory is someone else's now) and
-    those carrying ``marker``; then remove the supervisor's short socket directory outside
-    ``d``, which a SIGKILLed supervisor leaves. ``delete`` and a create undone both end so."""
-    sweep(procs_of, marker, timeout=timeout)
-    if health_address is not None:
-        channel.remove(health_address, d)
-
-
-def _outlived(marker: str) -> list[str]:
-    """``pid N (command)`` of each live process carrying the workload's marker.
-
-    Looked for only when the supervisor died without finishing: its guard kills these, so any
-    left means the guard was killed too (``delete`` still sweeps them by the marker).
-    """
-    import psutil
-
-    out = []
-    for pid in marked_pids(marker):
-        try:
-            cmd = " ".join(psutil.Process(pid).cmdline()) or "?"
-        except psutil.Error:
-            continue
-        out.append(f"pid {pid} ({cmd if len(cmd) <= 60 else cmd[:57] + '...'})")
-    return out
-
-
-@contextlib.contextmanager
-def _held(d: Path) -> Iterator[bool]:
-    """An exclusive lock on the workload directory ``d`` (flock on the directory itself: no
-    file left behind), for one ``delete`` at a time. Yields whether ``d`` is still the
-    directory that was locked (False: it was removed, or replaced, while this waited)."""
-    import fcntl
-
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    except FileNotFoundError:
-        yield False
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            now = os.stat(d)
-        except FileNotFoundError:
-            yield False
-            return
-        locked = os.fstat(fd)
-        yield (now.st_dev, now.st_ino) == (locked.st_dev, locked.st_ino)
-    finally:
-        os.close(fd)
-
-
-def _stop_supervisor(sup: dict[str, Any], timeout: float) -> str | None:
-    """SIGTERM the supervisor (it stops its pods, the head first with its grace, then exits)
-    and wait for it; None when it did. For a supervisor that is stopped (SIGSTOP) or does not
-    exit in time, why: its pods' processes still need their SIGTERM."""
-    import psutil
-
-    pid, made = sup["pid"], sup.get("create_time")
-    try:
-        stopped = psutil.Process(pid).status() == psutil.STATUS_STOPPED
-    except psutil.Error:
-        return None
-    if not stopped:
-        os.kill(pid, signal.SIGTERM)
-        # The head's grace (its final save), then the hosts': what the supervisor allows.
-        deadline = time.monotonic() + min(timeout, HEAD_TERM_GRACE + TERM_GRACE + 5.0)
-        while proc_matches(pid, made):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-        else:
-            return None
-    return "was stopped (SIGSTOP)" if stopped else "did not exit in time"
-
-
-def _stop_head_itself(d: Path, why: str, timeout: float) -> str:
-    """What a kubelet does whatever the JobSet controller does: SIGTERM the head pod's process
-    group, wait its grace (its final save), SIGKILL what is left. The slice hosts are still up
-    (the sweep ends them after), so the head commits its step rather than seeing a slice go."""
-    heads = [r for r in read_procs(d) if r.get("role") == "head"
-             and proc_matches(r["pid"], r.get("create_time"))]
-    what = f"the supervisor (the local JobSet controller) {why}"
-    if not heads:
-        return f"{what}: elastix stopped its processes itself; no head was running"
-    head = heads[-1]
-    for sig in (signal.SIGTERM, signal.SIGCONT):  # a stopped head acts on SIGTERM once resumed
-        try:
-            os.killpg(head["pid"], sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    started = time.monotonic()
-    grace = min(timeout, HEAD_TERM_GRACE)
-    _sigkill_after(head["pid"], head.get("create_time"), grace)
-    took = time.monotonic() - started
-    if took >= grace:
-        return (f"{what}: elastix sent the head SIGTERM itself, as a kubelet does; it did not "
-                f"exit in its {grace:g} s grace and was killed (steps since its last "
-                "checkpoint are lost)")
-    return (f"{what}: elastix sent the head SIGTERM itself, as a kubelet does, and it exited "
-            f"after {took:.1f} s (its final save)")
-
-
-def _sigkill_after(pid: int, create_time: float | None, grace: float) -> None:
-    """Wait until ``pid`` has exited, at most ``grace`` seconds, then SIGKILL it if it is still
-    the same process: the kubelet's end of a pod's grace period."""
-    deadline = time.monotonic() + grace
-    while proc_matches(pid, create_time):
-        if time.monotonic() >= deadline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            return
-        time.sleep(0.01)
 
 
 def _check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
