@@ -233,6 +233,7 @@ def test_a_run_with_no_recovery_is_refused_or_assumed(capsys):
                  "--recovery-time", "60s", "--replace-time", "10m", "-o", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert "--recovery-time 60 s (none measured)" in d["sources"]["in-process recovery"]
+    assert d["sources"]["replace time"] == "600 s: --replace-time"
 
 
 def test_the_plot_draws_a_line_per_policy(tmp_path):

@@ -105,15 +105,16 @@ def calibrate(run: RunInputs, replace: tuple[float, ...] | None = None,
                               "assume its downtime: --recovery-time 60s")
     restarts = _restart(run, restart, on_gke, sources, notes)
     if replace is not None:
-        sources["replace time"] = "--replace-time"
+        sources["replace time"] = f"{_span(replace)}: --replace-time"
     else:
         waits = tuple(r.wait for r in inproc)
         if not waits:
             raise UsageError("no wait for a replacement slice measured in this run",
                              hint="give the platform's: --replace-time 10m")
         replace = waits
-        sources["replace time"] = (f"the waits for slices of {len(waits)} recoveries (the "
-                                   "local backend's delay; give --replace-time for GKE's)")
+        sources["replace time"] = (f"{_span(waits)}: the waits for slices of {len(waits)} "
+                                   "recoveries (the local backend's delay; give "
+                                   "--replace-time for GKE's)")
     if m.checkpoint_period and m.checkpoint_stall is None:
         notes.append("no checkpoint stall measured: saves are counted as free")
     costs = Costs(m.step, m.checkpoint_stall or 0.0, m.snapshot_stall or 0.0, before, after,
