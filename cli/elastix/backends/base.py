@@ -199,6 +199,26 @@ class Fault:
                 else "hang (until replaced)"
         return self.kind
 
+    def check_target(self, slice: int | None, host: int | None, where: str | None = None
+                     ) -> None:
+        """The one place a fault's target is checked against its kind: ``head`` is one pod
+        (no slice, no host), ``slice`` takes every host of its slice (no host). ``where``
+        names a file's entry (``plan 'p.yaml', round 2``): its keys are named, not flags.
+
+        Raises:
+            UsageError: the target does not fit the fault (exit 2, nothing killed).
+        """
+        from elastix.errors import UsageError
+
+        s, h = ("slice", "host") if where else ("--slice", "--host")
+        at = f"{where}: fault" if where else "--fault"
+        if self.kind == "head" and (slice is not None or host is not None):
+            raise UsageError(f"{at} head takes no {s} or {h}",
+                             hint=f"the head is one pod: drop {s}/{h}")
+        if self.kind == "slice" and host is not None:
+            raise UsageError(f"{at} slice takes every host of a slice: not {h}",
+                             hint=f"drop {h} (or fault kill with {s} and {h})")
+
 
 @dataclasses.dataclass
 class KillRecord:

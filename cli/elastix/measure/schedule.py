@@ -60,13 +60,17 @@ Duration = Callable[[str, str, bool], float]
 UsageError (the CLI's one grammar, ``elastix.commands.options.parse_duration_in``)."""
 
 
-def _duration(v: Any, where: str, key: str, parse: Duration) -> float:
+def seconds_of(v: Any, where: str, key: str, parse: Duration, zero_ok: bool | None = None
+               ) -> float:
+    """A file's duration (``90s``, ``5m``, or seconds), by the CLI's grammar; 0 allowed for
+    ``at`` unless ``zero_ok`` says otherwise."""
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         raise UsageError(f"{where}: {key} is not a duration", hint=f"e.g. {key}: 90s")
-    return parse(str(v), f"{where}: {key}", key == "at")
+    return parse(str(v), f"{where}: {key}", key == "at" if zero_ok is None else zero_ok)
 
 
-def _index(v: Any, where: str, key: str) -> int | None:
+def index_of(v: Any, where: str, key: str) -> int | None:
+    """A file's slice or host index: 0 or more, or None."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -102,21 +106,17 @@ def parse_schedule(doc: Any, source: str, duration: Duration) -> list[Planned]:
         if kind not in FAULTS:
             raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
                              hint="e.g. fault: term")
-        grace = _duration(item["grace"], where, "grace", duration) if "grace" in item else None
-        hang_for = _duration(item["for"], where, "for", duration) if "for" in item else None
+        grace = seconds_of(item["grace"], where, "grace", duration) if "grace" in item else None
+        hang_for = seconds_of(item["for"], where, "for", duration) if "for" in item else None
         if grace is not None and kind != "term":
             raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
         if hang_for is not None and kind != "hang":
             raise UsageError(f"{where}: for is for fault hang only", hint="drop for")
-        sl, host = _index(item.get("slice"), where, "slice"), _index(item.get("host"), where,
+        sl, host = index_of(item.get("slice"), where, "slice"), index_of(item.get("host"), where,
                                                                       "host")
         if host is not None and sl is None:
             raise UsageError(f"{where}: host needs slice", hint="e.g. slice: 0, host: 1")
-        if kind == "head" and sl is not None:
-            raise UsageError(f"{where}: fault head takes no slice or host", hint="drop them")
-        if kind == "slice" and host is not None:
-            raise UsageError(f"{where}: fault slice takes every host: not host",
-                             hint="drop host")
-        out.append(Planned(_duration(item["at"], where, "at", duration), Fault(kind, grace, hang_for),
-                           sl, host))
+        fault = Fault(kind, grace, hang_for)
+        fault.check_target(sl, host, where)
+        out.append(Planned(seconds_of(item["at"], where, "at", duration), fault, sl, host))
     return sorted(out, key=lambda p: p.at)

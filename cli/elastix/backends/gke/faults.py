@@ -176,15 +176,13 @@ def deliver(ns: Namespace, name: str, fault: Fault, *, slice: int | None, host: 
             seed: int | None, dry_run: bool) -> list[KillRecord]:
     """Deliver ``fault`` (GKE can: :func:`support`) and return what it hit, in the order hit.
     See :meth:`elastix.backends.base.Backend.inject`."""
+    fault.check_target(slice, host)
     if fault.kind == "kill":
         info, pod = one_worker(ns, name, slice, host, seed)
         if not dry_run:
             delete_pod(ns, info, pod, 0)
         return [record(name, info, "kill", dry_run)]
     if fault.kind == "head":
-        if slice is not None or host is not None:
-            raise UsageError("--fault head takes no --slice or --host",
-                             hint="the head is one pod: drop --slice/--host")
         info, pod = head_pod(ns, name)
         if not dry_run:
             delete_pod(ns, info, pod, 0)
@@ -201,9 +199,6 @@ def deliver(ns: Namespace, name: str, fault: Fault, *, slice: int | None, host: 
     if fault.kind != "slice":
         raise UsageError(f"--fault {fault.kind} is not delivered here",
                          hint="see elastix chaos kill-worker --help for the faults")
-    if host is not None:
-        raise UsageError("--fault slice takes every host of a slice: not --host",
-                         hint="drop --host (or use --fault kill --slice S --host H)")
     out: list[KillRecord] = []
     for n, (info, pod) in enumerate(slice_pods(ns, name, slice, seed)):
         if not dry_run:
