@@ -9,7 +9,7 @@ jobs each have their own module, and :class:`LocalBackend` is their one face to 
   plays the JobSet controller (the head's command becomes the controller process, the trainer
   on CPU devices; each worker pod a heartbeating slice-host process);
 - reading (here): list, status and the trainer's events only read that directory;
-- faults: real signals to real processes;
+- faults (:mod:`elastix.backends.local.faults`): real signals to real processes;
 - delete (:mod:`elastix.backends.local.delete`): stops the supervisor and sweeps every recorded
   process, so nothing is orphaned even when the supervisor itself was SIGKILLed;
 - logs (:mod:`elastix.backends.local.logread`).
@@ -17,12 +17,9 @@ jobs each have their own module, and :class:`LocalBackend` is their one face to 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
-import random
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,9 +38,9 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
-from elastix.backends.local import create, delete
-from elastix.backends.local.delete import outlived, sigkill_after
-from elastix.backends.local.logread import every_attempt, follow_files, previous, unstamped
+from elastix.backends.local import create, delete, faults
+from elastix.backends.local.delete import outlived
+from elastix.backends.local.logread import logs
 from elastix.backends.local.plan import Plan
 from elastix.backends.local.state import (
     FINAL_STATES,
@@ -59,16 +56,13 @@ from elastix.backends.local.state import (
     trainer_lost_slices,
     trainer_recovery_point,
 )
-from elastix.backends.local.supervisor import killpg
 from elastix.errors import (
-    BackendError,
     EventsUnreadable,
     NotFoundError,
     UsageError,
 )
 from elastix.protocol import entrypoints, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
-from elastix.workload import labels
 
 if TYPE_CHECKING:
     from elastix.workload.selector import Selector
@@ -281,29 +275,10 @@ class LocalBackend(Backend):
     # ------------------------------------------------------------------ chaos
     def kill_worker(self, name: str, *, slice: int | None = None, host: int | None = None,
                     seed: int | None = None, dry_run: bool = False) -> KillRecord:
+        """SIGKILL one worker pod's process (see :mod:`elastix.backends.local.faults`)."""
         d = self._dir(name)
-        plan, st = self._raw(d)
-        _check_pod_index(name, plan, slice, host)
-        pods = self._running_workers(st, slice, host)
-        if not pods:
-            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
-                            if v is not None)
-            raise BackendError(f"no running worker pod of {name}{where} to kill",
-                               hint=f"see the pods with: elastix workload status {name}")
-        victim = random.Random(seed).choice(pods)
-        # Two times bound the fault: ``time`` just before the signal (nothing the fault caused
-        # can predate it: ``kill_to_loss`` runs from it) and ``sent`` once it was sent (a
-        # SIGKILLed or SIGSTOPped process runs nothing after it: the aim places the fault
-        # there). A CLI preempted between the two separates them; neither is right for both.
-        rec = KillRecord(workload=name, pod=victim.name, slice=victim.slice, host=victim.host,
-                         node="localhost", time=utc_now(), dry_run=dry_run, pid=victim.pid)
-        if not dry_run:
-            try:
-                os.kill(victim.pid, signal.SIGKILL)
-            except ProcessLookupError as err:
-                raise BackendError(f"worker {victim.name} exited before the kill") from err
-            rec.sent = utc_now()
-        return rec
+        return faults.kill_worker(name, *self._raw(d), slice=slice, host=host, seed=seed,
+                                  dry_run=dry_run)
 
     @classmethod
     def fault_support(cls, fault: Fault) -> str | None:
@@ -312,84 +287,14 @@ class LocalBackend(Backend):
     def inject(self, name: str, fault: Fault, *, slice: int | None = None,
                host: int | None = None, seed: int | None = None,
                dry_run: bool = False) -> list[KillRecord]:
-        """Signal the victim's process: SIGKILL (``kill``, ``slice``: every host of the slice,
-        ``head``: the head's process group, as a pod's containers die together), SIGTERM then
-        SIGKILL after the grace (``term``: ``--grace``, else the worker pods' rendered
-        ``terminationGracePeriodSeconds``), SIGSTOP (``hang``)."""
-        fault.check_target(slice, host)
-        if fault.kind == "kill":
-            return [self.kill_worker(name, slice=slice, host=host, seed=seed, dry_run=dry_run)]
+        """See :func:`elastix.backends.local.faults.inject`."""
         d = self._dir(name)
-        plan, st = self._raw(d)
-        if fault.kind == "head":
-            head = st.head
-            if head is None or head.phase != "Running" \
-                    or not proc_matches(head.pid, head.create_time):
-                raise BackendError(f"the head of {name} is not running: nothing to kill",
-                                   hint=f"see elastix workload status {name}")
-            rec = KillRecord(workload=name, pod=head.name, slice=None, host=None,
-                             node="localhost", time=utc_now(), dry_run=dry_run, pid=head.pid,
-                             fault="head")
-            if not dry_run:
-                killpg(head.pid, signal.SIGKILL)
-                rec.sent = utc_now()
-            return [rec]
-        _check_pod_index(name, plan, slice, host)
-        running = self._running_workers(st, slice, None if fault.kind == "slice" else host)
-        if not running:
-            where = "".join(f" {k} {v}" for k, v in (("slice", slice), ("host", host))
-                            if v is not None)
-            raise BackendError(f"no running worker pod of {name}{where} to fault",
-                               hint=f"see the pods with: elastix workload status {name}")
-        rng = random.Random(seed)
-        if fault.kind == "slice":
-            chosen = slice if slice is not None else rng.choice(sorted({p.slice for p in running}))
-            victims = [p for p in running if p.slice == chosen]
-        else:
-            victims = [rng.choice(running)]
-        out: list[KillRecord] = []
-        for i, v in enumerate(victims):
-            rec = KillRecord(workload=name, pod=v.name, slice=v.slice, host=v.host,
-                             node="localhost", time=utc_now(), dry_run=dry_run, pid=v.pid,
-                             fault=fault.kind)
-            if dry_run:
-                out.append(rec)
-                continue
-            sig = {"slice": signal.SIGKILL, "term": signal.SIGTERM,
-                   "hang": signal.SIGSTOP}[fault.kind]
-            try:
-                os.kill(v.pid, sig)
-            except ProcessLookupError:
-                if fault.kind == "slice" and i > 0:
-                    continue  # its slice went down with the first host: that is the fault
-                raise BackendError(f"worker {v.name} exited before the fault") from None
-            rec.sent = utc_now()  # the two times as in kill_worker
-            if fault.kind == "term":
-                rec.grace = fault.grace if fault.grace is not None else plan.worker_grace
-                sigkill_after(v.pid, v.create_time, rec.grace)
-            out.append(rec)
-        return out
+        return faults.inject(name, fault, *self._raw(d), slice=slice, host=host, seed=seed,
+                             dry_run=dry_run)
 
     def resume(self, name: str, rec: KillRecord) -> bool:
-        """SIGCONT the hung host ``rec`` stopped, if that same process still exists."""
-        d = self._dir(name, must_exist=False)
-        ours = next((r for r in read_procs(d) if r.get("pid") == rec.pid), None)
-        if rec.pid is None or ours is None or not proc_matches(rec.pid, ours.get("create_time")):
-            return False
-        try:
-            os.kill(rec.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            return False
-        rec.resumed = utc_now()
-        return True
-
-    @staticmethod
-    def _running_workers(st: WorkloadState, slice: int | None,
-                         host: int | None) -> list[PodRecord]:
-        pods = [p for s in st.slices for p in s.pods
-                if (slice is None or p.slice == slice) and (host is None or p.host == host)
-                and p.phase == "Running" and proc_matches(p.pid, p.create_time)]
-        return sorted(pods, key=lambda p: (p.slice, p.host))
+        """See :func:`elastix.backends.local.faults.resume`."""
+        return faults.resume(self._dir(name, must_exist=False), rec)
 
     # ------------------------------------------------------------------ delete
     def exists(self, name: str) -> bool:
@@ -404,57 +309,8 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
-        d = self._dir(name)
-        stamped = read_record(d / "plan.json", Plan.from_json).stamped
-        if opts.timestamps and not stamped:
-            return self._stamped(name, opts)
-        container = opts.container
-        if opts.slice is not None or opts.host is not None:
-            _check_pod_index(name, read_record(d / "plan.json", Plan.from_json), opts.slice,
-                             opts.host)
-            if container not in (None, labels.WORKER_CONTAINER):
-                raise NotFoundError(f"worker pods have no container {container!r}",
-                                    hint=f"the worker container is {labels.WORKER_CONTAINER}")
-            if opts.previous:
-                raise NotFoundError("the local backend keeps no previous worker log",
-                                    hint="a replaced host appends to its one log: drop --previous")
-            path = d / "logs" / f"worker-{opts.slice or 0}-{opts.host or 0}.log"
-            if not path.exists():
-                raise NotFoundError(f"no worker slice {opts.slice or 0} host {opts.host or 0} "
-                                    f"in {name!r}")
-            return follow_files(d, lambda: [path], opts)
-        if container not in (None, labels.MAIN_CONTAINER):
-            raise NotFoundError(f"container {container!r} does not run on the local backend",
-                                hint=f"local workloads run the head's {labels.MAIN_CONTAINER} "
-                                     "container and the slice hosts (--slice/--host)")
-
-        def heads() -> list[Path]:
-            files = list((d / "logs").glob("head-*.log"))
-            return sorted(files, key=lambda p: int(p.stem.split("-")[1]))
-
-        if opts.previous:  # every attempt's head writes its own head-N.log
-            attempts = heads()
-            if len(attempts) < 2:
-                raise NotFoundError(f"workload {name} has no previous head attempt: it has not "
-                                    "restarted", hint=f"elastix logs {name} shows the current one")
-            prev, cur = attempts[-2:]
-            lines = previous(d, prev, cur, opts)
-        elif stamped and opts.timestamps and not opts.follow:
-            lines = every_attempt(d, heads, opts)  # a restart is measured across attempts
-        else:
-            lines = follow_files(d, heads, opts)
-        return lines if opts.timestamps or not stamped else unstamped(lines)
-
-    def _stamped(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:
-        """``--timestamps`` locally: a process writes straight to its log file, so no time per
-        line is recorded to add; say so once, then the lines as written (elastix's own lines
-        start with their time; measurement reads the events file here, not the log)."""
-        lines = self.logs(name, dataclasses.replace(opts, timestamps=False))
-        # Worded for what the reader sees (issue 39): elastix-train's lines do start with a time.
-        yield LogEvent("--timestamps: the local backend adds no time of its own (each process "
-                       "writes its log file directly); lines are shown as written, "
-                       "elastix-train's with the time it wrote them", notice=True)
-        yield from lines
+        """See :func:`elastix.backends.local.logread.logs`."""
+        return logs(self._dir(name), name, opts)
 
     # ------------------------------------------------------------------ policy
     @classmethod
@@ -480,16 +336,3 @@ class LocalBackend(Backend):
         return str(self.root)
 
 
-def _check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
-    """``--slice``/``--host`` within the workload's shape, or bad input naming the range. The
-    same checks and errors as the GKE backend: a command must not depend on which backend runs
-    the workload to tell a typo from a workload that is between pods."""
-    num = plan.num_slices
-    if slice is not None and not 0 <= slice < num:
-        raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                         f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
-    hosts = plan.hosts_per_slice
-    if host is not None and not 0 <= host < hosts:
-        raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                         f"slice (0-{hosts - 1})",
-                         hint=f"see them with: elastix workload status {name}")

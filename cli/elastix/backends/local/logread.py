@@ -1,6 +1,6 @@
 """Reading a local workload's logs: the head attempts' files (``logs/head-N.log``) and the slice
 hosts' (``logs/worker-S-H.log``), followed as they grow, onto the next head when one restarts,
-until the workload will write no more. ``LocalBackend.logs`` chooses the files; this reads them.
+until the workload will write no more: :func:`logs` chooses the files, the rest reads them.
 """
 
 from __future__ import annotations
@@ -13,9 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from elastix.backends.base import LogEvent, LogOptions
-from elastix.backends.local.state import FINAL_STATES, WorkloadState, proc_matches, read_json
+from elastix.backends.local.plan import Plan, check_pod_index
+from elastix.backends.local.state import (
+    FINAL_STATES,
+    WorkloadState,
+    proc_matches,
+    read_json,
+    read_record,
+)
+from elastix.errors import NotFoundError
 from elastix.protocol import timefmt
 from elastix.protocol.timefmt import utc_now
+from elastix.workload import labels
 
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)Z?\s")
 """The time the supervisor writes before each line of a stamped head's log."""
@@ -132,3 +141,58 @@ def _tail(d: Path, files, current: Path, pos: int) -> Iterator[LogEvent]:
                 yield LogEvent(line)
             return
         time.sleep(0.1)
+
+
+def logs(d: Path, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+    """The lines ``elastix logs`` shows of the local workload in ``d``: the head's (every
+    attempt's, or the previous one's) or one slice host's, followed as they grow."""
+    stamped = read_record(d / "plan.json", Plan.from_json).stamped
+    if opts.timestamps and not stamped:
+        return _stamped(d, name, opts)
+    container = opts.container
+    if opts.slice is not None or opts.host is not None:
+        check_pod_index(name, read_record(d / "plan.json", Plan.from_json), opts.slice,
+                         opts.host)
+        if container not in (None, labels.WORKER_CONTAINER):
+            raise NotFoundError(f"worker pods have no container {container!r}",
+                                hint=f"the worker container is {labels.WORKER_CONTAINER}")
+        if opts.previous:
+            raise NotFoundError("the local backend keeps no previous worker log",
+                                hint="a replaced host appends to its one log: drop --previous")
+        path = d / "logs" / f"worker-{opts.slice or 0}-{opts.host or 0}.log"
+        if not path.exists():
+            raise NotFoundError(f"no worker slice {opts.slice or 0} host {opts.host or 0} "
+                                f"in {name!r}")
+        return follow_files(d, lambda: [path], opts)
+    if container not in (None, labels.MAIN_CONTAINER):
+        raise NotFoundError(f"container {container!r} does not run on the local backend",
+                            hint=f"local workloads run the head's {labels.MAIN_CONTAINER} "
+                                 "container and the slice hosts (--slice/--host)")
+
+    def heads() -> list[Path]:
+        files = list((d / "logs").glob("head-*.log"))
+        return sorted(files, key=lambda p: int(p.stem.split("-")[1]))
+
+    if opts.previous:  # every attempt's head writes its own head-N.log
+        attempts = heads()
+        if len(attempts) < 2:
+            raise NotFoundError(f"workload {name} has no previous head attempt: it has not "
+                                "restarted", hint=f"elastix logs {name} shows the current one")
+        prev, cur = attempts[-2:]
+        lines = previous(d, prev, cur, opts)
+    elif stamped and opts.timestamps and not opts.follow:
+        lines = every_attempt(d, heads, opts)  # a restart is measured across attempts
+    else:
+        lines = follow_files(d, heads, opts)
+    return lines if opts.timestamps or not stamped else unstamped(lines)
+
+def _stamped(d: Path, name: str, opts: LogOptions) -> Iterator[LogEvent]:
+    """``--timestamps`` locally: a process writes straight to its log file, so no time per
+    line is recorded to add; say so once, then the lines as written (elastix's own lines
+    start with their time; measurement reads the events file here, not the log)."""
+    lines = logs(d, name, dataclasses.replace(opts, timestamps=False))
+    # Worded for what the reader sees (issue 39): elastix-train's lines do start with a time.
+    yield LogEvent("--timestamps: the local backend adds no time of its own (each process "
+                   "writes its log file directly); lines are shown as written, "
+                   "elastix-train's with the time it wrote them", notice=True)
+    yield from lines

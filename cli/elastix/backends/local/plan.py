@@ -278,3 +278,18 @@ def _tasks_of_user() -> int:
         if uids is not None and uids.real == uid:
             total += threads or 1
     return total
+
+
+def check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
+    """``--slice``/``--host`` within the workload's shape, or bad input naming the range. The
+    same checks and errors as the GKE backend: a command must not depend on which backend runs
+    the workload to tell a typo from a workload that is between pods."""
+    num = plan.num_slices
+    if slice is not None and not 0 <= slice < num:
+        raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
+                         f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
+    hosts = plan.hosts_per_slice
+    if host is not None and not 0 <= host < hosts:
+        raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
+                         f"slice (0-{hosts - 1})",
+                         hint=f"see them with: elastix workload status {name}")
