@@ -16,7 +16,7 @@ from local_helpers import workload_events as _events
 from process_tags import tagged_pids
 
 from elastix.backends.local.state import read_procs
-from elastix.backends.local.supervisor import trainer_argv
+from elastix.backends.local.trainerhead import trainer_argv
 from elastix.protocol.timefmt import parse
 
 # Resumable across a replace: its checkpoints are in the kept data, not the run's directory.

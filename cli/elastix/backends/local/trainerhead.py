@@ -11,6 +11,12 @@ Two things a newcomer met only after ``created`` (issue 49):
 
 Only a head whose command is ``elastix-train`` (directly, or the one command of the rendered
 ``bash -c`` script) is looked at: a user's own ``--command`` is never judged.
+
+And what the supervisor asks of it before it pre-starts the head's imports
+(:func:`trainer_argv`): the exact argv bash would run. That reading is stricter than
+:func:`trainer_words`' (which only has to tell ``elastix-train`` from another program for a
+check or a notice): the pre-started head runs that argv without a shell, so any script bash
+might read otherwise is left to bash.
 """
 
 from __future__ import annotations
@@ -136,3 +142,42 @@ def finished_checkpoint(command: list[str], workload_dir: Path, data_dir: Path,
     if kept and max(kept) >= int(steps):
         return max(kept), int(steps)
     return None
+
+
+# What a ``bash -c`` script may hold for it to be one command whose words are known without a
+# shell: quotes and ``$NAME``/``${NAME}`` only; no operators, substitutions, globs, escapes or
+# carriage returns (a word character to bash, a space to shlex).
+_SHELL = re.compile(r"[;&|<>()`*?\[\]{}~!#\\\n\r']|\$(?![A-Za-z_{])")
+_VAR = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})", re.ASCII)
+
+
+def trainer_argv(cmd: list[str], env: dict[str, str]) -> list[str] | None:
+    """The argv ``elastix-train`` gets when the head's command runs, if the command is this
+    environment's ``elastix-train`` (the one beside this interpreter), directly or as the one
+    command of a ``bash -c`` script (the rendered JobSet's form: bash execs it, so it is the
+    head's process). None for anything else, or a script bash might read otherwise than this
+    does: that head is not pre-started (:meth:`Supervisor.prestart_head`).
+
+    What bash itself would change is not copied: the variables it keeps (``SHLVL``, ``_``) are
+    as the supervisor has them. A ``BASH_ENV`` file or an exported function could run other
+    code first, so neither may be in the environment."""
+    words = list(cmd)
+    if len(cmd) == 3 and os.path.basename(cmd[0]) == "bash" and cmd[1] == "-c":
+        script = cmd[2]
+        if _SHELL.search(_VAR.sub("", script)) or "BASH_ENV" in env \
+                or any(k.startswith("BASH_FUNC_") for k in env):
+            return None
+        names = [a or b for a, b in _VAR.findall(script)]
+        # an unset or empty one's word bash would drop; an unquoted value it would split or
+        # glob (refused quoted too: the rule stays simple, and such a head starts as before)
+        if any(not env.get(n) or re.search(r"[\s*?\[]", env[n]) for n in names):
+            return None
+        try:
+            words = [_VAR.sub(lambda m: env[m[1] or m[2]], w) for w in shlex.split(script)]
+        except ValueError:
+            return None
+    exe = shutil.which(words[0], path=env.get("PATH")) if words else None
+    if exe is None or os.path.basename(exe) != entrypoints.TRAINER_SCRIPT \
+            or os.path.dirname(exe) != os.path.dirname(sys.executable):
+        return None
+    return [exe, *words[1:]]
