@@ -158,9 +158,9 @@ class Cluster:
                     "metadata": {
                         "name": job_name,
                         "namespace": ns,
-                        "labels": {**tmpl.get("metadata", {}).get("labels", {}), **labels},
+                        "labels": {**((tmpl.get("metadata") or {}).get("labels") or {}), **labels},
                         "annotations": {
-                            **tmpl.get("metadata", {}).get("annotations", {}),
+                            **((tmpl.get("metadata") or {}).get("annotations") or {}),
                             **labels,
                         },
                         "ownerReferences": [_owner(js)],
@@ -184,7 +184,7 @@ class Cluster:
         jmd = job["metadata"]
         tmpl = copy.deepcopy(job["spec"].get("template", {}))
         labels = {
-            **tmpl.get("metadata", {}).get("labels", {}),
+            **((tmpl.get("metadata") or {}).get("labels") or {}),
             **{k: v for k, v in jmd["labels"].items() if k.startswith(JS)},
             "batch.kubernetes.io/job-completion-index": str(index),
             "batch.kubernetes.io/job-name": jmd["name"],
@@ -203,7 +203,7 @@ class Cluster:
                 "namespace": jmd["namespace"],
                 "labels": labels,
                 "annotations": {
-                    **tmpl.get("metadata", {}).get("annotations", {}),
+                    **((tmpl.get("metadata") or {}).get("annotations") or {}),
                     **jmd.get("annotations", {}),
                     "batch.kubernetes.io/job-completion-index": str(index),
                 },

@@ -469,7 +469,7 @@ class Translator:
             if plural == "namespaces":
                 return NotFoundError(f"namespace {name!r} does not exist",
                                      hint="pick another namespace with -n")
-            listing = "elastix workload list" + (f" -n {namespace}" if namespace else "")
+            listing = "elastix workload list --all" + (f" -n {namespace}" if namespace else "")
             if plural == JOBSET_PLURAL or (not plural and kind == "workload"):
                 return NotFoundError(f"JobSet {name!r} not found{where}: no workload of that "
                                      "name", hint=f"list them with: {listing}")

@@ -400,35 +400,50 @@ def list_(target: Target, output: Annotated[str, output_option(
                             "head), json, yaml, or name (workload/NAME a line, as kubectl's "
                             "-o name).")] = "table",
           selector: Selector = None,
+          every: Annotated[bool, typer.Option(
+              "--all", help="GKE: every Pathways JobSet of the namespace, also those xpk, "
+                            "gcluster or your own YAML made (MADE BY says whose); elastix "
+                            "reads them and adds nothing to them.")] = False,
           watch: Watch = False, interval: Interval = 2.0) -> None:
     """List workloads: state, slices ready, last step and when, loss, restarts, age."""
     from elastix.measure.progress import read_progress
     from elastix.views.console import console
     from elastix.views.status import workloads_table
+    from elastix.workload.labels import made_by
     from elastix.workload.selector import parse
 
     check_output(output, LIST_OUTPUTS)
     chosen = parse(selector) if selector is not None else None
     backend = get_backend(target)
+
+    def listed() -> list[Any]:
+        # a local workload is always elastix's: --all changes nothing there
+        return backend.list(chosen, every=True) if every and backend.name == "gke" else \
+            backend.list(chosen)
+
     if output == "name":  # kubectl's <resource>/<name>, the resource as elastix names it
-        for s in backend.list(chosen):
+        for s in listed():
             typer.echo(f"workload/{s.name}")
         return
     if output in ("json", "yaml"):
-        items = [{**s.to_json(), "training": _progress_json(read_progress(backend, s.name))}
-                 for s in backend.list(chosen)]
+        items = [{**s.to_json(), "made_by": made_by(s.labels) if s.backend == "gke" else
+                  "elastix", "training": _progress_json(read_progress(backend, s.name))}
+                 for s in listed()]
         typer.echo(_dump(items, output), nl=False)
         return
 
     def render() -> Any:
-        items = backend.list(chosen)
+        items = listed()
         if not items:
             from rich.text import Text
 
             match = f" match -l {selector}" if selector is not None else ""
-            return Text(f"no {backend.name} workloads in {backend.where()}{match}")
+            mine = "" if every or backend.name != "gke" else \
+                " (--all also lists JobSets that others made)"
+            return Text(f"no {backend.name} workloads in {backend.where()}{match}{mine}")
         return workloads_table(items, progress={s.name: read_progress(backend, s.name)
-                                                for s in items}, wide=output == "wide")
+                                                for s in items}, wide=output == "wide",
+                               made_by=every and backend.name == "gke")
 
     if watch:
         _watch(render, interval)

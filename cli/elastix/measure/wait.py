@@ -105,25 +105,26 @@ def wait_for(backend: Backend, name: str, cond: str, *, timeout: float, poll: fl
     while True:
         try:
             st = backend.status(name)
-        except NotFoundError:
+            seen = True
+            # the trainer's events: what stepping is judged on; for a report of a wait for
+            # completion, the cheapest read (GKE: the head's log, not the bucket); a wait for
+            # running or deleted needs none (its phases are the pods')
+            # a finished workload is judged on its state alone, before any read (a failed
+            # one is exit 4 even when its trainer's events can no longer be read)
+            running = st.state not in ("Failed", *_COMPLETED)
+            events = events_of(backend.trainer_events(name))[0] \
+                if cond == "stepping" and running \
+                else events_of(backend.trainer_events(name, cheap=True))[0] \
+                if report is not None and cond == "completed" and st.state == "Running" \
+                else _why_completed(backend, name) if cond in ("running", "stepping") \
+                and st.state in _COMPLETED else []
+        except NotFoundError:  # deleted between the status and its events is deleted too
             if cond == "deleted":
                 return None
-            if not seen:
+            if not seen or backend.exists(name):  # there, its head pod not: said as it is
                 raise
             raise OutcomeError(ExitCode.DIED, f"workload {name} was deleted while waiting for "
                                f"it to be {cond}") from None
-        seen = True
-        # the trainer's events: what stepping is judged on; for a report of a wait for
-        # completion, the cheapest read (GKE: the head's log, not the bucket); a wait for
-        # running or deleted needs none (its phases are the pods')
-        # a finished workload is judged on its state alone, before any read (a failed one is
-        # exit 4 even when its trainer's events can no longer be read)
-        running = st.state not in ("Failed", *_COMPLETED)
-        events = events_of(backend.trainer_events(name))[0] if cond == "stepping" and running \
-            else events_of(backend.trainer_events(name, cheap=True))[0] \
-            if report is not None and cond == "completed" and st.state == "Running" \
-            else _why_completed(backend, name) if cond in ("running", "stepping") \
-            and st.state in _COMPLETED else []
         if cond != "deleted" and _met(cond, name, st, events):
             return st
         if clock() >= deadline:

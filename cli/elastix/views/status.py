@@ -60,7 +60,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
                     progress: dict[str, Progress | bool | None] | None = None,
-                    wide: bool = False) -> Any:
+                    wide: bool = False, made_by: bool = False) -> Any:
     """One row per workload: state, slices ready, the last step and how long ago it came,
     the loss, the step of the newest committed checkpoint (SAVED: the recovery point), slice
     restarts and age; ``wide`` (``-o wide``) adds the steps at risk since that checkpoint and
@@ -68,8 +68,11 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
 
     SLICE RESTARTS counts what ``status`` counts per slice (a killed host restarts its whole
     slice): container restarts stay 0 when the pods are recreated, as they are on TPU.
+    ``made_by`` (``list --all``) adds MADE BY after NAME: elastix, xpk, gcluster or other.
     """
     from rich.table import Table
+
+    from elastix.workload.labels import made_by as maker
 
     now = now or utc_now()
     progress = progress or {}
@@ -79,6 +82,8 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
     if wide:
         cols[7:7] = ["AT RISK", "SAVED AT", "STEP TIME", "GOODPUT", "PODS", "JOBSET RESTARTS",
                      "HEAD"]
+    if made_by:
+        cols.insert(1, "MADE BY")
     for col in cols:
         table.add_column(col, no_wrap=col in ("NAME", "STATE"))
     for st in items:
@@ -87,7 +92,8 @@ def workloads_table(items: list[WorkloadStatus], now: dt.datetime | None = None,
         ready = sum(1 for s in st.slices if s.state == "Ready")
         running = sum(1 for p_ in pods if p_.phase == "Running")
         rp = st.recovery_point
-        row = [st.name, _styled(st.state), f"{ready}/{st.num_slices}",
+        row = [st.name, *([maker(st.labels)] if made_by else []), _styled(st.state),
+               f"{ready}/{st.num_slices}",
                _num(p.last_step if p else None, "d"), _since(p, now),
                _num(p.loss if p else None, ".4f"), _num(rp.step if rp else None, "d")]
         if wide:
@@ -191,11 +197,16 @@ def status_renderable(st: WorkloadStatus, now: dt.datetime | None = None,
     from rich.table import Table
     from rich.text import Text
 
+    from elastix.workload.labels import made_by
+
     now = now or utc_now()
     ready = sum(1 for s in st.slices if s.state == "Ready")
+    maker = made_by(st.labels) if st.backend == "gke" else "elastix"
     lines = [
         Text.from_markup(f"[bold]{st.name}[/]  namespace {st.namespace}  backend {st.backend}  "
-                         f"state {_styled(st.state)}  age {age(st.age_seconds(now))}"),
+                         f"state {_styled(st.state)}  age {age(st.age_seconds(now))}"
+                         + ("" if maker == "elastix" else
+                            f"  made by {maker}, not elastix")),
         Text.from_markup(f"slices ready {ready}/{st.num_slices}   JobSet restarts "
                          f"{st.jobset_restarts}/{st.max_restarts if st.max_restarts is not None else '-'}"),
     ]

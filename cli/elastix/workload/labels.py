@@ -36,6 +36,23 @@ MAX_SLICE_RESTARTS = "elastix.dev/max-slice-restarts"
 EVENTS_PATH = "elastix.dev/events-path"
 """Annotation: the gs:// URI of the trainer's JSONL events (docs/events.md), when set."""
 
+# Set by other launchers on the JobSets they make (elastix reads them: backends/gke/foreign.py).
+XPK_WORKLOAD = "xpk.google.com/workload"
+"""Label of xpk's JobSets and worker pods (tests/fixtures/xpk-1.16.0-pathways-elastic.yaml)."""
+GCLUSTER_WORKLOAD = "gcluster.google.com/workload"
+"""Label of Cluster Toolkit's ``gcluster job`` JobSets and worker pods (not its head pod):
+``pkg/orchestrator/gke/templates/pathways_jobset.tmpl`` L6, L226 @ c765092."""
+MADE_BY = ((WORKLOAD, "elastix"), (XPK_WORKLOAD, "xpk"), (GCLUSTER_WORKLOAD, "gcluster"))
+"""The label each launcher puts on its JobSets, and the launcher's name (the first found)."""
+
+
+def made_by(object_labels: dict[str, str] | None) -> str:
+    """``elastix``, ``xpk`` or ``gcluster`` by a JobSet's labels; ``other`` for the rest (a
+    user's YAML, pathways-job)."""
+    found = object_labels or {}
+    return next((who for key, who in MADE_BY if key in found), "other")
+
+
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 """Label: the Kueue LocalQueue (``--queue``)."""
 

@@ -40,7 +40,7 @@ def test_a_missing_workload_names_the_jobset_and_namespace(fake_cluster):
     assert not isinstance(err.value, ApiUnavailable)
     assert err.value.message == ("JobSet 'nope' not found in namespace default: no workload of "
                                  "that name")
-    assert "elastix workload list -n default" in err.value.hint
+    assert "elastix workload list --all -n default" in err.value.hint
 
 
 def test_a_pod_gone_under_a_log_read_is_named_a_pod(fake_cluster):

@@ -22,7 +22,7 @@ from elastix.clients.kube import (
     api_path,
     close_stream,
 )
-from elastix.errors import NotFoundError
+from elastix.errors import ElastixError, NotFoundError, UsageError
 
 TIMEOUT = (10.0, 20.0)  # (connect, read) seconds for ordinary requests: an API server
 # answers a GET, a create or a delete in well under a second; 20 s of silence is already a fault.
@@ -39,6 +39,7 @@ class Namespace:
         self.http = http
         self.name = namespace
         self.tr = tr
+        self._read: set[str] = set()  # JobSets read once: gone later means deleted
 
     def path(self, kind: str, name: str | None = None, sub: str | None = None) -> str:
         """API path of a namespaced collection or object: kind is pods, jobs, events, jobsets."""
@@ -60,17 +61,62 @@ class Namespace:
             return self.request("GET", self.path(kind, name), query)
 
     def jobset(self, name: str) -> dict:
-        """The workload's JobSet. Raises NotFoundError (ApiUnavailable: no JobSet API)."""
-        return self.get(f"reading workload {name}", "jobsets", name)
+        """The workload's JobSet, whoever made it, once it is seen to be a Pathways workload
+        (:mod:`elastix.backends.gke.foreign`).
+
+        Raises:
+            NotFoundError: no JobSet of that name here or in any namespace the credentials
+                may list (ApiUnavailable: no JobSet API).
+            UsageError: it is not a Pathways workload; or it is not here but in another
+                namespace (or several): the namespace to pass is named.
+        """
+        from elastix.backends.gke import foreign
+
+        try:
+            js = self.get(f"reading workload {name}", "jobsets", name)
+        except ApiUnavailable:
+            raise
+        except NotFoundError:
+            if name in self._read:  # it was here: deleted since, not misnamed
+                raise
+            others = self._elsewhere(name)
+            if len(others) == 1:
+                raise UsageError(f"workload {name} is not in namespace {self.name}: it is in "
+                                 f"namespace {others[0]}", hint=f"pass -n {others[0]}") from None
+            if others:
+                raise UsageError(f"workload {name} is not in namespace {self.name}, and "
+                                 f"namespaces {', '.join(others)} each have one",
+                                 hint="pass -n NAMESPACE to say which") from None
+            raise
+        why = foreign.not_pathways(js)
+        if why is not None:
+            raise UsageError(f"JobSet {name} in namespace {self.name} is not a Pathways "
+                             f"workload: {why}", hint=foreign.PATHWAYS_SHAPE)
+        self._read.add(name)
+        return js
+
+    def _elsewhere(self, name: str) -> list[str]:
+        """The other namespaces with a JobSet called ``name`` (one list across the cluster);
+        [] when there is none, or the credentials may not list JobSets cluster-wide."""
+        from elastix.backends.gke import foreign
+
+        try:
+            with self.tr(f"looking for workload {name} in other namespaces"):
+                out = self.request("GET", api_path(f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+                                                   JOBSET_PLURAL),
+                                   {"fieldSelector": f"metadata.name={name}"})
+        except ElastixError:  # 403 (a namespaced identity) or anything else: not known
+            return []
+        return foreign.elsewhere(out.get("items") or [], self.name)
 
     def jobset_exists(self, name: str) -> bool:
-        """Whether the JobSet is there.
+        """Whether the JobSet is there (of any shape: delete removes what it names).
 
         Raises:
             ApiUnavailable: the cluster serves no JobSet API at all.
         """
         try:
-            self.jobset(name)
+            self.get(f"reading workload {name}", "jobsets", name)
         except ApiUnavailable:
             raise  # no JobSet API at all is not "no such workload"
         except NotFoundError:

@@ -302,14 +302,20 @@ class GKEBackend(Backend):
         """
         return self.ns.jobset_exists(name)
 
-    def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
+    def list(self, selector: Selector | None = None, *,
+             every: bool = False) -> list[WorkloadStatus]:
+        """elastix's workloads; ``every`` (``list --all``): every Pathways JobSet of the
+        namespace, whoever made it (:mod:`.foreign`; others, not Pathways, are left out)."""
+        from elastix.backends.gke.foreign import not_pathways
         from elastix.backends.gke.status import object_labels, workload_status
 
-        # Only elastix's workloads: other JobSets in the namespace are someone else's. The
-        # API server ANDs the requirements of one selector: the user's narrow it further.
-        wanted = labels.WORKLOAD + (f",{selector.text()}" if selector else "")
+        # By default only elastix's workloads. The API server ANDs the requirements of one
+        # selector: the user's narrow it further.
+        wanted = ",".join(([] if every else [labels.WORKLOAD])
+                          + ([selector.text()] if selector else []))
         jobsets = self.ns.get("listing workloads", "jobsets",
-                            query={"labelSelector": wanted}).get("items") or []
+                              query={"labelSelector": wanted or None}).get("items") or []
+        jobsets = [js for js in jobsets if not_pathways(js) is None]
         if not jobsets:
             return []
         pods, _ = self.pods(labels.JOBSET_NAME)
