@@ -105,7 +105,7 @@ def _offered(line: str) -> list[str]:
     ("workload create demo -o ", ["yaml", "json"]),
     ("workload goodput demo -o ", ["table", "json"]),
     ("chaos kill-worker demo -o ", ["text", "json", "table"]),  # table: with --measure
-    ("chaos run demo -o ", ["table", "json"]),
+    ("chaos run demo -o ", ["table", "json", "yaml"]),
     ("chaos run demo --mode ", ["random", "slice", "host"]),
     ("chaos run demo --mode s", ["slice"]),
     ("workload list --backend ", ["gke", "local"]),

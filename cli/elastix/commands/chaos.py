@@ -27,7 +27,7 @@ from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageEr
 
 if TYPE_CHECKING:
     from elastix.backends.base import Backend, Fault, KillRecord
-    from elastix.measure.aim import Aim
+    from elastix.measure.plan import Flags, Plan, Round
     from elastix.measure.report import Bounds, ChaosReport
 
 KILL_OUTPUTS = ("text", "json")
@@ -35,7 +35,7 @@ RUN_OUTPUTS = ("table", "json")
 
 
 def _complete_mode(incomplete: str) -> list[str]:
-    from elastix.measure.chaos import MODES  # imported when completing, not for --help
+    from elastix.measure.plan import MODES  # imported when completing, not for --help
 
     return [m for m in MODES if m.startswith(incomplete)]
 
@@ -105,29 +105,6 @@ def _fraction(text: str) -> float:
     return v
 
 
-def _fault(fault: str, grace: str | None, hang_for: str | None) -> Fault:
-    """``--fault`` and its options, checked (exit 2 before anything is killed)."""
-    from elastix.backends.base import FAULTS, Fault
-
-    if fault not in FAULTS:
-        raise UsageError(f"--fault {fault!r} is not one of {', '.join(FAULTS)}",
-                         hint="e.g. --fault term (planned maintenance)")
-    if grace is not None and fault != "term":
-        raise UsageError(f"--grace is for --fault term, not {fault}", hint="drop --grace")
-    if hang_for is not None and fault != "hang":
-        raise UsageError(f"--for is for --fault hang, not {fault}", hint="drop --for")
-    return Fault(fault, parse_duration_in(grace, "--grace", allow_zero=True)
-                 if grace is not None else None,
-                 parse_duration_in(hang_for, "--for") if hang_for is not None else None)
-
-
-def _aim(at_step: int | None, during: str | None, after: str | None) -> Aim:
-    from elastix.measure.aim import Aim
-
-    return Aim(at_step, during, parse_duration_in(after, "--after", allow_zero=True)
-               if after is not None else None)
-
-
 def _deliverable(target: Target, fault: Fault) -> None:
     """Refuse a fault the target's backend cannot deliver, in one line, before anything is
     killed or any cluster is reached."""
@@ -194,48 +171,36 @@ def _finish(res: ChaosReport, name: str, what: str) -> None:
                           or _where_to_look(name))
 
 
+Slice = Annotated[int | None, typer.Option(
+    "--slice", help="Kill a worker of this slice [random].", autocompletion=complete_slice)]
+Host = Annotated[int | None, typer.Option("--host", help="Kill this host of --slice [random].")]
+KillSeed = Annotated[int | None, typer.Option(
+    "--seed", help="Seed of the random choice (reproducible).")]
+KillAtStep = Annotated[int | None, typer.Option(
+    "--at-step", help="Land while step N runs (after step N-1 completed).")]
+KillDryRun = Annotated[bool, typer.Option("--dry-run", help="Show which pod would be killed.")]
+KillOutput = Annotated[str, output_option(
+    (*KILL_OUTPUTS, "table"), "text or json; with --measure, table or json.")]
+Measure = Annotated[bool, typer.Option(
+    "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
+                      "lost (the report chaos run prints).")]
+KillTimeout = Annotated[str, typer.Option(
+    "--timeout", help="--measure: give up on the recovery (or the aimed moment) after this.")]
+KillPlot = Annotated[str | None, typer.Option(
+    "--plot", help="--measure: draw the timeline to FILE.png.")]
+
+
 @with_target
 @with_workload_option
-def kill_worker(
-    target: Target,
-    name: WorkloadName,
-    slice_: Annotated[int | None, typer.Option(
-        "--slice", help="Kill a worker of this slice [random].",
-        autocompletion=complete_slice)] = None,
-    host: Annotated[int | None, typer.Option(
-        "--host", help="Kill this host of --slice [random].")] = None,
-    seed: Annotated[int | None, typer.Option(
-        "--seed", help="Seed of the random choice (reproducible).")] = None,
-    fault: FaultOpt = "kill",
-    grace: Grace = None,
-    hang_for: HangFor = None,
-    at_step: Annotated[int | None, typer.Option(
-        "--at-step", help="Land while step N runs (after step N-1 completed).")] = None,
-    during: During = None,
-    after: After = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Show which pod would be killed.")] = False,
-    output: Annotated[str, output_option(
-        (*KILL_OUTPUTS, "table"), "text or json; with --measure, table or json.")] = "text",
-    measure: Annotated[bool, typer.Option(
-        "--measure", help="Wait for the recovery and report its timeline, downtime and steps "
-                          "lost (the report chaos run prints).")] = False,
-    timeout: Annotated[str, typer.Option(
-        "--timeout", help="--measure: give up on the recovery (or the aimed moment) after "
-                          "this.")] = "10m",
-    plot: Annotated[str | None, typer.Option(
-        "--plot", help="--measure: draw the timeline to FILE.png.")] = None,
-    max_downtime: MaxDowntime = None,
-    max_steps_lost: MaxStepsLost = None,
-    junit: Junit = None,
-    summary: Summary = None,
-) -> None:
+def kill_worker(target: Target, name: WorkloadName, slice_: Slice = None, host: Host = None,
+                seed: KillSeed = None, fault: FaultOpt = "kill", grace: Grace = None,
+                hang_for: HangFor = None, at_step: KillAtStep = None, during: During = None,
+                after: After = None, dry_run: KillDryRun = False, output: KillOutput = "text",
+                measure: Measure = False, timeout: KillTimeout = "10m", plot: KillPlot = None,
+                max_downtime: MaxDowntime = None, max_steps_lost: MaxStepsLost = None,
+                junit: Junit = None, summary: Summary = None) -> None:
     """Deliver one fault: by default delete a worker pod with grace 0 (SIGKILL, a crash)."""
-    import json
-
-    from elastix.measure.chaos import Stops, check_killable
-    from elastix.views.measurement import fault_line
-    from elastix.views.status import kill_json
+    from elastix.measure.plan import Flags
 
     reporting = [f for f, v in (("--plot", plot), ("--max-downtime", max_downtime),
                                 ("--max-steps-lost", max_steps_lost), ("--junit", junit),
@@ -247,29 +212,34 @@ def kill_worker(
     if measuring and dry_run:
         raise UsageError(f"{'--measure' if measure else reporting[0]} cannot be combined with "
                          "--dry-run", hint="drop --dry-run to kill and measure")
-    if host is not None and slice_ is None:
-        raise UsageError("--host needs --slice", hint="e.g. --slice 0 --host 1")
-    flt = _fault(fault, grace, hang_for)
-    _deliverable(target, flt)
-    if flt.kind == "head" and slice_ is not None:
-        raise UsageError("--fault head takes no --slice or --host",
-                         hint="the head is one pod: drop --slice/--host")
-    if flt.kind == "slice" and host is not None:
-        raise UsageError("--fault slice takes every host of a slice: not --host",
-                         hint="drop --host (or --fault kill --slice S --host H)")
-    aim = _aim(at_step, during, after)
+    plan = _plan(target, Flags(
+        fault=fault, grace=grace, hang_for=hang_for, during=during, after=after, seed=seed,
+        at_step=None if at_step is None else str(at_step), kill_worker=True, slice=slice_,
+        host=host), None)
     if measuring:
         bounds = _bounds(max_downtime, max_steps_lost, timeout)
         _check_files(junit, summary, plot)
-        _measured_kill(target, name, slice_=slice_, host=host, seed=seed, output=output,
-                       bounds=bounds, plot=plot, junit=junit, summary=summary, fault=flt,
-                       aim=aim)
+        _measured_kill(target, name, plan, output=output, bounds=bounds, plot=plot,
+                       junit=junit, summary=summary)
         return
-    backend = get_backend(target)
+    _plain_kill(get_backend(target), name, plan.rounds[0], seed, dry_run, output)
+
+
+def _plain_kill(backend: Backend, name: str, r: Round, seed: int | None, dry_run: bool,
+                output: str) -> None:
+    """``kill-worker`` unmeasured: deliver the fault, print what it hit (a hang ``--for``:
+    resume it on time); no host is left stopped on any other way out."""
+    import json
+
+    from elastix.measure.chaos import Stops, check_killable
+    from elastix.views.measurement import fault_line
+    from elastix.views.status import kill_json
+
+    flt = r.fault
     stops = Stops()  # a hang's hosts: resumed on every way out but the fault's own end
     try:
         try:
-            recs = stops.held(lambda: backend.inject(name, flt, slice=slice_, host=host,
+            recs = stops.held(lambda: backend.inject(name, flt, slice=r.slice, host=r.host,
                                                      seed=seed, dry_run=dry_run))
         except BackendError as err:
             if isinstance(err, NotFoundError):
@@ -283,6 +253,19 @@ def kill_worker(
     except BaseException:  # Ctrl-C, SIGTERM, a closed stdout: no host is left stopped
         _say_resumed(stops.undo(backend, name), "before exiting")
         raise
+
+
+def _plan(target: Target, flags: Flags, plan_file: str | None) -> Plan:
+    """The plan of the flags (or of ``--plan FILE``), every rule checked and every fault one
+    the target's backend delivers: exit 2 before anything is killed."""
+    from elastix.commands.faults import duration, load_plan, load_schedule
+    from elastix.measure.plan import build_plan
+
+    plan = build_plan(flags, duration=duration, read_schedule=load_schedule,
+                      plan_file=plan_file, read_plan=load_plan)
+    for f in plan.faults():
+        _deliverable(target, f)
+    return plan
 
 
 def _hang_for(backend: Backend, name: str, recs: list[KillRecord], hang_for: float,
@@ -311,10 +294,9 @@ def _say_resumed(recs: list[KillRecord], when: str) -> None:
                          f", stopped by this command's hang, {when}\n")
 
 
-def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int | None,
-                   seed: int | None, output: str, bounds: Bounds, plot: str | None,
-                   junit: str | None, summary: str | None, fault: Fault, aim: Aim) -> None:
-    """``kill-worker --measure``: a chaos run of one pinned fault, reported as chaos run is.
+def _measured_kill(target: Target, name: str, plan: Plan, *, output: str, bounds: Bounds,
+                   plot: str | None, junit: str | None, summary: str | None) -> None:
+    """``kill-worker --measure``: a chaos run of its one fault, reported as chaos run is.
 
     Every input was checked before; once the fault is made its measurement is printed (and
     the files written) whatever follows.
@@ -332,17 +314,12 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
 
     backend = get_backend(target)
     backend.status(name)  # a wrong name: one error line, before any wait
-    if aim.aimed:
-        console(stderr=True).print(f"[dim]{name}: {fault.describe()} {aim.describe()}: "
+    r = plan.rounds[0]
+    if r.aim().aimed:
+        console(stderr=True).print(f"[dim]{name}: {r.fault.describe()} {r.aim().describe()}: "
                                    "waiting for that moment[/]")
-    # The victim is the plain kill-worker's (the same --seed picks the same pod, measured or
-    # not, dry run or not), unless an aim picks it (at a recovery: a slice the opener spared).
-    pinned = slice_ is not None or host is not None or not aim.aimed
     with WaitLine(console(stderr=True), name) as line:
-        res = run_soak(backend, name, kills=1, interval=0, bounds=bounds, fault=fault, aim=aim,
-                       seed=seed, report=line, killer=(
-                           lambda: backend.inject(name, fault, slice=slice_, host=host,
-                                                  seed=seed)) if pinned else None)
+        res = run_soak(backend, name, plan, bounds=bounds, report=line)
     _say_resumed(res.resumed, "before exiting")
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
@@ -363,165 +340,170 @@ def _measured_kill(target: Target, name: str, *, slice_: int | None, host: int |
     _finish(res, name, "kill-worker --measure")
 
 
+Kills = Annotated[int | None, typer.Option(
+    "--kills", help="How many rounds of faults [3; --at-step's count; --schedule's].")]
+Interval = Annotated[str | None, typer.Option(
+    "--interval", help="Time from one fault to the next (90s, 2m, 1h); the first waits until "
+                       "training is stepping [2m].")]
+Mode = Annotated[str, typer.Option(
+    "--mode", help="random (any worker), host (one chosen host) or slice (every host of one "
+                   "slice, as --fault slice).", autocompletion=_complete_mode)]
+Count = Annotated[int, typer.Option(
+    "--count", help="Faults per round, each on a slice not yet hit (--fault slice --count 2: "
+                    "two slices).")]
+Spread = Annotated[str, typer.Option(
+    "--spread", help="Time between a round's --count faults [0: at once].")]
+AtSteps = Annotated[str | None, typer.Option(
+    "--at-step", help="Land round i while step N_i runs: N or N1,N2,...")]
+Mtbf = Annotated[str | None, typer.Option(
+    "--mtbf", help="Fault at random times, exponential gaps of this mean (5m), as a fleet's "
+                   "failures arrive; reproducible with --seed.")]
+Schedule = Annotated[str | None, typer.Option(
+    "--schedule", help="Replay the faults of a YAML FILE: a list of {at, fault, slice, host, "
+                       "grace, for} (docs/chaos.md).")]
+PlanFile = Annotated[str | None, typer.Option(
+    "--plan", help="Run the rounds of a plan FILE, as --dry-run -o yaml wrote it (with --seed, "
+                   "another seed for its victims).")]
+RunDryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the plan (-o yaml or json: the plan file); kill nothing.")]
+RunSeed = Annotated[int | None, typer.Option(
+    "--seed", help="Seed for choosing victims and --mtbf times.")]
+MinGoodput = Annotated[str | None, typer.Option(
+    "--min-goodput", help="Fail (exit 3) if goodput from the first fault to the end (the chaos "
+                          "window) is lower (95% or 0.95).")]
+RunTimeout = Annotated[str, typer.Option(
+    "--timeout", help="Give up on a recovery (or an aimed moment) after this.")]
+RunOutput = Annotated[str, output_option(
+    (*RUN_OUTPUTS, "yaml"), "table or json; with --dry-run, also yaml (the plan file).")]
+Plot = Annotated[str | None, typer.Option(
+    "--plot", help="Write goodput over time to FILE.png.")]
+Timeline = Annotated[str | None, typer.Option(
+    "--timeline", help="Write every kill's recovery timeline to FILE.png, one under the "
+                       "other.")]
+
+
 @with_target
 @with_workload_option
-def run(
-    target: Target,
-    name: WorkloadName,
-    kills: Annotated[int | None, typer.Option(
-        "--kills", help="How many rounds of faults [3; --at-step's count; --schedule's].")
-    ] = None,
-    interval: Annotated[str | None, typer.Option(
-        "--interval", help="Time from one fault to the next (90s, 2m, 1h); the first waits "
-                           "until training is stepping [2m].")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", help="random (any worker), host (one chosen host) or slice (every host of "
-                       "one slice, as --fault slice).", autocompletion=_complete_mode)
-    ] = "random",
-    fault: FaultOpt = "kill",
-    grace: Grace = None,
-    hang_for: HangFor = None,
-    count: Annotated[int, typer.Option(
-        "--count", help="Faults per round, each on a slice not yet hit (--fault slice "
-                        "--count 2: two slices).")] = 1,
-    spread: Annotated[str, typer.Option(
-        "--spread", help="Time between a round's --count faults [0: at once].")] = "0",
-    at_step: Annotated[str | None, typer.Option(
-        "--at-step", help="Land round i while step N_i runs: N or N1,N2,...")] = None,
-    during: During = None,
-    after: After = None,
-    mtbf: Annotated[str | None, typer.Option(
-        "--mtbf", help="Fault at random times, exponential gaps of this mean (5m), as a "
-                       "fleet's failures arrive; reproducible with --seed.")] = None,
-    schedule: Annotated[str | None, typer.Option(
-        "--schedule", help="Replay the faults of a YAML FILE: a list of {at, fault, slice, "
-                           "host, grace, for} (docs/chaos.md).")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the faults planned (times, kinds, targets); kill "
-                          "nothing.")] = False,
-    seed: Annotated[int | None, typer.Option(
-        "--seed", help="Seed for choosing victims and --mtbf times.")] = None,
-    max_downtime: MaxDowntime = None,
-    max_steps_lost: MaxStepsLost = None,
-    min_goodput: Annotated[str | None, typer.Option(
-        "--min-goodput", help="Fail (exit 3) if goodput from the first fault to the end "
-                              "(the chaos window) is lower (95% or 0.95).")] = None,
-    timeout: Annotated[str, typer.Option(
-        "--timeout", help="Give up on a recovery (or an aimed moment) after this.")] = "10m",
-    output: Annotated[str, output_option(RUN_OUTPUTS, "table or json.")] = "table",
-    plot: Annotated[str | None, typer.Option(
-        "--plot", help="Write goodput over time to FILE.png.")] = None,
-    timeline: Annotated[str | None, typer.Option(
-        "--timeline", help="Write every kill's recovery timeline to FILE.png, one under the "
-                           "other.")] = None,
-    window: GoodputWindow = None,
-    junit: Junit = None,
-    summary: Summary = None,
-    verify: chaos_verify.Verify = False,
-    reference: chaos_verify.Reference = None,
-    loss_tolerance: chaos_verify.LossTolerance = None,
-    keep_reference: chaos_verify.KeepReference = False,
-) -> None:
+def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Interval = None,
+        mode: Mode = "random", fault: FaultOpt = "kill", grace: Grace = None,
+        hang_for: HangFor = None, count: Count = 1, spread: Spread = "0",
+        at_step: AtSteps = None, during: During = None, after: After = None,
+        mtbf: Mtbf = None, schedule: Schedule = None, plan_file: PlanFile = None,
+        dry_run: RunDryRun = False, seed: RunSeed = None, max_downtime: MaxDowntime = None,
+        max_steps_lost: MaxStepsLost = None, min_goodput: MinGoodput = None,
+        timeout: RunTimeout = "10m", output: RunOutput = "table", plot: Plot = None,
+        timeline: Timeline = None, window: GoodputWindow = None, junit: Junit = None,
+        summary: Summary = None, verify: chaos_verify.Verify = False,
+        reference: chaos_verify.Reference = None,
+        loss_tolerance: chaos_verify.LossTolerance = None,
+        keep_reference: chaos_verify.KeepReference = False) -> None:
     """Chaos experiment: faults at intervals, aimed, or on a schedule; each recovery measured."""
-    import json
-
-    from elastix.measure.aim import Aim
-    from elastix.measure.chaos import MODES, KillMeasurement, run_soak
-    from elastix.measure.schedule import mtbf_schedule
+    from elastix.measure.plan import Flags
     from elastix.views.console import console
-    from elastix.views.measurement import print_kill, print_schedule, print_soak
-    from elastix.views.waiting import WaitLine
 
     # Every input is checked before the first fault.
-    check_output(output, RUN_OUTPUTS)
-    if mode not in MODES:
-        raise UsageError(f"--mode {mode!r} is not {', '.join(MODES)}",
-                         hint="use --mode random, --mode host or --mode slice")
-    flt = _fault(fault, grace, hang_for)
-    if count < 1:
-        raise UsageError(f"--count {count} is out of range: 1 or more", hint="e.g. --count 2")
-    gap = parse_duration_in(spread, "--spread", allow_zero=True)
-    steps = _steps(at_step)
-    timing = [f for f, v in (("--at-step", at_step), ("--during", during), ("--after", after),
-                             ("--mtbf", mtbf), ("--schedule", schedule)) if v is not None]
-    if len(timing) > 1:
-        raise UsageError(f"{timing[0]} and {timing[1]} cannot be combined: they both say when "
-                         "faults land", hint=f"keep one of {', '.join(timing)}")
-    if interval is not None and (mtbf or schedule):
-        raise UsageError(f"--interval and {'--mtbf' if mtbf else '--schedule'} cannot be "
-                         "combined", hint="the schedule says when each fault lands")
-    plan = None
-    if schedule is not None:
-        from elastix.commands.faults import load_schedule
-
-        if kills is not None:
-            raise UsageError("--kills and --schedule cannot be combined: the file lists the "
-                             "faults", hint="drop --kills")
-        plan = load_schedule(schedule)
-        kills = len(plan)  # the file's count: the header, JUnit's cases (not --kills' 3)
-    if steps is not None:
-        if kills is not None and kills != len(steps):
-            raise UsageError(f"--kills {kills} but --at-step names {len(steps)} steps",
-                             hint="one step per round, or drop --kills")
-        kills = len(steps)
-    kills = 3 if kills is None else kills
-    if kills < 1:
-        raise UsageError(f"--kills {kills} is out of range: 1 or more", hint="e.g. --kills 3")
-    if mtbf is not None:
-        plan = mtbf_schedule(parse_duration_in(mtbf, "--mtbf"), kills, seed, flt)
-    if during in ("startup", "compile") and kills > 1 and flt.kind != "head":
-        raise UsageError(f"--during {during} aims at the run's start, which comes once: "
-                         f"--kills {kills} cannot all land in it",
-                         hint="use --kills 1 (or --fault head, whose restarts start again)")
-    aim = _aim(None, during, after)
+    check_output(output, (*RUN_OUTPUTS, "yaml") if dry_run else RUN_OUTPUTS)
+    flags = Flags(kills, interval, mode, fault, grace, hang_for, count, spread, at_step, during,
+                  after, mtbf, schedule, seed)
+    plan = _plan(target, flags, plan_file)
     bounds = _bounds(max_downtime, max_steps_lost, timeout, min_goodput)
-    every = parse_duration_in(interval or "2m", "--interval", allow_zero=True)
     check_window(window)
     _check_files(junit, summary, plot)
     if timeline:
         from elastix.views.plot import check_plot_path
 
         check_plot_path(timeline, "--timeline")
-    for f in {p.fault for p in plan} if plan else {flt}:
-        _deliverable(target, f)
     backend = get_backend(target)
     verifying = chaos_verify.check(backend, name, verify=verify, reference=reference,
                                    tolerance=loss_tolerance, keep=keep_reference)
-    err = console(stderr=True)
+    plan.check_targets(backend.status(name))  # a wrong name, or a target it has not: now
     if dry_run:
-        from elastix.measure.chaos import describe_plan
-
-        backend.status(name)
-        rows = describe_plan(kills, every, flt, count, gap, steps, aim, plan)
-        if output == "json":
-            typer.echo(json.dumps({"workload": name, "faults": rows}, indent=2))
-        else:
-            print_schedule(console(), name, rows)
+        _print_plan(name, plan, output)
         return
+    res = _run_plan(backend, name, plan, bounds, _origin(flags, plan_file))
+    chaos_verify.finish(backend, name, res, verifying, bounds.timeout, console(stderr=True))
+    _report(res, output, junit, summary)
+    _charts(res, plot, timeline, window)
+    _finish(res, name, "chaos run")
+
+
+def _origin(flags: Flags, plan_file: str | None) -> str:
+    """When the rounds land, in the words of the flags that said so (the run's first line)."""
+    if plan_file is not None:
+        return f"as planned in {plan_file}"
+    if flags.schedule is not None:
+        return f"on a schedule from {flags.schedule}"
+    if flags.mtbf is not None:
+        return f"at exponential times of mean {flags.mtbf} (seed {flags.seed})"
+    if flags.during is not None or flags.after is not None:
+        return f"during {flags.during}" if flags.during else f"after {flags.after}"
+    if flags.at_step is not None:
+        return f"at steps {flags.at_step}"
+    return f"{flags.interval or '2m'} apart"
+
+
+def _print_plan(name: str, plan: Plan, output: str) -> None:
+    """``chaos run --dry-run``: the plan, a table (nothing killed) or the plan file."""
+    import json
+
+    from elastix.views.console import console
+
+    if output == "table":
+        from elastix.views.measurement import print_schedule
+
+        print_schedule(console(), name, plan.rows())
+    elif output == "json":
+        typer.echo(json.dumps(plan.to_json(), indent=2))
+    else:
+        import yaml
+
+        typer.echo(f"# elastix chaos plan, made for {name}: elastix chaos run NAME --plan FILE"
+                   " (docs/chaos.md)")
+        typer.echo(yaml.safe_dump(plan.to_json(), sort_keys=False, default_flow_style=None,
+                                  width=100), nl=False)
+
+
+def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: str
+              ) -> ChaosReport:
+    """Run the plan's rounds, saying each one's recovery as it is measured (stderr)."""
+    from elastix.measure.chaos import KillMeasurement, run_soak
+    from elastix.views.console import console
+    from elastix.views.measurement import print_kill
+    from elastix.views.waiting import WaitLine
+
+    err = console(stderr=True)
+    n = len(plan.rounds)
 
     def progress(i: int, m: KillMeasurement) -> None:
-        print_kill(err, m, title=f"fault {i}/{kills}")
+        print_kill(err, m, title=f"fault {i}/{n}")
 
-    backend.status(name)  # a wrong name: one error line, before anything else is said
-    when = (f"on a schedule of {len(plan)} from {schedule}" if schedule else
-            f"at exponential times of mean {mtbf} (seed {seed})" if mtbf else
-            f"{aim.describe()}" if aim.aimed else
-            f"at steps {at_step}" if steps else f"{interval or '2m'} apart")
-    err.print(f"[dim]{name}: {kills} round{'s' if kills != 1 else ''} of "
-              f"{flt.describe()}{f' x{count}' if count > 1 else ''}, {when}; un-aimed faults "
-              "wait until it is stepping (a step after its first save)[/]")
+    kinds = ", ".join(dict.fromkeys(r.fault.describe() for r in plan.rounds))
+    count = plan.rounds[0].count
+    err.print(f"[dim]{name}: {n} round{'s' if n != 1 else ''} of {kinds}"
+              f"{f' x{count}' if count > 1 else ''}, {origin}; un-aimed faults wait until it "
+              "is stepping (a step after its first save)[/]")
     with WaitLine(err, name) as line:
-        res = run_soak(backend, name, kills=kills, interval=every, mode=mode, seed=seed,
-                       bounds=bounds, on_kill=progress, fault=flt, aim=aim, count=count,
-                       spread=gap, schedule=plan, report=line,
-                       aims=[Aim(at_step=n) for n in steps] if steps else None)
+        res = run_soak(backend, name, plan, bounds=bounds, on_kill=progress, report=line)
     _say_resumed(res.resumed, "before exiting")
-    chaos_verify.finish(backend, name, res, verifying, bounds.timeout, err)
+    return res
+
+
+def _report(res: ChaosReport, output: str, junit: str | None, summary: str | None) -> None:
+    import json
+
+    from elastix.views.console import console
+    from elastix.views.measurement import print_soak
+
     if output == "json":
         typer.echo(json.dumps(res.to_json(), indent=2))
     else:
         print_soak(console(), res)
-    _write_files(res, kills, junit, summary)
+    _write_files(res, len(res.plan.rounds) if res.plan else 1, junit, summary)
+
+
+def _charts(res: ChaosReport, plot: str | None, timeline: str | None,
+            window: float | None) -> None:
+    """``--plot`` (goodput over the chaos window) and ``--timeline`` (every recovery)."""
     if plot and res.goodput.end > res.goodput.start:
         from elastix.views.plot import plot_goodput
 
@@ -541,22 +523,6 @@ def run(
         _wrote(timeline, "recovery timelines")
     elif timeline:
         _wrote_none(timeline)
-    _finish(res, name, "chaos run")
-
-
-def _steps(text: str | None) -> list[int] | None:
-    """``--at-step N`` or ``N1,N2,...``: increasing step numbers, 1 or more."""
-    if text is None:
-        return None
-    try:
-        steps = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise UsageError(f"--at-step {text!r} is not a step or a list of steps",
-                         hint="e.g. --at-step 40 or --at-step 40,80,120") from None
-    if any(n < 1 for n in steps) or steps != sorted(set(steps)):
-        raise UsageError(f"--at-step {text!r}: steps must be 1 or more and increasing",
-                         hint="e.g. --at-step 40,80,120")
-    return steps
 
 
 run.__doc__ = f"{run.__doc__}\n\n{EXIT_CODES_HELP} Whatever the code, every recovery " \

@@ -27,6 +27,7 @@ from elastix.measure.events import (
     recoveries,
 )
 from elastix.measure.goodput import goodput
+from elastix.measure.plan import MODES, Plan, Round
 from elastix.measure.progress import Phase, wait_phase
 from elastix.measure.report import (
     COMPLETED_STATES,
@@ -38,15 +39,11 @@ from elastix.measure.report import (
     check_bounds,
     trainer_step,
 )
-from elastix.measure.schedule import Planned
 from elastix.measure.wait import stepping, wait_for
 from elastix.protocol.timefmt import iso_ms
 
 __all__ = ["COMPLETED_STATES", "DEAD_STATES", "MODES", "Bounds", "ChaosFailed", "ChaosReport",
            "KillMeasurement", "Violation", "measure_kill", "run_soak"]
-
-MODES = ("random", "slice", "host")
-
 
 @dataclasses.dataclass
 class KillMeasurement:
@@ -428,29 +425,43 @@ def _follow(backend: Backend, name: str, feed: EventFeed, kills: list[KillRecord
             sleep(left)
         for k in kills:
             backend.resume(name, k)
-    # where it landed: once its signal was sent, where the backend says (kill_worker)
-    sent = ms_of(aimed[0].sent) if aimed[0].sent is not None else kill_ms
     if (aim.at_step is not None or aim.during is not None) and gone is None:
-        try:
-            landed = landing(feed.poll(), aim, window, sent)
-        except NotFoundError:
-            gone = DELETED
-        except ElastixError as err:
-            unreadable = unreadable or _unreadable(err)
+        landed, gone, unreadable = _landed(feed, aim, window, aimed[0], unreadable)
     if rec is not None:
         rec.kill = ms_of(kills[0].time)
         if opened and kill_ms not in rec.also_killed:
             rec.also_killed.append(kill_ms)
+    m = _measurement(kills, rec, new, before, st if gone is None else None, gone, source,
+                     timed_out)
+    m.landing, m.unreadable = landed, unreadable
+    return m
+
+
+def _landed(feed: EventFeed, aim: Aim, window: Window | None, first: KillRecord,
+            unreadable: str | None) -> tuple[Landing | None, str | None, str | None]:
+    """Where an aimed fault landed: once its signal was sent, where the backend says
+    (``kill_worker``); or the workload gone, or its events unreadable, when read for it."""
+    sent = ms_of(first.sent if first.sent is not None else first.time)
+    try:
+        return landing(feed.poll(), aim, window, sent), None, unreadable
+    except NotFoundError:
+        return None, DELETED, unreadable
+    except ElastixError as err:
+        return None, None, unreadable or _unreadable(err)
+
+
+def _measurement(kills: list[KillRecord], rec: Recovery | None, new: list[Recovery],
+                 before: WorkloadStatus, st: WorkloadStatus | None, gone: str | None,
+                 source: str, timed_out: bool) -> KillMeasurement:
+    """The fault's measurement from the status before it and the last one read (None: the
+    workload ``gone``): restarts, the head's PID, the recoveries it cut short."""
     h0 = _head(before)
-    h1 = _head(st) if st is not None and gone is None else (h0[0], None)
+    h1 = _head(st) if st is not None else (h0[0], None)
     short = [r.index for r in new[:new.index(rec)] if not r.complete] if rec in new else []
-    state = st.state if st is not None and gone is None else \
-        "Deleted" if gone == DELETED else "Replaced"
-    restarts = st.jobset_restarts - before.jobset_restarts \
-        if st is not None and gone is None else 0
+    state = st.state if st is not None else "Deleted" if gone == DELETED else "Replaced"
+    restarts = st.jobset_restarts - before.jobset_restarts if st is not None else 0
     return KillMeasurement(kills, rec, source, state, restarts, max(0, h1[0] - h0[0]),
-                           h0[1], h1[1], timed_out, landing=landed, cut_short=short,
-                           unreadable=unreadable, gone=gone)
+                           h0[1], h1[1], timed_out, cut_short=short, gone=gone)
 
 
 def _unreadable(err: ElastixError) -> str:
@@ -559,227 +570,230 @@ def _spared(backend: Backend, name: str, rng: random.Random, opened: list[KillRe
     return [rng.choice(live)]
 
 
-def run_soak(backend: Backend, name: str, *, kills: int, interval: float, mode: str = "random",
-             seed: int | None = None, bounds: Bounds | None = None, poll: float = 1.0,
-             killer: Callable[[], list[KillRecord]] | None = None,
-             on_kill: Callable[[int, KillMeasurement], None] | None = None,
-             fault: Fault = Fault(), aim: Aim | None = None, count: int = 1,
-             spread: float = 0.0, schedule: list[Planned] | None = None,
-             aims: list[Aim] | None = None,
+def run_soak(backend: Backend, name: str, plan: Plan, *, bounds: Bounds | None = None,
+             poll: float = 1.0, on_kill: Callable[[int, KillMeasurement], None] | None = None,
              clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep,
              wall: Callable[[], float] = time.time,
              report: Callable[[Phase], None] | None = None) -> ChaosReport:
-    """Fault ``kills`` times, at least ``interval`` seconds from one recorded fault to the next
-    (``wall`` is the clock the faults are recorded on: a backend's ``utc_now``), measuring
-    each recovery. No un-aimed fault lands before the trainer is stepping
-    (:func:`~elastix.measure.wait.stepping`): the wait for it is not counted in the interval.
+    """Run ``plan``'s rounds (:mod:`elastix.measure.plan`) in order, measuring each recovery.
 
-    ``fault``/``count``/``spread``: each round delivers ``count`` faults of that kind,
-    ``spread`` seconds apart. ``aim``: when each lands (:mod:`elastix.measure.aim`); aimed at a
-    recovery or a restore, each round first kills one host to open that recovery (the
-    "opener", measured with it). ``schedule``: the rounds' due times and faults instead
-    (``--mtbf``, ``--schedule``; ``kills`` is its length): each lands when due, or as soon as
-    the previous recovery was measured (``late`` says by how much). ``aims``: one aim per
-    round (``--at-step N1,N2``), instead of ``aim``.
-
-    ``killer`` replaces ``mode``'s choice of victims (``kill-worker --measure``'s pinned pod).
-    Aimed at a recovery, a round's fault spares the slices its opener took, unless pinned.
-    Whatever ends it (the last kill, the workload completing or dying, a kill that cannot be
-    carried out, Ctrl-C), the report holds every measurement made, the goodput so far and why
-    it stopped: a soak is evidence. ``on_kill(i, measurement)`` reports each measurement,
-    ``report`` each wait's phase (as :func:`measure_kill`). A Ctrl-C is re-raised by the
-    caller after it has reported (``ChaosReport.interrupted``).
+    ``wall`` is the clock the faults are recorded on (a backend's ``utc_now``): a round's
+    interval counts from the previous round's recorded fault, a scheduled round from the
+    moment the trainer was first seen stepping. No un-aimed fault lands before the trainer is
+    stepping (:func:`~elastix.measure.wait.stepping`). Whatever ends it (the last round, the
+    workload completing or dying, a kill that cannot be carried out, Ctrl-C), the report holds
+    every measurement made, the goodput so far and why it stopped: a soak is evidence.
+    ``on_kill(i, measurement)`` reports each measurement, ``report`` each wait's phase (as
+    :func:`measure_kill`). A Ctrl-C is re-raised by the caller after it has reported
+    (``ChaosReport.interrupted``).
     """
-    if mode not in MODES:
-        raise UsageError(f"unknown chaos mode {mode!r}", hint="use random, slice or host")
-    if schedule is not None:
-        kills = len(schedule)
-    if kills < 1 or interval < 0:
-        raise UsageError("--kills must be >= 1 and --interval >= 0")
-    aim = aim or Aim()
-    bounds = bounds or Bounds()
-    rng = random.Random(seed)
-    stops = Stops()  # every host a hang stopped: resumed on a way out that is no fault's end
-    chosen = (lambda: stops.held(killer)) if killer is not None else \
-        _killer(backend, name, mode, rng, fault, count, spread, sleep, stops)
-    # --interval is from one *recorded* kill to the next (what the report and JUnit show), so
-    # the schedule reads the record's own clock: each record is taken once its kill begins,
-    # never before, so waiting until the previous record's time + interval on that clock makes
-    # the next record at least that far from it by construction (the clock at the call and
-    # the time a backend records are two instants; scheduling from the first let two records
-    # fall 3.988 s apart with --interval 4s).
-    last_kill: list[float] = []  # the previous kill's recorded time, in epoch seconds
-    opener = aim.during in ("recovery", "restore")
-
-    out: list[KillMeasurement] = []
-    violations: list[Violation] = []
-    ended: tuple[WorkloadStatus, str] | None = None  # the workload's end: its status, when
-    error: str | None = None
-    gone: str | None = None  # the workload deleted or replaced: why, and when
+    soak = _Soak(backend, name, plan, bounds or Bounds(), poll, clock, sleep, wall, report)
+    end = _End()
     interrupted = False
     i = 0
-    start: float | None = None  # wall time the soak's schedule counts from
-    since = 0
-    run: RunId | None = None  # the run measured: the one the first status read found
-    opened: list[KillRecord] = []
     try:
         with sigterm_interrupts():  # SIGTERM too resumes the hosts a hang stopped
-            for i in range(1, kills + 1):
-                planned = schedule[i - 1] if schedule is not None else None
-                if planned is None and last_kill:  # counted from the previous kill
-                    if report is not None and last_kill[0] + interval > wall():
-                        at = dt.datetime.fromtimestamp(last_kill[0] + interval)
-                        report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
-                    while (left := last_kill[0] + interval + 1e-6 - wall()) > 0:
-                        sleep(left)
-                st = backend.status(name)
-                if run is None:
-                    run = RunId.of(backend, name, st)
-                elif (why := run.changed(backend, name, st)) is not None:
-                    raise WorkloadGone(why)
-                if st.state in DEAD_STATES:
-                    ended = st, f"before kill {i}"
-                    break
-                this_aim = Aim(after=0) if planned is not None else aims[i - 1] if aims else (
-                    Aim(after=0) if aim.after is not None and i > 1 else aim)
-                opened: list[KillRecord] = []
-
-                pin: list[tuple[int, int | None]] = []  # the aimed victim, picked in advance
-
-                def kill(planned: Planned | None = planned, pin: list = pin) -> list[KillRecord]:
-                    if pin:
-                        (slice_, host), = pin
-                        recs = _killer(backend, name, mode, rng, planned.fault if planned else
-                                       fault, count, spread, sleep, stops)(slice_, host)
-                    elif planned is not None and killer is None:
-                        recs = _killer(backend, name, mode, rng, planned.fault, count, spread,
-                                       sleep, stops)(planned.slice, planned.host)
-                    else:
-                        recs = chosen()
-                    if recs:
-                        last_kill[:] = [max(r.time.timestamp() for r in recs)]
-                    return recs
-
-                try:
-                    if planned is not None and start is None:
-                        wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                                 clock=clock, sleep=sleep, report=report)
-                        start = wall()
-                    if planned is not None:
-                        if report is not None and start + planned.at > wall():
-                            at = dt.datetime.fromtimestamp(start + planned.at)
-                            report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
-                        while (left := start + planned.at - wall()) > 0:
-                            sleep(min(left, poll))
-                    if aim.after is not None and i == 1:
-                        sleep(aim.after)
-                    n_base = None
-                    if opener:  # open the recovery this round's fault aims at
-                        wait_for(backend, name, "stepping", timeout=bounds.timeout, poll=poll,
-                                 clock=clock, sleep=sleep, report=report)
-                        evs = events_of(backend.trainer_events(name))[0]
-                        n_base, since = len(recoveries(evs)), len(evs)
-                        opened += backend.inject(name, Fault("kill"), seed=rng.randrange(2**31))
-                        if killer is None and (planned is None or planned.slice is None):
-                            pin += _spared(backend, name, rng, opened, planned.fault if planned
-                                           else fault, mode)
-                    m = measure_kill(backend, name, kill, timeout=bounds.timeout, poll=poll,
-                                     clock=clock, sleep=sleep, aim=this_aim, since=since,
-                                     hang_for=(planned.fault if planned else fault).hang_for,
-                                     opened=opened, baseline=n_base, report=report,
-                                     stops=stops, run=run)
-                    m.openers = len(opened)
-                except ElastixError as err:  # e.g. no running worker left: did the workload end?
-                    if isinstance(err, (NotFoundError, WorkloadGone)):
-                        raise  # the workload is gone: said below, with what was measured
-                    if isinstance(err, UsageError) and not (out or opened or last_kill):
-                        raise  # an aim this run cannot meet: exit 2, nothing was killed
-                    st = backend.status(name)
-                    if st.state in DEAD_STATES:
-                        ended = st, f"before kill {i}"
-                    else:
-                        error = f"kill {i} failed: {err.message}"
-                    break
-                m.fault = (planned.fault if planned else fault).describe()
-                if planned is not None:
-                    m.planned = planned.at
-                    m.late = max(0.0, round(m.kills[0].time.timestamp() - start - planned.at, 3))
-                if m.unreadable is None and m.gone is None:
-                    try:
-                        since = len(events_of(backend.trainer_events(name))[0])
-                    except NotFoundError:
-                        m.gone = DELETED
-                    except ElastixError as err:
-                        m.unreadable = _unreadable(err)
-                out.append(m)
-                if (m.unreadable is None and m.gone is None) or (m.recovery and
-                                                                 m.recovery.complete):
-                    violations += check_bounds(m, i, bounds)  # unread is not a missed bound
-                if on_kill:
-                    on_kill(i, m)
-                if m.gone is not None:
-                    gone = f"{m.gone} during kill {i}"
-                    break
-                if m.unreadable is not None:
-                    error = f"kill {i}: {m.unreadable}"
-                    break  # another fault's recovery could not be measured either
-                if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
-                    ended = backend.status(name), f"during kill {i}"
+            for i, r in enumerate(plan.rounds, 1):
+                end = soak.round(i, r, on_kill)
+                if end.stopped:
                     break
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
         interrupted = True
     except (NotFoundError, WorkloadGone) as err:
-        if run is None:
+        if soak.run is None:
             raise  # a wrong name: nothing was done
         why = DELETED if isinstance(err, NotFoundError) else err.message
-        gone = f"{why} {'during' if len(out) >= i or opened else 'before'} kill {i}"
+        end = _End(gone=f"{why} {'during' if len(soak.out) >= i or soak.opened else 'before'} "
+                        f"kill {i}")
     except BaseException:
-        stops.undo(backend, name)
+        soak.stops.undo(backend, name)
         raise
-    if interrupted or error is not None:
-        stops.undo(backend, name)
-    # a replaced workload's events are the new run's: none of this soak's
-    events, unread = _events_or_none(backend, name) if gone is None else (None, None)
-    if unread is not None and error is None:
-        error = f"the trainer's events could not be read at the end: {unread}"
-    report = goodput(events or [], kills=[t for m in out for t in m.fault_times()])
-    first = min((ms_of(m.kills[0].time) for m in out), default=None)
-    res = ChaosReport(out, report, violations, died=gone is not None, error=error,
-                      interrupted=interrupted, events=events or [], workload=name,
-                      bounds=bounds, window=(first, report.end) if first is not None and
-                      report.end > first else None, resumed=stops.resumed)
-    res.check_goodput()
-    res.stopped = _why_stopped(res, ended, i, kills, gone, interrupted, error)
-    return res
+    if interrupted or end.error is not None:
+        soak.stops.undo(backend, name)
+    return soak.result(end, i, interrupted)
 
 
-def describe_plan(kills: int, interval: float, fault: Fault, count: int, spread: float,
-                  steps: list[int] | None, aim: Aim, schedule: list[Planned] | None
-                  ) -> list[dict[str, Any]]:
-    """What ``chaos run --dry-run`` prints: each round's fault, when it lands, whom it hits."""
-    rows = []
-    for i in range(1, kills + 1):
-        p = schedule[i - 1] if schedule is not None else None
-        f = p.fault if p is not None else fault
-        if p is not None:
-            when = f"{p.at:.3f} s after stepping"
-        elif steps:
-            when = f"at step {steps[i - 1]}"
-        elif aim.aimed and not (aim.after is not None and i > 1):
-            when = aim.describe() + (" (after an opener kill)"
-                                     if aim.during in ("recovery", "restore") else "")
-        elif i == 1:
-            when = "once stepping"
+@dataclasses.dataclass(frozen=True)
+class _End:
+    """Why a soak stopped before its last round: the workload ended (its status, and when),
+    a kill could not be made or measured (``error``), or the workload went (``gone``)."""
+
+    ended: tuple[WorkloadStatus, str] | None = None
+    error: str | None = None
+    gone: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        return self.ended is not None or self.error is not None or self.gone is not None
+
+
+class _Soak:
+    """A chaos run between its rounds: the victims' random draws (one ``Random`` from the
+    plan's seed, so the same plan and seed make the same faults), the hosts a hang stopped,
+    the previous fault's time, and the measurements so far."""
+
+    def __init__(self, backend: Backend, name: str, plan: Plan, bounds: Bounds, poll: float,
+                 clock: Callable[[], float], sleep: Callable[[float], None],
+                 wall: Callable[[], float], report: Callable[[Phase], None] | None) -> None:
+        self.backend, self.name, self.plan, self.bounds, self.poll = backend, name, plan, \
+            bounds, poll
+        self.clock, self.sleep, self.wall, self.report = clock, sleep, wall, report
+        self.rng = random.Random(plan.seed)
+        self.stops = Stops()  # every host a hang stopped: resumed on a way out no fault's end
+        # An interval is from one *recorded* kill to the next (what the report and JUnit
+        # show), so it reads the record's own clock: each record is taken once its kill
+        # begins, never before, so waiting until the previous record's time + interval on
+        # that clock makes the next record at least that far from it by construction.
+        self.last_kill: list[float] = []  # the previous kill's recorded time, epoch seconds
+        self.start: float | None = None  # wall time a schedule counts from
+        self.since = 0  # events before the next aimed moment may open
+        self.run: RunId | None = None  # the run measured: the one the first status found
+        self.opened: list[KillRecord] = []  # this round's opener
+        self.out: list[KillMeasurement] = []
+        self.violations: list[Violation] = []
+
+    def round(self, i: int, r: Round, on_kill: Callable[[int, KillMeasurement], None] | None
+              ) -> _End:
+        """Round ``i``: wait its turn, fault, measure the recovery; why to stop, if so."""
+        self._wait_turn(i, r)
+        st = self._status()
+        if st.state in DEAD_STATES:
+            return _End(ended=(st, f"before kill {i}"))
+        self.opened = []
+        try:
+            m = self._measure(i, r)
+        except ElastixError as err:  # e.g. no running worker left: did the workload end?
+            if isinstance(err, (NotFoundError, WorkloadGone)):
+                raise  # the workload is gone: said by the caller, with what was measured
+            if isinstance(err, UsageError) and not (self.out or self.opened or self.last_kill):
+                raise  # an aim this run cannot meet: exit 2, nothing was killed
+            st = self.backend.status(self.name)
+            if st.state in DEAD_STATES:
+                return _End(ended=(st, f"before kill {i}"))
+            return _End(error=f"kill {i} failed: {err.message}")
+        self._record(i, r, m)
+        if on_kill:
+            on_kill(i, m)
+        if m.gone is not None:
+            return _End(gone=f"{m.gone} during kill {i}")
+        if m.unreadable is not None:  # another fault's recovery could not be measured either
+            return _End(error=f"kill {i}: {m.unreadable}")
+        if m.state_after in DEAD_STATES and not (m.recovery and m.recovery.complete):
+            return _End(ended=(self.backend.status(self.name), f"during kill {i}"))
+        return _End()
+
+    def _wait_turn(self, i: int, r: Round) -> None:
+        """A round after an interval: until that long after the previous recorded fault."""
+        if r.interval is None or not self.last_kill:
+            return
+        due = self.last_kill[0] + r.interval
+        self._say_until(i, due)
+        while (left := due + 1e-6 - self.wall()) > 0:
+            self.sleep(left)
+
+    def _say_until(self, i: int, due: float) -> None:
+        if self.report is not None and due > self.wall():
+            at = dt.datetime.fromtimestamp(due)
+            self.report(Phase(f"stepping until fault {i} at {at:%H:%M:%S}"))
+
+    def _status(self) -> WorkloadStatus:
+        st = self.backend.status(self.name)
+        if self.run is None:
+            self.run = RunId.of(self.backend, self.name, st)
+        elif (why := self.run.changed(self.backend, self.name, st)) is not None:
+            raise WorkloadGone(why)
+        return st
+
+    def _measure(self, i: int, r: Round) -> KillMeasurement:
+        """The round's fault once due (a schedule's time, ``after``, or its aimed moment),
+        and the recovery that followed."""
+        if r.at is not None:
+            if self.start is None:
+                self._stepping()
+                self.start = self.wall()
+            self._say_until(i, self.start + r.at)
+            while (left := self.start + r.at - self.wall()) > 0:
+                self.sleep(min(left, self.poll))
+        if r.after:
+            self.sleep(r.after)
+        n_base, pin = self._open(r) if r.opener else (None, None)
+        m = measure_kill(self.backend, self.name, lambda: self._kill(r, pin),
+                         timeout=self.bounds.timeout, poll=self.poll, clock=self.clock,
+                         sleep=self.sleep, aim=r.aim(), since=self.since,
+                         hang_for=r.fault.hang_for, opened=self.opened, baseline=n_base,
+                         report=self.report, stops=self.stops, run=self.run)
+        m.openers = len(self.opened)
+        return m
+
+    def _stepping(self) -> None:
+        wait_for(self.backend, self.name, "stepping", timeout=self.bounds.timeout,
+                 poll=self.poll, clock=self.clock, sleep=self.sleep, report=self.report)
+
+    def _open(self, r: Round) -> tuple[int, tuple[int, int | None] | None]:
+        """Open the recovery the round aims at (one kill, any host); the recoveries before
+        it, and the victim its fault will take (unless pinned): a host, or a slice, the
+        opener spared."""
+        self._stepping()
+        evs = events_of(self.backend.trainer_events(self.name))[0]
+        n_base, self.since = len(recoveries(evs)), len(evs)
+        self.opened += self.backend.inject(self.name, Fault("kill"),
+                                           seed=self.rng.randrange(2**31))
+        if self.plan.pinned or r.slice is not None:
+            return n_base, None
+        spared = _spared(self.backend, self.name, self.rng, self.opened, r.fault, self.plan.mode)
+        return n_base, spared[0] if spared else None  # none: every running host was lost
+
+    def _kill(self, r: Round, pin: tuple[int, int | None] | None) -> list[KillRecord]:
+        """The round's faults: at ``kill-worker``'s own victim (pinned), the opener's spared
+        one, the round's target, or the plan's mode's choice."""
+        if self.plan.pinned:
+            recs = self.stops.held(lambda: self.backend.inject(
+                self.name, r.fault, slice=r.slice, host=r.host, seed=self.plan.seed))
         else:
-            when = f"{interval:g} s after fault {i - 1}"
-        target = "the head" if f.kind == "head" else (
-            f"slice {p.slice}" + (f" host {p.host}" if p.host is not None else "")
-            if p is not None and p.slice is not None else "random")
-        rows.append({"round": i, "fault": f.describe(), "count": count,
-                     "spread_seconds": spread, "when": when, "target": target,
-                     "at_seconds": round(p.at, 3) if p is not None else None})
-    return rows
+            slice_, host = pin if pin is not None else (r.slice, r.host)
+            recs = _killer(self.backend, self.name, self.plan.mode, self.rng, r.fault, r.count,
+                           r.spread, self.sleep, self.stops)(slice_, host)
+        if recs:
+            self.last_kill[:] = [max(x.time.timestamp() for x in recs)]
+        return recs
+
+    def _record(self, i: int, r: Round, m: KillMeasurement) -> None:
+        """Keep round ``i``'s measurement: its fault, how late it was, the bounds it missed;
+        and where the next aimed moment's events start."""
+        m.fault = r.fault.describe()
+        if r.at is not None and self.start is not None:
+            m.planned = r.at
+            m.late = max(0.0, round(m.kills[0].time.timestamp() - self.start - r.at, 3))
+        if m.unreadable is None and m.gone is None:
+            try:
+                self.since = len(events_of(self.backend.trainer_events(self.name))[0])
+            except NotFoundError:
+                m.gone = DELETED
+            except ElastixError as err:
+                m.unreadable = _unreadable(err)
+        self.out.append(m)
+        if (m.unreadable is None and m.gone is None) or (m.recovery and m.recovery.complete):
+            self.violations += check_bounds(m, i, self.bounds)  # unread is no missed bound
+
+    def result(self, end: _End, i: int, interrupted: bool) -> ChaosReport:
+        """The report: every measurement, the goodput of what was read, why it stopped."""
+        error = end.error
+        # a replaced workload's events are the new run's: none of this soak's
+        events, unread = _events_or_none(self.backend, self.name) if end.gone is None \
+            else (None, None)
+        if unread is not None and error is None:
+            error = f"the trainer's events could not be read at the end: {unread}"
+        g = goodput(events or [], kills=[t for m in self.out for t in m.fault_times()])
+        first = min((ms_of(m.kills[0].time) for m in self.out), default=None)
+        res = ChaosReport(self.out, g, self.violations, died=end.gone is not None, error=error,
+                          interrupted=interrupted, events=events or [], workload=self.name,
+                          bounds=self.bounds, window=(first, g.end) if first is not None and
+                          g.end > first else None, resumed=self.stops.resumed, plan=self.plan)
+        res.check_goodput()
+        res.stopped = _why_stopped(res, end.ended, i, len(self.plan.rounds), end.gone,
+                                   interrupted, error)
+        return res
 
 
 def _why_stopped(res: ChaosReport, ended: tuple[WorkloadStatus, str] | None, i: int,
