@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 from elastix.backends.base import FAULTS, Fault
 from elastix.errors import UsageError
 from elastix.measure.aim import MOMENTS, Aim
-from elastix.measure.schedule import Duration, Planned, index_of, mtbf_schedule, seconds_of
+from elastix.measure.schedule import (
+    Duration,
+    Planned,
+    entries,
+    fault_entry,
+    mtbf_schedule,
+    seconds_of,
+)
 
 if TYPE_CHECKING:
     from elastix.backends.base import WorkloadStatus
@@ -342,39 +349,16 @@ def parse_plan(doc: Any, source: str, duration: Duration) -> Plan:
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise UsageError(f"{source}: seed {seed!r} is not a whole number", hint="seed: 7")
-    rounds = doc.get("rounds")
-    if not isinstance(rounds, list) or not rounds:
-        raise UsageError(f"{source}: rounds is not a list of rounds",
-                         hint="e.g. rounds: [{fault: kill, interval: 60}]")
-    if len(rounds) > MAX_ROUNDS:
-        raise UsageError(f"{source} has {len(rounds)} rounds, more than {MAX_ROUNDS}",
-                         hint="split it into several plans")
+    rounds = entries(doc.get("rounds"), f"{source}: rounds", "rounds", MAX_ROUNDS,
+                     "rounds: [{fault: kill, interval: 60}]")
     out = tuple(_round(r, f"{source}, round {i}", duration) for i, r in enumerate(rounds, 1))
     return Plan(out, mode, seed, _flag(doc.get("pinned", False), source, "pinned"))
 
 
 def _round(item: Any, where: str, duration: Duration) -> Round:
-    if not isinstance(item, dict):
-        raise UsageError(f"{where} is not a mapping", hint="e.g. - {fault: kill, at: 30}")
-    unknown = sorted(set(map(str, item)) - set(_KEYS))
-    if unknown:
-        raise UsageError(f"{where}: unknown key {unknown[0]!r}", hint=f"keys: {', '.join(_KEYS)}")
-    kind = item.get("fault", "kill")
-    if kind not in FAULTS:
-        raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
-                         hint="e.g. fault: term")
-    secs = {k: seconds_of(item[k], where, k, duration, zero_ok=k != "for")
-            for k in ("grace", "for", "spread", "interval", "at", "after") if k in item}
-    if "grace" in secs and kind != "term":
-        raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
-    if "for" in secs and kind != "hang":
-        raise UsageError(f"{where}: for is for fault hang only", hint="drop for")
-    fault = Fault(kind, secs.get("grace"), secs.get("for"))
-    sl, host = index_of(item.get("slice"), where, "slice"), index_of(item.get("host"), where,
-                                                                    "host")
-    if host is not None and sl is None:
-        raise UsageError(f"{where}: host needs slice", hint="e.g. slice: 0, host: 1")
-    fault.check_target(sl, host, where)
+    fault, sl, host = fault_entry(item, where, _KEYS, duration, grace_zero=True)
+    secs = {k: seconds_of(item[k], where, k, duration, zero_ok=True)
+            for k in ("spread", "interval", "at", "after") if k in item}
     count, step = item.get("count", 1), item.get("step")
     for key, v in (("count", count), ("step", step)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):

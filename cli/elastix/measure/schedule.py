@@ -79,44 +79,66 @@ def index_of(v: Any, where: str, key: str) -> int | None:
     return v
 
 
+def entries(doc: Any, source: str, what: str, most: int, example: str) -> list[Any]:
+    """A file's list of entries (a schedule's faults, a plan's rounds): a non-empty list of
+    at most ``most``."""
+    if not isinstance(doc, list) or not doc:
+        raise UsageError(f"{source} is not a list of {what}", hint=f"e.g. {example}")
+    if len(doc) > most:
+        raise UsageError(f"{source} has {len(doc)} {what}, more than {most}",
+                         hint=f"split it into several {'plans' if what == 'rounds' else 'soaks'}")
+    return doc
+
+
+def fault_entry(item: Any, where: str, keys: tuple[str, ...], duration: Duration, *,
+                grace_zero: bool = False) -> tuple[Fault, int | None, int | None]:
+    """An entry's fault (``fault``, ``grace``, ``for``) and target (``slice``, ``host``),
+    checked as the flags are, after its keys (``keys``: the ones it may have).
+
+    Raises:
+        UsageError: not a mapping, an unknown key or fault, a bad duration or index, a
+            target the fault does not take.
+    """
+    if not isinstance(item, dict):
+        raise UsageError(f"{where} is not a mapping", hint="e.g. - {at: 30s, fault: kill}")
+    unknown = sorted(set(map(str, item)) - set(keys))
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}", hint=f"keys: {', '.join(keys)}")
+    kind = item.get("fault", "kill")
+    if kind not in FAULTS:
+        raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
+                         hint="e.g. fault: term")
+    grace = seconds_of(item["grace"], where, "grace", duration, grace_zero) \
+        if "grace" in item else None
+    hang_for = seconds_of(item["for"], where, "for", duration) if "for" in item else None
+    if grace is not None and kind != "term":
+        raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
+    if hang_for is not None and kind != "hang":
+        raise UsageError(f"{where}: for is for fault hang only", hint="drop for")
+    sl, host = index_of(item.get("slice"), where, "slice"), index_of(item.get("host"), where,
+                                                                  "host")
+    if host is not None and sl is None:
+        raise UsageError(f"{where}: host needs slice", hint="e.g. slice: 0, host: 1")
+    fault = Fault(kind, grace, hang_for)
+    fault.check_target(sl, host, where)
+    return fault, sl, host
+
+
+KEYS = ("at", "fault", "slice", "host", "grace", "for")
+
+
 def parse_schedule(doc: Any, source: str, duration: Duration) -> list[Planned]:
     """The faults of a schedule document (already parsed YAML), in time order.
 
     Raises:
         UsageError: not a list of mappings, an unknown key or fault, a bad time or index.
     """
-    if not isinstance(doc, list) or not doc:
-        raise UsageError(f"{source} is not a list of faults",
-                         hint="e.g. - {at: 30s, fault: kill, slice: 0}")
-    if len(doc) > MAX_SCHEDULE:
-        raise UsageError(f"{source} has {len(doc)} faults, more than {MAX_SCHEDULE}",
-                         hint="split it into several soaks")
     out = []
-    for i, item in enumerate(doc, 1):
+    for i, item in enumerate(entries(doc, source, "faults", MAX_SCHEDULE,
+                                     "- {at: 30s, fault: kill, slice: 0}"), 1):
         where = f"{source}, fault {i}"
-        if not isinstance(item, dict):
-            raise UsageError(f"{where} is not a mapping", hint="e.g. - {at: 30s, fault: kill}")
-        unknown = sorted(set(map(str, item)) - {"at", "fault", "slice", "host", "grace", "for"})
-        if unknown:
-            raise UsageError(f"{where}: unknown key {unknown[0]!r}",
-                             hint="keys: at, fault, slice, host, grace, for")
+        fault, sl, host = fault_entry(item, where, KEYS, duration)
         if "at" not in item:
             raise UsageError(f"{where} has no 'at'", hint="e.g. at: 90s")
-        kind = item.get("fault", "kill")
-        if kind not in FAULTS:
-            raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
-                             hint="e.g. fault: term")
-        grace = seconds_of(item["grace"], where, "grace", duration) if "grace" in item else None
-        hang_for = seconds_of(item["for"], where, "for", duration) if "for" in item else None
-        if grace is not None and kind != "term":
-            raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
-        if hang_for is not None and kind != "hang":
-            raise UsageError(f"{where}: for is for fault hang only", hint="drop for")
-        sl, host = index_of(item.get("slice"), where, "slice"), index_of(item.get("host"), where,
-                                                                      "host")
-        if host is not None and sl is None:
-            raise UsageError(f"{where}: host needs slice", hint="e.g. slice: 0, host: 1")
-        fault = Fault(kind, grace, hang_for)
-        fault.check_target(sl, host, where)
         out.append(Planned(seconds_of(item["at"], where, "at", duration), fault, sl, host))
     return sorted(out, key=lambda p: p.at)
