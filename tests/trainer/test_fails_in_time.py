@@ -26,7 +26,7 @@ import tempfile
 import threading
 
 import pytest
-from trainer_helpers import make_cfg, on, run_elastic
+from trainer_helpers import make_cfg, on, run_elastic, tap
 
 from elastix.protocol.heartbeat import new_key
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
@@ -188,9 +188,7 @@ def _kill_in_copy(hosts: Hosts, what: str, step: int):
         def verify(slice_ids, copy):
             if copy == f"{what} of step {step}" and not kill.done:
                 kill.fire(trainer, lambda: hosts.kill(SLICE))
-        hook = on(trainer, verify_transfer=verify)
-        hook.order = 50  # before the stand-in's own verdict on the same copy
-        trainer.add_hooks()  # re-sort by order
+        tap(trainer, first={"verify_transfer": verify})  # before the stand-in's verdict
     return attach
 
 
@@ -233,9 +231,8 @@ def test_killed_during_start_up(tmp_path, hosts):
         def on_mesh(slice_ids):
             if not kill.done:
                 kill.fire(trainer, lambda: hosts.kill(SLICE))
-        hook = on(trainer, on_mesh=on_mesh)
-        hook.order = 200  # after the stand-in took its roll: the hosts this session needs
-        trainer.add_hooks()
+        tap(trainer, then={"on_mesh": on_mesh})  # once the stand-in took its roll: the
+        # hosts this session needs
 
     trainer, kill = _run_with(tmp_path, hosts, attach)
     assert kill.last_step == 0
@@ -255,9 +252,8 @@ def test_killed_during_a_restore(tmp_path, hosts):
                 second.append(what)
                 hosts.kill(0)
         second: list[str] = []
-        hook = on(trainer, after_complete=after, verify_transfer=verify)
-        hook.order = 50
-        trainer.add_hooks()
+        on(trainer, after_complete=after)
+        tap(trainer, first={"verify_transfer": verify})
 
     trainer, kill = _run_with(tmp_path, hosts, attach)
     detected = trainer.events.of("elastic_detected")

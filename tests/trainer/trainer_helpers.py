@@ -103,6 +103,41 @@ def on(trainer, **fns):
     return hooks
 
 
+def tap(trainer, *, first=None, then=None):
+    """Wrap the trainer's devices (``train.Devices``: the local stand-in) so that plain
+    functions run at its calls: ``first`` before the devices' own method of that name (a kill
+    during a copy, before the stand-in's verdict on it), ``then`` after it (a kill once the
+    session's hosts are taken). Returns the wrapper, now ``trainer.devices``."""
+    from elastix_trainer.train import Devices
+
+    inner = trainer.devices
+    first, then = first or {}, then or {}
+    for name in (*first, *then):
+        if not callable(getattr(Devices, name, None)):
+            raise TypeError(f"train.Devices has no method {name}")
+
+    class Tapped(Devices):
+        step_prologue = (staticmethod(inner.step_prologue) if inner.step_prologue is not None
+                         else None)
+
+        def __getattribute__(self, name):
+            if name.startswith("_") or not callable(getattr(Devices, name, None)):
+                return object.__getattribute__(self, name)
+            own = getattr(inner, name)
+
+            def call(*args):
+                if name in first:
+                    first[name](*args)
+                out = own(*args)
+                if name in then:
+                    then[name](*args)
+                return out
+            return call
+
+    trainer.devices = Tapped()
+    return trainer.devices
+
+
 def run_elastic(cfg, health=None, events_path=None, setup=None):
     """Run the elastic runtime in-process, assembled as ``elastix-train`` assembles it.
     Returns (outcome, trainer, runtime)."""

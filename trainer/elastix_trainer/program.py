@@ -54,12 +54,11 @@ def build_trainer(cfg, events: EventLog, health: HealthSource
     manual one, the static one of a plain run), and ``LocalStandIn`` makes them fail as the
     chips would, from that source.
     """
-    trainer = Trainer(cfg, events)
     if on_pathways() or isinstance(health, PathwaysHealth):
-        return trainer, None
-    legacy.set_aside_marked(trainer.ckpt.directory if trainer.ckpt is not None else None)
+        return Trainer(cfg, events), None
     standin = LocalStandIn(health)
-    trainer.add_hooks(standin)
+    trainer = Trainer(cfg, events, devices=standin)
+    legacy.set_aside_marked(trainer.ckpt.directory if trainer.ckpt is not None else None)
     return trainer, standin
 
 

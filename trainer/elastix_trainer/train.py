@@ -6,9 +6,11 @@ loss is read after step N+1 is dispatched, as MaxText does, so Python overhead h
 device (a slice loss therefore surfaces a step late, as on Pathways). Checkpoint, snapshot and
 scale-up boundaries drain the pipeline first, so only completed state is ever saved.
 
-Whatever else a run needs at a step's boundaries (the elastic runtime's bookkeeping, the local
-backend's stand-in devices, a test that fails a slice at step 6) is attached as ``Hooks``: one
-declared interface the loop calls at fixed points, so the loop itself holds no backend's code.
+Whatever else a run needs at a step's boundaries (the elastic runtime's bookkeeping, a test
+that fails a slice at step 6) is attached as ``Hooks``: one declared interface the loop calls at
+fixed points, so the loop itself holds no backend's code. What the loop asks only because
+devices can fail (the local backend's stand-in devices answer it; real chips fail by
+themselves) is the other seam, ``Devices``: a reader sees which calls exist for that.
 The errors that end a run carry their own hint and exit code, as the launcher's do.
 """
 
@@ -67,9 +69,10 @@ class Session:
 
 
 class Hooks:
-    """What the loop tells what is attached to a run, at fixed points of each step, and the
-    two things it asks of it (levanter's hooks, MaxText's explicit handler): the elastic
-    runtime, the local backend's stand-in devices, tests and benchmarks all attach this way.
+    """What the loop tells what is attached to a run at fixed points of each step, and the one
+    thing it asks of it (levanter's hooks, MaxText's explicit handler): the elastic runtime,
+    tests and benchmarks attach this way. Nothing here is about devices: what the loop asks
+    the devices themselves is :class:`Devices`.
 
     Every method does nothing by default; override the ones needed. Hooks run in ascending
     ``order``, then in the order attached. A hook that raises fails the step, as a failed
@@ -79,25 +82,8 @@ class Hooks:
     order: int = 0
     """Run before (lower) or after (higher) the other hooks at each point."""
 
-    step_prologue: Prologue | None = None
-    """A program the compiled step runs first (``step.Prologue``); at most one attached hook
-    gives one."""
-
-    def on_mesh(self, slice_ids: frozenset[int]) -> None:
-        """A session starts on ``slice_ids``, before any state is placed on its devices."""
-
     def before_dispatch(self, session: Session, n: int) -> None:
         """Step ``n`` is about to take its batch and be dispatched."""
-
-    def verify_complete(self, session: Session, n: int, done_at: float) -> None:
-        """Step ``n``'s result was read at monotonic ``done_at`` and is finite: raise to say it
-        did not complete (it is then neither logged nor counted), as a device that needed a
-        lost host would have failed it."""
-
-    def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
-        """A copy between the devices of ``slice_ids`` and host memory just ended (``what``: a
-        host snapshot's or a checkpoint's copy of a step, a restore): raise to say it failed.
-        A failed copy is never kept: no snapshot, no save, no restored state."""
 
     def after_complete(self, session: Session, n: int, done_at: float, seconds: float) -> None:
         """Step ``n`` completed at monotonic ``done_at``, ``seconds`` after the previous one,
@@ -114,6 +100,40 @@ class Hooks:
         """At a step boundary: end this session for a bigger mesh (the state goes to a host
         snapshot first)."""
         return False
+
+
+class Devices:
+    """The seam for devices that can fail: every call the loop and the elastic runtime make
+    only because a slice's devices may be lost mid-step, mid-copy or mid-restore.
+
+    Real chips need none of it: on TPU under Pathways a lost slice fails the step (or the
+    copy) by itself with ``JaxRuntimeError``, so the default answers every call with
+    "nothing to say" and is what a run there has. The local backend's stand-in devices
+    (:class:`elastix_trainer.elastic.local.standin.LocalStandIn`: this process's CPUs standing
+    in for the slices' chips) implement it, so that they fail *in time* as the chips would.
+    A run has one ``Devices`` (``Trainer.devices``).
+    """
+
+    step_prologue: Prologue | None = None
+    """A program the compiled step runs first (``step.Prologue``): the stand-in's fault seam,
+    the one extra input of the compiled step."""
+
+    def on_mesh(self, slice_ids: frozenset[int]) -> None:
+        """A session starts on ``slice_ids``, before any state is placed on its devices."""
+
+    def before_dispatch(self, session: Session, n: int) -> None:
+        """Step ``n`` is about to be dispatched, after every hook's ``before_dispatch`` (a
+        test that fails a slice there is seen by this step)."""
+
+    def verify_complete(self, session: Session, n: int, done_at: float) -> None:
+        """Step ``n``'s result was read at monotonic ``done_at`` and is finite: raise to say it
+        did not complete (it is then neither logged nor counted), as a device that needed a
+        lost host would have failed it."""
+
+    def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """A copy between the devices of ``slice_ids`` and host memory just ended (``what``: a
+        host snapshot's or a checkpoint's copy of a step, a restore): raise to say it failed.
+        A failed copy is never kept: no snapshot, no save, no restored state."""
 
     def loss_details(self, slice_ids: frozenset[int]) -> dict:
         """Extra fields for the detection event of a slice loss on ``slice_ids`` (the local
@@ -140,9 +160,12 @@ class Trainer:
         cfg: validated config.
         events: the JSONL event log.
         hooks: what to attach at once (``add_hooks``).
+        devices: what the loop asks of the devices (:class:`Devices`); by default nothing, as
+            on real chips.
     """
 
-    def __init__(self, cfg: TrainConfig, events: EventLog, hooks: Iterable[Hooks] = ()):
+    def __init__(self, cfg: TrainConfig, events: EventLog, hooks: Iterable[Hooks] = (),
+                 devices: Devices | None = None):
         self.cfg, self.events = cfg, events
         self.model = model_config(cfg)
         self.opt = OptConfig(lr=cfg.lr, warmup_steps=cfg.warmup_steps, total_steps=cfg.steps,
@@ -159,12 +182,11 @@ class Trainer:
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
         self.hooks: list[Hooks] = []
         self.add_hooks(*hooks)
+        self.devices = devices if devices is not None else Devices()
 
     def add_hooks(self, *hooks: Hooks) -> None:
         """Attach ``hooks``; they run in ascending ``order``, then in the order attached."""
         self.hooks = sorted([*self.hooks, *hooks], key=lambda h: h.order)
-        if sum(h.step_prologue is not None for h in self.hooks) > 1:
-            raise ValueError("two attached hooks give a step prologue; the step runs one")
 
     def check_resume(self) -> None:
         """Fail with a usage error, before training, when the newest committed checkpoint
@@ -184,9 +206,8 @@ class Trainer:
             raise self.ckpt.unreadable()
 
     def verify_transfer(self, slice_ids: frozenset[int], what: str) -> None:
-        """Every hook's verdict on a copy that just ended (``Hooks.verify_transfer``)."""
-        for hook in self.hooks:
-            hook.verify_transfer(slice_ids, what)
+        """The devices' verdict on a copy that just ended (``Devices.verify_transfer``)."""
+        self.devices.verify_transfer(slice_ids, what)
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:
@@ -206,9 +227,8 @@ class Trainer:
         return step_fns(*self._step_args(mesh))
 
     def _step_args(self, mesh) -> tuple:
-        prologue = next((h.step_prologue for h in self.hooks if h.step_prologue), None)
         return (self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
-                self.cfg.seed, prologue)
+                self.cfg.seed, self.devices.step_prologue)
 
     def build_ahead(self) -> None:
         """Start building the step for every slice, the mesh a run starts on unless a slice is
@@ -231,8 +251,7 @@ class Trainer:
         """
         ids = frozenset(slice_ids)
         mesh = build_mesh(self.slices, ids)
-        for hook in self.hooks:
-            hook.on_mesh(ids)
+        self.devices.on_mesh(ids)
         building = threading.Thread(target=self._build_quietly, args=(mesh,),
                                     name="elastix-build-step", daemon=True)
         building.start()
@@ -315,6 +334,7 @@ class Trainer:
             n = s.step + 1
             for hook in self.hooks:
                 hook.before_dispatch(s, n)
+            self.devices.before_dispatch(s, n)
             batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
             s.state, metrics = s.fns.step(s.state, batch)
             s.step = n
@@ -365,8 +385,7 @@ class Trainer:
             raise Diverged(f"the loss is {value} at step {n}: training diverged; nothing from "
                            f"step {n} on is saved")
         now = time.monotonic()
-        for hook in self.hooks:
-            hook.verify_complete(s, n, now)
+        self.devices.verify_complete(s, n, now)
         seconds = now - t_prev
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
         self.events.emit(eventspec.STEP, step=n, seconds=seconds, loss=value,

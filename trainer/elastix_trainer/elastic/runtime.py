@@ -18,9 +18,9 @@ Errors that no retry can help (``Diverged``, ``Terminated``, ``FinalSaveFailed``
 ``CheckpointsUnreadable``, ``SliceWaitTimeout``, ``TrainingFailed``: every ``ElastixError``)
 carry their own message, hint and exit code; ``run`` is the one place that turns one into the
 run's ``Outcome``. The runtime attaches itself to the trainer as a ``Hooks`` object and knows
-only ``Hooks`` and ``HealthSource``: whatever else is attached (the local stand-in devices,
-``program.assemble``) hears of a failure through ``Hooks.after_failure`` and adds to the
-detection event through ``Hooks.loss_details``. Nothing the run completed is ever undone.
+only ``Hooks``, ``Devices`` and ``HealthSource``: the trainer's devices (the local stand-in,
+``program.build_trainer``) hear of a failure through ``Devices.after_failure`` and add to the
+detection event through ``Devices.loss_details``. Nothing the run completed is ever undone.
 """
 
 from __future__ import annotations
@@ -242,9 +242,7 @@ class ElasticRuntime(Hooks):
         self.recoveries += 1
         r = self.recoveries
         down = sorted(lost(mesh, self.health))
-        extra = {}
-        for hook in self.trainer.hooks:
-            extra.update(hook.loss_details(mesh))
+        extra = self.trainer.devices.loss_details(mesh)
         live = self._live_known()
         self.events.emit(eventspec.ELASTIC_DETECTED, recovery=r, kind="slice_lost",
                          error=error_line(error), last_step=last, live_slices=len(live),
@@ -259,8 +257,7 @@ class ElasticRuntime(Hooks):
 
     def _cleanup(self, recovery: int | None) -> None:
         t0 = self.clock()
-        for hook in self.trainer.hooks:
-            hook.after_failure()
+        self.trainer.devices.after_failure()
         ck = self.trainer.ckpt
         if ck is not None:
             try:

@@ -2,9 +2,9 @@
 
 Off Pathways the trainer's devices are this process's CPUs standing in for the slices' chips.
 They never fail by themselves, and they would go on computing after a slice host process is
-gone, where a TPU step that needs a dead slice fails or hangs. ``LocalStandIn`` is the hook
-object (``train.Hooks``) that makes them fail *in time*, attached only where the devices are
-stand-ins (``program.assemble``), so the training loop holds none of this. One contract:
+gone, where a TPU step that needs a dead slice fails or hangs. ``LocalStandIn`` is the
+trainer's ``train.Devices`` that makes them fail *in time*, given only where the devices are
+stand-ins (``program.build_trainer``), so the training loop holds none of this. One contract:
 **a device operation that needs a dead or hung host fails, when it would on TPU**; nothing that
 completed is ever undone afterwards.
 
@@ -38,20 +38,16 @@ import jax
 from elastix_trainer.elastic.health import HealthSource, lost
 from elastix_trainer.elastic.local import fault
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
-from elastix_trainer.train import Hooks, Session
+from elastix_trainer.train import Devices, Session
 
 
-class LocalStandIn(Hooks):
+class LocalStandIn(Devices):
     """The stand-in devices' failure behaviour, from ``health``.
 
     Args:
         health: the slice health the verdicts come from; with ``LocalHeartbeatHealth`` the
             hosts themselves are asked before a step or a copy counts.
     """
-
-    order = 100
-    """Last before each dispatch: the verdict is fixed from the health as every other hook
-    (a test failing a slice at step 6) left it."""
 
     step_prologue = staticmethod(fault.seam)
 
@@ -60,7 +56,7 @@ class LocalStandIn(Hooks):
         self._hosts = health if isinstance(health, LocalHeartbeatHealth) else None
         self._roll: dict[tuple[int, int], int] = {}  # the hosts the session's devices live on
 
-    # -- hooks ---------------------------------------------------------------------------------
+    # -- devices -------------------------------------------------------------------------------
     def on_mesh(self, slice_ids: frozenset[int]) -> None:
         """A session starts on ``slice_ids``: its devices live on the hosts there now."""
         if self._hosts is not None:
