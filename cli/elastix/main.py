@@ -240,18 +240,21 @@ def _main(argv: list[str]) -> int:
             err.show()
             return 0
         if isinstance(err, click_errors.NoSuchOption) and err.ctx:
-            from elastix.commands import xpk
+            from elastix.commands import gcluster, xpk
 
-            xpk_flag = xpk.did_you_mean(err.ctx.command_path.partition(" ")[2], err.option_name)
+            path = err.ctx.command_path.partition(" ")[2]
+            xpk_flag = xpk.did_you_mean(path, err.option_name) or \
+                gcluster.did_you_mean(path, err.option_name)
             if xpk_flag:
                 _print_error(UsageError(*xpk_flag))
                 return 2
         no_such_command = getattr(click_errors, "NoSuchCommand", ())  # click >= 8.4
         if isinstance(err, no_such_command) and err.ctx:
-            from elastix.commands import xpk
+            from elastix.commands import gcluster, xpk
 
-            xpk_command = xpk.did_you_mean_command(
-                err.ctx.command_path.partition(" ")[2], err.command_name)
+            group = err.ctx.command_path.partition(" ")[2]
+            xpk_command = xpk.did_you_mean_command(group, err.command_name) or \
+                gcluster.did_you_mean_command(group, err.command_name)
             if xpk_command:
                 _print_error(UsageError(*xpk_command))
                 return 2

@@ -153,6 +153,10 @@ CREATE_FLAGS = {
     "--ttl-after-finished", "--ttl-seconds-after-finished",
     "--termination-grace-period-seconds", "-tgps", "--output-manifest-file",
     "-n", "-o",
+    # gcluster job submit's spellings (elastix.commands.gcluster.ALIASES)
+    "--image", "--pathways-elastic-slices", "--pathways-max-slice-restarts", "--restarts",
+    "--pathways-proxy-server-image", "--pathways-server-image", "--pathways-head-np",
+    "--pathways-headless",
 }
 
 

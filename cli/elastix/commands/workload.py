@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from elastix.backends import Target, backend_class, choose_backend, get_backend
-from elastix.commands import examples, xpk
+from elastix.commands import examples, gcluster, xpk
 from elastix.commands.options import (
     BackendOpt,
     ClusterOpt,
@@ -76,6 +76,7 @@ def _spec_parameters() -> list[inspect.Parameter]:
         if not meta.get("flags"):
             continue
         opt = typer.Option(*meta["flags"], *xpk.aliases("workload create", meta["flags"][0]),
+                           *gcluster.aliases("workload create", meta["flags"][0]),
                            help=meta["help"])
         out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                      annotation=Annotated[_CLI_TYPES[KINDS[name]], opt]))
@@ -273,7 +274,10 @@ def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
                              hint="drop --template")
         from elastix.workload import crd
 
-        crd.validate(data)  # a JobSet the API server would take, or one line saying why not
+        # a JobSet the API server would take (as it takes it: xpk's, gcluster's, a user's
+        # YAML), or one line saying why not
+        data = crd.as_admitted(data)
+        crd.validate(data)
         return data
     named = load_spec_file(file).get("name")
     spec = resolve_spec({} if named else {"name": "lint"}, spec_file=file)

@@ -93,6 +93,34 @@ def validate(manifest: Any) -> None:
                             "--dry-run output")
 
 
+def as_admitted(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A manifest from a file as the API server checks it against the schema: a copy with
+    null fields dropped and the JobSet webhook's defaults that the schema requires filled in.
+
+    - The API server prunes a null of a non-nullable field without a default before it
+      validates (kubernetes/apiextensions-apiserver ``pkg/apiserver/schema/defaulting/
+      prunenulls.go``, ``PruneNonNullableNullsWithoutDefaults``); the JobSet CRD declares no
+      nullable field. gcluster's template leaves ``volumes:`` and a pod ``metadata:`` empty.
+    - The mutating webhook names each failure policy rule ``failurePolicyRule<i>`` when it has
+      no name, before the schema's ``required: [name]`` is checked (kubernetes-sigs/jobset
+      v0.12.0 ``pkg/webhooks/jobset_webhook.go`` Default; ``tests/fixtures/
+      jobset_webhook_rules.json``, "defaults"). gcluster's rule has none.
+    """
+    def prune(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: prune(x) for k, x in v.items() if x is not None}
+        if isinstance(v, list):
+            return [prune(x) for x in v]
+        return v
+
+    out = prune(manifest)
+    policy = (out.get("spec") or {}).get("failurePolicy") or {}
+    for i, rule in enumerate(policy.get("rules") or []):
+        if isinstance(rule, dict) and not rule.get("name"):
+            rule["name"] = f"failurePolicyRule{i}"
+    return out
+
+
 def _path(base: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{base}[{key}]"

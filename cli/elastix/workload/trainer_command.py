@@ -102,13 +102,34 @@ def literal_env(container: dict[str, Any]) -> dict[str, str]:
             if isinstance(e, dict) and "name" in e and "value" in e}
 
 
+_WRAPPED = re.compile(r"^[ \t]*\(\s*(.+?)\s*\)\s*&\s*PID=\$!", re.DOTALL | re.MULTILINE)
+"""The trainer inside a launcher's SIGTERM wrapper script: ``(CMD) & PID=$!``, as xpk's
+(``tests/fixtures/xpk-1.16.0-pathways-elastic.yaml``) and gcluster's (cluster-toolkit
+``pkg/orchestrator/gke/templates/pathways_jobset.tmpl`` L177-196 @ c765092) run it."""
+
+
+def main_container(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The head's trainer container: elastix's and xpk's ``jax-tpu``, else the head's first
+    container (gcluster's ``workload-container``; the Pathways sidecars are init containers);
+    None when the head has none that is not a Pathways sidecar (headless)."""
+    spec = pod_spec(replicated_job(manifest, labels.HEAD_JOB))
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    named = [c for c in containers if c.get("name") == labels.MAIN_CONTAINER]
+    rest = [c for c in containers if c.get("name") not in (
+        labels.PROXY_CONTAINER, labels.RM_CONTAINER)]
+    return (named or rest or [None])[0]
+
+
 def trainer_command(manifest: dict[str, Any]) -> TrainerCommand | None:
-    """The head's main container's :class:`TrainerCommand`; None when it has none (headless,
-    or a template that names it otherwise)."""
-    main = head_containers(manifest).get(labels.MAIN_CONTAINER)
+    """The head's main container's :class:`TrainerCommand` (out of a launcher's SIGTERM wrapper
+    when it has one); None when it has none (headless)."""
+    main = main_container(manifest)
     if main is None:
         return None
     argv = [str(a) for a in (*(main.get("command") or []), *(main.get("args") or []))]
-    command = argv[-1] if argv[:2] in (["bash", "-c"], ["sh", "-c"]) and len(argv) > 2 \
-        else shlex.join(argv)
+    shell = len(argv) > 2 and os.path.basename(argv[0]) in ("bash", "sh") and argv[1] == "-c"
+    command = argv[-1] if shell else shlex.join(argv)
+    wrapped = _WRAPPED.search(command) if shell else None
+    if wrapped is not None:
+        command = wrapped.group(1)
     return TrainerCommand(command=command, env=literal_env(main))
