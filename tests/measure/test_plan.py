@@ -339,3 +339,15 @@ def test_docs_chaos_md_plan_example_is_what_the_dry_run_writes_and_reads(stand, 
     path = tmp_path / "p.yaml"
     path.write_text(block)
     assert _planned(tmp_path, "chaos", "run", "demo", "--plan", str(path)) == plan
+
+
+def test_mtbf_with_a_seed_plans_the_same_times_and_the_dry_run_kills_nothing(stand, tmp_path,
+                                                                              capsys):
+    def at(seed: str) -> list[float]:
+        capsys.readouterr()
+        assert main(["chaos", "run", "demo", "--mtbf", "5m", "--seed", seed, "--kills", "4",
+                     "--dry-run", "-o", "json", *_local(tmp_path)]) == 0
+        return [r["at"] for r in json.loads(capsys.readouterr().out)["rounds"]]
+
+    assert at("7") == at("7") != at("8") and len(at("7")) == 4
+    assert stand.injected == []
