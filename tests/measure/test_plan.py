@@ -315,6 +315,8 @@ def test_the_plan_and_each_rounds_result_are_in_the_json_and_junit_reports():
     res = _report([_kill(1), _kill(2)], Bounds(), plan=plan)
     d = res.to_json()
     assert d["plan"] == plan.to_json() and [k["index"] for k in d["kills"]] == [1, 2]
+    assert d["kills"][0]["round"] == {"when": "10.000 s after stepping",
+                                      "target": "slice 1 host 0"}
     props = {p.get("name"): p.get("value")
              for p in validate_junit(junit_xml(res, 2)).iter("property")}
     assert json.loads(props["plan"]) == plan.to_json()

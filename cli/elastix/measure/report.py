@@ -195,6 +195,9 @@ class ChaosReport:
             d = {"index": i, **m.to_json()}
             d["ok"] = not self.kill_violations(i) and m.recovery is not None \
                 and m.recovery.complete
+            if self.plan is not None and i <= len(self.plan.rounds):  # the round it measured
+                r = self.plan.rounds[i - 1]
+                d["round"] = {"when": r.when(i), "target": r.target()}
             kills.append(d)
         return {
             "schema_version": SCHEMA_VERSION, "workload": self.workload,

@@ -107,14 +107,11 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
         ("max_steps_lost", b["max_steps_lost"]), ("timeout_seconds", b["timeout_seconds"]),
         ("min_goodput", b["min_goodput"]),
         ("chaos_window_goodput", (d["chaos_window"] or {}).get("goodput"))]
-    if res.plan is not None:  # the plan run, whole (a plan file's JSON), and each round's
+    if d["plan"] is not None:  # the plan run, whole (a plan file's JSON), and each round's
         pairs.append(("plan", json.dumps(d["plan"], separators=(",", ":"))))
     for k in d["kills"]:
         pairs += _kill_props(k["index"], k)
-        if res.plan is not None and k["index"] <= len(res.plan.rounds):
-            r = res.plan.rounds[k["index"] - 1]
-            pairs += [(f"kill.{k['index']}.when", r.when(k["index"])),
-                      (f"kill.{k['index']}.target", r.target())]
+        pairs += [(f"kill.{k['index']}.{key}", v) for key, v in k.get("round", {}).items()]
     for key, value in pairs:
         ET.SubElement(props, "property", name=key, value=_fmt(value))
     failures = errors = skipped = 0
