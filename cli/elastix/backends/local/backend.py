@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,13 @@ from elastix.backends.base import (
 from elastix.backends.local import create, delete, faults
 from elastix.backends.local.delete import outlived
 from elastix.backends.local.logread import logs
-from elastix.backends.local.plan import Plan
+from elastix.backends.local.plan import (
+    Plan,
+    check_root,
+    is_workload_name,
+    read_workload,
+    workload_dir,
+)
 from elastix.backends.local.state import (
     FINAL_STATES,
     CorruptStateFile,
@@ -51,15 +56,14 @@ from elastix.backends.local.state import (
     proc_matches,
     proc_stopped,
     read_events_bytes,
-    read_procs,
     read_record,
+    supervisor_record,
     trainer_lost_slices,
     trainer_recovery_point,
 )
 from elastix.errors import (
     EventsUnreadable,
     NotFoundError,
-    UsageError,
 )
 from elastix.protocol import entrypoints, eventspec, timefmt
 from elastix.protocol.timefmt import utc_now
@@ -67,7 +71,6 @@ from elastix.protocol.timefmt import utc_now
 if TYPE_CHECKING:
     from elastix.workload.selector import Selector
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 SMOKE_STEPS = 1200  # `workload create --smoke`: 2 min of steps at 0.1 s, more under load
 
 
@@ -105,58 +108,34 @@ class LocalBackend(Backend):
 
     # ------------------------------------------------------------------ helpers
     def _dir(self, name: str, must_exist: bool = True) -> Path:
-        self._check_root()
-        if not _NAME.match(name or ""):
-            raise UsageError(f"{name!r} is not a valid workload name",
-                             hint="lowercase letters, digits and '-', as in Kubernetes names")
-        d = self.root / name
-        if must_exist and not (d / "plan.json").exists():
-            raise NotFoundError(f"workload {name!r} not found in {self.root}",
-                                hint="list workloads with: elastix workload list --backend local")
-        return d
+        return workload_dir(self.root, name, must_exist)
 
     def _raw(self, d: Path) -> tuple[Plan, WorkloadState]:
-        return read_record(d / "plan.json", Plan.from_json), WorkloadState.read(d)
-
-    @staticmethod
-    def _supervisor(d: Path, state: WorkloadState | None) -> dict[str, Any] | None:
-        if state is not None and state.supervisor:
-            return state.supervisor
-        for rec in read_procs(d):  # before its first state write: the spawner's record
-            if rec.get("role") == "supervisor":
-                return rec
-        return None
+        return read_workload(d)
 
     def _supervisor_alive(self, d: Path, state: WorkloadState) -> bool:
-        sup = self._supervisor(d, state)
+        sup = supervisor_record(d, state)
         return bool(sup) and proc_matches(sup["pid"], sup.get("create_time"))
 
     # ------------------------------------------------------------------ submit
     def submit(self, manifest: dict[str, Any], *, replace: bool = False,
                dry_run: str | None = None, preflight: bool = True, fresh: bool = False) -> str:
         """See :meth:`Backend.submit` and :func:`elastix.backends.local.create.submit`."""
-        return create.submit(self, manifest, replace=replace, dry_run=dry_run,
-                             preflight=preflight, fresh=fresh)
+        return create.submit(self.root, manifest, self.notices, replace=replace,
+                             dry_run=dry_run, fresh=fresh)
 
     def clone(self, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
         """See :func:`elastix.backends.local.create.clone`."""
-        return create.clone(self, name, suffix=suffix, dry_run=dry_run)
+        return create.clone(self.root, name, suffix=suffix, dry_run=dry_run)
 
     # ------------------------------------------------------------------ status
-    def _check_root(self) -> None:
-        """A state dir that exists as something else (a file) is bad input, not "no workloads"."""
-        if self.root.exists() and not self.root.is_dir():
-            raise UsageError(f"--state-dir {self.root} is not a directory",
-                             hint="give a directory (created if missing), or leave --state-dir "
-                                  "and ELASTIX_STATE_DIR unset for the default")
-
     def list(self, selector: Selector | None = None) -> list[WorkloadStatus]:
-        self._check_root()
+        check_root(self.root)
         if not self.root.is_dir():
             return []
         out = []
         for d in self.root.iterdir():
-            if (d / "plan.json").exists() and _NAME.match(d.name):
+            if (d / "plan.json").exists() and is_workload_name(d.name):
                 try:
                     out.append(self.status(d.name))
                 except CorruptStateFile as err:  # shown, not hidden: it needs deleting
@@ -190,7 +169,7 @@ class LocalBackend(Backend):
                 reasons.append(f"{len(left)} process{'es' if len(left) > 1 else ''} of {name} "
                                f"outlived its supervisor and still run: {'; '.join(left)}; "
                                f"elastix workload delete {name} --backend local stops them")
-        sup = self._supervisor(d, st)
+        sup = supervisor_record(d, st)
         if state not in FINAL_STATES and alive and sup and proc_stopped(sup["pid"]):
             # A hung JobSet controller: the pods run on, but nothing replaces a failed one and
             # this status is as of its last state write.
@@ -305,7 +284,7 @@ class LocalBackend(Backend):
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
                delete_data: bool = False) -> str | None:
         """See :func:`elastix.backends.local.delete.delete`."""
-        return delete.delete(self, name, wait=wait, timeout=timeout, delete_data=delete_data)
+        return delete.delete(self.root, name, timeout=timeout, delete_data=delete_data)
 
     # ------------------------------------------------------------------ logs
     def logs(self, name: str, opts: LogOptions) -> Iterator[LogEvent]:

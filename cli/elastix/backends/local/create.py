@@ -21,29 +21,28 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elastix import interrupts
 from elastix.backends.local import channel, trainerhead
-from elastix.backends.local.delete import sweep_all
-from elastix.backends.local.plan import Plan, data_dir, make_plan
+from elastix.backends.local.delete import delete, sweep_all
+from elastix.backends.local.plan import Plan, data_dir, make_plan, workload_dir
 from elastix.backends.local.state import private_append, read_record, record_proc, write_json_atomic
 from elastix.errors import AlreadyExists, BackendError, UsageError
 from elastix.protocol import envvars
-
-if TYPE_CHECKING:
-    from elastix.backends.local.backend import LocalBackend
 
 _ASIDE = ".creating-"  # a state directory being built, before it is renamed into place
 START_TIMEOUT = 30.0  # seconds for the supervisor to write its first state
 
 
-def submit(b: LocalBackend, manifest: dict[str, Any], *, replace: bool = False,
-           dry_run: str | None = None, preflight: bool = True, fresh: bool = False) -> str:
-    """See :meth:`Backend.submit`. ``fresh`` (``workload create --fresh``): start over: a
-    workload of that name is replaced, and its kept data (checkpoints) removed first."""
+def submit(root: Path, manifest: dict[str, Any], notices: list[str], *, replace: bool = False,
+           dry_run: str | None = None, fresh: bool = False) -> str:
+    """Run ``manifest`` as a workload under ``root`` (see :meth:`Backend.submit`); what the
+    user should hear of it is added to ``notices``. ``fresh`` (``workload create --fresh``):
+    start over: a workload of that name is replaced, and its kept data (checkpoints) removed
+    first."""
     name = (manifest.get("metadata") or {}).get("name", "")
-    d = b._dir(name, must_exist=False)
+    d = workload_dir(root, name, must_exist=False)
     plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
     why = channel.problem(plan.health_address)
     if why:  # the supervisor would fail at start on it: said before anything is made
@@ -51,7 +50,7 @@ def submit(b: LocalBackend, manifest: dict[str, Any], *, replace: bool = False,
                                    "--state-dir, whose socket then stays inside it")
     if dry_run:
         if not fresh:
-            say_finished(b, name, d, plan)
+            say_finished(name, d, plan, notices)
         return name
     if d.exists():
         if not (replace or fresh):
@@ -62,24 +61,23 @@ def submit(b: LocalBackend, manifest: dict[str, Any], *, replace: bool = False,
         # old run's stop (its final save): they touch nothing until the directory is theirs.
         pre = prestart(d, plan)
         try:
-            kept = b.delete(name, wait=True, delete_data=fresh)
+            kept = delete(root, name, delete_data=fresh)
             # The previous run's events, logs and measurements lived in its state directory.
-            b.notices.append(f"replaced {name}: the previous run's events, logs and "
-                                f"measurements are removed with it"
-                                + (f"; {kept}" if kept else ""))
-            say_finished(b, name, d, plan)
-            launch(b, name, d, manifest, plan, pre)
+            notices.append(f"replaced {name}: the previous run's events, logs and "
+                           f"measurements are removed with it" + (f"; {kept}" if kept else ""))
+            say_finished(name, d, plan, notices)
+            launch(root, name, d, manifest, plan, pre)
         finally:
             _release(pre)
         return name
     if fresh and data_dir(d).is_dir():
-        said = b.delete(name, wait=True, delete_data=True)
-        b.notices.append(f"--fresh: {name} starts from step 0 ({said})")
-    say_finished(b, name, d, plan)
-    launch(b, name, d, manifest, plan)
+        said = delete(root, name, delete_data=True)
+        notices.append(f"--fresh: {name} starts from step 0 ({said})")
+    say_finished(name, d, plan, notices)
+    launch(root, name, d, manifest, plan)
     return name
 
-def say_finished(b: LocalBackend, name: str, d: Path, plan: Plan) -> None:
+def say_finished(name: str, d: Path, plan: Plan, notices: list[str]) -> None:
     """A notice when the kept data already holds a checkpoint of the job's last step (the
     quickstart run again after it finished): the trainer would resume it and complete
     at once, which nothing else says until ``status``."""
@@ -87,16 +85,16 @@ def say_finished(b: LocalBackend, name: str, d: Path, plan: Plan) -> None:
     if found is None:
         return
     kept, steps = found
-    b.notices.append(
+    notices.append(
         f"{name}'s kept data holds a checkpoint of step {kept}, and the job's last step is "
         f"{steps} (--steps): this run resumes it and completes without training a step; to "
         f"start over, create it again with --fresh (or first: elastix workload delete {name} "
         "--delete-data)")
 
-def launch(b: LocalBackend, name: str, d: Path, manifest: dict[str, Any], plan: Plan,
-            pre: subprocess.Popen | None = None) -> None:
+def launch(root: Path, name: str, d: Path, manifest: dict[str, Any], plan: Plan,
+           pre: subprocess.Popen | None = None) -> None:
     """Claim the state directory, start the supervisor (``pre``: the one
-    :meth:`_prestart` started, told to go), return once it has written its first state:
+    :func:`prestart` started, told to go), return once it has written its first state:
     the commit point (:func:`elastix.interrupts.commit`). Anything before it that fails,
     Ctrl-C included, leaves nothing behind: no directory, no process."""
     ours: os.stat_result | None = None
@@ -105,7 +103,7 @@ def launch(b: LocalBackend, name: str, d: Path, manifest: dict[str, Any], plan: 
         # Held from Ctrl-C (milliseconds): what it makes is then known to the undo below,
         # a supervisor started but not yet recorded included.
         with interrupts.deferred():
-            ours = claim(b.root, name, d, manifest, plan)
+            ours = claim(root, name, d, manifest, plan)
             proc = _go(d, pre) or start_supervisor(d, plan)
         await_first_state(name, d, ours, proc)
         interrupts.commit()
@@ -167,25 +165,26 @@ def await_first_state(name: str, d: Path, ours: os.stat_result,
                                     + " | ".join(tail[-3:]))
         time.sleep(0.02)
 
-def clone(b: LocalBackend, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
+def clone(root: Path, name: str, *, suffix: str = "reference", dry_run: bool = False) -> str:
     """The same manifest run again under its own name and data (see
     :mod:`elastix.backends.local.clone`)."""
     from elastix.backends.local.clone import copy_of
 
-    d = b._dir(name)
+    d = workload_dir(root, name)
     new, manifest, plan = copy_of(
         name, d, read_record(d / "manifest.json", dict),
         read_record(d / "plan.json", Plan.from_json), dict(os.environ), suffix)
     if not dry_run:
-        launch(b, new, b._dir(new, must_exist=False), manifest, plan)
+        launch(root, new, workload_dir(root, new, must_exist=False), manifest, plan)
     return new
 
-def claim(root: Path, name: str, d: Path, manifest: dict[str, Any], plan: Plan) -> os.stat_result:
+def claim(root: Path, name: str, d: Path, manifest: dict[str, Any],
+          plan: Plan) -> os.stat_result:
     """Make the workload's state directory, atomically: it is built aside (a private
     directory beside it, 0700) and renamed into place, and a rename onto a directory that
     exists fails. So two creates of one name cannot both win, the loser removes only what
     it made, and no reader ever sees a directory without its plan. Returns the directory's
-    identity (device and inode): what :meth:`_discard` checks before removing it."""
+    identity (device and inode): what :func:`discard` checks before removing it."""
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         _sweep_asides(root)

@@ -13,42 +13,49 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elastix.backends.local import channel
-from elastix.backends.local.plan import compilation_cache_dir, data_dir
-from elastix.backends.local.state import marked_pids, proc_matches, read_procs, sweep
+from elastix.backends.local.plan import compilation_cache_dir, data_dir, read_workload, workload_dir
+from elastix.backends.local.state import (
+    marked_pids,
+    proc_matches,
+    read_procs,
+    supervisor_record,
+    sweep,
+)
 from elastix.backends.local.supervisor import HEAD_TERM_GRACE, TERM_GRACE
 from elastix.backends.local.workdir import command_files, move_command_files
 from elastix.errors import BackendError
 
-if TYPE_CHECKING:
-    from elastix.backends.local.backend import LocalBackend
 
-
-def delete(b: LocalBackend, name: str, *, wait: bool = False, timeout: float = 300.0,
+def delete(root: Path, name: str, *, timeout: float = 300.0,
            delete_data: bool = False) -> str | None:
-    d = b._dir(name, must_exist=False)
+    """Stop workload ``name``'s processes and remove its state directory under ``root``; what
+    was done with its kept data (and by whom, when the supervisor could not stop them), for
+    the user."""
+    d = workload_dir(root, name, must_exist=False)
     if not (d / "plan.json").exists() and delete_data and data_dir(d).is_dir():
         # deleted before, its data kept: what --delete-data then said it would remove
         shutil.rmtree(data_dir(d), ignore_errors=True)
         return (f"only its data was left: removed its data (checkpoints) in {data_dir(d)}"
                 + _cache_kept(d))
-    d = b._dir(name)
+    d = workload_dir(root, name)
     with _held(d) as still_ours:
         if not still_ours:
             # Another delete ran while this one waited: what is left (its data, or
-            # nothing) is judged afresh, so each delete says only what it did itb.
-            return delete(b, name, wait=wait, timeout=timeout, delete_data=delete_data)
-        return _delete_held(b, name, d, timeout, delete_data)
+            # nothing) is judged afresh, so each delete says only what it did itself.
+            return delete(root, name, timeout=timeout, delete_data=delete_data)
+        return _delete_held(name, d, timeout, delete_data)
 
-def _delete_held(b: LocalBackend, name: str, d: Path, timeout: float, delete_data: bool) -> str | None:
-    """:meth:`delete` of ``d``, its lock held (:func:`_held`)."""
+
+def _delete_held(name: str, d: Path, timeout: float, delete_data: bool) -> str | None:
+    """:func:`delete` of ``d``, its lock held (:func:`_held`)."""
     try:
-        plan, st = b._raw(d)
+        plan, st = read_workload(d)
     except (OSError, ValueError, KeyError, TypeError):
         plan, st = None, None  # half-written or damaged: sweep what procs.jsonl recorded
-    sup = b._supervisor(d, st)
+    sup = supervisor_record(d, st)
     unanswered = said = None
     if sup and proc_matches(sup["pid"], sup.get("create_time")):
         unanswered = _stop_supervisor(sup, timeout)

@@ -18,7 +18,8 @@ from typing import Any
 
 from elastix.backends.local import channel, trainerhead
 from elastix.backends.local import maxtext as maxtext_head
-from elastix.errors import UsageError
+from elastix.backends.local.state import WorkloadState, read_record
+from elastix.errors import NotFoundError, UsageError
 from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
 from elastix.workload.manifest import replicated_job
@@ -293,3 +294,38 @@ def check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) 
         raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
                          f"slice (0-{hosts - 1})",
                          hint=f"see them with: elastix workload status {name}")
+
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+"""A workload's name: a Kubernetes name, as the JobSet it stands for."""
+
+
+def is_workload_name(name: str) -> bool:
+    return bool(_NAME.match(name or ""))
+
+
+def check_root(root: Path) -> None:
+    """A state dir that exists as something else (a file) is bad input, not "no workloads"."""
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"--state-dir {root} is not a directory",
+                         hint="give a directory (created if missing), or leave --state-dir "
+                              "and ELASTIX_STATE_DIR unset for the default")
+
+
+def workload_dir(root: Path, name: str, must_exist: bool = True) -> Path:
+    """The state directory of workload ``name`` under ``root``; ``must_exist``: one with a
+    plan, else not found. A name no workload can have is bad input."""
+    check_root(root)
+    if not is_workload_name(name):
+        raise UsageError(f"{name!r} is not a valid workload name",
+                         hint="lowercase letters, digits and '-', as in Kubernetes names")
+    d = root / name
+    if must_exist and not (d / "plan.json").exists():
+        raise NotFoundError(f"workload {name!r} not found in {root}",
+                            hint="list workloads with: elastix workload list --backend local")
+    return d
+
+
+def read_workload(d: Path) -> tuple[Plan, WorkloadState]:
+    """The plan and the last state the supervisor wrote of the workload in ``d``."""
+    return read_record(d / "plan.json", Plan.from_json), WorkloadState.read(d)

@@ -435,3 +435,14 @@ def sweep(workload_dir: Path | None, marker: str | None, exclude: set[int] | Non
             break
         time.sleep(0.02)
     return sorted(victims)
+
+
+def supervisor_record(d: Path, state: WorkloadState | None) -> dict[str, Any] | None:
+    """The workload's supervisor (pid, create time), from its state, or before its first state
+    write from the record its spawner made."""
+    if state is not None and state.supervisor:
+        return state.supervisor
+    for rec in read_procs(d):
+        if rec.get("role") == "supervisor":
+            return rec
+    return None
