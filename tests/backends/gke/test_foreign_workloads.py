@@ -295,3 +295,20 @@ def test_a_foreign_workload_deleted_during_a_wait_ends_it_with_exit_4(fake_clust
             proc.kill()
     assert proc.returncode == 4, out + err
     assert "Traceback" not in err and "deleted" in (out + err)
+
+
+def test_each_gke_fault_and_advise_on_a_gcluster_workload(fake_cluster):
+    _create(fake_cluster, GCLUSTER)
+    _all_running(fake_cluster, 13)
+    _log(fake_cluster, "elastic-qwen3", _wrapped("elastic-qwen3", LINES))
+    assert gke.elastix(fake_cluster, "workload", "advise", "elastic-qwen3").returncode == 0
+    out = gke.elastix(fake_cluster, "chaos", "kill-worker", "elastic-qwen3", "--fault", "term",
+                      "--slice", "2", "--host", "1").stdout
+    assert out.startswith("terminated (SIGTERM, then SIGKILL after 30 s) pod elastic-qwen3-"
+                          "worker-2-1-")  # gcluster's --grace-period, from the pod
+    out = gke.elastix(fake_cluster, "chaos", "kill-worker", "elastic-qwen3", "--fault", "slice",
+                      "--slice", "0").stdout.splitlines()
+    assert [x.split()[2].rsplit("-", 2)[0] for x in out] == ["elastic-qwen3-worker-0"] * 4
+    out = gke.elastix(fake_cluster, "chaos", "kill-worker", "elastic-qwen3", "--fault",
+                      "head").stdout
+    assert "elastic-qwen3-pathways-head-0-0-" in out
