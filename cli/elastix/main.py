@@ -14,7 +14,19 @@ import click
 import typer
 
 from elastix import __version__, interrupts
-from elastix.commands import advise, chaos, cluster, delete, examples, forecast, image, logs, wait, workload
+from elastix.commands import (
+    advise,
+    chaos,
+    cluster,
+    delete,
+    examples,
+    forecast,
+    image,
+    inspect,
+    logs,
+    wait,
+    workload,
+)
 from elastix.errors import EXIT_CODES_HELP, ElastixError, ExitCode, ProblemsError, UsageError
 from elastix.protocol import envvars
 
@@ -70,7 +82,8 @@ def _group(commands: dict[str, object]) -> typer.Typer:
 app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "advise": advise.advise, "forecast": forecast.forecast,
                       "list": workload.list_, "status": workload.status,
-                      "wait": wait.wait, "delete": delete.delete, "lint": workload.lint}),
+                      "wait": wait.wait, "inspect": inspect.inspect, "delete": delete.delete,
+                      "lint": workload.lint}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs

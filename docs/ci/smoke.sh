@@ -24,8 +24,10 @@
 #   OUT             folder for the evidence                   [elastix-smoke]
 # Evidence in $OUT: chaos.json (the report), junit.xml, summary.md, goodput.png (the chaos
 # window, start-up folded at its left), timeline.png (each kill's recovery, phase by phase; a
-# missed bound red in both), head.log, status.json. `report` appends summary.md to
-# $GITHUB_STEP_SUMMARY when set (else prints it), or a line saying that chaos never reported.
+# missed bound red in both), head.log, status.json, inspect.json (`elastix workload inspect`:
+# pods and their events, nodes, Kueue, the measurement; environment values hidden). `report`
+# appends summary.md to $GITHUB_STEP_SUMMARY when set (else prints it), or a line saying that
+# chaos never reported.
 # Exit codes are elastix's (README.md, "Exit codes"): 0 every bound met, 3 a bound missed,
 # 4 the workload died, 5 it completed before the last kill, 6 it never trained in time.
 set -euo pipefail
@@ -77,6 +79,10 @@ step_collect() {  # best effort: the evidence of a failed run matters most
   mkdir -p "$out"
   "$elastix" logs "$workload" "${target[@]}" > "$out/head.log" 2>&1 || true
   "$elastix" workload status "$workload" -o json "${target[@]}" > "$out/status.json" 2>&1 || true
+  # everything needed to say why a bound was missed: pods and their events, nodes, Kueue,
+  # the measurement so far (environment values hidden)
+  "$elastix" workload inspect "$workload" --output-file "$out/inspect.json" "${target[@]}" \
+    || true
 }
 
 step_report() {  # the Markdown report for the job's page, whatever happened before

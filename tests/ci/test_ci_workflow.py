@@ -274,6 +274,9 @@ def test_an_impossible_bound_fails_the_job_with_exit_3_and_a_junit_failure(tmp_p
     assert chaos["rc"] == 3, f"{chaos['stdout']}\n{chaos['stderr']}"
     for name in ("Collect the head log and status", "Report", "Clean up"):  # if: always()
         assert by[name]["rc"] == 0, by[name]
+    # the missed bound's evidence holds the diagnostics bundle (issue 51)
+    bundle = json.loads((work / "elastix-smoke" / "inspect.json").read_text())
+    assert bundle["workload"]["name"] == "smoke-4242" and bundle["measurement"]["goodput"]
     suite = _junit(work)
     (case,) = suite.findall("testcase")
     (failure,) = case.findall("failure")

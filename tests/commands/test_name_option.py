@@ -15,7 +15,7 @@ NAMED = {
     ("workload", "create"): "--workload", ("workload", "goodput"): "--workload",
     ("workload", "advise"): "--workload", ("workload", "forecast"): "--workload",
     ("workload", "status"): "--workload", ("workload", "delete"): "--workload",
-    ("workload", "wait"): "--workload",
+    ("workload", "wait"): "--workload", ("workload", "inspect"): "--workload",
     ("logs",): "--workload", ("chaos", "kill-worker"): "--workload",
     ("chaos", "run"): "--workload",
     ("cluster", "create"): "--cluster", ("cluster", "describe"): "--cluster",

@@ -359,6 +359,14 @@ class Backend(abc.ABC):
             return False
         return True
 
+    def diagnose(self, name: str) -> dict[str, Any]:
+        """What this backend can say of workload ``name`` beyond its status, for ``elastix
+        workload inspect``: ``manifest`` (the workload's JobSet, environment values and all:
+        the caller hides them) and backend-specific sections (GKE: Jobs, pods with their
+        events, nodes per pool, Kueue; local: the supervisor's state, log and processes), with
+        ``unreadable``: a line per part it could not read."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def status(self, name: str) -> WorkloadStatus:
         """One workload, with per-slice state. Raises NotFoundError."""

@@ -55,6 +55,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "elastix workload status demo",
         "elastix workload status demo -o json",
     ),
+    "workload inspect": (
+        "elastix workload inspect demo --output-file demo-inspect.json",
+        "elastix workload inspect xpk-run -n team-a -o yaml   # a JobSet xpk made",
+    ),
     "workload delete": (
         "elastix workload delete demo",
         "elastix workload delete demo --delete-data   # its checkpoints too",

@@ -354,6 +354,12 @@ class GKEBackend(Backend):
             out.reasons[:0] = kueue.reasons(out.queue)
         return out
 
+    def diagnose(self, name: str) -> dict[str, Any]:
+        """See :mod:`elastix.backends.gke.diagnose`."""
+        from elastix.backends.gke.diagnose import diagnose
+
+        return diagnose(self.ns, name)
+
     def _head_logs(self) -> HeadLogReader:
         if self._training is None:
             from elastix.backends.gke.training import HeadLogReader

@@ -53,6 +53,7 @@ from elastix.backends.local.state import (
     PodRecord,
     WorkloadState,
     default_root,
+    diagnose,
     proc_matches,
     proc_stopped,
     read_events_bytes,
@@ -205,6 +206,10 @@ class LocalBackend(Backend):
             head=pod(st.head, "head"), slices=slices, reasons=reasons, message=st.message,
             labels=dict(plan.labels),
             recovery_point=trainer_recovery_point(plan.events_file) if plan.events_file else None)
+
+    def diagnose(self, name: str) -> dict[str, Any]:
+        """See :func:`elastix.backends.local.state.diagnose`."""
+        return diagnose(self._dir(name))
 
     def trainer_events(self, name: str, *, tail: bool = False,
                        cheap: bool = False) -> TrainerEvents | None:

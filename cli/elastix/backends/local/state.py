@@ -446,3 +446,36 @@ def supervisor_record(d: Path, state: WorkloadState | None) -> dict[str, Any] | 
         if rec.get("role") == "supervisor":
             return rec
     return None
+
+
+SUPERVISOR_LOG_LINES = 60
+"""The supervisor log's last lines a bundle keeps: its starts, exits and replacements."""
+
+
+def diagnose(d: Path) -> dict[str, Any]:
+    """The local sections of a bundle (``elastix workload inspect``) of the workload in ``d``:
+    its manifest, the supervisor's last state and log lines, and each recorded process, alive
+    or not. Read-only; what cannot be read is a line in ``unreadable``."""
+    unreadable: list[str] = []
+
+    def part(what: str, read: Any) -> Any:
+        try:
+            return read()
+        except (OSError, ValueError) as e:
+            unreadable.append(f"{what}: {e}")
+            return None
+
+    def log_tail() -> list[str]:
+        with open(d / "supervisor.log", "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+        return text.splitlines()[-SUPERVISOR_LOG_LINES:]
+
+    procs = [{"role": r.get("role"), "pid": r.get("pid"),
+              "alive": proc_matches(r["pid"], r.get("create_time")),
+              "stopped": proc_stopped(r["pid"])}
+             for r in part("processes", lambda: read_procs(d)) or [] if "pid" in r]
+    return {"manifest": part("manifest", lambda: read_json(d / "manifest.json")) or {},
+            "supervisor_state": part("state", lambda: read_json(d / "state.json")),
+            "supervisor_log": part("supervisor log", log_tail),
+            "processes": procs, "unreadable": unreadable}
