@@ -29,6 +29,8 @@ DEFAULT_TPU = "v5litepod-16"
 # Llama 3 405B's pre-training: 419 unexpected interruptions in 54 days on 16,384 GPUs, 2,048
 # hosts of 8 (Dubey et al., "The Llama 3 Herd of Models", 2024, section 3.3.4).
 LLAMA3_HOST_MTBF = 2048 * 54 * 86400 / 419
+LLAMA3_SOURCE = ("264 d: Llama 3's 419 interruptions in 54 days on 2,048 hosts (Dubey et al. "
+                 "2024, 3.3.4)")
 MAX_MTBF = 1000 * 365 * 86400.0
 
 
@@ -77,6 +79,20 @@ def _inputs(name: str | None, events_file: Path | None, report: Path | None, tar
     return inputs_of(events, records), source, on_gke
 
 
+def _host_mtbf(host_mtbf: str | None, host_rate: float | None) -> float:
+    """One host's MTBF in seconds: ``--host-mtbf``, ``--host-failures-per-day`` (not both),
+    else Llama 3's."""
+    if host_rate is None:
+        return _positive(host_mtbf, "--host-mtbf") if host_mtbf else LLAMA3_HOST_MTBF
+    if host_mtbf:
+        raise UsageError("--host-mtbf and --host-failures-per-day say the same: give one",
+                         hint="--host-failures-per-day R is --host-mtbf 1/R days")
+    if not 86400 / MAX_MTBF <= host_rate < math.inf:  # False for nan too
+        raise UsageError(f"--host-failures-per-day {host_rate:g} is out of range: more than 0",
+                         hint="e.g. --host-failures-per-day 0.004")
+    return 86400 / host_rate
+
+
 def _hosts(tpu_type: str) -> int:
     from elastix.workload import tpu
 
@@ -86,52 +102,57 @@ def _hosts(tpu_type: str) -> int:
     return tpu.lookup(tpu_type).hosts
 
 
+ReportOpt = Annotated[Path | None, typer.Option(
+    "--report", help="Read a saved chaos report (chaos run ... -o json) instead: the run may be "
+                     "gone.")]
+SlicesOpt = Annotated[int | None, typer.Option(
+    "--slices", help="Slices of the training to forecast [the run's].")]
+TpuTypeOpt = Annotated[str, typer.Option(
+    "--tpu-type", help="TPU type: its hosts per slice fail independently.")]
+HostMtbfOpt = Annotated[str | None, typer.Option(
+    "--host-mtbf", help="Mean time between one host's failures [264d: Llama 3's 419 "
+                        "interruptions in 54 days on 2,048 hosts].")]
+HostRateOpt = Annotated[float | None, typer.Option(
+    "--host-failures-per-day", help="Instead of --host-mtbf: failures per host-day (0.0038 is "
+                                    "Llama 3's).")]
+HeadMtbfOpt = Annotated[str | None, typer.Option(
+    "--head-mtbf", help="Mean time between controller failures [never].")]
+ReplaceTimeOpt = Annotated[str | None, typer.Option(
+    "--replace-time", help="How long the platform takes to replace a slice: 10m, or a "
+                           "distribution 5m,10m,40m [the run's waits for slices].")]
+RestartTimeOpt = Annotated[str | None, typer.Option(
+    "--restart-time", help="How long a full restart takes, to its first step: 10m, or a "
+                           "distribution 5m,10m,20m [restarts measured on GKE, else 10m, an "
+                           "assumption].")]
+RecoveryTimeOpt = Annotated[str | None, typer.Option(
+    "--recovery-time", help="A recovery's downtime to assume when the run measured none.")]
+SpareOpt = Annotated[int, typer.Option("--spare-slices", help="Idle spare slices.")]
+MinSlicesOpt = Annotated[int | None, typer.Option(
+    "--min-slices", help="replica-resize trains on no fewer [half of --slices].")]
+DaysOpt = Annotated[float, typer.Option("--days", help="Length of the run forecast.")]
+CheckpointOpt = Annotated[int | None, typer.Option(
+    "--checkpoint-period", help="Steps between checkpoints [the run's].")]
+SnapshotOpt = Annotated[int | None, typer.Option(
+    "--snapshot-period", help="Steps between host snapshots, 0 for none [the run's].")]
+RunsOpt = Annotated[int, typer.Option("--runs", help="Repetitions, for the interval.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the first repetition.")]
+PlotOpt = Annotated[Path | None, typer.Option(
+    "--plot", help="Draw goodput against slices, a line per policy, to FILE.png.")]
+
+
 @with_target
 @with_workload_option(required=False)
-def forecast(
-    target: Target,
-    name: RunNameArg = None,
-    events_file: EventsFileOpt = None,
-    report: Annotated[Path | None, typer.Option(
-        "--report", help="Read a saved chaos report (chaos run ... -o json) instead: the run "
-                         "may be gone.")] = None,
-    slices: Annotated[int | None, typer.Option(
-        "--slices", help="Slices of the training to forecast [the run's].")] = None,
-    tpu_type: Annotated[str, typer.Option(
-        "--tpu-type", help="TPU type: its hosts per slice fail independently.")] = DEFAULT_TPU,
-    host_mtbf: Annotated[str | None, typer.Option(
-        "--host-mtbf", help="Mean time between one host's failures [264d: Llama 3's 419 "
-                            "interruptions in 54 days on 2,048 hosts].")] = None,
-    host_rate: Annotated[float | None, typer.Option(
-        "--host-failures-per-day", help="Instead of --host-mtbf: failures per host-day "
-                                        "(0.0038 is Llama 3's).")] = None,
-    head_mtbf: Annotated[str | None, typer.Option(
-        "--head-mtbf", help="Mean time between controller failures [never].")] = None,
-    replace_time: Annotated[str | None, typer.Option(
-        "--replace-time", help="How long the platform takes to replace a slice: 10m, or a "
-                               "distribution 5m,10m,40m [the run's waits for slices].")] = None,
-    restart_time: Annotated[str | None, typer.Option(
-        "--restart-time", help="How long a full restart takes, to its first step: 10m, or a "
-                               "distribution 5m,10m,20m [restarts measured on GKE, else 10m, "
-                               "an assumption].")] = None,
-    recovery_time: Annotated[str | None, typer.Option(
-        "--recovery-time", help="A recovery's downtime to assume when the run measured "
-                                "none.")] = None,
-    spare_slices: Annotated[int, typer.Option("--spare-slices", help="Idle spare slices.")] = 0,
-    min_slices: Annotated[int | None, typer.Option(
-        "--min-slices", help="replica-resize trains on no fewer [half of --slices].")] = None,
-    days: Annotated[float, typer.Option("--days", help="Length of the run forecast.")] = 30.0,
-    checkpoint_period: Annotated[int | None, typer.Option(
-        "--checkpoint-period", help="Steps between checkpoints [the run's].")] = None,
-    snapshot_period: Annotated[int | None, typer.Option(
-        "--snapshot-period", help="Steps between host snapshots, 0 for none [the run's].")
-    ] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Repetitions, for the interval.")] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the first repetition.")] = 0,
-    output: Annotated[str, output_option(OUTPUTS, "table or json.")] = "table",
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Draw goodput against slices, a line per policy, to FILE.png.")] = None,
-) -> None:
+def forecast(target: Target, name: RunNameArg = None, events_file: EventsFileOpt = None,
+             report: ReportOpt = None, slices: SlicesOpt = None,
+             tpu_type: TpuTypeOpt = DEFAULT_TPU, host_mtbf: HostMtbfOpt = None,
+             host_rate: HostRateOpt = None, head_mtbf: HeadMtbfOpt = None,
+             replace_time: ReplaceTimeOpt = None, restart_time: RestartTimeOpt = None,
+             recovery_time: RecoveryTimeOpt = None, spare_slices: SpareOpt = 0,
+             min_slices: MinSlicesOpt = None, days: DaysOpt = 30.0,
+             checkpoint_period: CheckpointOpt = None, snapshot_period: SnapshotOpt = None,
+             runs: RunsOpt = 20, seed: SeedOpt = 0,
+             output: Annotated[str, output_option(OUTPUTS, "table or json.")] = "table",
+             plot: PlotOpt = None) -> None:
     """Simulate the run at another size, calibrated by what it measured: goodput of full
     restart, pause-resume and replica-resize at today's and at the best periods."""
     from elastix.measure.forecast import Scenario
@@ -143,15 +164,7 @@ def forecast(
         raise UsageError(f"--days {days:g} is out of range: more than 0, at most {MAX_DAYS}",
                          hint="e.g. --days 30")
     hosts = _hosts(tpu_type)
-    host = _positive(host_mtbf, "--host-mtbf") if host_mtbf else LLAMA3_HOST_MTBF
-    if host_rate is not None:
-        if host_mtbf:
-            raise UsageError("--host-mtbf and --host-failures-per-day say the same: give one",
-                             hint="--host-failures-per-day R is --host-mtbf 1/R days")
-        if not 86400 / MAX_MTBF <= host_rate < math.inf:  # False for nan too
-            raise UsageError(f"--host-failures-per-day {host_rate:g} is out of range: more "
-                             "than 0", hint="e.g. --host-failures-per-day 0.004")
-        host = 86400 / host_rate
+    host = _host_mtbf(host_mtbf, host_rate)
     head = _positive(head_mtbf, "--head-mtbf") if head_mtbf else None
     replace = _samples(replace_time, "--replace-time") if replace_time else None
     restart = _samples(restart_time, "--restart-time") if restart_time else None
@@ -172,8 +185,7 @@ def forecast(
     result = run_forecast(cal.costs, sc, runs, seed)
     sources = {**cal.sources, "hosts per slice": f"{hosts} ({tpu_type})",
                "host MTBF": "--host-mtbf" if host_mtbf else "--host-failures-per-day"
-               if host_rate is not None else "264 d: Llama 3's 419 "
-               "interruptions in 54 days on 2,048 hosts (Dubey et al. 2024, 3.3.4)",
+               if host_rate is not None else LLAMA3_SOURCE,
                "controller MTBF": "--head-mtbf" if head_mtbf else "none: it never fails"}
     if plot:
         from elastix.views.forecast_plot import plot_forecast, sweep
