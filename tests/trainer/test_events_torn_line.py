@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from tmpfs import small_tmpfs
 
 from elastix.protocol.eventspec import split_jsonl
 
@@ -45,16 +46,8 @@ log.close()
 
 @pytest.fixture
 def small_disk(tmp_path):
-    d = tmp_path / "small"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mounting a tmpfs needs root (CI runs as root): {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "size=64k") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def test_a_restarted_head_ends_the_torn_line_before_it_appends(small_disk):

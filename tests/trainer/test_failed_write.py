@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from tmpfs import small_tmpfs
 from trainer_helpers import REPO, cli_env, losses, make_cfg, on, run_elastic
 
 from elastix_trainer.elastic.health import ManualHealth
@@ -23,16 +24,8 @@ from elastix_trainer.state.checkpoint import Checkpointer
 
 @pytest.fixture
 def small_disk(tmp_path):
-    d = tmp_path / "small"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mounting a 2 MiB tmpfs needs root (CI runs as root): {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "size=2m", "a 2 MiB tmpfs") as d:
         yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def _grow(disk) -> None:

@@ -8,13 +8,13 @@ import errno
 import json
 import os
 import signal
-import subprocess
 import sys
 
 import psutil
 import pytest
 from local_helpers import wait_until
 from process_tags import tagged_pids
+from tmpfs import small_tmpfs
 
 from elastix.backends.local.backend import LocalBackend
 
@@ -23,16 +23,8 @@ HEAD = f"{sys.executable} -c \"import time; time.sleep(600)\""  # writes nothing
 
 @pytest.fixture
 def small_state(tmp_path):
-    d = tmp_path / "small"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(d)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mounting a 1 MiB tmpfs needs root (CI runs as root): {r.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "size=1m,mode=0700", "a 1 MiB tmpfs") as d:
         yield d / "state"
-    finally:
-        subprocess.run(["umount", "-l", str(d)], check=False)
 
 
 def _fill(path) -> None:
