@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from elastix.clients.kube import Http, Translator, api_path
 from elastix.errors import BackendError, NotFoundError, UsageError, yaml_where
@@ -237,6 +237,10 @@ def status(api: Any, where: str) -> JobSetStatus:
     return JobSetStatus(crd is not None, _image_version(dep) if dep else None, ready)
 
 
+S = TypeVar("S")
+"""A controller's status, as :func:`wait_available` reads it."""
+
+
 def wait_ready(api: Any, where: str, timeout: float = 300.0, interval: float = 2.0,
                clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> JobSetStatus:
@@ -245,16 +249,28 @@ def wait_ready(api: Any, where: str, timeout: float = 300.0, interval: float = 2
     Raises:
         BackendError: not ready within ``timeout`` seconds.
     """
+    return wait_available(lambda: status(api, where), "the JobSet controller", where,
+                          f"look at its pods: kubectl -n {NAMESPACE} get pods; "
+                          f"kubectl -n {NAMESPACE} describe deployment {DEPLOYMENT}",
+                          timeout, interval, clock, sleep)
+
+
+def wait_available(read: Callable[[], S], what: str, where: str, hint: str, timeout: float,
+                   interval: float, clock: Callable[[], float],
+                   sleep: Callable[[float], None]) -> S:
+    """Poll ``read`` (a controller's status) until it is installed with an available replica;
+    JobSet's and Kueue's installs both wait so.
+
+    Raises:
+        BackendError: not ready within ``timeout`` seconds ("``what`` is not ready", ``hint``).
+    """
     deadline = clock() + timeout
     while True:
-        st = status(api, where)
+        st = read()
         if st.installed and st.ready_replicas > 0:
             return st
         if clock() >= deadline:
-            raise BackendError(
-                f"the JobSet controller is not ready after {timeout:.0f} s ({where})",
-                hint=f"look at its pods: kubectl -n {NAMESPACE} get pods; "
-                     f"kubectl -n {NAMESPACE} describe deployment {DEPLOYMENT}")
+            raise BackendError(f"{what} is not ready after {timeout:.0f} s ({where})", hint=hint)
         sleep(interval)
 
 

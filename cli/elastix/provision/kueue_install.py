@@ -35,7 +35,7 @@ import yaml
 
 from elastix.clients import kueue as kq
 from elastix.clients.kube import Http, Translator, api_path
-from elastix.errors import BackendError, NotFoundError, UsageError
+from elastix.errors import NotFoundError, UsageError
 from elastix.provision import jobset_install
 from elastix.provision.jobset_install import ApplyStep
 from elastix.workload import platform
@@ -287,16 +287,9 @@ def wait_ready(api: Any, where: str, timeout: float = 600.0, interval: float = 2
     Raises:
         BackendError: not ready within ``timeout`` seconds (xpk waits 10 min, L47, L269-271).
     """
-    deadline = clock() + timeout
-    while True:
-        st = status(api, where)
-        if st.installed and st.ready_replicas > 0:
-            return st
-        if clock() >= deadline:
-            raise BackendError(
-                f"the Kueue controller is not ready after {timeout:.0f} s ({where})",
-                hint=f"look at its pods: kubectl -n {NAMESPACE} get pods")
-        sleep(interval)
+    return jobset_install.wait_available(
+        lambda: status(api, where), "the Kueue controller", where,
+        f"look at its pods: kubectl -n {NAMESPACE} get pods", timeout, interval, clock, sleep)
 
 
 def settings(api: Any, where: str) -> str:
