@@ -78,18 +78,9 @@ def test_logs_tail_minus_one_means_every_line(cli, tmp_path):
 
 def _local(state, **labels_by_name):
     """Local workloads as submit leaves them (a plan.json); no processes."""
-    from elastix.backends.local.plan import make_plan
-    from elastix.backends.local.state import write_json_atomic
-    from elastix.workload.render import render
-    from elastix.workload.spec import build_spec
+    from local_records import submitted_workloads
 
-    for name, labels in labels_by_name.items():
-        spec = build_spec(None, {"name": name, "tpu_type": "v5litepod-16", "num_slices": 3,
-                                 "docker_image": "img:1", "command": "true", "labels": labels})
-        d = state / name
-        d.mkdir(parents=True)
-        write_json_atomic(d / "plan.json", make_plan(render(spec), d, {}, str(state)).to_json())
-    return state
+    return submitted_workloads(state, labels_by_name, num_slices=3)
 
 
 def _run(capsys, *args):

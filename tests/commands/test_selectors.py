@@ -20,18 +20,9 @@ LABELS = {"a": {"team": "ml"}, "b": {"team": "ml", "env": "dev"}, "c": {"team": 
 
 @pytest.fixture
 def local(tmp_path, monkeypatch):
-    from elastix.backends.local.plan import make_plan
-    from elastix.backends.local.state import write_json_atomic
-    from elastix.workload.render import render
-    from elastix.workload.spec import build_spec
+    from local_records import submitted_workloads
 
-    state = tmp_path / "state"
-    for name, labels in LABELS.items():
-        spec = build_spec(None, {"name": name, "tpu_type": "v5litepod-16", "num_slices": 1,
-                                 "docker_image": "img:1", "command": "true", "labels": labels})
-        d = state / name
-        d.mkdir(parents=True)
-        write_json_atomic(d / "plan.json", make_plan(render(spec), d, {}, str(state)).to_json())
+    state = submitted_workloads(tmp_path / "state", LABELS, num_slices=1)
     monkeypatch.setenv("ELASTIX_STATE_DIR", str(state))
     monkeypatch.setenv("ELASTIX_BACKEND", "local")
     monkeypatch.setenv("COLUMNS", "200")
@@ -105,10 +96,7 @@ def test_delete_by_selector_and_its_mistakes(local, capsys):
 
 def test_gke_labels_are_the_jobsets_and_the_selector_goes_to_the_api(tmp_path, monkeypatch,
                                                                        capsys):
-    fake = gke.start_fake(tmp_path, {"log_interval": 30.0, "terminate_delay": 0.2})
-    try:
-        monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig))
-        monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+    with gke.serving(tmp_path, monkeypatch, gke.QUIET) as fake:
         for name, labels in LABELS.items():
             flags = [f"--label={k}={v}" for k, v in labels.items()]
             assert main(["workload", "create", name, *gke.CREATE[3:], *flags]) == 0
@@ -122,8 +110,6 @@ def test_gke_labels_are_the_jobsets_and_the_selector_goes_to_the_api(tmp_path, m
         assert "nope; nothing was deleted" in capsys.readouterr().err
         assert main(["workload", "delete", "-l", "team=ml"]) == 0
         gke.wait_for(lambda: sorted(_names(capsys)) == ["c"], what="a and b deleted")
-    finally:
-        gke.stop(fake)
 
 
 def test_delete_several_takes_a_workload_with_a_damaged_state_file(local, capsys):

@@ -4,6 +4,7 @@ test folders share one import name, so tests must not import from them.)"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from polling import wait_until
@@ -243,3 +244,34 @@ def elastix(fake: FakeCluster, *args: str, timeout: float = 60, check: bool = Tr
 
 CREATE = ["workload", "create", "demo", "--tpu-type", "v5litepod-16", "--num-slices", "2",
           "--elastic-slices", "2", "--docker-image", "img:1", "--command", "python train.py"]
+HEAD = ("jobset.sigs.k8s.io/jobset-name=demo,"
+        "jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
+"""The selector of the ``CREATE`` workload's head pod."""
+QUIET = {"log_interval": 30.0, "terminate_delay": 0.2}
+"""A fake whose own "fake-trainer step" log lines are rare (a test's own lines are the log)."""
+
+
+@contextlib.contextmanager
+def serving(tmp: Path, monkeypatch, config: dict | None = None) -> Iterator[FakeCluster]:
+    """The fake API server (``config``) for the block, the in-process CLI pointed at it (its
+    kubeconfig, no ``ELASTIX_BACKEND``)."""
+    fake = start_fake(tmp, config)
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig))
+        monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+        yield fake
+    finally:
+        stop(fake)
+
+
+def head_logging(fake: FakeCluster, lines: list[str]) -> dict:
+    """Create the ``CREATE`` workload with the in-process CLI and have its head pod's log be
+    ``lines``; the head pod, once Running."""
+    from elastix.main import main
+
+    assert main(CREATE) == 0
+    head = wait_for(lambda: [p for p in fake.pods(HEAD)
+                             if p["status"].get("phase") == "Running"], what="head")[0]
+    fake.admin("log", {"pod": head["metadata"]["name"],
+                       "container": head["spec"]["containers"][0]["name"], "lines": lines})
+    return head

@@ -27,3 +27,21 @@ def recorded_workload(root: Path, name: str, state: str, *, slices: list[SliceSt
     if events is not None:
         (d / "events.jsonl").write_text("".join(ln + "\n" for ln in events), encoding="utf-8")
     return d
+
+
+def submitted_workloads(state: Path, labels_by_name: dict[str, dict[str, str]],
+                        num_slices: int) -> Path:
+    """Workloads of ``num_slices`` v5litepod-16 slices under ``state``, each with its labels, as
+    submit leaves them (a plan.json, no state, no process); returns ``state``."""
+    from elastix.backends.local.plan import make_plan
+    from elastix.workload.render import render
+    from elastix.workload.spec import build_spec
+
+    for name, labels in labels_by_name.items():
+        spec = build_spec(None, {"name": name, "tpu_type": "v5litepod-16",
+                                 "num_slices": num_slices, "docker_image": "img:1",
+                                 "command": "true", "labels": labels})
+        d = state / name
+        d.mkdir(parents=True)
+        write_json_atomic(d / "plan.json", make_plan(render(spec), d, {}, str(state)).to_json())
+    return state

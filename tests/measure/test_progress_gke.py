@@ -21,28 +21,12 @@ from elastix.main import main
 from elastix.measure.events import events_from_records
 from elastix.measure.progress import progress, read_progress
 
-HEAD = ("jobset.sigs.k8s.io/jobset-name=demo,"
-        "jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
-
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    # The fake's own "fake-trainer step" ticks are other lines of the log: rare here.
-    f = gke.start_fake(tmp_path, {"log_interval": 30.0, "terminate_delay": 0.2})
-    monkeypatch.setenv("KUBECONFIG", str(f.kubeconfig))
-    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
     monkeypatch.setenv("COLUMNS", "200")
-    yield f
-    gke.stop(f)
-
-
-def _head_with(fake, lines: list[str]) -> dict:
-    assert main(gke.CREATE) == 0
-    head = gke.wait_for(lambda: [p for p in fake.pods(HEAD)
-                                 if p["status"].get("phase") == "Running"], what="head")[0]
-    fake.admin("log", {"pod": head["metadata"]["name"],
-                       "container": head["spec"]["containers"][0]["name"], "lines": lines})
-    return head
+    with gke.serving(tmp_path, monkeypatch, gke.QUIET) as f:
+        yield f
 
 
 def _json(capsys, *argv: str):
@@ -59,7 +43,7 @@ def _expected(recs):
 
 def test_status_and_list_show_the_runs_training_as_the_local_backend_does(fake, capsys):
     recs, _ = recorded_run()
-    _head_with(fake, to_log(recs))
+    gke.head_logging(fake, to_log(recs))
     want = _expected(recs)
     assert want["last_step"] == 20 and want["goodput"] is not None and want["recoveries"] == 1
     assert _json(capsys, "workload", "status", "demo", "-o", "json")["training"] == want
@@ -79,7 +63,7 @@ def test_list_reads_a_tail_and_status_the_whole_log(fake, capsys):
     more = [{"ts": ts(19 + k / 10), "event": "step", "pid": 4242, "step": 21 + k,
              "seconds": 0.1, "loss": 4.0 - k / 1000, "live_slices": 4}
             for k in range(LIST_TAIL)]  # more steps than list reads lines
-    _head_with(fake, to_log(recs[:-1] + more))
+    gke.head_logging(fake, to_log(recs[:-1] + more))
     status = _json(capsys, "workload", "status", "demo", "-o", "json")["training"]
     item = _json(capsys, "workload", "list", "-o", "json")[0]["training"]
     assert status["last_step"] == item["last_step"] == 20 + LIST_TAIL
@@ -92,7 +76,7 @@ def test_list_reads_a_tail_and_status_the_whole_log(fake, capsys):
 
 def test_a_refresh_asks_only_for_the_lines_since_the_last_one(fake, capsys):
     recs, _ = recorded_run()
-    head = _head_with(fake, to_log(recs[:10]))
+    head = gke.head_logging(fake, to_log(recs[:10]))
     api, where = api_client_from_kubeconfig(str(fake.kubeconfig), None)
     backend = GKEBackend(api, "default", where)
     backend.status("demo")
@@ -112,7 +96,7 @@ def test_a_refresh_asks_only_for_the_lines_since_the_last_one(fake, capsys):
 
 def test_no_head_log_yet_is_said_not_an_error(fake, capsys):
     assert main(gke.CREATE) == 0  # the head has only the fake's start-up line
-    gke.wait_for(lambda: [p for p in fake.pods(HEAD) if p["status"].get("phase") == "Running"],
+    gke.wait_for(lambda: [p for p in fake.pods(gke.HEAD) if p["status"].get("phase") == "Running"],
                  what="head")
     training = _json(capsys, "workload", "status", "demo", "-o", "json")["training"]
     assert training["last_step"] is None
@@ -125,7 +109,7 @@ def test_after_a_log_rotation_the_goodput_is_not_the_runs(fake, capsys):
     """The kubelet serves only the latest log file: once rotated, the lines no longer reach
     the head's first line, so status shows the last step but claims no goodput so far."""
     recs, _ = recorded_run()
-    head = _head_with(fake, to_log(recs))
+    head = gke.head_logging(fake, to_log(recs))
     where = {"pod": head["metadata"]["name"], "container": head["spec"]["containers"][0]["name"]}
     assert _json(capsys, "workload", "status", "demo", "-o", "json")["training"]["goodput"]
     fake.admin("rotate_log", where)
@@ -149,7 +133,7 @@ def test_a_real_maxtext_head_log_shows_its_training(fake, capsys):
     step = int(last.split("completed step: ", 1)[1].split(",", 1)[0])
     loss = float(last.rsplit("loss: ", 1)[1].split(",", 1)[0])
     assert main(gke.CREATE) == 0
-    head = gke.wait_for(lambda: [p for p in fake.pods(HEAD)
+    head = gke.wait_for(lambda: [p for p in fake.pods(gke.HEAD)
                                  if p["status"].get("phase") == "Running"], what="head")[0]
     fake.admin("log", {"pod": head["metadata"]["name"],
                        "container": head["spec"]["containers"][0]["name"], "lines": lines,

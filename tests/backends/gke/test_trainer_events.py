@@ -16,20 +16,13 @@ from elastix.backends.gke.backend import GKEBackend
 from elastix.backends.gke.training import LIST_TAIL
 from elastix.clients.kube import api_client_from_kubeconfig
 from elastix.errors import NotFoundError
-from elastix.main import main
 from elastix.measure.events import events_of
-
-HEAD = ("jobset.sigs.k8s.io/jobset-name=demo,"
-        "jobset.sigs.k8s.io/replicatedjob-name=pathways-head")
 
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    f = gke.start_fake(tmp_path, {"log_interval": 30.0, "terminate_delay": 0.2})
-    monkeypatch.setenv("KUBECONFIG", str(f.kubeconfig))
-    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
-    yield f
-    gke.stop(f)
+    with gke.serving(tmp_path, monkeypatch, gke.QUIET) as f:
+        yield f
 
 
 @pytest.fixture
@@ -47,12 +40,8 @@ def _steps(first: int, n: int) -> list[str]:
 
 
 def _head(fake, lines: list[str]) -> dict:
-    assert main(gke.CREATE) == 0
-    head = gke.wait_for(lambda: [p for p in fake.pods(HEAD)
-                                 if p["status"].get("phase") == "Running"], what="head")[0]
-    where = {"pod": head["metadata"]["name"], "container": head["spec"]["containers"][0]["name"]}
-    fake.admin("log", {**where, "lines": lines})
-    return where
+    head = gke.head_logging(fake, lines)
+    return {"pod": head["metadata"]["name"], "container": head["spec"]["containers"][0]["name"]}
 
 
 def test_a_full_read_is_the_heads_whole_log_from_its_start(fake, backend):
