@@ -22,11 +22,8 @@ import sys
 import tempfile
 import time
 
-from benchcli import elastix, local_env
-from benchwait import stretch, wait_for, workload_ended
-
-from elastix.backends.local.backend import LocalBackend
-from elastix.measure.events import events_of
+from benchcli import elastix, local_env, wait_first_checkpoint
+from benchwait import stretch
 
 JOB = ("elastix-train --preset tiny --steps 100000 --step-delay 0.1 "
        "--checkpoint-dir \"$ELASTIX_LOCAL_DATA_DIR/checkpoints\" {periods}")
@@ -35,16 +32,12 @@ JOB = ("elastix-train --preset tiny --steps 100000 --step-delay 0.1 "
 def soak(label: str, periods: str, a: argparse.Namespace, root: str) -> tuple[dict, dict]:
     """The chaos report of one soak at ``periods``, and ``workload advise``'s JSON for it."""
     env = local_env(root, label)
-    state = env["ELASTIX_STATE_DIR"]
     name = f"advise-{label}"
     elastix(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", str(2 * a.kills + 2),
             "--command", JOB.format(periods=periods))
     try:
-        backend = LocalBackend(state)
-        wait_for(lambda: any(e.name == "checkpoint_committed" for e in
-                             events_of(backend.trainer_events(name))[0]),
-                 600, f"{name}'s first checkpoint", gone=workload_ended(backend, name), poll=0.5)
+        wait_first_checkpoint(env, name)
         time.sleep(a.warmup)
         p = elastix(env, "chaos", "run", name, "--kills", str(a.kills), "--interval", a.interval,
                     "--seed", str(a.seed), "--timeout", f"{stretch(300):.0f}s", "-o", "json",

@@ -26,16 +26,12 @@ import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
-from benchcli import elastix, local_env
-from benchwait import stretch, wait_for, workload_ended
-
-from elastix.backends.local.backend import LocalBackend
-from elastix.measure.events import events_of
+from benchcli import elastix, local_env, wait_first_checkpoint
+from benchwait import stretch
 
 
 def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dict:
     env = local_env(root, label)
-    state = env["ELASTIX_STATE_DIR"]
     name = f"soak-{label}"
     ckpt = os.path.join(root, f"ckpt-{label}")
     cmd = f"elastix-train --checkpoint-dir {ckpt} {trainer_args}"
@@ -43,15 +39,7 @@ def soak(label: str, trainer_args: str, a: argparse.Namespace, root: str) -> dic
             str(a.slices), "--elastic-slices", str(a.slices), "--max-slice-restarts",
             str(a.kills + 2), "--command", cmd)
     try:
-        backend = LocalBackend(state)
-        def seen(event: str) -> bool:
-            return any(e.name == event for e in events_of(backend.trainer_events(name))[0])
-
-        # A first checkpoint committed, then --warmup more: the first kill never finds the run
-        # with nothing to restore.
-        wait_for(lambda: seen("checkpoint_committed"), 600, f"{name}'s first checkpoint",
-                 gone=workload_ended(backend, name), poll=0.5,
-                 note=lambda: elastix(env, "logs", name, check=False).stdout[-3000:])
+        wait_first_checkpoint(env, name)  # then --warmup more
         time.sleep(a.warmup)  # steady state (and a snapshot) before the first kill
         p = elastix(env, "chaos", "run", name, "--kills", str(a.kills), "--interval", a.interval,
                     "--mode", "host", "--seed", str(a.seed), "--timeout", f"{stretch(300):.0f}s",

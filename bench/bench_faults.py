@@ -26,11 +26,8 @@ import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
-from benchcli import elastix, local_env
-from benchwait import stretch, wait_for, workload_ended
-
-from elastix.backends.local.backend import LocalBackend
-from elastix.measure.events import events_of
+from benchcli import elastix, local_env, wait_first_checkpoint
+from benchwait import stretch
 
 FAULTS = ("kill", "term", "hang", "slice", "head")
 JOB = ("elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
@@ -41,20 +38,12 @@ JOB = ("elastix-train --preset tiny --steps {steps} --step-delay 0.1 "
 def soak(fault: str, extra: list[str], a: argparse.Namespace, root: str) -> dict:
     label = "-".join([fault, *(x.strip("-") for x in extra)])
     env = local_env(root, label)
-    state = env["ELASTIX_STATE_DIR"]
     name = f"soak-{fault}"
     elastix(env, "workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", str(2 * a.kills + 2),
             "--max-restarts", str(a.kills + 1), "--command", JOB.format(steps=a.steps))
     try:
-        backend = LocalBackend(state)
-
-        def seen(event: str) -> bool:
-            return any(e.name == event for e in events_of(backend.trainer_events(name))[0])
-
-        wait_for(lambda: seen("checkpoint_committed"), 600, f"{name}'s first checkpoint",
-                 gone=workload_ended(backend, name), poll=0.5,
-                 note=lambda: elastix(env, "logs", name, check=False).stdout[-3000:])
+        wait_first_checkpoint(env, name)
         time.sleep(a.warmup)
         p = elastix(env, "chaos", "run", name, "--fault", fault, *extra, "--kills",
                     str(a.kills), "--interval", a.interval, "--seed", str(a.seed),

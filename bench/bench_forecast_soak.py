@@ -25,8 +25,8 @@ import sys
 import tempfile
 import time
 
-from benchcli import elastix, local_env
-from benchwait import stretch, wait_for, workload_ended
+from benchcli import elastix, local_env, wait_first_checkpoint
+from benchwait import stretch
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.commands.options import parse_duration
@@ -61,10 +61,7 @@ def main() -> None:
                 "--command", JOB.format(periods=a.periods))
         try:
             backend = LocalBackend(env["ELASTIX_STATE_DIR"])
-            wait_for(lambda: any(e.name == "checkpoint_committed" for e in
-                                 events_of(backend.trainer_events(name))[0]),
-                     600, f"{name}'s first checkpoint", gone=workload_ended(backend, name),
-                     poll=0.5)
+            wait_first_checkpoint(env, name)
             p = elastix(env, "chaos", "run", name, "--kills", str(a.kills), "--interval",
                         a.interval, "--seed", str(a.seed), "--timeout",
                         f"{stretch(300):.0f}s", "-o", "json", check=False)

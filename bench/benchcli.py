@@ -23,3 +23,19 @@ def local_env(root: str, label: str) -> dict[str, str]:
     os.makedirs(state)
     return {**os.environ, "ELASTIX_STATE_DIR": state, "ELASTIX_BACKEND": "local",
             "KUBECONFIG": os.path.join(root, "none")}
+
+
+def wait_first_checkpoint(env: dict[str, str], name: str) -> None:
+    """Wait for local workload ``name``'s first committed checkpoint, so that a first kill never
+    finds the run with nothing to restore; a workload that ends first ends the bench, with the
+    tail of its logs."""
+    from benchwait import wait_for, workload_ended
+
+    from elastix.backends.local.backend import LocalBackend
+    from elastix.measure.events import events_of
+
+    backend = LocalBackend(env["ELASTIX_STATE_DIR"])
+    wait_for(lambda: any(e.name == "checkpoint_committed"
+                         for e in events_of(backend.trainer_events(name))[0]),
+             600, f"{name}'s first checkpoint", gone=workload_ended(backend, name), poll=0.5,
+             note=lambda: elastix(env, "logs", name, check=False).stdout[-3000:])
