@@ -62,6 +62,43 @@ def _print_steps(out, cfg, steps) -> None:
         out.print(f"GET /v1/{cfg.parent}/operations/<operation> (until DONE)", markup=False)
 
 
+CpuMachineOpt = typer.Option(platform.HEAD_MACHINE, "--cpu-machine-type",
+                             *xpk.aliases("cluster create", "--cpu-machine-type"),
+                             help="Machine type of the Pathways head pool (checked against the "
+                                  "head pod's requests).")
+CpuMaxOpt = typer.Option(None, "--cpu-max-nodes", help="Autoscaling maximum of the head pool "
+                         "[20]; equal to --cpu-nodes for a fixed size.")
+SkipCpuCheckOpt = typer.Option(False, "--skip-cpu-machine-check",
+                               help="Do not check that --cpu-machine-type holds the head pod "
+                                    "(for machine types elastix does not know).")
+ReservationOpt = typer.Option(None, "--reservation", metavar="NAME",
+                              help="TPU VMs from this reservation (NAME, or projects/OWNER/"
+                                   "reservations/NAME when shared); checked to hold the slices "
+                                   "before anything is created.")
+FlexOpt = typer.Option(False, "--flex", help="Flex-start TPU VMs (Dynamic Workload Scheduler): "
+                       "each TPU pool autoscales from 0 to one slice. GKE runs a flex-start VM "
+                       "for at most 7 days, then reclaims it; TPU v5e, v5p and v6e only (not v3 "
+                       "or v4).")
+MaintenanceOpt = typer.Option(
+    False, "--maintenance-exclusion",
+    help="Exclude upgrades of the TPU pools until their version's end of support (an upgrade "
+         "recreates a slice's hosts). Off: no Pathways source sets it, and GKE may refuse it on "
+         "some channels (docs/gke.md).")
+WorkloadIdentityOpt = typer.Option(
+    False, "--enable-workload-identity",
+    help="Enable Workload Identity, for pods off the host network (Pathways pods are on it and "
+         "use the nodes' service account either way).")
+JobsetManifestOpt = typer.Option(None, "--jobset-manifest", help="JobSet release manifest: file "
+                                 "or https URL (default: the pinned release).")
+KueueOpt = typer.Option(
+    None, "--kueue/--no-kueue",
+    help="Install Kueue and its ClusterQueue, LocalQueue multislice-queue, flavors and "
+         "priorities (as xpk does). Default: only when Kueue is found installed, to match its "
+         "queues to these pools.")
+KueueManifestOpt = typer.Option(None, "--kueue-manifest", help="Kueue release manifest: file or "
+                                "https URL (default: the pinned release).")
+
+
 @app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
              "node pool per slice; install JobSet if missing, and Kueue with --kueue.")
 def create(
@@ -71,55 +108,27 @@ def create(
     zone: str = ZoneOpt,
     tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
     num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
-    cpu_machine_type: str = typer.Option(platform.HEAD_MACHINE, "--cpu-machine-type",
-                                         *xpk.aliases("cluster create", "--cpu-machine-type"),
-                                         help="Machine type of the Pathways head pool "
-                                         "(checked against the head pod's requests)."),
+    cpu_machine_type: str = CpuMachineOpt,
     cpu_nodes: int = typer.Option(1, "--cpu-nodes", help="Nodes in the head pool (autoscaling "
                                   "minimum)."),
-    cpu_max_nodes: int = typer.Option(None, "--cpu-max-nodes", help="Autoscaling maximum of the "
-                                      "head pool [20]; equal to --cpu-nodes for a fixed size."),
-    skip_cpu_machine_check: bool = typer.Option(
-        False, "--skip-cpu-machine-check",
-        help="Do not check that --cpu-machine-type holds the head pod (for machine types "
-             "elastix does not know)."),
+    cpu_max_nodes: int = CpuMaxOpt,
+    skip_cpu_machine_check: bool = SkipCpuCheckOpt,
     on_demand: bool = typer.Option(False, "--on-demand", help="On-demand TPU VMs (the default "
                                    "when no capacity flag is given)."),
-    reservation: str = typer.Option(None, "--reservation", metavar="NAME",
-                                    help="TPU VMs from this reservation (NAME, or projects/"
-                                         "OWNER/reservations/NAME when shared); checked to hold "
-                                         "the slices before anything is created."),
+    reservation: str = ReservationOpt,
     spot: bool = typer.Option(False, "--spot", help="Spot TPU VMs."),
-    flex: bool = typer.Option(False, "--flex", help="Flex-start TPU VMs (Dynamic Workload "
-                              "Scheduler): each TPU pool autoscales from 0 to one slice. GKE "
-                              "runs a flex-start VM for at most 7 days, then reclaims it; "
-                              "TPU v5e, v5p and v6e only (not v3 or v4)."),
+    flex: bool = FlexOpt,
     release_channel: str = typer.Option("RAPID", "--release-channel",
                                         help="RAPID, REGULAR or STABLE."),
-    maintenance_exclusion: bool = typer.Option(
-        False, "--maintenance-exclusion",
-        help="Exclude upgrades of the TPU pools until their version's end of support (an "
-             "upgrade recreates a slice's hosts). Off: no Pathways source sets it, and GKE may "
-             "refuse it on some channels (docs/gke.md)."),
-    workload_identity: bool = typer.Option(
-        False, "--enable-workload-identity",
-        help="Enable Workload Identity, for pods off the host network (Pathways pods are on "
-             "it and use the nodes' service account either way)."),
-    jobset_manifest: str = typer.Option(None, "--jobset-manifest",
-                                        help="JobSet release manifest: file or https URL "
-                                        "(default: the pinned release)."),
+    maintenance_exclusion: bool = MaintenanceOpt,
+    workload_identity: bool = WorkloadIdentityOpt,
+    jobset_manifest: str = JobsetManifestOpt,
     skip_jobset: bool = typer.Option(False, "--skip-jobset", help="Do not install JobSet."),
-    kueue: bool = typer.Option(
-        None, "--kueue/--no-kueue",
-        help="Install Kueue and its ClusterQueue, LocalQueue multislice-queue, flavors and "
-             "priorities (as xpk does). Default: only when Kueue is found installed, to "
-             "match its queues to these pools."),
-    kueue_manifest: str = typer.Option(None, "--kueue-manifest",
-                                       help="Kueue release manifest: file or https URL "
-                                       "(default: the pinned release)."),
+    kueue: bool = KueueOpt,
+    kueue_manifest: str = KueueManifestOpt,
     dry_run: bool = DryRunOpt,
 ) -> None:
-    from elastix.provision import cluster, jobset_install, kueue_install
+    from elastix.provision import cluster
     name = one_name(name, cluster_name, flag="--cluster")
     if skip_jobset and kueue:
         from elastix.errors import UsageError
@@ -135,25 +144,7 @@ def create(
                       reservation=reservation, flex=flex)
     out = _console()
     if dry_run:
-        out.print(_dry_run_summary(cfg, skip_jobset, kueue), markup=False)
-        out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
-                  "nothing does)", markup=False)
-        if cfg.capacity.kind == "reservation":
-            from elastix.provision import capacity
-            out.print(f"GET /{capacity.reservation_url(cfg.capacity, cfg.zone)} (READY, "
-                      f"{cfg.tpu.machine_type}, free VMs >= {cfg.num_slices} × {cfg.tpu.hosts}; "
-                      "else nothing below is sent)", markup=False)
-        _print_steps(out, cfg, cluster.plan_create(cfg))
-        if skip_jobset:
-            return
-        for line in jobset_install.dry_run_lines(jobset_manifest):
-            out.print(line, markup=False)
-        if kueue is None:
-            out.print(f"GET {kueue_install.CRD_PATH} (Kueue installed? then its queues are "
-                      "applied as with --kueue)", markup=False)
-        elif kueue:
-            for line in kueue_install.dry_run_lines(cfg, kueue_manifest):
-                out.print(line, markup=False)
+        _print_dry_run(out, cfg, skip_jobset, kueue, jobset_manifest, kueue_manifest)
         return
     from elastix.clients import gke
     client = gke.cluster_manager()
@@ -164,6 +155,32 @@ def create(
                        kueue=kueue, kueue_manifest=kueue_manifest)
     out.print(f"cluster {cfg.name} is ready: {cfg.num_slices} × {cfg.tpu.name} "
               f"({cfg.tpu.chips * cfg.num_slices} chips)", markup=False)
+
+
+def _print_dry_run(out: Any, cfg: Any, skip_jobset: bool, kueue: bool | None,
+                   jobset_manifest: str | None, kueue_manifest: str | None) -> None:
+    """``cluster create --dry-run``: the summary, then every request in order; none sent."""
+    from elastix.provision import cluster, jobset_install, kueue_install
+
+    out.print(_dry_run_summary(cfg, skip_jobset, kueue), markup=False)
+    out.print(f"GET /v1/{cfg.cluster_path} (what exists is kept; requests below assume "
+              "nothing does)", markup=False)
+    if cfg.capacity.kind == "reservation":
+        from elastix.provision import capacity
+        out.print(f"GET /{capacity.reservation_url(cfg.capacity, cfg.zone)} (READY, "
+                  f"{cfg.tpu.machine_type}, free VMs >= {cfg.num_slices} × {cfg.tpu.hosts}; "
+                  "else nothing below is sent)", markup=False)
+    _print_steps(out, cfg, cluster.plan_create(cfg))
+    if skip_jobset:
+        return
+    for line in jobset_install.dry_run_lines(jobset_manifest):
+        out.print(line, markup=False)
+    if kueue is None:
+        out.print(f"GET {kueue_install.CRD_PATH} (Kueue installed? then its queues are "
+                  "applied as with --kueue)", markup=False)
+    elif kueue:
+        for line in kueue_install.dry_run_lines(cfg, kueue_manifest):
+            out.print(line, markup=False)
 
 
 def _dry_run_summary(cfg: Any, skip_jobset: bool, kueue: bool | None) -> str:
