@@ -15,6 +15,9 @@ from elastix.clients.kube import ApiTimeout, ApiUnavailable, ContainerWaiting, S
 from elastix.errors import BackendError, NotFoundError
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+# the least a JobSet needs to be a Pathways workload elastix reads (backends/gke/foreign.py)
+PATHWAYS_JOBSET = {"metadata": {"name": "demo"}, "spec": {"replicatedJobs": [
+    {"name": "pathways-head"}, {"name": "worker"}]}}
 PODS = "/api/v1/namespaces/default/pods"
 POD = "demo-pathways-head-0-0-abcde"
 
@@ -32,7 +35,7 @@ def backend(httpserver):
 def _head_pod(httpserver):
     pod = {"metadata": {"name": POD, "uid": "u1", "creationTimestamp": "2026-01-01T00:00:00Z"},
            "spec": {"containers": [{"name": "jax-tpu"}]}, "status": {"phase": "Running"}}
-    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_json({"metadata": {"name": "demo"}})
+    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_json(PATHWAYS_JOBSET)
     httpserver.expect_request(PODS).respond_with_json(
         {"metadata": {"resourceVersion": "5"}, "items": [pod]})
 

@@ -15,6 +15,9 @@ from werkzeug import Response
 from elastix.main import main
 
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+# the least a JobSet needs to be a Pathways workload elastix reads (backends/gke/foreign.py)
+PATHWAYS_JOBSET = {"metadata": {"name": "demo"}, "spec": {"replicatedJobs": [
+    {"name": "pathways-head"}, {"name": "worker"}]}}
 
 
 def status(code: int, reason: str, message: str, details: dict | None = None) -> Response:
@@ -77,7 +80,7 @@ def test_404_workload_missing(httpserver, run):
     rc, err = run("workload", "status", "nope")
     assert rc == 1
     assert "JobSet 'nope' not found in namespace default: no workload of that name" in err
-    assert "elastix workload list -n default" in err
+    assert "elastix workload list --all -n default" in err
 
 
 def test_404_jobset_crd_missing(httpserver, run):
@@ -161,7 +164,7 @@ def test_log_stream_cut_midway(httpserver, run):
                         "creationTimestamp": "2026-01-01T00:00:00Z",
                         "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "pathways-head"}},
            "spec": {"containers": [{"name": "jax-tpu"}]}, "status": {"phase": "Running"}}
-    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_json({"metadata": {"name": "demo"}})
+    httpserver.expect_request(f"{JOBSETS}/demo").respond_with_json(PATHWAYS_JOBSET)
     httpserver.expect_request("/api/v1/namespaces/default/pods").respond_with_json(
         {"metadata": {"resourceVersion": "5"}, "items": [pod]})
     # Content-Length promises more than is sent (a streamed body keeps the header as given):

@@ -69,12 +69,14 @@ def _log(fake, name: str, lines: list[str]) -> None:
 
 
 def _stamped(lines: list[str], at: dt.datetime) -> list[str]:
-    """``lines`` moved in time so that the first is at ``at``, their gaps kept."""
+    """``lines`` moved in time by whole milliseconds so that the first is at ``at`` (within
+    1 ms): their gaps, and the millisecond each falls in relative to the others, are kept, so
+    what is measured from them rounds as from the recorded times."""
     def t(x: str) -> dt.datetime:
         return dt.datetime.fromisoformat(x.partition(" ")[0][:26] + "+00:00")
 
-    first = t(lines[0])
-    return [(at + (t(x) - first)).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + " " + x.partition(" ")[2]
+    shift = dt.timedelta(milliseconds=(at - t(lines[0])) // dt.timedelta(milliseconds=1))
+    return [(t(x) + shift).strftime("%Y-%m-%dT%H:%M:%S.%fZ") + " " + x.partition(" ")[2]
             for x in lines]
 
 
@@ -163,7 +165,9 @@ def _measured_kill(fake, name: str, tmp_path: Path) -> dict:
         try:
             gke.wait_for(lambda: before - {p["metadata"]["name"] for p in fake.pods(sel)},
                          timeout=60, what="slice 1 killed")
-            post = _stamped(LINES[DETECTED:], dt.datetime.now(dt.timezone.utc))
+            # a little later than now: the kill's time is taken once its delete is answered
+            post = _stamped(LINES[DETECTED:], dt.datetime.now(dt.timezone.utc)
+                            + dt.timedelta(seconds=0.2))
             _log(fake, name, post)
             out, _ = proc.communicate(timeout=90)
         finally:
