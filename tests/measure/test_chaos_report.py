@@ -12,10 +12,9 @@ from lxml import etree
 
 from elastix.backends.base import KillRecord
 from elastix.errors import ExitCode
-from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import Event, Recovery, events_from_records
 from elastix.measure.goodput import goodput
-from elastix.measure.report import Bounds, ChaosReport, Violation, check_bounds, trainer_step
+from elastix.measure.report import Bounds, ChaosReport, KillMeasurement, Violation, check_bounds, trainer_step
 from elastix.measure.wait import stepping
 from elastix.views.report import junit_xml, summary_markdown
 

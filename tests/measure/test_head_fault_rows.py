@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from elastix.backends.base import KillRecord
-from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import Recovery
+from elastix.measure.report import KillMeasurement
 from elastix.views.measurement import fault_line, recovery_rows
 
 WHEN = dt.datetime(2026, 12, 4, 21, 3, 45, 157000, tzinfo=dt.timezone.utc)

@@ -20,9 +20,9 @@ import pytest
 from elastix.backends.base import KillRecord
 from elastix.main import main
 from elastix.measure import maxtext
-from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import events_from_log, fmt_ms, log_note, parse_ts, recoveries
 from elastix.measure.goodput import goodput
+from elastix.measure.report import KillMeasurement
 from elastix.views.measurement import recovery_rows
 
 FIX = Path(__file__).parents[1] / "fixtures" / "maxtext"

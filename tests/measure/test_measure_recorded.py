@@ -146,7 +146,7 @@ def test_timed_out_kill_row_uses_the_millisecond_format():
     """With no recovery the kill time was printed as '...T11:17:06.516726+00:00'; every other
     time in the table (and in -o json) is '...T11:17:06.516Z'."""
     from elastix.backends.base import KillRecord
-    from elastix.measure.chaos import KillMeasurement
+    from elastix.measure.report import KillMeasurement
     from elastix.views.measurement import recovery_rows
 
     at = dt.datetime(2026, 11, 29, 11, 17, 6, 516726, tzinfo=dt.timezone.utc)
@@ -177,7 +177,7 @@ def test_a_trainer_dated_loss_is_the_origin_with_or_without_a_kill_time():
     # The table says what the number is (issue 49: it stood unexplained), and a second kill
     # before the trainer saw the first is said so, not "during before detection".
     from elastix.backends.base import KillRecord
-    from elastix.measure.chaos import KillMeasurement
+    from elastix.measure.report import KillMeasurement
     from elastix.views.measurement import recovery_rows
 
     rec.also_killed = [rec.kill + 10]
@@ -219,7 +219,7 @@ def test_a_kill_during_a_recovery_is_that_recoverys_not_the_next_ones():
     (also,) = first.to_json()["also_killed"]
     assert also["phase"] == "waiting_for_slices" and also["time"].endswith(":41.000Z")  # T0 + 11 s
     from elastix.backends.base import KillRecord
-    from elastix.measure.chaos import KillMeasurement
+    from elastix.measure.report import KillMeasurement
     from elastix.views.measurement import recovery_rows
 
     k = KillRecord("demo", "demo-worker-2-0", 2, 0, None, T0 + dt.timedelta(seconds=kill))

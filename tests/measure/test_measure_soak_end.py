@@ -12,10 +12,9 @@ from test_measure_live_driver import CONTROLLER, _cli, _wait_steps
 
 from elastix.backends.local.backend import LocalBackend
 from elastix.errors import EXIT_CODES_HELP, ExitCode
-from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import events_of
 from elastix.measure.goodput import goodput
-from elastix.measure.report import ChaosReport, Violation
+from elastix.measure.report import ChaosReport, KillMeasurement, Violation
 
 
 def test_soak_that_outlives_the_workload_reports_and_exits_5(live_env, tmp_path):

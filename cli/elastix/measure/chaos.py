@@ -13,7 +13,6 @@ import datetime as dt
 import random
 import time
 from collections.abc import Callable
-from typing import Any
 
 from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
 from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
@@ -35,6 +34,7 @@ from elastix.measure.report import (
     Bounds,
     ChaosFailed,
     ChaosReport,
+    KillMeasurement,
     Violation,
     check_bounds,
     trainer_step,
@@ -44,97 +44,6 @@ from elastix.protocol.timefmt import iso_ms
 
 __all__ = ["COMPLETED_STATES", "DEAD_STATES", "MODES", "Bounds", "ChaosFailed", "ChaosReport",
            "KillMeasurement", "Violation", "measure_kill", "run_soak"]
-
-@dataclasses.dataclass
-class KillMeasurement:
-    """One fault and the recovery that followed it (``recovery`` is None if none started)."""
-
-    kills: list[KillRecord]
-    recovery: Recovery | None
-    source: str
-    state_after: str
-    jobset_restarts: int  # during the measurement
-    head_restarts: int
-    head_pid_before: int | None
-    head_pid_after: int | None
-    timed_out: bool
-    fault: str = "kill"  # Fault.describe(): "kill", "term (grace 30 s)", "hang (10 s)"...
-    landing: Landing | None = None  # where an aimed fault landed
-    planned: float | None = None  # --mtbf/--schedule: seconds after the soak's start it was due
-    late: float | None = None  # seconds it landed after it was due (a recovery was measured)
-    openers: int = 0  # kills[:openers] opened the recovery the aimed fault landed in
-    cut_short: list[int] = dataclasses.field(default_factory=list)
-    """Recoveries (1-based, in the order they began) that began after the fault (or its
-    opener) and never stepped: another loss cut them short, and :attr:`recovery` is the
-    one that followed."""
-    unreadable: str | None = None
-    """Why the trainer's events could not be read after the fault (a line that is no event,
-    an events file that is no file): the measurement stopped there, with what it had."""
-    gone: str | None = None
-    """The workload measured went away after the fault: deleted, or replaced by a new run
-    under its name (``create --replace``); the measurement stopped there, with what it had."""
-
-    def fault_times(self) -> list[int]:
-        """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
-        opener and the aimed fault are two), for goodput's attribution of kills."""
-        starts = [0] + ([self.openers] if 0 < self.openers < len(self.kills) else [])
-        return [ms_of(self.kills[i].time) for i in starts]
-
-    @property
-    def pid_same(self) -> bool | None:
-        """The controller kept its PID: from the backend's view and from the trainer's. A
-        fault that killed the head killed the controller: never the same, whatever a status
-        read before its replacement still records."""
-        if any(k.fault == "head" for k in self.kills):
-            return False
-        views = [self.recovery.pid_same if self.recovery else None]
-        if self.head_pid_before is not None and self.head_pid_after is not None:
-            views.append(self.head_pid_before == self.head_pid_after)
-        known = [v for v in views if v is not None]
-        return all(known) if known else None
-
-    @property
-    def in_process(self) -> bool:
-        """Recovered without restarting the JobSet or the head, in the same process."""
-        r = self.recovery
-        return bool(r and r.complete and r.kind == "in-process" and self.jobset_restarts == 0
-                    and self.head_restarts == 0 and self.pid_same is not False)
-
-    @property
-    def outcome(self) -> ExitCode:
-        """This kill's own exit code: recovered, completed, died, timed out, or not measured
-        (its events unreadable: a runtime error)."""
-        if self.recovery is not None and self.recovery.complete:
-            return ExitCode.OK
-        if self.gone is not None:
-            return ExitCode.DIED
-        if self.unreadable is not None:
-            return ExitCode.ERROR
-        if self.state_after in COMPLETED_STATES:
-            return ExitCode.COMPLETED
-        return ExitCode.DIED if self.state_after in DEAD_STATES else ExitCode.BOUND_MISSED
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "fault": self.fault,
-            "kills": [{"pod": k.pod, "slice": k.slice, "host": k.host, "node": k.node,
-                       "time": iso_ms(k.time), "sent": iso_ms(k.sent) if k.sent else None,
-                       "pid": k.pid, "fault": k.fault,
-                       "grace_seconds": k.grace,
-                       "resumed": iso_ms(k.resumed) if k.resumed else None}
-                      for k in self.kills],
-            "aim": self.landing.to_json() if self.landing else None,
-            "planned_seconds": self.planned, "late_seconds": self.late,
-            "openers": self.openers, "cut_short": self.cut_short,
-            "recovery": self.recovery.to_json() if self.recovery else None,
-            "source": self.source, "state_after": self.state_after,
-            "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
-            "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
-            "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
-            "unreadable": self.unreadable, "gone": self.gone,
-            "exit_code": int(self.outcome),
-        }
-
 
 def _head(st: WorkloadStatus) -> tuple[int, int | None]:
     return (st.head.restarts, st.head.pid) if st.head else (0, None)

@@ -10,17 +10,17 @@ the numbers the JSON has.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from elastix.errors import ExitCode, OutcomeError
-from elastix.measure.events import Event, fmt_ms, ms_of
+from elastix.measure.aim import Landing
+from elastix.measure.events import Event, Recovery, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
+from elastix.protocol.timefmt import iso_ms
 
 if TYPE_CHECKING:
     from elastix.backends.base import KillRecord
-    from elastix.measure.chaos import KillMeasurement
     from elastix.measure.plan import Plan
-    from elastix.measure.verify import Verification
 
 DEAD_STATES = ("Failed", "Completed", "Succeeded")
 COMPLETED_STATES = ("Completed", "Succeeded")
@@ -95,6 +95,106 @@ class Violation:
         return {"kill": self.kill, "bound": self.bound, "limit": self.limit, "value": self.value}
 
 
+@dataclasses.dataclass
+class KillMeasurement:
+    """One fault and the recovery that followed it (``recovery`` is None if none started)."""
+
+    kills: list[KillRecord]
+    recovery: Recovery | None
+    source: str
+    state_after: str
+    jobset_restarts: int  # during the measurement
+    head_restarts: int
+    head_pid_before: int | None
+    head_pid_after: int | None
+    timed_out: bool
+    fault: str = "kill"  # Fault.describe(): "kill", "term (grace 30 s)", "hang (10 s)"...
+    landing: Landing | None = None  # where an aimed fault landed
+    planned: float | None = None  # --mtbf/--schedule: seconds after the soak's start it was due
+    late: float | None = None  # seconds it landed after it was due (a recovery was measured)
+    openers: int = 0  # kills[:openers] opened the recovery the aimed fault landed in
+    cut_short: list[int] = dataclasses.field(default_factory=list)
+    """Recoveries (1-based, in the order they began) that began after the fault (or its
+    opener) and never stepped: another loss cut them short, and :attr:`recovery` is the
+    one that followed."""
+    unreadable: str | None = None
+    """Why the trainer's events could not be read after the fault (a line that is no event,
+    an events file that is no file): the measurement stopped there, with what it had."""
+    gone: str | None = None
+    """The workload measured went away after the fault: deleted, or replaced by a new run
+    under its name (``create --replace``); the measurement stopped there, with what it had."""
+
+    def fault_times(self) -> list[int]:
+        """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
+        opener and the aimed fault are two), for goodput's attribution of kills."""
+        starts = [0] + ([self.openers] if 0 < self.openers < len(self.kills) else [])
+        return [ms_of(self.kills[i].time) for i in starts]
+
+    @property
+    def pid_same(self) -> bool | None:
+        """The controller kept its PID: from the backend's view and from the trainer's. A
+        fault that killed the head killed the controller: never the same, whatever a status
+        read before its replacement still records."""
+        if any(k.fault == "head" for k in self.kills):
+            return False
+        views = [self.recovery.pid_same if self.recovery else None]
+        if self.head_pid_before is not None and self.head_pid_after is not None:
+            views.append(self.head_pid_before == self.head_pid_after)
+        known = [v for v in views if v is not None]
+        return all(known) if known else None
+
+    @property
+    def in_process(self) -> bool:
+        """Recovered without restarting the JobSet or the head, in the same process."""
+        r = self.recovery
+        return bool(r and r.complete and r.kind == "in-process" and self.jobset_restarts == 0
+                    and self.head_restarts == 0 and self.pid_same is not False)
+
+    @property
+    def outcome(self) -> ExitCode:
+        """This kill's own exit code: recovered, completed, died, timed out, or not measured
+        (its events unreadable: a runtime error)."""
+        if self.recovery is not None and self.recovery.complete:
+            return ExitCode.OK
+        if self.gone is not None:
+            return ExitCode.DIED
+        if self.unreadable is not None:
+            return ExitCode.ERROR
+        if self.state_after in COMPLETED_STATES:
+            return ExitCode.COMPLETED
+        return ExitCode.DIED if self.state_after in DEAD_STATES else ExitCode.BOUND_MISSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fault": self.fault,
+            "kills": [{"pod": k.pod, "slice": k.slice, "host": k.host, "node": k.node,
+                       "time": iso_ms(k.time), "sent": iso_ms(k.sent) if k.sent else None,
+                       "pid": k.pid, "fault": k.fault,
+                       "grace_seconds": k.grace,
+                       "resumed": iso_ms(k.resumed) if k.resumed else None}
+                      for k in self.kills],
+            "aim": self.landing.to_json() if self.landing else None,
+            "planned_seconds": self.planned, "late_seconds": self.late,
+            "openers": self.openers, "cut_short": self.cut_short,
+            "recovery": self.recovery.to_json() if self.recovery else None,
+            "source": self.source, "state_after": self.state_after,
+            "jobset_restarts": self.jobset_restarts, "head_restarts": self.head_restarts,
+            "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
+            "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
+            "unreadable": self.unreadable, "gone": self.gone,
+            "exit_code": int(self.outcome),
+        }
+
+
+class Verdict(Protocol):
+    """What the report keeps of ``chaos run --verify``'s comparison of losses
+    (:class:`elastix.measure.verify.Verification`)."""
+
+    ok: bool
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 def check_bounds(m: KillMeasurement, i: int, bounds: Bounds) -> list[Violation]:
     """The bounds kill ``i`` (1-based) missed; empty when it met them all.
 
@@ -133,7 +233,7 @@ class ChaosReport:
     events: list[Event] = dataclasses.field(default_factory=list)  # read at the end, for plots
     workload: str = ""
     bounds: Bounds = dataclasses.field(default_factory=Bounds)
-    verify: Verification | None = None  # chaos run --verify (elastix.measure.verify)
+    verify: Verdict | None = None  # chaos run --verify (elastix.measure.verify)
     window: tuple[int, int] | None = None
     """The chaos window (ms): the first fault to the last event read, the goodput bound's."""
     resumed: list[KillRecord] = dataclasses.field(default_factory=list)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from elastix.backends.base import KillRecord
-from elastix.measure.chaos import KillMeasurement
 from elastix.measure.events import Recovery, fmt_ms, ms_of
 from elastix.measure.goodput import GoodputReport
-from elastix.measure.report import ChaosReport
+from elastix.measure.report import ChaosReport, KillMeasurement
 from elastix.protocol.timefmt import iso_ms
 from elastix.views.console import goodput_phrase
 
