@@ -466,7 +466,8 @@ def _print_plan(name: str, plan: Plan, output: str) -> None:
 def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: str
               ) -> ChaosReport:
     """Run the plan's rounds, saying each one's recovery as it is measured (stderr)."""
-    from elastix.measure.chaos import KillMeasurement, run_soak
+    from elastix.measure.chaos import run_soak
+    from elastix.measure.report import KillMeasurement
     from elastix.views.console import console
     from elastix.views.measurement import print_kill
     from elastix.views.waiting import WaitLine
