@@ -20,7 +20,7 @@ moment it starts a process or listens on a socket: a test cannot be fast by mist
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
@@ -141,18 +141,7 @@ def _is_jax(name: str) -> bool:
 def _repo_imports_jax(path: str) -> bool:
     """Whether importing a module of the repo's packages imports JAX (what it runs at import,
     transitively)."""
-    seen: set[str] = set()
-    todo = [path]
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        for name in _imports(p, top_only=True):
-            if _is_jax(name):
-                return True
-            todo += _repo_module(name)
-    return False
+    return _reaches(path, lambda p: _imports(p, top_only=True), _is_jax, _repo_module)
 
 
 @functools.cache
@@ -160,6 +149,19 @@ def imports_jax(path: str, dirs: tuple[str, ...]) -> bool:
     """Whether the test module at ``path`` (any import in it, a test's own included), or a
     test-support module it imports from ``dirs`` (transitively), imports one of
     :data:`JAX_MODULES`, itself or through a module of elastix's packages."""
+    def support(name: str) -> list[str]:
+        sup = _support(name.split(".")[0], dirs)
+        return [] if sup is None else [sup]
+
+    return _reaches(path, _imports,
+                    lambda name: _is_jax(name) or any(map(_repo_imports_jax, _repo_module(name))),
+                    support)
+
+
+def _reaches(path: str, names: Callable[[str], Iterable[str]], found: Callable[[str], bool],
+             then: Callable[[str], Iterable[str]]) -> bool:
+    """Whether the module at ``path``, or one reached from it, names a module that is
+    ``found``: ``names`` gives what a module names, ``then`` the module files a name leads to."""
     seen: set[str] = set()
     todo = [path]
     while todo:
@@ -167,12 +169,10 @@ def imports_jax(path: str, dirs: tuple[str, ...]) -> bool:
         if p in seen:
             continue
         seen.add(p)
-        for name in _imports(p):
-            if _is_jax(name) or any(_repo_imports_jax(f) for f in _repo_module(name)):
+        for name in names(p):
+            if found(name):
                 return True
-            sup = _support(name.split(".")[0], dirs)
-            if sup is not None:
-                todo.append(sup)
+            todo += then(name)
     return False
 
 
