@@ -17,6 +17,7 @@ resumes it, and a measurement of a hang goes on until the test acts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -51,6 +52,20 @@ def _start(cli, tmp_path, *args: str) -> tuple[subprocess.Popen, object]:
     return proc, (out, err)
 
 
+@contextlib.contextmanager
+def _started(cli, tmp_path, name: str, *args: str):
+    """:func:`_start`, for the block; then the command killed if it still runs, and workload
+    ``name`` deleted."""
+    proc, files = _start(cli, tmp_path, *args)
+    try:
+        yield proc, files
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cli("workload", "delete", name, "--wait", check=False)
+
+
 def _stopped_pid(backend, name: str) -> int:
     (pid,) = [p.pid for s in backend.status(name).slices for p in s.pods
               if p.phase == "Stopped"]
@@ -72,9 +87,8 @@ def test_a_cut_hang_resumes_its_host_and_says_which(how, cli, backend, tmp_path)
     later by the probe, a slice restart; nor never, with the probe off)."""
     name = "cut"
     _create(cli, name)
-    proc, (out, err) = _start(cli, tmp_path, "chaos", "kill-worker", name, "--fault", "hang",
-                              "--for", "10m", "--slice", "1", "--host", "0")
-    try:
+    with _started(cli, tmp_path, name, "chaos", "kill-worker", name, "--fault", "hang",
+                  "--for", "10m", "--slice", "1", "--host", "0") as (proc, (out, err)):
         # a hang's line says what it did: "stopped (SIGSTOP) pod ..." (issue 49)
         wait_until(lambda: "stopped (SIGSTOP) pod" in out.read_text() or proc.poll() is not None,
                    60, "the hang")
@@ -95,11 +109,6 @@ def test_a_cut_hang_resumes_its_host_and_says_which(how, cli, backend, tmp_path)
         # the run goes on with the host it had: no replacement, no recovery of that slice
         st = backend.status(name)
         assert [p.pid for p in st.slices[1].pods if p.host == 0] == [pid]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cli("workload", "delete", name, "--wait", check=False)
 
 
 def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend, tmp_path):
@@ -108,10 +117,9 @@ def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend
     name = "cutrun"
     _create(cli, name)
     junit = tmp_path / "j.xml"
-    proc, (out, err) = _start(cli, tmp_path, "chaos", "run", name, "--fault", "hang", "--for",
-                              "10m", "--kills", "1", "--timeout", "15m", "-o", "json",
-                              "--junit", str(junit))
-    try:
+    with _started(cli, tmp_path, name, "chaos", "run", name, "--fault", "hang", "--for",
+                  "10m", "--kills", "1", "--timeout", "15m", "-o", "json",
+                  "--junit", str(junit)) as (proc, (out, err)):
         pid = wait_until(lambda: next((p.pid for s in backend.status(name).slices
                                        for p in s.pods if p.phase == "Stopped"), None), 60,
                          "the hang")
@@ -125,11 +133,6 @@ def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend
         (pod,) = [p.name for s in backend.status(name).slices for p in s.pods if p.pid == pid]
         assert r["pod"] == pod and r["resumed"] is not None, r
         assert f"elastix: resumed pod {r['pod']}" in text and junit.exists(), text
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cli("workload", "delete", name, "--wait", check=False)
 
 
 def _junit_cases(path) -> list[tuple[str, str | None, str | None]]:
@@ -153,17 +156,11 @@ def test_a_workload_deleted_under_a_measured_fault_is_exit_4_with_what_was_measu
     sched.write_text(("- {at: 0s, fault: kill, slice: 0, host: 0}\n" if which == 2 else "")
                      + "- {at: 0s, fault: hang, slice: 1, host: 0}\n")
     junit = tmp_path / "j.xml"
-    proc, (out, err) = _start(cli, tmp_path, "chaos", "run", name, "--schedule", str(sched),
-                              "--timeout", "15m", "-o", "json", "--junit", str(junit))
-    try:
+    with _started(cli, tmp_path, name, "chaos", "run", name, "--schedule", str(sched),
+                  "--timeout", "15m", "-o", "json", "--junit", str(junit)) as (proc, (out, err)):
         wait_until(lambda: _hung(backend, name), 120, "the hang")
         cli("workload", "delete", name, "--wait")
         code = proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cli("workload", "delete", name, "--wait", check=False)
     text = err.read_text()
     assert code == 4, text  # README: the workload failed or was deleted
     d = json.loads(out.read_text())
@@ -189,21 +186,15 @@ def test_a_replaced_run_under_a_chaos_run_stops_it_with_that_reason(cli, backend
     name = "swap"
     _create(cli, name)
     junit = tmp_path / "j.xml"
-    proc, (out, err) = _start(cli, tmp_path, "chaos", "run", name, "--fault", "hang",
-                              "--kills", "2", "--interval", "0", "--timeout", "15m",
-                              "-o", "json", "--junit", str(junit))
-    try:
+    with _started(cli, tmp_path, name, "chaos", "run", name, "--fault", "hang",
+                  "--kills", "2", "--interval", "0", "--timeout", "15m",
+                  "-o", "json", "--junit", str(junit)) as (proc, (out, err)):
         wait_until(lambda: _hung(backend, name), 120, "the hang")
         created = backend.status(name).created
         cli("workload", "create", name, "--tpu-type", "v5litepod-8", "--num-slices", "2",
             "--elastic-slices", "2", "--max-slice-restarts", "5", "--command", COMMAND,
             "--replace", env=NO_PROBE)
         code = proc.wait(120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        cli("workload", "delete", name, "--wait", check=False)
     text = err.read_text()
     assert code == 4, text
     d = json.loads(out.read_text())

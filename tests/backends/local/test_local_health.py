@@ -38,6 +38,16 @@ def _send(address: str, slice_id: int, host: int, pid: int, ts: float) -> None:
         s.sendto(encode_heartbeat(key_bytes(KEY), slice_id, host, pid, ts), addr)
 
 
+@pytest.fixture
+def procs():
+    """The slice-host processes a test starts (:func:`_host`), killed after it."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 def _received(health: LocalHeartbeatHealth, key: tuple[int, int], pid: int) -> bool:
     return health.host_pids().get(key) == pid
 
@@ -153,26 +163,20 @@ def _host(addr: str, s: int, h: int) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL)
 
 
-def test_real_slice_hosts_killed_and_replaced(tmp_path):
+def test_real_slice_hosts_killed_and_replaced(tmp_path, procs):
     """SIGKILL one host of a 2-host slice: that slice goes down, the other stays; a replacement
     process brings it back."""
     addr = f"unix:{tmp_path}/h.sock"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=0.5) as health:
-            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            victim = procs[1]  # slice 0, host 1
-            os.kill(victim.pid, signal.SIGKILL)
-            assert victim.wait(10) == -signal.SIGKILL
-            wait_until(lambda: health.live_slices() == frozenset({1}), 10, "slice 0 down")
-            procs.append(_host(addr, 0, 1))
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            assert health.host_pids()[(0, 1)] == procs[-1].pid
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=0.5) as health:
+        procs += [_host(addr, s, h) for s in range(2) for h in range(2)]
+        assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+        victim = procs[1]  # slice 0, host 1
+        os.kill(victim.pid, signal.SIGKILL)
+        assert victim.wait(10) == -signal.SIGKILL
+        wait_until(lambda: health.live_slices() == frozenset({1}), 10, "slice 0 down")
+        procs.append(_host(addr, 0, 1))
+        assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+        assert health.host_pids()[(0, 1)] == procs[-1].pid
 
 
 def test_a_host_replaced_before_the_timeout_is_reported_lost_until_handled(tmp_path):
@@ -265,29 +269,23 @@ def _answer_in_thread(health: LocalHeartbeatHealth, slices, roll):
 
 
 @pytest.mark.parametrize("scheme", ["unix", "udp"])
-def test_every_host_answers_and_a_killed_one_fails_the_answer_at_once(tmp_path, scheme):
+def test_every_host_answers_and_a_killed_one_fails_the_answer_at_once(tmp_path, scheme, procs):
     """``answer``: real host processes answer a ping at once; a SIGKILLed host's exit fails
     the answer without waiting out the heartbeat timeout (60 s here), naming the host."""
     addr = f"unix:{tmp_path}/h.sock" if scheme == "unix" else f"udp:127.0.0.1:{_free_port()}"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            procs = [_host(addr, s, h) for s in range(2) for h in range(2)]
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            roll = health.roll({0, 1})
-            keys = [(s, h) for s in range(2) for h in range(2)]
-            assert roll == {key: p.pid for key, p in zip(keys, procs, strict=True)}
-            for _ in range(20):  # every round is a fresh question, answered by every host
-                assert health.answer({0, 1}, roll) == {}
-            os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
-            procs[3].wait(10)
-            gone = health.answer({0, 1}, roll)
-            assert list(gone) == [1] and f"host 1 (pid {procs[3].pid}) exited" in gone[1]
-            assert health.answer({0}, roll) == {}  # the other slice still answers
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        procs += [_host(addr, s, h) for s in range(2) for h in range(2)]
+        assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+        roll = health.roll({0, 1})
+        keys = [(s, h) for s in range(2) for h in range(2)]
+        assert roll == {key: p.pid for key, p in zip(keys, procs, strict=True)}
+        for _ in range(20):  # every round is a fresh question, answered by every host
+            assert health.answer({0, 1}, roll) == {}
+        os.kill(procs[3].pid, signal.SIGKILL)  # slice 1, host 1
+        procs[3].wait(10)
+        gone = health.answer({0, 1}, roll)
+        assert list(gone) == [1] and f"host 1 (pid {procs[3].pid}) exited" in gone[1]
+        assert health.answer({0}, roll) == {}  # the other slice still answers
 
 
 def _free_port() -> int:
@@ -406,90 +404,66 @@ def _two_slices_then_kill_slice_1_host_1(addr: str, health: LocalHeartbeatHealth
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are seen through a pidfd (Linux)")
-def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path):
+def test_an_exited_host_is_lost_at_once_and_back_with_its_replacement(tmp_path, procs):
     """An exit is detected without waiting out the heartbeat timeout (60 s here); the slice
     is live again once a replacement process heartbeats."""
     addr = f"unix:{tmp_path}/h.sock"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
-            procs.append(_host(addr, 1, 1))
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        _two_slices_then_kill_slice_1_host_1(addr, health, procs)
+        procs.append(_host(addr, 1, 1))
+        assert health.wait_for(2, timeout=30) == frozenset({0, 1})
 
 
-def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path):
+def test_a_slice_left_out_by_replica_resize_counts_again_once_replaced(tmp_path, procs):
     """replica-resize: the recovery's wait returns on the survivor and none follows. The dead
     host's replacement (heard well within the timeout) must make its slice live without another
     wait, or the runtime's scale-up check never sees it."""
     addr = f"unix:{tmp_path}/h.sock"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
-            assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
-            procs.append(_host(addr, 1, 1))
-            wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
-                       "the replaced slice to count again")
-            health.roll({0, 1})  # the runtime scales up onto it: a new session's roll
-            # A fast replacement of a host *in* the mesh is still latched down until handled.
-            os.kill(procs[0].pid, signal.SIGKILL)  # slice 0, host 0
-            procs[0].wait(10)
-            procs.append(_host(addr, 0, 0))
-            wait_until(lambda: health.host_pids()[(0, 0)] == procs[-1].pid, 30, "replacement")
-            assert 0 not in health.live_slices()
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        _two_slices_then_kill_slice_1_host_1(addr, health, procs)
+        assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
+        procs.append(_host(addr, 1, 1))
+        wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
+                   "the replaced slice to count again")
+        health.roll({0, 1})  # the runtime scales up onto it: a new session's roll
+        # A fast replacement of a host *in* the mesh is still latched down until handled.
+        os.kill(procs[0].pid, signal.SIGKILL)  # slice 0, host 0
+        procs[0].wait(10)
+        procs.append(_host(addr, 0, 0))
+        wait_until(lambda: health.host_pids()[(0, 0)] == procs[-1].pid, 30, "replacement")
+        assert 0 not in health.live_slices()
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="exits are seen through a pidfd (Linux)")
-def test_a_slice_left_out_counts_again_when_its_other_hosts_die_after_the_wait(tmp_path):
+def test_a_slice_left_out_counts_again_when_its_other_hosts_die_after_the_wait(tmp_path, procs):
     """replica-resize, as the local supervisor replaces a slice: one host is killed, the wait
     returns on the survivor at once, and only then are the slice's other hosts torn down and the
     slice recreated. The sibling's replacement (its predecessor fresh a moment ago) must not
     latch the slice down: no wait follows, and the runtime would never scale back up (seen in
     the fault hunt, row 6: 13 min on one slice)."""
     addr = f"unix:{tmp_path}/h.sock"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
-            _two_slices_then_kill_slice_1_host_1(addr, health, procs)
-            assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
-            health.roll({0})  # the new session, on slice 0 alone
-            os.kill(procs[2].pid, signal.SIGKILL)  # slice 1, host 0: the supervisor's teardown
-            procs[2].wait(10)
-            procs.extend([_host(addr, 1, 0), _host(addr, 1, 1)])  # the slice, recreated
-            wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
-                       "the recreated slice to count again")
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, hosts_per_slice=2, timeout=60) as health:
+        _two_slices_then_kill_slice_1_host_1(addr, health, procs)
+        assert health.wait_for(1, timeout=30) == frozenset({0})  # resize onto slice 0
+        health.roll({0})  # the new session, on slice 0 alone
+        os.kill(procs[2].pid, signal.SIGKILL)  # slice 1, host 0: the supervisor's teardown
+        procs[2].wait(10)
+        procs.extend([_host(addr, 1, 0), _host(addr, 1, 1)])  # the slice, recreated
+        wait_until(lambda: health.live_slices() == frozenset({0, 1}), 30,
+                   "the recreated slice to count again")
 
 
-def test_a_wait_that_times_out_names_the_hung_host(tmp_path):
+def test_a_wait_that_times_out_names_the_hung_host(tmp_path, procs):
     addr = f"unix:{tmp_path}/h.sock"
-    procs = []
-    try:
-        with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=0.5) as health:
-            procs = [_host(addr, s, 0) for s in range(2)]
-            assert health.wait_for(2, timeout=30) == frozenset({0, 1})
-            os.kill(procs[1].pid, signal.SIGSTOP)
-            wait_until(lambda: health.live_slices() == frozenset({0}), 10, "slice 1 stale")
-            with pytest.raises(SliceWaitTimeout) as err:
-                health.wait_for(2, timeout=0.5)
-            assert (f"slice 1 host 0 (pid {procs[1].pid}) silent for " in str(err.value)
-                    and str(err.value).endswith("its process still there (hung))"))
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with LocalHeartbeatHealth(addr, key=KEY, num_slices=2, timeout=0.5) as health:
+        procs += [_host(addr, s, 0) for s in range(2)]
+        assert health.wait_for(2, timeout=30) == frozenset({0, 1})
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        wait_until(lambda: health.live_slices() == frozenset({0}), 10, "slice 1 stale")
+        with pytest.raises(SliceWaitTimeout) as err:
+            health.wait_for(2, timeout=0.5)
+        assert (f"slice 1 host 0 (pid {procs[1].pid}) silent for " in str(err.value)
+                and str(err.value).endswith("its process still there (hung))"))
 
 
 def test_a_saturated_machine_does_not_look_like_a_dead_slice(tmp_path):
