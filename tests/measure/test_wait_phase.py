@@ -71,15 +71,21 @@ def test_pods_not_all_running_are_starting_and_none_left_is_stopping():
     assert wait_phase(_status(), events[:saved + 1]).what == "waiting for the first save"
 
 
-def test_a_kill_is_named_until_the_trainer_detects_it():
+def _killed_before_detection():
+    """The recorded run's events, the index of its first ``elastic_detected``, and a kill of
+    slice 1's host a millisecond after the event before it."""
     events = _events()
     detected = next(i for i, e in enumerate(events) if e.name == "elastic_detected")
-    kill_at = dt.datetime.fromtimestamp((events[detected - 1].t + 1) / 1000, dt.timezone.utc)
-    kill = KillRecord(workload="demo", pod="demo-slice-1-host-0", slice=1, host=0, node=None,
-                      time=kill_at)
+    at = dt.datetime.fromtimestamp((events[detected - 1].t + 1) / 1000, dt.timezone.utc)
+    return events, detected, KillRecord(workload="demo", pod="demo-slice-1-host-0", slice=1,
+                                        host=0, node=None, time=at)
+
+
+def test_a_kill_is_named_until_the_trainer_detects_it():
+    events, detected, kill = _killed_before_detection()
     after = _course(events[:detected], _status(), [kill])
     assert after[-1] == "killed demo-slice-1-host-0"
-    assert wait_phase(_status(), events[:detected], killed=[kill]).since == ms_of(kill_at)
+    assert wait_phase(_status(), events[:detected], killed=[kill]).since == ms_of(kill.time)
     assert wait_phase(_status(), events[:detected + 1], killed=[kill]).what \
         == "recovering: cleanup"
 
@@ -90,11 +96,7 @@ def test_a_hang_or_a_term_is_named_as_what_it_did():
 
     from elastix.views.measurement import fault_line
 
-    events = _events()
-    detected = next(i for i, e in enumerate(events) if e.name == "elastic_detected")
-    at = dt.datetime.fromtimestamp((events[detected - 1].t + 1) / 1000, dt.timezone.utc)
-    kill = KillRecord(workload="demo", pod="demo-slice-1-host-0", slice=1, host=0, node=None,
-                      time=at)
+    events, detected, kill = _killed_before_detection()
     hang = dataclasses.replace(kill, fault="hang")
     term = dataclasses.replace(kill, fault="term", grace=5.0)
     assert wait_phase(_status(), events[:detected], killed=[hang]).what \

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import tensorstore as ts
+from trainer_helpers import assert_restores
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import manager
@@ -47,9 +48,4 @@ def test_a_checkpoint_written_compressed_still_restores(tmp_path):
     mgr.close()
     assert _zarr(tmp_path / "ck" / "3", "w")["compressor"] is not None  # the old format
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), want)
-    state, data, _ = ck.restore(3, abstract)
-    ck.close()
-    assert data == {"next_index": 3}
-    for k in want:
-        np.testing.assert_array_equal(np.asarray(state[k]), want[k])
+    assert_restores(ck, 3, want, {"next_index": 3})

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from trainer_helpers import make_cfg, make_trainer
+from trainer_helpers import assert_restores, make_cfg, make_trainer
 
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import writer
@@ -97,12 +97,7 @@ def test_the_device_arrays_may_be_donated_once_save_returns(tmp_path):
     for x in jax.tree.leaves(state):
         x.delete()  # what donating them to the next step does
     assert ck.settle(timeout=60) is True
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), want)
-    got, data, _ = ck.restore(1, abstract)
-    ck.close()
-    assert data == {"i": 1}
-    for k in want:
-        np.testing.assert_array_equal(np.asarray(got[k]), want[k])
+    assert_restores(ck, 1, want, {"i": 1})
 
 
 def test_a_save_writes_the_snapshot_it_was_given_without_reading_the_devices(tmp_path):

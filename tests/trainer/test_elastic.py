@@ -36,6 +36,14 @@ def back_up_on_wait(health: ManualHealth, required: int) -> None:
     health.set_up(*range(health.num_slices))
 
 
+def _coming_back(tmp_path, **cfg):
+    """Four slices whose lost ones are back at the runtime's next wait, and a tiny config that
+    checkpoints under ``tmp_path`` (``cfg``: more of its fields)."""
+    health = ManualHealth(4)
+    health.on_wait = back_up_on_wait
+    return health, make_cfg(checkpoint_dir=str(tmp_path / "ck"), **cfg)
+
+
 def assert_matches(got: dict, want: dict, steps=range(1, 9)):
     for step in steps:
         assert got[step] == want[step], (step, got[step], want[step])
@@ -46,9 +54,7 @@ def names(events) -> list[str]:
 
 
 def test_pause_resume_matches_uninterrupted(reference, tmp_path, caplog):
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+    health, cfg = _coming_back(tmp_path)
 
     def setup(trainer, runtime):
         on(trainer, before_dispatch=down_once_at(health, 6, 2))
@@ -123,10 +129,8 @@ def test_replica_resize_down_and_back_up(tmp_path):
 def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
     """The slice goes away right after the async save of step 4 began. Recovery waits for that
     write inside a guard and restores only what is committed on storage (maxtext#5260)."""
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
+    health, cfg = _coming_back(tmp_path)
     ck_dir = tmp_path / "ck"
-    cfg = make_cfg(checkpoint_dir=str(ck_dir))
 
     def setup(trainer, runtime):
         def lose_during_save(session, step):
@@ -155,9 +159,7 @@ def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
 
 def test_slice_lost_in_the_step_being_saved(reference, tmp_path):
     """The step due for a checkpoint fails: no save starts, recovery uses the previous commit."""
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), checkpoint_period=3)
+    health, cfg = _coming_back(tmp_path, checkpoint_period=3)
 
     def setup(trainer, runtime):
         on(trainer, before_dispatch=down_once_at(health, 6, 0))
@@ -171,9 +173,7 @@ def test_slice_lost_in_the_step_being_saved(reference, tmp_path):
 
 
 def test_slice_lost_during_restore(reference, tmp_path):
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+    health, cfg = _coming_back(tmp_path)
 
     def setup(trainer, runtime):
         on(trainer, before_dispatch=down_once_at(health, 6, 2))
@@ -193,9 +193,7 @@ def test_slice_lost_during_restore(reference, tmp_path):
 
 
 def test_two_losses_in_a_row(reference, tmp_path):
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"))
+    health, cfg = _coming_back(tmp_path)
 
     def setup(trainer, runtime):
         on(trainer, before_dispatch=down_once_at(health, 6, 1))
@@ -212,10 +210,8 @@ def test_two_losses_in_a_row(reference, tmp_path):
 
 
 def test_slice_loss_budget_exhausted(tmp_path):
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
+    health, cfg = _coming_back(tmp_path, max_slice_losses=1)
     ck_dir = tmp_path / "ck"
-    cfg = make_cfg(checkpoint_dir=str(ck_dir), max_slice_losses=1)
 
     def setup(trainer, runtime):
         on(trainer, before_dispatch=down_once_at(health, 6, 1, times=5))
@@ -273,9 +269,7 @@ def test_other_error_budget_retries_from_checkpoint(reference, tmp_path):
 def test_an_error_after_a_recovery_is_not_announced_as_it_again(reference, tmp_path):
     """A recovery is said once: an error retried after its session began (here a transient
     input error at step 7) restores again, but is no second ``elastic_restored`` of it."""
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), max_other_errors=1)
+    health, cfg = _coming_back(tmp_path, max_other_errors=1)
     raised = []
 
     def setup(trainer, runtime):
@@ -315,9 +309,7 @@ def test_xla_error_from_user_code_is_not_slice_loss():
 
 @pytest.mark.parametrize("snapshot_period", [0, 1])
 def test_snapshots_lose_fewer_steps(reference, tmp_path, snapshot_period):
-    health = ManualHealth(4)
-    health.on_wait = back_up_on_wait
-    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), snapshot_period=snapshot_period)
+    health, cfg = _coming_back(tmp_path, snapshot_period=snapshot_period)
     outcome, trainer, _ = run_elastic(
         cfg, health, setup=lambda tr, rt: on(tr, before_dispatch=down_once_at(health, 8, 3)))
     assert outcome.status == "completed"

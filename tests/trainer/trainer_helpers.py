@@ -171,3 +171,17 @@ def shards_on_gcs(tmp_path, dest: str, shards: int):
         (epath(dest) / f.name).write_bytes(f.read_bytes())
     return local
 
+
+
+def assert_restores(ck, step: int, want: dict, data) -> None:
+    """``ck`` (a ``Checkpointer``) restores ``step`` as the arrays ``want`` and the data
+    ``data``, then is closed."""
+    import jax
+    import numpy as np
+
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), want)
+    state, got, _ = ck.restore(step, abstract)
+    ck.close()
+    assert got == data
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(state[k]), want[k])

@@ -45,6 +45,15 @@ def _put(env: dict, name: str, data: bytes = b"x") -> None:
         del os.environ["STORAGE_EMULATOR_HOST"]
 
 
+def _step(env: dict, root, step: str, gib: int, *files: str) -> None:
+    """A checkpoint step ``step`` (``run/N``) in the bucket: a ``d/shard`` of ``gib`` GiB (sparse,
+    on the emulator's disk at ``root``) and ``files`` beside it."""
+    for f in ("d/shard", *files):
+        _put(env, f"{step}/{f}")
+    with open(root / step / "d" / "shard", "r+b") as f:
+        f.truncate(gib * GIB)
+
+
 def _create(env: dict, command: str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "elastix", "workload", "create", "big", "--tpu-type",
@@ -54,14 +63,8 @@ def _create(env: dict, command: str, *extra: str) -> subprocess.CompletedProcess
 
 def test_a_135_gib_step_is_refused_with_both_fixes_and_passes_with_persistence(world):
     kube, env, root = world
-    for f in ("manifest.ocdbt", "d/shard", "commit_success.txt"):
-        _put(env, f"run1/100/{f}")
-    for f in ("manifest.ocdbt", "d/shard"):  # a newer step that never committed
-        _put(env, f"run1/200/{f}")
-    with open(root / "run1" / "100" / "d" / "shard", "r+b") as f:
-        f.truncate(135 * GIB)
-    with open(root / "run1" / "200" / "d" / "shard", "r+b") as f:
-        f.truncate(500 * GIB)
+    _step(env, root, "run1/100", 135, "manifest.ocdbt", "commit_success.txt")
+    _step(env, root, "run1/200", 500, "manifest.ocdbt")  # a newer step that never committed
     cmd = f"elastix-train --preset tiny --checkpoint-dir gs://{BUCKET}/run1"
     out = _create(env, cmd)
     assert out.returncode == 2, out.stderr
@@ -104,10 +107,7 @@ def test_a_first_run_is_sized_from_its_model_and_the_seeds_run_is_refused(world)
 
 def test_near_the_limit_is_a_warning_and_skip_preflight_skips(world):
     kube, env, root = world
-    for f in ("d/shard", "commit_success.txt"):
-        _put(env, f"run2/7/{f}")
-    with open(root / "run2" / "7" / "d" / "shard", "r+b") as f:
-        f.truncate(60 * GIB)
+    _step(env, root, "run2/7", 60, "commit_success.txt")
     cmd = f"elastix-train --checkpoint-dir=gs://{BUCKET}/run2/"
     out = _create(env, cmd)
     assert out.returncode == 0, out.stderr

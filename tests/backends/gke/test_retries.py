@@ -75,6 +75,17 @@ def test_an_unavailable_delete_is_sent_again_and_deletes(fake_cluster):
     assert fake_cluster.head_access() == NONE
 
 
+def _refused(fake_cluster, rule: Rule, call) -> tuple[Busy, object, Clock]:
+    """``call(backend)`` through a proxy that applies ``rule``: the ``Busy`` it must raise, the
+    proxy (what it did to each request) and the clock (what the retries slept)."""
+    clock = Clock()
+    with fault_proxy(fake_cluster.url) as (url, proxy):
+        proxy.add(rule)
+        with pytest.raises(Busy) as err:
+            call(backend(url, clock))
+    return err.value, proxy, clock
+
+
 def test_a_create_the_api_server_refused_is_sent_again_and_made_once(fake_cluster):
     clock = Clock()
     with fault_proxy(fake_cluster.url) as (url, proxy):
@@ -92,47 +103,36 @@ def test_a_create_refused_by_something_else_is_not_sent_again(fake_cluster):
     own workload. Not sent again, and the error says why. No JobSet is seen, but it may still
     be being made: the head's objects stay, and the hint names the command that removes them
     (test_head_access.py: a create cut before any answer)."""
-    clock = Clock()
-    with fault_proxy(fake_cluster.url) as (url, proxy):
-        proxy.add(Rule("POST", JOBSETS, "status", status=503))
-        with pytest.raises(Busy) as err:
-            backend(url, clock).submit(manifest(), preflight=False)
+    rule = Rule("POST", JOBSETS, "status", status=503)
+    err, proxy, clock = _refused(fake_cluster, rule,
+                                 lambda b: b.submit(manifest(), preflight=False))
     assert fates(proxy, "POST") == ["status 503"] and clock.slept == []
-    assert "unavailable (503 Service Unavailable) while creating workload demo" in err.value.message
-    assert "not sent again" in err.value.message
-    assert "`elastix workload delete demo` removes them" in err.value.hint
+    assert "unavailable (503 Service Unavailable) while creating workload demo" in err.message
+    assert "not sent again" in err.message
+    assert "`elastix workload delete demo` removes them" in err.hint
     assert fake_cluster.head_access() == {k: ["demo-head"] for k in NONE}
 
 
 def test_the_bound_is_attempts(fake_cluster):
-    clock = Clock()
-    with fault_proxy(fake_cluster.url) as (url, proxy):
-        proxy.add(k8s_refusal("GET", JOBSETS, 429, count=100, retry_after=1))
-        with pytest.raises(Busy) as err:
-            backend(url, clock).list()
+    rule = k8s_refusal("GET", JOBSETS, 429, count=100, retry_after=1)
+    err, proxy, clock = _refused(fake_cluster, rule, GKEBackend.list)
     assert len(fates(proxy, "GET")) == 5 and clock.slept == [1, 1, 1, 1]
-    assert err.value.message.startswith("the Kubernetes API server is throttling requests "
-                                        "(429 Too Many Requests) while listing workloads")
-    assert "it asked to retry after 1 s; still 429 after 5 attempts in 4 s" in err.value.message
-    assert "CRD" not in err.value.message and "try again" in err.value.hint
+    assert err.message.startswith("the Kubernetes API server is throttling requests "
+                                  "(429 Too Many Requests) while listing workloads")
+    assert "it asked to retry after 1 s; still 429 after 5 attempts in 4 s" in err.message
+    assert "CRD" not in err.message and "try again" in err.hint
 
 
 def test_the_bound_is_time(fake_cluster):
-    clock = Clock()
-    with fault_proxy(fake_cluster.url) as (url, proxy):
-        proxy.add(k8s_refusal("GET", JOBSETS, 503, count=100, retry_after=10))
-        with pytest.raises(Busy) as err:
-            backend(url, clock).list()
+    rule = k8s_refusal("GET", JOBSETS, 503, count=100, retry_after=10)
+    err, proxy, clock = _refused(fake_cluster, rule, GKEBackend.list)
     assert clock.slept == [10, 10, 10]  # a 4th wait would end 40 s after the start (> 30 s)
     assert len(fates(proxy, "GET")) == 4
-    assert "unavailable (503 Service Unavailable) while listing workloads" in err.value.message
+    assert "unavailable (503 Service Unavailable) while listing workloads" in err.message
 
 
 def test_a_retry_after_longer_than_the_bound_is_not_waited_for(fake_cluster):
-    clock = Clock()
-    with fault_proxy(fake_cluster.url) as (url, proxy):
-        proxy.add(k8s_refusal("GET", JOBSETS, 429, count=1, retry_after=120))
-        with pytest.raises(Busy) as err:
-            backend(url, clock).list()
+    rule = k8s_refusal("GET", JOBSETS, 429, count=1, retry_after=120)
+    err, proxy, clock = _refused(fake_cluster, rule, GKEBackend.list)
     assert clock.slept == [] and len(fates(proxy, "GET")) == 1
-    assert "it asked to retry after 120 s (longer than elastix waits)" in err.value.message
+    assert "it asked to retry after 120 s (longer than elastix waits)" in err.message
