@@ -103,52 +103,53 @@ def with_spec_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return replace_params(fn, params, call)
 
 
+CreateNameArg = Annotated[str | None, typer.Argument(
+    help="Workload name (or --workload NAME): a DNS label short enough for every name JobSet "
+         "derives from it, at most 22 characters with the built-in template.")]
+SpecFileOpt = Annotated[Path | None, typer.Option(
+    "--spec", help="YAML spec file; flags override it.")]
+EnvFileOpt = Annotated[Path | None, typer.Option(
+    "--env-file", help="File of KEY=VALUE lines for the trainer; --env overrides it, it "
+                       "overrides the spec file's env.")]
+TemplateOpt = Annotated[Path | None, typer.Option(
+    "--template", help="Your own Jinja2 JobSet template.")]
+DryRunOpt = Annotated[bool, typer.Option(
+    "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API server to "
+                      "validate it instead.")]
+ServerDryRunOpt = Annotated[bool, typer.Option("--server-dry-run", hidden=True)]
+CreateOutputOpt = Annotated[str, output_option(CREATE_OUTPUTS, "yaml or json (with --dry-run).")]
+OutputFileOpt = Annotated[Path | None, typer.Option(
+    "--output-file", *xpk.aliases("workload create", "--output-file"),
+    help="Write the manifest here.")]
+ReplaceOpt = Annotated[bool, typer.Option(
+    "--replace", help="Replace a workload of the same name (its kept data stays).")]
+FreshOpt = Annotated[bool, typer.Option(
+    "--fresh", help="Local backend: start over: replace a workload of the same name and remove "
+                    "its kept data (checkpoints) first, as delete --delete-data does.")]
+SkipPreflightOpt = Annotated[bool, typer.Option(
+    "--skip-preflight", help="Submit without first checking that the cluster can run it (node "
+                             "pools, head machine, TPU nodes, scopes, JobSet).")]
+SkipLintOpt = Annotated[bool, typer.Option(
+    "--skip-lint", help="Submit even when the elastic lint finds errors (JobSet budgets, proxy "
+                        "and trainer disagreeing); they are printed as notes.")]
+SmokeOpt = Annotated[bool, typer.Option(
+    "--smoke", help="Local backend: the default job sized for a CI smoke run (a few hundred "
+                    "steps: one kill and its recovery in about a minute).")]
+
+
 @with_spec_options
-def create(
-    name: Annotated[str | None, typer.Argument(
-        help="Workload name (or --workload NAME): a DNS label short enough for every name "
-             "JobSet derives from it, at most 22 characters with the built-in template.")] = None,
-    workload: WorkloadOpt = None,
-    spec_file: Annotated[Path | None, typer.Option(
-        "--spec", help="YAML spec file; flags override it.")] = None,
-    env_file: Annotated[Path | None, typer.Option(
-        "--env-file", help="File of KEY=VALUE lines for the trainer; --env overrides it, it "
-                           "overrides the spec file's env.")] = None,
-    spec_flags: dict[str, FlagValue] | None = None,
-    template: Annotated[Path | None, typer.Option(
-        "--template", help="Your own Jinja2 JobSet template.")] = None,
-    client_dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print the manifest; no network. --dry-run=server asks the API "
-                          "server to validate it instead.")] = False,
-    server_dry_run: Annotated[bool, typer.Option("--server-dry-run", hidden=True)] = False,
-    output: Annotated[str, output_option(CREATE_OUTPUTS, "yaml or json (with --dry-run).")] = "yaml",
-    output_file: Annotated[Path | None, typer.Option(
-        "--output-file", *xpk.aliases("workload create", "--output-file"),
-        help="Write the manifest here.")] = None,
-    replace: Annotated[bool, typer.Option(
-        "--replace", help="Replace a workload of the same name (its kept data stays).")] = False,
-    fresh: Annotated[bool, typer.Option(
-        "--fresh", help="Local backend: start over: replace a workload of the same name and "
-                        "remove its kept data (checkpoints) first, as delete --delete-data "
-                        "does.")] = False,
-    skip_preflight: Annotated[bool, typer.Option(
-        "--skip-preflight", help="Submit without first checking that the cluster can run it "
-                                 "(node pools, head machine, TPU nodes, scopes, JobSet).")] = False,
-    skip_lint: Annotated[bool, typer.Option(
-        "--skip-lint", help="Submit even when the elastic lint finds errors (JobSet budgets, "
-                            "proxy and trainer disagreeing); they are printed as notes.")] = False,
-    smoke: Annotated[bool, typer.Option(
-        "--smoke", help="Local backend: the default job sized for a CI smoke run (a few "
-                        "hundred steps: one kill and its recovery in about a minute).")] = False,
-    backend: BackendOpt = None,
-    context: ContextOpt = None,
-    kubeconfig: KubeconfigOpt = None,
-    namespace: NamespaceOpt = None,  # None: the spec file's namespace, else default
-    cluster: ClusterOpt = None,
-    project: ProjectOpt = None,
-    location: LocationOpt = None,
-    state_dir: StateDirOpt = None,
-) -> None:
+def create(name: CreateNameArg = None, workload: WorkloadOpt = None,
+           spec_file: SpecFileOpt = None, env_file: EnvFileOpt = None,
+           spec_flags: dict[str, FlagValue] | None = None, template: TemplateOpt = None,
+           client_dry_run: DryRunOpt = False, server_dry_run: ServerDryRunOpt = False,
+           output: CreateOutputOpt = "yaml", output_file: OutputFileOpt = None,
+           replace: ReplaceOpt = False, fresh: FreshOpt = False,
+           skip_preflight: SkipPreflightOpt = False, skip_lint: SkipLintOpt = False,
+           smoke: SmokeOpt = False, backend: BackendOpt = None, context: ContextOpt = None,
+           kubeconfig: KubeconfigOpt = None,
+           namespace: NamespaceOpt = None,  # None: the spec file's namespace, else default
+           cluster: ClusterOpt = None, project: ProjectOpt = None,
+           location: LocationOpt = None, state_dir: StateDirOpt = None) -> None:
     """Render, validate and submit a Pathways elastic JobSet.
 
     NAME is a DNS label short enough for every name JobSet derives from it: at most 22
@@ -160,12 +161,29 @@ def create(
     target = resolve_target(Target(backend=backend, context=context, kubeconfig=kubeconfig,
                                    namespace=namespace, cluster=cluster, project=project,
                                    location=location, state_dir=state_dir))
-    flags = dict(spec_flags or {})
     dry_run = "server" if server_dry_run else "client" if client_dry_run else None
     check_output(output, CREATE_OUTPUTS)
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
+    spec = _create_spec(kind, target, dict(spec_flags or {}), name, spec_file, env_file,
+                        smoke=smoke, fresh=fresh)
+    manifest = render(spec, template)
+    from elastix.workload.validate import notes
+
+    _elastic_lint(manifest, refuse=not skip_lint, extra=notes(spec))
+    if dry_run == "client":
+        _emit(dump(manifest, output), output_file)
+        return
+    _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
+            output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh)
+
+
+def _create_spec(kind: str, target: Target, flags: dict[str, FlagValue], name: str | None,
+                 spec_file: Path | None, env_file: Path | None, *, smoke: bool,
+                 fresh: bool) -> WorkloadSpec:
+    """The spec ``create`` renders: flags over the spec file over the backend's defaults
+    (``--smoke``: the smoke job's), with the rules of ``--smoke`` and ``--fresh``."""
     if smoke:
         _check_smoke(kind, flags)
     if fresh and kind != "local":
@@ -181,15 +199,7 @@ def create(
         raise UsageError(f"--smoke sizes the default job, but the spec file {spec_file} sets "
                          f"{'headless' if spec.headless else 'command'}",
                          hint="drop --smoke, or drop command/headless from the spec file")
-    manifest = render(spec, template)
-    from elastix.workload.validate import notes
-
-    _elastic_lint(manifest, refuse=not skip_lint, extra=notes(spec))
-    if dry_run == "client":
-        _emit(dump(manifest, output), output_file)
-        return
-    _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
-            output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh)
+    return spec
 
 
 def _elastic_lint(manifest: dict[str, Any], refuse: bool = True,
