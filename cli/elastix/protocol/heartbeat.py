@@ -40,6 +40,8 @@ import hashlib
 import hmac
 import secrets
 import socket
+from collections.abc import Callable
+from typing import Any
 
 from elastix.protocol import envvars
 
@@ -120,13 +122,7 @@ def encode(key: bytes, slice_id: int, host: int, pid: int, ts: float) -> bytes:
 
 def decode(text: str) -> tuple[int, int, int, float] | None:
     """``(slice, host, pid, ts)`` from an unsealed datagram, or None when it is not a heartbeat."""
-    parts = text.split()
-    if len(parts) != 5 or parts[0] != "hb":
-        return None
-    try:
-        return int(parts[1]), int(parts[2]), int(parts[3]), float(parts[4])
-    except ValueError:
-        return None
+    return _fields(text, "hb", int, int, int, float)
 
 
 def encode_ping(key: bytes, token: int) -> bytes:
@@ -149,10 +145,16 @@ def encode_pong(key: bytes, slice_id: int, host: int, pid: int, token: int) -> b
 
 def decode_pong(text: str) -> tuple[int, int, int, int] | None:
     """``(slice, host, pid, token)`` from an unsealed ``pong``, or None when it is not one."""
+    return _fields(text, "pong", int, int, int, int)
+
+
+def _fields(text: str, word: str, *kinds: Callable[[str], Any]) -> tuple | None:
+    """The fields after ``word`` of an unsealed datagram, each read by its kind; None when the
+    datagram is not ``word`` and that many fields, or a field does not read."""
     parts = text.split()
-    if len(parts) != 5 or parts[0] != "pong":
+    if len(parts) != len(kinds) + 1 or parts[0] != word:
         return None
     try:
-        return int(parts[1]), int(parts[2]), int(parts[3]), int(parts[4])
+        return tuple(kind(p) for kind, p in zip(kinds, parts[1:], strict=True))
     except ValueError:
         return None
