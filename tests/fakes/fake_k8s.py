@@ -80,6 +80,13 @@ def not_found(res: Resource, name: str) -> web.Response:
     )
 
 
+def _user_metadata(meta: dict) -> dict:
+    """What of an update's or a patch's metadata a client may change (the rest is the server's:
+    name, uid, resourceVersion, ...)."""
+    return {k: v for k, v in meta.items()
+            if k in ("labels", "annotations", "finalizers", "ownerReferences")}
+
+
 class Api:
     """aiohttp handlers. Path parsing follows the API server's URL layout."""
 
@@ -433,13 +440,7 @@ class Api:
             new["status"] = body.get("status", {})
         else:
             new.update({k: v for k, v in body.items() if k != "metadata"})
-            new["metadata"].update(
-                {
-                    k: v
-                    for k, v in body["metadata"].items()
-                    if k in ("labels", "annotations", "finalizers", "ownerReferences")
-                }
-            )
+            new["metadata"].update(_user_metadata(body["metadata"]))
             refused = self.admission(res, new, old)
             if refused is not None:
                 return refused
@@ -457,14 +458,8 @@ class Api:
             new = json_patch(old, body)
         else:
             new = merge_patch(old, {k: v for k, v in body.items() if k != "metadata"})
-            new["metadata"] = merge_patch(
-                old["metadata"],
-                {
-                    k: v
-                    for k, v in (body.get("metadata") or {}).items()
-                    if k in ("labels", "annotations", "finalizers", "ownerReferences")
-                },
-            )
+            new["metadata"] = merge_patch(old["metadata"],
+                                          _user_metadata(body.get("metadata") or {}))
         refused = self.admission(res, new, old)
         if refused is not None:
             return refused
