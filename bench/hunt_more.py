@@ -5,11 +5,13 @@ across a delete and a re-create. Run by hand, never in the suite."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 from hunt_lib import Hunt, Tail, check_storage, judge_recovery, kill_at, newest_good, record, stepping, wait
 
@@ -34,6 +36,16 @@ def _kill_times(report: dict) -> list[float]:
     return sorted(parse(k["time"]).timestamp() for m in report["kills"] for k in m["kills"])
 
 
+@contextlib.contextmanager
+def _verdict(row: int, label: str) -> Iterator[None]:
+    """The block is one case of ``row``: what it raises is that case's verdict, recorded, and
+    the hunt goes on to the next case."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - the run's verdict
+        record(row, label, [f"{type(e).__name__}: {e}"[:300]])
+
+
 def _gone(h: Hunt, name: str) -> None:
     h.cli("workload", "delete", name, "--delete-data", check=False)
     h.cli("workload", "delete", name, "--delete-data", check=False)  # its data, if kept
@@ -46,10 +58,8 @@ def row9(h: Hunt, cmd: str) -> None:
     tail = Tail(h.state / name / "events.jsonl")
     try:
         for spread in ("0s", "0.1s", "0.3s"):
-            try:
+            with _verdict(9, f"--spread {spread}"):
                 two_losses(h, name, tail, spread)
-            except Exception as e:  # noqa: BLE001 - the run's verdict
-                record(9, f"--spread {spread}", [f"{type(e).__name__}: {e}"[:300]])
     finally:
         _gone(h, name)
 
@@ -92,9 +102,8 @@ def row10(h: Hunt, cmd: str) -> None:
     for during in ("compile", "startup"):
         name = f"hunt-early-{during}"
         try:
-            early_kill(h, name, cmd, during)
-        except Exception as e:  # noqa: BLE001 - the run's verdict
-            record(10, f"--during {during}", [f"{type(e).__name__}: {e}"[:300]])
+            with _verdict(10, f"--during {during}"):
+                early_kill(h, name, cmd, during)
         finally:
             _gone(h, name)
 
@@ -145,10 +154,9 @@ def row11(h: Hunt, train: str) -> None:
         label = f"{off * 1e3:.0f} ms after the final {anchor}"
         name = "hunt-final"
         try:
-            h.create(name, cmd)
-            final_save(h, name, steps, anchor, off, label)
-        except Exception as e:  # noqa: BLE001 - the run's verdict
-            record(11, label, [f"{type(e).__name__}: {e}"[:300]])
+            with _verdict(11, label):
+                h.create(name, cmd)
+                final_save(h, name, steps, anchor, off, label)
         finally:
             _gone(h, name)
 
@@ -179,10 +187,8 @@ def row12(h: Hunt, cmd: str) -> None:
     h.create(name, cmd)
     try:
         for first in ("kill", "replace"):
-            try:
+            with _verdict(12, f"{first} started first"):
                 race(h, name, cmd, first)
-            except Exception as e:  # noqa: BLE001 - the run's verdict
-                record(12, f"{first} started first", [f"{type(e).__name__}: {e}"[:300]])
     finally:
         _gone(h, name)
 
@@ -256,9 +262,8 @@ def race(h: Hunt, name: str, cmd: str, first: str) -> None:
 def row13(h: Hunt, cmd: str) -> None:
     name = "hunt-follow"
     try:
-        follow(h, name, cmd)
-    except Exception as e:  # noqa: BLE001 - the run's verdict
-        record(13, "logs -f / status --watch", [f"{type(e).__name__}: {e}"[:300]])
+        with _verdict(13, "logs -f / status --watch"):
+            follow(h, name, cmd)
     finally:
         _gone(h, name)
 
