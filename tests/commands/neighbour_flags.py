@@ -23,6 +23,22 @@ def command_at(path: str) -> click.Command:
     return cmd
 
 
+def rows(extract: dict) -> list[tuple[str, str, str]]:
+    """``(neighbour command, elastix command, flag)`` for every flag of a vendored extract."""
+    return [(theirs, spec["elastix"], flag) for theirs, spec in extract["commands"].items()
+            for flag in spec["flags"]]
+
+
+def check_flag(elastix_cmd: str, flag: str, did_you_mean: Callable[[str, str], tuple | None],
+               capsys) -> tuple[str, str] | None:
+    """A neighbour's flag: taken by the elastix command (then no advice is given against it:
+    None), or :func:`answered` (its two lines)."""
+    if flag in flags_of(command_at(elastix_cmd)):
+        assert did_you_mean(elastix_cmd, flag) is None  # no advice against a real flag
+        return None
+    return answered(elastix_cmd, flag, did_you_mean, capsys)
+
+
 def answered(elastix_cmd: str, flag: str, did_you_mean: Callable[[str, str], tuple | None],
              capsys) -> tuple[str, str]:
     """``elastix ELASTIX_CMD FLAG`` exits 2 with the neighbour's advice as its one error line

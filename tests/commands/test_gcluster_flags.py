@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from neighbour_flags import answered, command_at, flags_of
+from neighbour_flags import check_flag, command_at, flags_of, rows
 
 from elastix.commands import gcluster, xpk
 from elastix.main import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXTRACT = json.loads((FIXTURES / "gcluster" / "job_flags.json").read_text())
-ROWS = [(gc_cmd, spec["elastix"], flag) for gc_cmd, spec in EXTRACT["commands"].items()
-        for flag in spec["flags"]]
+ROWS = rows(EXTRACT)
 GUIDE = yaml.safe_load((FIXTURES / "neighbours" / "maxtext-elastic-training-gcluster.yaml")
                        .read_text())
 
@@ -27,15 +26,14 @@ GUIDE = yaml.safe_load((FIXTURES / "neighbours" / "maxtext-elastic-training-gclu
 @pytest.mark.parametrize(("gc_cmd", "elastix_cmd", "flag"), ROWS,
                          ids=[f"{c}:{f}" for c, _, f in ROWS])
 def test_gcluster_flag_is_accepted_or_gets_a_did_you_mean(gc_cmd, elastix_cmd, flag, capsys):
-    accepted = flags_of(command_at(elastix_cmd))
-    if flag in accepted:
-        assert gcluster.did_you_mean(elastix_cmd, flag) is None  # no advice against a real flag
+    lines = check_flag(elastix_cmd, flag, gcluster.did_you_mean, capsys)
+    if lines is None:
         return
-    error, hint = answered(elastix_cmd, flag, gcluster.did_you_mean, capsys)
+    error, hint = lines
     assert "docs/from-gcluster.md" in hint or "elastix says" in error
     if "elastix says" in error:  # the flag it names exists (NAME: the positional)
         named = error.split("elastix says ", 1)[1].split()[0]
-        assert named == "NAME" or named in accepted, named
+        assert named == "NAME" or named in flags_of(command_at(elastix_cmd)), named
 
 
 def test_aliases_are_declared_and_mean_the_flag():
