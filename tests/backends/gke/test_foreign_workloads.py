@@ -316,3 +316,62 @@ def test_each_gke_fault_and_advise_on_a_gcluster_workload(fake_cluster):
     out = gke.elastix(fake_cluster, "chaos", "kill-worker", "elastic-qwen3", "--fault",
                       "head").stdout
     assert "elastic-qwen3-pathways-head-0-0-" in out
+
+
+def test_a_chaos_run_verified_against_another_launcher_s_workload(world, tmp_path):
+    """``chaos run`` (a soak of one round) on xpk's workload, its losses checked against
+    gcluster's (``--verify --reference``): neither made by elastix. The reference's log is the
+    MaxText run whole, which itself recovered at step 250, so the verdict is that it is no
+    uninterrupted reference (exit 3), as for a workload elastix made."""
+    _log(world, "elastic-qwen3", _wrapped("elastic-qwen3", LINES))  # the reference, whole
+    now = dt.datetime.now(dt.timezone.utc)
+    _log(world, "elastic-demo", _wrapped("elastic-demo", _stamped(
+        LINES[:DETECTED], now - dt.timedelta(seconds=60))))
+    sel = f"{JS}jobset-name=elastic-demo,{JS}replicatedjob-name=worker"
+    before = {p["metadata"]["name"] for p in world.pods(sel)}
+    err = tmp_path / "run.err"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "elastix", "chaos", "run", "elastic-demo", "--kills", "1",
+             "--seed", "3", "--verify", "--reference", "elastic-qwen3", "--loss-tolerance",
+             "0.0005", "--timeout", "60s",
+             "-o", "json"], env=world.env(), stdout=subprocess.PIPE, stderr=e, text=True)
+        try:
+            gke.wait_for(lambda: before - {p["metadata"]["name"] for p in world.pods(sel)},
+                         timeout=60, what="a worker killed")
+            _log(world, "elastic-demo", _stamped(LINES[DETECTED:],
+                                                 dt.datetime.now(dt.timezone.utc)))
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 3, err.read_text()
+    report = json.loads(out)
+    (kill,) = report["kills"]
+    assert kill["in_process"] and kill["recovery"]["steps_lost"] == 49
+    assert report["plan"]["rounds"][0]["fault"] == "kill"
+    v = report["verify"]
+    assert not v["ok"] and v["reference"] == "elastic-qwen3", v
+    assert v["reason"] == "the reference was not uninterrupted: it restored step 200 from " \
+                          "checkpoint", v
+
+
+def test_logs_follow_a_gcluster_head_until_its_jobset_goes(world, tmp_path):
+    """``logs -f`` on gcluster's workload: its head's ``workload-container`` (found from the
+    JobSet's labels, not elastix's) followed as the fake kubelet writes it, until the JobSet is
+    deleted."""
+    head = _head(world, "elastic-qwen3")["metadata"]["name"]
+    out = tmp_path / "follow.out"
+    with open(out, "w") as o:
+        proc = subprocess.Popen([sys.executable, "-m", "elastix", "logs", "elastic-qwen3", "-f"],
+                                env=world.env(), stdout=o, stderr=subprocess.PIPE, text=True)
+        try:
+            gke.wait_for(lambda: sum(f"on pod {head}" in x for x in out.read_text()
+                                     .splitlines()) >= 3, timeout=60, what="lines followed")
+            _delete(world, "elastic-qwen3")
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert out.read_text().startswith("fake workload-container started on ")
