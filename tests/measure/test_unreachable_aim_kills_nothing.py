@@ -1,0 +1,50 @@
+"""An aim the run can never meet is refused before any fault (exit 2), as the command runs it:
+``chaos kill-worker --during save`` on a head that saves nothing, ``--at-step`` a step already
+past. The rule itself is tests/measure/test_aim.py's; this is its wiring, the real command and
+runner against a workload whose events file is a real file, and a backend that records every
+fault asked of it (issue 50: a rule tested in the fast tier, not through a real trainer)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_aim import CONFIG, rec
+from test_plan import Stand
+
+from elastix.commands import chaos as chaos_cmd
+from elastix.main import main
+
+
+class Recorded(Stand):
+    """The stand-in workload, its trainer's events in ``path``."""
+
+    def __init__(self, path) -> None:
+        super().__init__()
+        self.path = path
+
+    def events_path(self, name: str) -> str:
+        return str(self.path)
+
+    def trainer_events(self, name: str, **kw):
+        return None
+
+
+@pytest.mark.parametrize(("args", "config", "fragment"), [
+    (["--during", "save"], {**CONFIG, "checkpoint_dir": None},
+     "--during save: the head saves no checkpoints"),
+    (["--at-step", "1"], CONFIG, "--at-step 1 is in the past: the run is at step 20"),
+])
+def test_an_aim_the_run_cannot_meet_kills_nothing(tmp_path, monkeypatch, capsys, args, config,
+                                                  fragment):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(r) + "\n" for r in [
+        rec(0, "run_start", config=config),
+        *(rec(1 + 0.1 * i, "step", step=i) for i in range(1, 21))]))
+    stand = Recorded(events)
+    monkeypatch.setattr(chaos_cmd, "get_backend", lambda target: stand)
+    code = main(["chaos", "kill-worker", "w", *args, "--timeout", "60s", "--backend", "local",
+                 "--state-dir", str(tmp_path / "state")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and fragment in lines[-2] and lines[-1].startswith("hint: "), lines
+    assert stand.injected == []
