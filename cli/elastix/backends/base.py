@@ -220,6 +220,28 @@ class Fault:
                              hint=f"drop {h} (or fault kill with {s} and {h})")
 
 
+def check_pod_index(name: str, num_slices: int, hosts: int, slice: int | None,
+                    host: int | None, where: str | None = None) -> None:
+    """``slice``/``host`` within workload ``name``'s shape (``hosts`` per slice; 0: unknown,
+    not checked), or bad input naming the range: the same check and words on every backend,
+    so a typo is never taken for a workload between pods. ``where`` names a plan's round
+    (its keys are named, not flags).
+
+    Raises:
+        UsageError: out of range (exit 2, nothing killed).
+    """
+    from elastix.errors import UsageError
+
+    s, h = (f"{where}: slice", f"{where}: host") if where else ("--slice", "--host")
+    hint = f"see them with: elastix workload status {name}"
+    if slice is not None and not 0 <= slice < num_slices:
+        raise UsageError(f"{s} {slice} is out of range: {name} has {num_slices} slices "
+                         f"(0-{num_slices - 1})", hint=hint)
+    if host is not None and hosts and not 0 <= host < hosts:
+        raise UsageError(f"{h} {host} is out of range: {name} has {hosts} hosts per slice "
+                         f"(0-{hosts - 1})", hint=hint)
+
+
 @dataclasses.dataclass
 class KillRecord:
     """What ``elastix chaos kill-worker`` did (or would do, with ``dry_run``): one process or

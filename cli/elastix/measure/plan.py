@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from elastix.backends.base import FAULTS, Fault
+from elastix.backends.base import FAULTS, Fault, check_pod_index
 from elastix.errors import UsageError
 from elastix.measure.aim import MOMENTS, Aim
 from elastix.measure.schedule import (
@@ -143,15 +143,8 @@ class Plan:
         """
         hosts = max((s.hosts for s in st.slices), default=0)
         for i, r in enumerate(self.rounds, 1):
-            where = f"round {i} ({r.fault.kind}, {r.target()})"
-            if r.slice is not None and not 0 <= r.slice < st.num_slices:
-                raise UsageError(f"{where}: slice {r.slice} is out of range: {st.name} has "
-                                 f"{st.num_slices} slices (0-{st.num_slices - 1})",
-                                 hint=f"see them with: elastix workload status {st.name}")
-            if r.host is not None and hosts and not 0 <= r.host < hosts:
-                raise UsageError(f"{where}: host {r.host} is out of range: {st.name} has "
-                                 f"{hosts} hosts per slice (0-{hosts - 1})",
-                                 hint=f"see them with: elastix workload status {st.name}")
+            check_pod_index(st.name, st.num_slices, hosts, r.slice, r.host,
+                            where=f"round {i} ({r.fault.kind}, {r.target()})")
 
 
 @dataclasses.dataclass(frozen=True)

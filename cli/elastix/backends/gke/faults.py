@@ -18,7 +18,7 @@ import dataclasses
 import math
 import random
 
-from elastix.backends.base import FAULTS, Fault, KillRecord, PodInfo
+from elastix.backends.base import FAULTS, Fault, KillRecord, PodInfo, check_pod_index
 from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.status import pod_info
 from elastix.errors import BackendError, ConflictError, NotFoundError, UsageError
@@ -74,14 +74,8 @@ def workers(ns: Namespace, name: str, slice: int | None, host: int | None) -> Wo
     wjob = next((rj for rj in js.get("spec", {}).get("replicatedJobs", [])
                  if rj.get("name") == labels.WORKER_JOB), {})
     num = wjob.get("replicas", 1) if wjob else 0
-    if slice is not None and not 0 <= slice < num:
-        raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                         f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
     hosts = (wjob.get("template", {}).get("spec", {}).get("parallelism") or 1) if wjob else 0
-    if host is not None and not 0 <= host < hosts:
-        raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                         f"slice (0-{hosts - 1})",
-                         hint=f"see them with: elastix workload status {name}")
+    check_pod_index(name, num, hosts, slice, host)  # ns.jobset: it has a worker Job
     return Workers(num, hosts, [(pod_info(p), p) for p in pods])
 
 

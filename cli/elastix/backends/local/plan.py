@@ -282,18 +282,12 @@ def _tasks_of_user() -> int:
 
 
 def check_pod_index(name: str, plan: Plan, slice: int | None, host: int | None) -> None:
-    """``--slice``/``--host`` within the workload's shape, or bad input naming the range. The
-    same checks and errors as the GKE backend: a command must not depend on which backend runs
-    the workload to tell a typo from a workload that is between pods."""
-    num = plan.num_slices
-    if slice is not None and not 0 <= slice < num:
-        raise UsageError(f"--slice {slice} is out of range: {name} has {num} slices "
-                         f"(0-{num - 1})", hint=f"see them with: elastix workload status {name}")
-    hosts = plan.hosts_per_slice
-    if host is not None and not 0 <= host < hosts:
-        raise UsageError(f"--host {host} is out of range: {name} has {hosts} hosts per "
-                         f"slice (0-{hosts - 1})",
-                         hint=f"see them with: elastix workload status {name}")
+    """``--slice``/``--host`` within the workload's shape (:func:`elastix.backends.base.
+    check_pod_index`, the same words as on GKE). Imported here, not above: the supervisor
+    imports this module at its start and never checks an index."""
+    from elastix.backends.base import check_pod_index as check
+
+    check(name, plan.num_slices, plan.hosts_per_slice, slice, host)
 
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
