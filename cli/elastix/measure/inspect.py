@@ -37,7 +37,7 @@ def bundle(backend: Backend, name: str) -> dict[str, Any]:
         found = backend.diagnose(name)
     except ElastixError as e:
         found = {"manifest": {}}
-        unreadable.append(f"{backend.name} objects: {_line(e)}")
+        unreadable.append(f"{backend.name} objects: {e.message}")
     manifest = found.pop("manifest", None) or {}
     unreadable += found.pop("unreadable", [])
     out = {
@@ -60,31 +60,29 @@ def _head_log(backend: Backend, name: str, unreadable: list[str]) -> list[str] |
         return [e.text for e in backend.logs(name, LogOptions(tail_lines=HEAD_LINES))
                 if not e.notice][-HEAD_LINES:]
     except ElastixError as e:
-        unreadable.append(f"head log: {_line(e)}")
+        unreadable.append(f"head log: {e.message}")
         return None
 
 
 def _measurement(backend: Backend, name: str, unreadable: list[str]) -> dict[str, Any] | None:
-    """Progress, goodput and the recoveries so far, as ``status -o json`` and ``workload
-    goodput -o json`` give them; None before the trainer has written anything."""
+    """Progress, goodput and the recoveries so far, from one read of the trainer's events (its
+    events file, else the head's log); None before the trainer has written anything.
+    ``from_start`` False: the log no longer reaches the run's start (GKE keeps its tail), so
+    the goodput is of what it holds."""
     from elastix.measure.events import events_of
     from elastix.measure.goodput import goodput
-    from elastix.measure.progress import read_progress
+    from elastix.measure.progress import last_loss, progress
 
     try:
-        progress = read_progress(backend, name, whole=True)
-        events, source = events_of(backend.trainer_events(name))
-    except ElastixError as e:
-        unreadable.append(f"measurement: {_line(e)}")
+        got = backend.trainer_events(name)
+        events, source = events_of(got)
+    except (ElastixError, OSError, ValueError) as e:  # what read_progress says unreadable
+        unreadable.append(f"measurement: {str(e) or type(e).__name__}")
         return None
-    if not events:
+    if got is None or not events:
         return None
     rep = goodput(events)
-    return {"source": source,
-            "progress": progress.to_json() if progress else None,
+    return {"source": source, "from_start": got.from_start,
+            "progress": progress(events, last_loss(got)).to_json(),
             "goodput": None if rep.problem else rep.to_json(),
             "goodput_problem": rep.problem}
-
-
-def _line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -163,7 +163,7 @@ def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progre
         got = backend.trainer_events(name, tail=not whole, cheap=True)
         if got is None:
             return None
-        p = progress(events_of(got)[0], _last_loss(got))
+        p = progress(events_of(got)[0], last_loss(got))
     except (ElastixError, OSError, ValueError) as err:
         # the pods' view still shows; the training line says the events are there, unread
         why = getattr(err, "message", None) or str(err) or type(err).__name__
@@ -177,7 +177,7 @@ def read_progress(backend: Backend, name: str, *, whole: bool = False) -> Progre
 _LOSS = re.compile(r"\bcompleted step: \d+,.*\bloss: ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))")
 
 
-def _last_loss(got: TrainerEvents) -> float | None:
+def last_loss(got: TrainerEvents) -> float | None:
     """The last step's loss, which only a record or a line carries (normalised events have
     none: measurement reads no loss)."""
     if got.records is not None:

@@ -52,7 +52,7 @@ def _events(ns: Namespace, unreadable: list[str]) -> list[dict]:
     try:
         return ns.get("reading events", "events").get("items") or []
     except ElastixError as e:
-        unreadable.append(f"events: {_first_line(e)}")
+        unreadable.append(f"events: {e.message}")
         return []
 
 
@@ -109,7 +109,7 @@ def _pools(ns: Namespace, unreadable: list[str]) -> list[dict[str, Any]] | None:
         with ns.tr("listing nodes"):
             nodes = ns.request("GET", api_path("v1", "nodes")).get("items") or []
     except ElastixError as e:
-        unreadable.append(f"nodes: {_first_line(e)} (they are cluster-scoped: a namespaced "
+        unreadable.append(f"nodes: {e.message} (they are cluster-scoped: a namespaced "
                           "identity may not list them)")
         return None
     pools: dict[str, dict[str, Any]] = {}
@@ -147,7 +147,7 @@ def _kueue(ns: Namespace, js: dict, unreadable: list[str]) -> dict[str, Any] | N
         wl = reader.workload(js)
         waiting = reader.status(js)
     except ElastixError as e:
-        unreadable.append(f"kueue: {_first_line(e)}")
+        unreadable.append(f"kueue: {e.message}")
         return {"queue": queue}
     out: dict[str, Any] = {"queue": queue, "installed": True, "workload": None,
                            "conditions": []}
@@ -161,7 +161,3 @@ def _kueue(ns: Namespace, js: dict, unreadable: list[str]) -> dict[str, Any] | N
         if waiting.visibility:
             out["position_unknown"] = waiting.visibility
     return out
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
