@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from benchcli import elastix, local_env, wait_first_checkpoint
+from benchcli import elastix, local_env, smoke_args, wait_first_checkpoint
 from benchwait import stretch
 
 JOB = ("elastix-train --preset tiny --steps 100000 --step-delay 0.1 "
@@ -65,10 +65,8 @@ def main() -> None:
                     help="the trainer's periods of the first soak")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=5.0)
-    ap.add_argument("--smoke", action="store_true", help="one kill each: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.kills, a.interval, a.warmup, a.mtbf = 1, "0", 0.0, "30s"
+    a = smoke_args(ap, "one kill each: checks it runs",
+                   kills=1, interval="0", warmup=0.0, mtbf="30s")
     load = os.getloadavg()[0]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with tempfile.TemporaryDirectory() as root:

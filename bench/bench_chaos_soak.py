@@ -26,7 +26,7 @@ import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
-from benchcli import elastix, local_env, wait_first_checkpoint
+from benchcli import elastix, local_env, smoke_args, wait_first_checkpoint
 from benchwait import stretch
 
 
@@ -86,11 +86,8 @@ def main() -> None:
                     "--slice-wait-timeout 120 --max-slice-losses 50")
     ap.add_argument("--snapshot-flag", default="--snapshot-period 2")
     ap.add_argument("--plots", default=tempfile.gettempdir())
-    ap.add_argument("--smoke", action="store_true",
-                    help="snapshots on only, one kill, no warm-up: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.kills, a.warmup = 1, 0.0
+    a = smoke_args(ap, "snapshots on only, one kill, no warm-up: checks it runs",
+                   kills=1, warmup=0.0)
     with tempfile.TemporaryDirectory() as root:
         results = {} if a.smoke else {"snapshots off": soak("off", a.trainer_args, a, root)}
         results["snapshots on"] = soak("on", f"{a.trainer_args} {a.snapshot_flag}", a, root)

@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from benchcli import smoke_args
+
 TARGET = {"tiny": 0.25, "small": 0.05}  # median stall / median step
 
 
@@ -214,12 +216,9 @@ def main() -> int:
     ap.add_argument("--period", type=int, default=5)
     ap.add_argument("--presets", default="tiny,small", help="comma-separated, of " + str(list(TARGET)))
     ap.add_argument("--dir", default=None, help="where checkpoints go (default: the temp dir)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="the smallest case: 2x2, tiny, 1 round of 12 steps (checks it runs)")
     ap.add_argument("--layout", help=argparse.SUPPRESS)  # set in the child
-    args = ap.parse_args()
-    if args.smoke:
-        args.layouts, args.presets, args.rounds, args.steps = "2x2", "tiny", 1, 12
+    args = smoke_args(ap, "the smallest case: 2x2, tiny, 1 round of 12 steps (checks it runs)",
+                      layouts="2x2", presets="tiny", rounds=1, steps=12)
     if args.layout:
         child(args)
         return 0

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchcli import smoke_args
+
 # Run as a script, so this folder is on the path.
 from benchwait import stretch
 
@@ -60,10 +62,7 @@ def one_run(tmp: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="one run: checks it runs")
-    args = ap.parse_args()
-    if args.smoke:
-        args.runs = 1
+    args = smoke_args(ap, "one run: checks it runs", runs=1)
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"cores: {os.cpu_count()}; load before: {os.getloadavg()[0]:.2f}")
     print("| run | create s | wait (stepping) s | chaos s | collect s | cleanup s | total s | "

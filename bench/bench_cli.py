@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchcli import smoke_args
+
 TARGET_RATIO = 0.25
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "xpk-1.16.0-pathways-elastic.yaml"
 
@@ -267,11 +269,8 @@ def main() -> int:
     parser.add_argument("--no-check-offline", action="store_true", help="skip the unshare -n run")
     parser.add_argument("--top", type=int, default=12, help="import offenders to list")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--smoke", action="store_true",
-                        help="one timed run, no warm-up, no offline check: checks it runs")
-    args = parser.parse_args()
-    if args.smoke:
-        args.runs, args.warmup, args.no_check_offline = 1, 0, True
+    args = smoke_args(parser, "one timed run, no warm-up, no offline check: checks it runs",
+                      runs=1, warmup=0, no_check_offline=True)
 
     elastix = args.elastix.resolve()
     xpk = args.xpk.absolute() if args.xpk else None

@@ -35,6 +35,8 @@ import time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
+from benchcli import smoke_args
+
 from elastix.protocol.heartbeat import new_key  # noqa: E402
 from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import StaticHealth  # noqa: E402
@@ -70,11 +72,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--presets", default="tiny,small", help="comma-separated")
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny, one round of 5 steps: checks it runs")
-    args = ap.parse_args()
-    if args.smoke:
-        args.rounds, args.steps, args.presets = 1, 5, "tiny"
+    args = smoke_args(ap, "tiny, one round of 5 steps: checks it runs",
+                      rounds=1, steps=5, presets="tiny")
     presets = args.presets.split(",")
     sock_dir = tempfile.mkdtemp(prefix="elastix-bench-")  # 0700, as the supervisor's
     addr, key = f"unix:{sock_dir}/health.sock", new_key()

@@ -56,6 +56,7 @@ from pathlib import Path
 
 # Run as a script, so this folder is on the path.
 from bench_startup import cold_warm_table
+from benchcli import smoke_args
 from benchwait import exited, stretch, wait_for, workload_ended
 
 NAME = "demo"
@@ -264,10 +265,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=TIMEOUT[0],
                     help="seconds of a quiet machine to wait for a first step (see benchwait)")
-    ap.add_argument("--smoke", action="store_true", help="one run of each: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.runs = 1
+    a = smoke_args(ap, "one run of each: checks it runs", runs=1)
     TIMEOUT[0] = a.timeout
     tmp = Path(tempfile.mkdtemp(prefix="bench-c2s-"))
     _compile_bytecode()

@@ -31,7 +31,6 @@ import datetime as dt
 import io
 import logging
 import os
-import shutil
 import statistics
 import tempfile
 import time
@@ -41,6 +40,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from benchcli import smoke_args  # noqa: E402
 
 from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import ManualHealth, StaticHealth  # noqa: E402
@@ -233,15 +233,11 @@ def main() -> None:
     ap.add_argument("--only-recovery", action="store_true")
     ap.add_argument("--runs", type=int, default=1, help="recovery runs per variant")
     ap.add_argument("--resizes", type=int, default=4, help="faults per recovery run (1-4)")
-    ap.add_argument("--smoke", action="store_true",
-                    help="one block, one fault per run: checks it runs")
-    ns = ap.parse_args()
-    faults = (16, 34, 47)
-    if ns.smoke:
-        ns.blocks, ns.runs, ns.resizes, faults = 1, 1, 1, (16,)
+    ns = smoke_args(ap, "one block, one fault per run: checks it runs", blocks=1, runs=1,
+                    resizes=1)
+    faults = (16,) if ns.smoke else (16, 34, 47)
     setup_logging(io.StringIO(), logging.INFO)  # log lines are formatted but not printed
-    tmp = tempfile.mkdtemp(prefix="bench-elastic-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="bench-elastic-", ignore_cleanup_errors=True) as tmp:
         if not ns.only_recovery:
             overhead(tmp, ns.blocks)
         if ns.only_overhead:
@@ -279,8 +275,6 @@ def main() -> None:
               "|---|---|---|")
         print(f"| checkpoints only (every 20) | {ck} | {statistics.mean(ck):.1f} |")
         print(f"| + host snapshots (every 2) | {snap} | {statistics.mean(snap):.1f} |")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 # Run as a script, so this folder is on the path.
-from benchcli import elastix, local_env, wait_first_checkpoint
+from benchcli import elastix, local_env, smoke_args, wait_first_checkpoint
 from benchwait import stretch
 
 FAULTS = ("kill", "term", "hang", "slice", "head")
@@ -79,13 +79,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=float, default=10.0,
                     help="seconds after the first checkpoint")
-    ap.add_argument("--smoke", action="store_true",
-                    help="one term and one kill --during save, one round each: checks it runs")
-    a = ap.parse_args()
-    cases = [(f, []) for f in a.faults.split(",")]
-    if a.smoke:
-        a.kills, a.interval, a.warmup, a.steps = 1, "0", 0.0, 3000
-        cases = [("term", []), ("kill", ["--during", "save"])]
+    a = smoke_args(ap, "one term and one kill --during save, one round each: checks it runs",
+                   kills=1, interval="0", warmup=0.0, steps=3000)
+    cases = ([("term", []), ("kill", ["--during", "save"])] if a.smoke
+             else [(f, []) for f in a.faults.split(",")])
     results = {}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load = os.getloadavg()[0]

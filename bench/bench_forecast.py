@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchcli import smoke_args
+
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "tests" / "measure" / "fixtures" / "real_run.events.jsonl"
 ELASTIX = Path(sys.executable).parent / "elastix"
@@ -49,10 +51,7 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="a small case, once: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.slices, a.days, a.runs, a.rounds = 16, 1, 2, 1
+    a = smoke_args(ap, "a small case, once: checks it runs", slices=16, days=1, runs=2, rounds=1)
     load = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     got = [one(a.slices, a.days, a.runs) for _ in range(a.rounds)]

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from benchcli import elastix, local_env, wait_first_checkpoint
+from benchcli import elastix, local_env, smoke_args, wait_first_checkpoint
 from benchwait import stretch
 
 from elastix.backends.local.backend import LocalBackend
@@ -48,10 +48,7 @@ def main() -> None:
                     help="the trainer's periods")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=50)
-    ap.add_argument("--smoke", action="store_true", help="one kill: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.kills, a.interval, a.runs = 1, "20s", 3
+    a = smoke_args(ap, "one kill: checks it runs", kills=1, interval="20s", runs=3)
     interval = parse_duration(a.interval, "--interval")
     load = os.getloadavg()[0]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

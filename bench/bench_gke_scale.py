@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+from benchcli import smoke_args  # noqa: E402
 from fake_cluster import start_fake, stop, wait_for  # noqa: E402
 
 from elastix.backends.base import LogOptions  # noqa: E402
@@ -105,10 +106,7 @@ def _pod_watch(fake, api, where) -> tuple[float, int, int]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--smoke", action="store_true", help="one round: checks it runs")
-    args = p.parse_args()
-    if args.smoke:
-        args.rounds = 1
+    args = smoke_args(p, "one round: checks it runs", rounds=1)
     pods = SLICES * HOSTS
     with tempfile.TemporaryDirectory() as tmp:
         fake = start_fake(Path(tmp), {"log_interval": 0.05, "recreate_delay": 0.05})

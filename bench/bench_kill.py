@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+from benchcli import smoke_args  # noqa: E402
 from fake_cluster import CREATE, start_fake, stop, wait_for  # noqa: E402
 
 JS = "jobset.sigs.k8s.io/"
@@ -73,10 +74,7 @@ def one(fake, how: str, slice_: int, host: int, backend) -> tuple[float, float]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--smoke", action="store_true", help="one round, no warm-up: checks it runs")
-    args = p.parse_args()
-    if args.smoke:
-        args.rounds = 1
+    args = smoke_args(p, "one round, no warm-up: checks it runs", rounds=1)
     ways = ("elastix", "kubectl", "library") if shutil.which("kubectl") else ("elastix", "library")
     if "kubectl" not in ways:
         print("kubectl is not on PATH: its way is left out")

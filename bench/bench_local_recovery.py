@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchcli import smoke_args
+
 # Run as a script, so this folder is on the path.
 from benchwait import stretch, wait_for, workload_ended
 
@@ -81,10 +83,7 @@ def main() -> int:
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
     ap.add_argument("--no-cache", action="store_true",
                     help="run the trainer without its persistent compilation cache")
-    ap.add_argument("--smoke", action="store_true", help="one run of each: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.runs = 1
+    a = smoke_args(ap, "one run of each: checks it runs", runs=1)
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),

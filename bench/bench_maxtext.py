@@ -41,6 +41,7 @@ from pathlib import Path
 # Run as a script, so this folder is on the path: the same CLI runner as the elastix trainer's
 # recovery bench, and the benches' wait.
 from bench_local_recovery import elastix as cli
+from benchcli import smoke_args
 from benchwait import stretch, wait_for, workload_ended
 
 from elastix.backends.local.backend import LocalBackend
@@ -219,11 +220,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--period", type=int, default=100, help="checkpoint period, steps (all three)")
     ap.add_argument("--only", choices=("elastic", "restart", "elastix"), action="append")
-    ap.add_argument("--smoke", action="store_true",
-                    help="--only elastic --only elastix: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.only = ["elastic", "elastix"]
+    a = smoke_args(ap, "--only elastic --only elastix: checks it runs",
+                   only=["elastic", "elastix"])
     root = tempfile.mkdtemp(prefix="elastix-bench-maxtext-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none")}

@@ -46,6 +46,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+from benchcli import smoke_args  # noqa: E402
 from fake_cluster import start_fake, stop, wait_for  # noqa: E402
 from pathways_standin import StandinProbe  # noqa: E402
 
@@ -190,11 +191,8 @@ def main() -> None:
     p.add_argument("--no-wait-for", dest="waits", action="store_false",
                    help="time live_slices() alone (a waiting wait_for also refreshes the view "
                         "of the source without a watch, every min(poll, 5) s)")
-    p.add_argument("--smoke", action="store_true",
-                   help="one round, --poll 1, --quiet 1, not saturated: checks it runs")
-    args = p.parse_args()
-    if args.smoke:
-        args.rounds, args.poll, args.quiet, args.saturate = 1, 1.0, 1.0, False
+    args = smoke_args(p, "one round, --poll 1, --quiet 1, not saturated: checks it runs",
+                      rounds=1, poll=1.0, quiet=1.0, saturate=False)
     with tempfile.TemporaryDirectory() as tmp:
         fake = start_fake(Path(tmp), {"recreate_delay": 0.2})
         try:

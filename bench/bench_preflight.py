@@ -8,6 +8,7 @@ Nothing here asserts a timing. Run by hand from the repo root::
 
 ``--smoke`` runs the smallest case (one pair): it checks that the bench runs.
 """
+import argparse
 import shutil
 import statistics
 import subprocess
@@ -17,10 +18,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
+from benchcli import smoke_args  # noqa: E402
 from fake_cluster import start_fake, stop  # noqa: E402
 from fake_gke import pool_nodes  # noqa: E402
 
-N = 1 if sys.argv[1:] == ["--smoke"] else int(sys.argv[1]) if len(sys.argv) > 1 else 12
+_ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+_ap.add_argument("pairs", type=int, nargs="?", default=12)
+N = smoke_args(_ap, "one pair: checks it runs", pairs=1).pairs
 tmp = Path(tempfile.mkdtemp())
 fake = start_fake(tmp, {"start_delay": 0.05})
 try:

@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from benchcli import smoke_args
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
@@ -108,10 +110,7 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where the checkpoint goes (default: temp dir)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--preset", default="bench-1g")
-    ap.add_argument("--smoke", action="store_true", help="tiny, one round: checks it runs")
-    args = ap.parse_args()
-    if args.smoke:
-        args.preset, args.rounds = "tiny", 1
+    args = smoke_args(ap, "tiny, one round: checks it runs", preset="tiny", rounds=1)
 
     import jax
 

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from benchcli import smoke_args
+
 TRAINER = ["--preset", "tiny", "--num-slices", "2", "--checkpoint-period", "0"]
 
 
@@ -120,10 +122,7 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--smoke", action="store_true", help="one run each: checks it runs")
-    a = ap.parse_args()
-    if a.smoke:
-        a.runs = 1
+    a = smoke_args(ap, "one run each: checks it runs", runs=1)
     tmp = tempfile.mkdtemp(prefix="bench-startup-")
     try:
         ckpt, warm = os.path.join(tmp, "ckpt"), os.path.join(tmp, "warm-cache")

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchcli import smoke_args
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
@@ -124,10 +126,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="small")
     ap.add_argument("--events", type=int, default=5000)
-    ap.add_argument("--smoke", action="store_true", help="tiny, 1000 events: checks it runs")
-    args = ap.parse_args()
-    if args.smoke:
-        args.preset, args.events = "tiny", 1000
+    args = smoke_args(ap, "tiny, 1000 events: checks it runs", preset="tiny", events=1000)
     restore_bytes(args.preset)
     events_cost(args.events)
     return 0

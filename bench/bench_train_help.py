@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from benchcli import smoke_args
+
 
 def _once(pythonpath: str | None) -> float:
     env = dict(os.environ)
@@ -36,10 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--baseline", help="directory with another tree's elastix_trainer package")
-    ap.add_argument("--smoke", action="store_true", help="one run: checks it runs")
-    ns = ap.parse_args()
-    if ns.smoke:
-        ns.runs = 1
+    ns = smoke_args(ap, "one run: checks it runs", runs=1)
     cases = {"this tree": None} | ({"baseline": ns.baseline} if ns.baseline else {})
     for path in cases.values():
         _once(path)  # warm the page cache

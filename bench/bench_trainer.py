@@ -27,6 +27,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax  # noqa: E402
+from benchcli import smoke_args  # noqa: E402
 
 from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import StaticHealth  # noqa: E402
@@ -100,14 +101,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=None, help="where checkpoints and the disk probe go")
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--smoke", action="store_true",
-                    help="tiny only, 8 steps, a tiny state saved: checks it runs")
-    ns = ap.parse_args()
-    big = "bench-1g"
-    if ns.smoke:
-        ns.steps, big = 8, "tiny"
-    tmp = tempfile.mkdtemp(dir=ns.dir, prefix="bench-trainer-")
-    try:
+    ns = smoke_args(ap, "tiny only, 8 steps, a tiny state saved: checks it runs", steps=8)
+    big = "tiny" if ns.smoke else "bench-1g"
+    with tempfile.TemporaryDirectory(dir=ns.dir, prefix="bench-trainer-",
+                                     ignore_cleanup_errors=True) as tmp:
         tiny, _ = step_times("tiny", ns.steps)
         print("| preset | global batch x seq | median step (s) |\n|---|---|---|")
         print(f"| tiny | 32 x 64 | {tiny:.4f} |")
@@ -132,8 +129,6 @@ def main() -> None:
               f"{gb / r['restore_s'] / r['disk_read_MBps']:.2f} x read |")
         print(f"| disk write + fdatasync | | {r['disk_write_MBps']:.0f} | |")
         print(f"| disk read (just written: page cache) | | {r['disk_read_MBps']:.0f} | |")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from benchcli import elastix
+from benchcli import elastix, smoke_args
 from benchwait import stretch
 
 from elastix.backends.local.backend import LocalBackend
@@ -80,10 +80,7 @@ def main() -> None:
     ap.add_argument("--interval", default="8s")
     ap.add_argument("--step-delay", default="0.05", help="the trainer's sleep a step: 0 keeps "
                                                           "a core busy with steps")
-    ap.add_argument("--smoke", action="store_true", help="one round of each mode, one kill")
-    a = ap.parse_args()
-    if a.smoke:
-        a.rounds, a.kills = 1, 1
+    a = smoke_args(ap, "one round of each mode, one kill", rounds=1, kills=1)
     root = tempfile.mkdtemp(prefix="bench-verify-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),

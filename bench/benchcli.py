@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
+from typing import Any
+
+
+def smoke_args(ap: argparse.ArgumentParser, smoke_help: str, **smoke: Any) -> argparse.Namespace:
+    """Parse a bench's flags, ``ap``'s and ``--smoke`` (``smoke_help``): the smallest case, whose
+    values are ``smoke``'s, run by tests/bench to check that the bench runs (it times nothing)."""
+    ap.add_argument("--smoke", action="store_true", help=smoke_help)
+    args = ap.parse_args()
+    if args.smoke:
+        vars(args).update(smoke)
+    return args
 
 
 def elastix(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
