@@ -7,6 +7,7 @@ listed once, in :class:`ExitCode` (README.md, "Exit codes", shows the same table
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -145,3 +146,20 @@ def yaml_where(err: BaseException) -> str:
     """``" at line N"`` for a YAML parser error that knows where it is, else ``""``."""
     mark = getattr(err, "problem_mark", None)
     return f" at line {mark.line + 1}" if mark else ""
+
+
+def load_user_yaml(text: str, subject: str, hint: str, *, too_deep: str = "",
+                   load: Any = None, error: type[ElastixError] = UsageError) -> Any:
+    """Parse YAML a user gave (``load``, ``yaml.safe_load`` unless given), where every way it
+    can fail is one line naming ``subject``, the line and the parser's problem, with ``hint``:
+    a syntax error, or nesting deeper than the parser recurses (``too_deep`` ends that
+    message, e.g. " to be a manifest")."""
+    import yaml  # here, not at the top: errors is on every command's import path
+
+    try:
+        return (load or yaml.safe_load)(text)
+    except yaml.YAMLError as err:
+        raise error(f"{subject} is not valid YAML{yaml_where(err)}: "
+                    f"{getattr(err, 'problem', None) or 'parse error'}", hint=hint) from None
+    except RecursionError:  # the parser and constructor recurse once per nesting level
+        raise error(f"{subject} is nested too deeply{too_deep}", hint=hint) from None

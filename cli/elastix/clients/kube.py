@@ -22,7 +22,7 @@ from elastix.errors import (
     ManifestError,
     NotFoundError,
     UsageError,
-    yaml_where,
+    load_user_yaml,
 )
 
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -153,7 +153,6 @@ def check_kubeconfig(path: str) -> None:
     Raises:
         UsageError: unreadable, not UTF-8, not YAML, or not shaped like a kubeconfig.
     """
-    import yaml
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -164,16 +163,7 @@ def check_kubeconfig(path: str) -> None:
     except UnicodeDecodeError as err:
         raise UsageError(f"kubeconfig {path!r} is not UTF-8 text (byte {err.start})",
                          hint=_KUBECONFIG_HINT) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        where = yaml_where(err)
-        raise UsageError(f"kubeconfig {path!r} is not valid YAML{where}: "
-                         f"{getattr(err, 'problem', None) or 'parse error'}",
-                         hint=_KUBECONFIG_HINT) from None
-    except RecursionError:
-        raise UsageError(f"kubeconfig {path!r} is nested too deeply", hint=_KUBECONFIG_HINT) \
-            from None
+    data = load_user_yaml(text, f"kubeconfig {path!r}", _KUBECONFIG_HINT)
     if data is None:
         return  # the loader says "file is empty" itself
     problem = None

@@ -39,7 +39,7 @@ from elastix.commands.options import (
     with_target,
     with_workload_option,
 )
-from elastix.errors import UsageError
+from elastix.errors import UsageError, load_user_yaml
 from elastix.workload.resolve import FlagValue, resolve_spec
 from elastix.workload.spec import FIELDS, KINDS, read_user_bytes, read_user_text
 
@@ -257,21 +257,12 @@ def lint(
 def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
     """The manifest to lint: the file itself when it is a JobSet, else the spec it holds,
     rendered."""
-    import yaml
-
-    from elastix.errors import yaml_where
     from elastix.workload.render import render
     from elastix.workload.resolve import load_spec_file
 
     text = read_user_text(file, "file", "FILE", "save it as UTF-8 YAML or JSON")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UsageError(f"{str(file)!r} is not valid YAML{yaml_where(e)}",
-                         hint="give a workload spec file or a JobSet manifest") from None
-    except RecursionError:
-        raise UsageError(f"{str(file)!r} is nested too deeply to be a spec or a manifest",
-                         hint="give a workload spec file or a JobSet manifest") from None
+    data = load_user_yaml(text, repr(str(file)), "give a workload spec file or a JobSet manifest",
+                          too_deep=" to be a spec or a manifest")
     if not isinstance(data, dict):
         raise UsageError(f"{str(file)!r} is not a workload spec or a JobSet manifest (a YAML "
                          "mapping)", hint="e.g. the output of workload create --dry-run")

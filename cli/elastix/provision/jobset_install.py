@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from elastix.clients.kube import Http, Translator, api_path
-from elastix.errors import BackendError, NotFoundError, UsageError, yaml_where
+from elastix.errors import BackendError, NotFoundError, UsageError, load_user_yaml
 
 JOBSET_VERSION = "v0.12.0"
 RELEASE_URL = (f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/"
@@ -127,17 +127,8 @@ def load_documents(source: str, flag: str, what: str, release_url: str,
             raise UsageError(f"cannot read {flag} {source}: {err.strerror}",
                              hint=hint) from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD alone is 800 kB
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d]
-    except yaml.YAMLError as err:
-        where = yaml_where(err)
-        raise UsageError(f"{flag} {source} is not valid YAML{where}: "
-                         f"{getattr(err, 'problem', None) or 'parse error'}",
-                         hint=hint) from None
-    except RecursionError:
-        raise UsageError(f"{flag} {source} is nested too deeply to be a manifest",
-                         hint=hint) from None
-    return docs
+    return load_user_yaml(text, f"{flag} {source}", hint, too_deep=" to be a manifest",
+                          load=lambda t: [d for d in yaml.load_all(t, Loader=loader) if d])
 
 
 _MANIFEST_HINT = f"pass JobSet's release manifest, e.g. {RELEASE_URL}, or a copy of it"

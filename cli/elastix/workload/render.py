@@ -24,7 +24,7 @@ from typing import Any
 
 import jinja2
 
-from elastix.errors import ManifestError, yaml_where
+from elastix.errors import ManifestError, load_user_yaml
 from elastix.protocol import envvars
 from elastix.workload import crd, labels, names, pathways_images, platform, rbac, sandbox
 from elastix.workload.spec import WorkloadSpec, read_user_text
@@ -208,13 +208,11 @@ def parse(text: str) -> dict[str, Any]:
         return base.construct_mapping(loader, node, deep=deep)
 
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=Strict) if d is not None]  # noqa: S506
-    except yaml.YAMLError as e:
-        where = yaml_where(e)
-        raise ManifestError(f"rendered manifest is not valid YAML{where}: "
-                            f"{getattr(e, 'problem', None) or e}",
-                            hint="check the template's indentation around that line") from None
+    docs = load_user_yaml(text, "rendered manifest",
+                          "check the template's indentation around that line",
+                          too_deep=" to be a manifest", error=ManifestError,
+                          load=lambda t: [d for d in yaml.load_all(t, Loader=Strict)  # noqa: S506
+                                          if d is not None])
     if len(docs) != 1:
         raise ManifestError(f"template must render exactly one YAML document, got {len(docs)}",
                             hint="remove extra '---' documents")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from elastix.errors import UsageError, yaml_where
+from elastix.errors import UsageError, load_user_yaml
 from elastix.workload.spec import FIELDS, KINDS, WorkloadSpec, build_spec, read_user_text
 
 FlagValue = str | int | bool | list[str] | None
@@ -78,20 +78,12 @@ def flag_values(flags: Mapping[str, FlagValue]) -> dict[str, Any]:
 
 def load_spec_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML spec file into a plain mapping (keys may use - or _)."""
-    import yaml
-
     p = Path(path)
     text = read_user_text(p, "spec file", "--spec", "save it as UTF-8 YAML")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        where = yaml_where(e)
-        raise UsageError(f"spec file {str(p)!r} is not valid YAML{where}",
-                         hint="fix the YAML syntax (indentation, quotes, ': ')") from None
-    except RecursionError:  # the parser and constructor recurse once per nesting level
-        raise UsageError(f"spec file {str(p)!r} is nested too deeply to be a workload spec",
-                         hint="a spec is a mapping of fields to strings, numbers, lists and "
-                              "mappings, a few levels deep") from None
+    data = load_user_yaml(text, f"spec file {str(p)!r}",
+                          "fix the YAML (indentation, quotes, ': '); a spec is a mapping of "
+                          "fields to strings, numbers, lists and mappings, a few levels deep",
+                          too_deep=" to be a workload spec")
     if data is None:
         return {}
     if not isinstance(data, dict):
