@@ -23,6 +23,7 @@ NAME = "scale"
 SHAPES = {"small": ("v5litepod-16", 2, 4), "large": ("v5litepod-64", 4, 16)}  # type, slices, hosts
 JOBSET = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/{NAME}"
 PODS = "/api/v1/namespaces/default/pods"
+POD, LOG = PODS + "/<pod>", PODS + "/<pod>/log"  # any one pod, as ``_calls`` spells it
 
 
 def _calls(log: list[dict]) -> list[tuple[str, str, str]]:
@@ -33,7 +34,7 @@ def _calls(log: list[dict]) -> list[tuple[str, str, str]]:
         what = "watch" if q.get("watch") in ("true", "1") else q.get("labelSelector", "")
         path = r["path"]
         if path.startswith(PODS + "/"):
-            path = PODS + "/<pod>" + ("/log" if path.endswith("/log") else "")
+            path = LOG if path.endswith("/log") else POD
         out.append((r["method"], path, what if path == PODS else ""))
     return out
 
@@ -42,6 +43,12 @@ def _selector(job: str | None = None) -> str:
     """The label selector that lists this workload's pods, or those of one replicated job."""
     sel = f"jobset.sigs.k8s.io/jobset-name={NAME}"
     return sel if job is None else f"{sel},jobset.sigs.k8s.io/replicatedjob-name={job}"
+
+
+def _reads(job: str | None, *then: tuple[str, str, str]) -> list[tuple[str, str, str]]:
+    """The requests of a command that reads the workload: its JobSet, then one list of its pods
+    (of replicated job ``job``'s only, if given), then ``then``."""
+    return [("GET", JOBSET, ""), ("GET", PODS, _selector(job)), *then]
 
 
 def _all_running(fake, pods: int) -> None:
@@ -85,12 +92,9 @@ def _run(fake, *argv: str) -> list[tuple[str, str, str]]:
 
 def test_status_is_one_jobset_get_and_one_list_each(settled):
     fake, _ = settled
-    assert _run(fake, "workload", "status", NAME) == [
-        ("GET", JOBSET, ""),
-        ("GET", PODS, _selector()),
-        ("GET", "/apis/batch/v1/namespaces/default/jobs", ""),
-        ("GET", PODS + "/<pod>/log", ""),  # the head's, for the training line
-    ]
+    assert _run(fake, "workload", "status", NAME) == _reads(
+        None, ("GET", "/apis/batch/v1/namespaces/default/jobs", ""),
+        ("GET", LOG, ""))  # the head's, for the training line
 
 
 def test_list_is_one_list_per_kind(settled):
@@ -100,16 +104,13 @@ def test_list_is_one_list_per_kind(settled):
     assert [c[:2] for c in calls] == [
         ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"),
         ("GET", PODS), ("GET", "/apis/batch/v1/namespaces/default/jobs"),
-        ("GET", PODS + "/<pod>/log")]
+        ("GET", LOG)]
 
 
 def test_kill_worker_lists_workers_once_and_deletes_one_pod(settled):
     fake, _ = settled
-    assert _run(fake, "chaos", "kill-worker", NAME, "--seed", "3") == [
-        ("GET", JOBSET, ""),
-        ("GET", PODS, _selector("worker")),
-        ("DELETE", PODS + "/<pod>", ""),
-    ]
+    assert _run(fake, "chaos", "kill-worker", NAME, "--seed", "3") == _reads(
+        "worker", ("DELETE", POD, ""))
 
 
 def test_logs_follow_lists_the_head_only(settled):
@@ -120,11 +121,7 @@ def test_logs_follow_lists_the_head_only(settled):
     stream = backend.logs(NAME, LogOptions(follow=True))
     assert len(list(itertools.islice(stream, 3))) == 3
     stream.close()
-    assert _calls(fake.requests(clear=True)) == [
-        ("GET", JOBSET, ""),
-        ("GET", PODS, _selector("pathways-head")),
-        ("GET", PODS + "/<pod>/log", ""),
-    ]
+    assert _calls(fake.requests(clear=True)) == _reads("pathways-head", ("GET", LOG, ""))
 
 
 def test_pod_watch_is_one_list_then_one_watch_whatever_happens(settled):
