@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import typer
 
 from elastix.commands import xpk
-from elastix.commands.options import one_name
+from elastix.commands.options import one_name, replace_params
 from elastix.workload import platform  # pure data: the defaults cluster create shows in --help
 
 app = typer.Typer(no_args_is_help=True)
@@ -35,6 +36,28 @@ def _gcloud(project: str | None, zone: str | None) -> tuple[str | None, str | No
 
     found = read_defaults()
     return project or found.project, zone or found.zone
+
+
+_CLUSTER_PARAMS = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d)
+                   for n, a, d in (("name", str | None, NameArg),
+                                   ("cluster_name", str | None, ClusterOpt),
+                                   ("project", str | None, ProjectOpt),
+                                   ("zone", str | None, ZoneOpt))]
+
+
+def _with_cluster(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a handler taking ``name, project, zone``: it gets NAME (or ``--cluster NAME``,
+    given once), ``--project`` and ``--zone`` in front of its own options, the last two
+    defaulting to gcloud's configuration (:func:`_gcloud`)."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()
+           if p.name not in ("name", "project", "zone")]
+
+    def call(kwargs: dict[str, Any]) -> Any:
+        name = one_name(kwargs.pop("name"), kwargs.pop("cluster_name"), flag="--cluster")
+        project, zone = _gcloud(kwargs.pop("project"), kwargs.pop("zone"))
+        return fn(name=name, project=project, zone=zone, **kwargs)
+
+    return replace_params(fn, _CLUSTER_PARAMS + own, call)
 
 
 def _console():
@@ -101,11 +124,11 @@ KueueManifestOpt = typer.Option(None, "--kueue-manifest", help="Kueue release ma
 
 @app.command("create", help="Create a GKE cluster: a CPU pool for the Pathways head and one TPU "
              "node pool per slice; install JobSet if missing, and Kueue with --kueue.")
+@_with_cluster
 def create(
-    name: str | None = NameArg,
-    cluster_name: str | None = ClusterOpt,
-    project: str = ProjectOpt,
-    zone: str = ZoneOpt,
+    name: str,
+    project: str | None,
+    zone: str | None,
     tpu_type: str = typer.Option(..., "--tpu-type", help="TPU slice type, e.g. v5litepod-16."),
     num_slices: int = typer.Option(1, "--num-slices", help="TPU slices (one node pool each)."),
     cpu_machine_type: str = CpuMachineOpt,
@@ -129,12 +152,10 @@ def create(
     dry_run: bool = DryRunOpt,
 ) -> None:
     from elastix.provision import cluster
-    name = one_name(name, cluster_name, flag="--cluster")
     if skip_jobset and kueue:
         from elastix.errors import UsageError
         raise UsageError("--kueue and --skip-jobset: Kueue is installed with JobSet, on the "
                          "connection --skip-jobset turns off", hint="drop one of them")
-    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name, tpu_type=tpu_type, num_slices=num_slices,
                       cpu_machine_type=cpu_machine_type, cpu_nodes=cpu_nodes, spot=spot,
                       release_channel=release_channel, cpu_max_nodes=cpu_max_nodes,
@@ -208,11 +229,11 @@ def _dry_run_summary(cfg: Any, skip_jobset: bool, kueue: bool | None) -> str:
 
 @app.command("describe", help="Node pools, TPU capacity and the installed JobSet and Kueue "
              "versions.")
+@_with_cluster
 def describe(
-    name: str | None = NameArg,
-    cluster_name: str | None = ClusterOpt,
-    project: str = ProjectOpt,
-    zone: str = ZoneOpt,
+    name: str,
+    project: str | None,
+    zone: str | None,
     skip_jobset: bool = typer.Option(False, "--skip-jobset",
                                      help="Do not connect to the cluster (JobSet, and the node "
                                           "counts: then the pools' initial size)."),
@@ -223,8 +244,6 @@ def describe(
     from elastix.errors import NotFoundError
     from elastix.provision import cluster
 
-    name = one_name(name, cluster_name, flag="--cluster")
-    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name)
     client = gke.cluster_manager()
     found = cluster.get_cluster(client, cfg)
@@ -296,11 +315,11 @@ def _confirm(question: str) -> bool:
 
 
 @app.command("delete", help="Delete a GKE cluster (asks for confirmation).")
+@_with_cluster
 def delete(
-    name: str | None = NameArg,
-    cluster_name: str | None = ClusterOpt,
-    project: str = ProjectOpt,
-    zone: str = ZoneOpt,
+    name: str,
+    project: str | None,
+    zone: str | None,
     yes: bool = typer.Option(False, "--yes", "-y", *xpk.aliases("cluster delete", "--yes"),
                              help="Do not ask for confirmation."),
     dry_run: bool = DryRunOpt,
@@ -308,8 +327,6 @@ def delete(
     from elastix.clients import gke
     from elastix.errors import ElastixError
     from elastix.provision import cluster
-    name = one_name(name, cluster_name, flag="--cluster")
-    project, zone = _gcloud(project, zone)
     cfg = cluster.validate(project, zone, name)
     out = _console()
     steps = cluster.plan_delete(cfg)
