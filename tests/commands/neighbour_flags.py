@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import click
+import pytest
 
 from elastix.main import command, main
 
@@ -23,20 +24,22 @@ def command_at(path: str) -> click.Command:
     return cmd
 
 
-def rows(extract: dict) -> list[tuple[str, str, str]]:
-    """``(neighbour command, elastix command, flag)`` for every flag of a vendored extract."""
-    return [(theirs, spec["elastix"], flag) for theirs, spec in extract["commands"].items()
-            for flag in spec["flags"]]
+def flag_params(extract: dict) -> list:
+    """A ``pytest.param(elastix command, flag)`` for every flag of a vendored extract, its id
+    the neighbour's command and the flag (``job submit:--image``)."""
+    return [pytest.param(spec["elastix"], flag, id=f"{theirs}:{flag}")
+            for theirs, spec in extract["commands"].items() for flag in spec["flags"]]
 
 
 def check_flag(elastix_cmd: str, flag: str, did_you_mean: Callable[[str, str], tuple | None],
-               capsys) -> tuple[str, str] | None:
-    """A neighbour's flag: taken by the elastix command (then no advice is given against it:
-    None), or :func:`answered` (its two lines)."""
+               capsys, check_advice: Callable[[str, str, str, str], None]) -> None:
+    """A neighbour's flag: taken by the elastix command (then no advice is given against it),
+    or :func:`answered`, its two lines then passing the neighbour's own
+    ``check_advice(elastix_cmd, flag, error, hint)``."""
     if flag in flags_of(command_at(elastix_cmd)):
         assert did_you_mean(elastix_cmd, flag) is None  # no advice against a real flag
-        return None
-    return answered(elastix_cmd, flag, did_you_mean, capsys)
+        return
+    check_advice(elastix_cmd, flag, *answered(elastix_cmd, flag, did_you_mean, capsys))
 
 
 def answered(elastix_cmd: str, flag: str, did_you_mean: Callable[[str, str], tuple | None],
