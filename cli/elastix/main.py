@@ -116,6 +116,23 @@ def version() -> None:
     typer.echo(f"elastix {__version__}")
 
 
+def _neighbours_answer(err: Exception, no_such_option: type, no_such_command: type | tuple
+                       ) -> tuple[str, str] | None:
+    """xpk's or gcluster's answer (message, hint) to a flag or command click does not know,
+    when one of them spells it so (:mod:`elastix.commands.xpk`, ``gcluster``); else None."""
+    ctx = getattr(err, "ctx", None)
+    if ctx is None or not isinstance(err, (no_such_option, no_such_command)):
+        return None
+    from elastix.commands import gcluster, xpk
+
+    where = ctx.command_path.partition(" ")[2]
+    if isinstance(err, no_such_option):
+        return xpk.did_you_mean(where, err.option_name) or \
+            gcluster.did_you_mean(where, err.option_name)
+    return xpk.did_you_mean_command(where, err.command_name) or \
+        gcluster.did_you_mean_command(where, err.command_name)
+
+
 def _print_error(err: ElastixError) -> None:
     from rich.markup import escape
 
@@ -252,25 +269,11 @@ def _main(argv: list[str]) -> int:
         if isinstance(err, click_errors.NoArgsIsHelpError):
             err.show()
             return 0
-        if isinstance(err, click_errors.NoSuchOption) and err.ctx:
-            from elastix.commands import gcluster, xpk
-
-            path = err.ctx.command_path.partition(" ")[2]
-            xpk_flag = xpk.did_you_mean(path, err.option_name) or \
-                gcluster.did_you_mean(path, err.option_name)
-            if xpk_flag:
-                _print_error(UsageError(*xpk_flag))
-                return 2
         no_such_command = getattr(click_errors, "NoSuchCommand", ())  # click >= 8.4
-        if isinstance(err, no_such_command) and err.ctx:
-            from elastix.commands import gcluster, xpk
-
-            group = err.ctx.command_path.partition(" ")[2]
-            xpk_command = xpk.did_you_mean_command(group, err.command_name) or \
-                gcluster.did_you_mean_command(group, err.command_name)
-            if xpk_command:
-                _print_error(UsageError(*xpk_command))
-                return 2
+        answer = _neighbours_answer(err, click_errors.NoSuchOption, no_such_command)
+        if answer:
+            _print_error(UsageError(*answer))
+            return 2
         if isinstance(err, click_errors.UsageError):
             cmd = err.ctx.command_path if err.ctx else "elastix"
             message = err.format_message()
