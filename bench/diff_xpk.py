@@ -43,32 +43,34 @@ def _match_key(items: list) -> str | None:
     return None
 
 
+def _by_key(a: dict, b: dict, keys: list, at: Any) -> list[tuple[str, str, str]]:
+    """The differences of two mappings over ``keys``: a key on one side only, or the diff of
+    its two values; ``at(key)`` spells the key's path (``.k``, ``[name=k]`` in a keyed list,
+    ``[i]`` in another)."""
+    out: list[tuple[str, str, str]] = []
+    for k in keys:
+        if k not in b:
+            out.append(("only-xpk", at(k), _short(a[k])))
+        elif k not in a:
+            out.append(("only-elastix", at(k), _short(b[k])))
+        else:
+            out.extend(diff(a[k], b[k], at(k)))
+    return out
+
+
 def diff(a: Any, b: Any, path: str = "") -> list[tuple[str, str, str]]:
     """(kind, path, detail) for every difference; a is xpk, b is elastix."""
     out: list[tuple[str, str, str]] = []
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            p = f"{path}.{k}" if path else str(k)
-            if k not in b:
-                out.append(("only-xpk", p, _short(a[k])))
-            elif k not in a:
-                out.append(("only-elastix", p, _short(b[k])))
-            else:
-                out.extend(diff(a[k], b[k], p))
-        return out
+        return _by_key(a, b, sorted(set(a) | set(b), key=str),
+                       lambda k: f"{path}.{k}" if path else str(k))
     if isinstance(a, list) and isinstance(b, list):
         key = _match_key(a + b)
         if key:
             ia = {i[key]: i for i in a}
             ib = {i[key]: i for i in b}
-            for k in list(ia) + [k for k in ib if k not in ia]:
-                p = f"{path}[{key}={k}]"
-                if k not in ib:
-                    out.append(("only-xpk", p, _short(ia[k])))
-                elif k not in ia:
-                    out.append(("only-elastix", p, _short(ib[k])))
-                else:
-                    out.extend(diff(ia[k], ib[k], p))
+            out = _by_key(ia, ib, list(ia) + [k for k in ib if k not in ia],
+                          lambda k: f"{path}[{key}={k}]")
             if [k for k in ia if k in ib] != [k for k in ib if k in ia]:
                 out.append(("order", path, f"by {key}: xpk {list(ia)} elastix {list(ib)}"))
             return out
@@ -83,15 +85,8 @@ def diff(a: Any, b: Any, path: str = "") -> list[tuple[str, str, str]]:
             if sorted(sa) == sorted(sb) and sa != sb:
                 out.append(("order", path, "same items, different order"))
             return out
-        for i in range(max(len(a), len(b))):
-            p = f"{path}[{i}]"
-            if i >= len(b):
-                out.append(("only-xpk", p, _short(a[i])))
-            elif i >= len(a):
-                out.append(("only-elastix", p, _short(b[i])))
-            else:
-                out.extend(diff(a[i], b[i], p))
-        return out
+        return _by_key(dict(enumerate(a)), dict(enumerate(b)), list(range(max(len(a), len(b)))),
+                       lambda i: f"{path}[{i}]")
     if a != b:
         kind = "type" if type(a) is not type(b) and str(a) == str(b) else "value"
         out.append((kind, path, f"xpk {_short(json.dumps(a), 50)} | elastix {_short(json.dumps(b), 50)}"))
