@@ -16,10 +16,37 @@ import pytest
 from elastix.main import main
 
 HUGE = "9" * 400  # float() of it is inf
+HANG_ON_GKE = "--fault hang cannot be delivered on the gke backend"
 
 
 def _bytes(name: str, data: bytes) -> Callable[[Path], None]:
     return lambda tmp: (tmp / name).write_bytes(data)
+
+
+def _run_file(flag: str, name: str) -> Callable[..., tuple]:
+    """A builder of ``CASES`` rows for ``chaos run w --FLAG {tmp}/NAME *EXTRA``, the file
+    written with ``body`` first; the row's id is ``run-FLAG-END``, its workload ``w`` unless
+    ``workload`` says."""
+
+    def row(end: str, body: bytes, fragment: str, *extra: str, workload: str = "w") -> tuple:
+        return (f"run-{flag}-{end}", ["chaos", "run", workload, f"--{flag}", f"{{tmp}}/{name}",
+                                      *extra], _bytes(name, body), 2, fragment)
+
+    return row
+
+
+def _unreadable(flag: str) -> list[tuple]:
+    """The ``CASES`` rows for ``chaos run w --FLAG`` given a missing file, then a device: a user
+    file, read as every one is."""
+    argv = ["chaos", "run", "w", f"--{flag}"]
+    return [(f"run-{flag}-missing", [*argv, "{tmp}/none.yaml"], None, 2,
+             f"cannot read {flag} '{{tmp}}/none.yaml'"),
+            (f"run-{flag}-device", [*argv, "/dev/zero"], None, 2,
+             f"{flag} '/dev/zero' is not a regular file")]
+
+
+_schedule = _run_file("schedule", "s.yaml")
+_plan = _run_file("plan", "p.yaml")
 
 
 def _backwards(tmp: Path) -> None:
@@ -141,7 +168,7 @@ CASES = [
     ("kill-slice-host", ["chaos", "kill-worker", "w", "--fault", "slice", "--slice", "0",
                          "--host", "1"], None, 2, "--fault slice takes every host of a slice"),
     ("kill-hang-on-gke", ["chaos", "kill-worker", "x", "--fault", "hang", "--backend", "gke"],
-     None, 2, "--fault hang cannot be delivered on the gke backend"),
+     None, 2, HANG_ON_GKE),
     ("run-fault-unknown", ["chaos", "run", "w", "--fault", "segv"], None, 2,
      "--fault 'segv' is not one of"),
     ("run-count-zero", ["chaos", "run", "w", "--count", "0"], None, 2,
@@ -162,48 +189,27 @@ CASES = [
      "--mtbf '0' is out of range: more than 0"),
     ("run-startup-kills", ["chaos", "run", "w", "--during", "startup", "--kills", "2"], None,
      2, "--during startup aims at the run's start, which comes once"),
-    ("run-schedule-missing", ["chaos", "run", "w", "--schedule", "{tmp}/none.yaml"], None, 2,
-     "cannot read schedule '{tmp}/none.yaml'"),
-    ("run-schedule-device", ["chaos", "run", "w", "--schedule", "/dev/zero"], None, 2,
-     "schedule '/dev/zero' is not a regular file"),
-    ("run-schedule-not-list", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"at: 30s\n"), 2, "schedule '{tmp}/s.yaml' is not a list of faults"),
-    ("run-schedule-not-yaml", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: [\n"), 2, "schedule '{tmp}/s.yaml' is not YAML (line 2)"),
-    ("run-schedule-fault", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: 30s}\n- {at: 1m, fault: meteor}\n"), 2,
-     "schedule '{tmp}/s.yaml', fault 2: fault 'meteor' is not one of"),
-    ("run-schedule-no-at", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {fault: kill}\n"), 2, "fault 1 has no 'at'"),
-    ("run-schedule-bad-at", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: yesterday}\n"), 2, "fault 1: at 'yesterday' is not a duration"),
-    ("run-schedule-key", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: 1s, node: n1}\n"), 2, "fault 1: unknown key 'node'"),
-    ("run-schedule-host-alone", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: 1s, host: 1}\n"), 2, "fault 1: host needs slice"),
-    ("run-schedule-grace-kill", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml"],
-     _bytes("s.yaml", b"- {at: 1s, grace: 5s}\n"), 2, "grace is for fault term only"),
-    ("run-schedule-kills", ["chaos", "run", "w", "--schedule", "{tmp}/s.yaml", "--kills", "2"],
-     _bytes("s.yaml", b"- {at: 1s}\n"), 2, "--kills and --schedule cannot be combined"),
-    ("run-schedule-hang-gke", ["chaos", "run", "x", "--schedule", "{tmp}/s.yaml",
-                               "--backend", "gke"],
-     _bytes("s.yaml", b"- {at: 1s}\n- {at: 2s, fault: hang}\n"), 2,
-     "--fault hang cannot be delivered on the gke backend"),
+    *_unreadable("schedule"),
+    _schedule("not-list", b"at: 30s\n", "schedule '{tmp}/s.yaml' is not a list of faults"),
+    _schedule("not-yaml", b"- {at: [\n", "schedule '{tmp}/s.yaml' is not YAML (line 2)"),
+    _schedule("fault", b"- {at: 30s}\n- {at: 1m, fault: meteor}\n",
+              "schedule '{tmp}/s.yaml', fault 2: fault 'meteor' is not one of"),
+    _schedule("no-at", b"- {fault: kill}\n", "fault 1 has no 'at'"),
+    _schedule("bad-at", b"- {at: yesterday}\n", "fault 1: at 'yesterday' is not a duration"),
+    _schedule("key", b"- {at: 1s, node: n1}\n", "fault 1: unknown key 'node'"),
+    _schedule("host-alone", b"- {at: 1s, host: 1}\n", "fault 1: host needs slice"),
+    _schedule("grace-kill", b"- {at: 1s, grace: 5s}\n", "grace is for fault term only"),
+    _schedule("kills", b"- {at: 1s}\n", "--kills and --schedule cannot be combined", "--kills", "2"),
+    _schedule("hang-gke", b"- {at: 1s}\n- {at: 2s, fault: hang}\n", HANG_ON_GKE,
+              "--backend", "gke", workload="x"),
     # Issue 50: a plan file is read as every user file is, and says its rounds alone.
-    ("run-plan-missing", ["chaos", "run", "w", "--plan", "{tmp}/none.yaml"], None, 2,
-     "cannot read plan '{tmp}/none.yaml'"),
-    ("run-plan-device", ["chaos", "run", "w", "--plan", "/dev/zero"], None, 2,
-     "plan '/dev/zero' is not a regular file"),
-    ("run-plan-not-yaml", ["chaos", "run", "w", "--plan", "{tmp}/p.yaml"],
-     _bytes("p.yaml", b"rounds: [\n"), 2, "plan '{tmp}/p.yaml' is not YAML (line 2)"),
-    ("run-plan-round-key", ["chaos", "run", "w", "--plan", "{tmp}/p.yaml"],
-     _bytes("p.yaml", b"rounds:\n- {at: 1}\n- {at: 2, node: n1}\n"), 2,
-     "plan '{tmp}/p.yaml', round 2: unknown key 'node'"),
-    ("run-plan-kills", ["chaos", "run", "w", "--plan", "{tmp}/p.yaml", "--kills", "2"],
-     _bytes("p.yaml", b"rounds: [{at: 1}]\n"), 2, "--plan and --kills cannot be combined"),
-    ("run-plan-hang-gke", ["chaos", "run", "x", "--plan", "{tmp}/p.yaml", "--backend", "gke"],
-     _bytes("p.yaml", b"rounds: [{at: 1}, {fault: hang, at: 2}]\n"), 2,
-     "--fault hang cannot be delivered on the gke backend"),
+    *_unreadable("plan"),
+    _plan("not-yaml", b"rounds: [\n", "plan '{tmp}/p.yaml' is not YAML (line 2)"),
+    _plan("round-key", b"rounds:\n- {at: 1}\n- {at: 2, node: n1}\n",
+          "plan '{tmp}/p.yaml', round 2: unknown key 'node'"),
+    _plan("kills", b"rounds: [{at: 1}]\n", "--plan and --kills cannot be combined", "--kills", "2"),
+    _plan("hang-gke", b"rounds: [{at: 1}, {fault: hang, at: 2}]\n", HANG_ON_GKE,
+          "--backend", "gke", workload="x"),
     ("run-yaml-not-dry-run", ["chaos", "run", "w", "-o", "yaml"], None, 2,
      "--output 'yaml' is not table or json"),
     ("run-min-goodput-over", ["chaos", "run", "w", "--min-goodput", "120%"], None, 2,
