@@ -25,160 +25,126 @@ def _table(run, header: str, rows: list[str]) -> None:
         assert run.lines(row), f"no row '{row}' in:\n{run.out}"
 
 
-# -- in-process benches: the trainer on CPU devices --------------------------------------------
+def _has(*starts: str):
+    """A check that the report holds a line starting with each of ``starts``."""
 
-def test_checkpoint_stall(run_bench):
-    run = run_bench("bench_checkpoint_stall.py", "--smoke")
-    assert run.lines("### 2x2")
-    _table(run, "| preset | saver | median step (ms) |", ["| tiny | elastix |", "| tiny | orbax |"])
+    def check(run) -> None:
+        for start in starts:
+            assert run.lines(start), f"no line '{start}' in:\n{run.out}"
 
-
-def test_trainer(run_bench):
-    run = run_bench("bench_trainer.py", "--smoke")
-    _table(run, "| preset | global batch x seq |", ["| tiny | 32 x 64 |"])
-    assert run.lines("async save (tiny, every 5 steps")
-    _table(run, "| | seconds | MB/s | vs disk |", ["| Orbax save (sync, committed) |",
-                                                  "| Orbax restore (8 devices) |"])
+    return check
 
 
-def test_contract(run_bench):
-    run = run_bench("bench_contract.py", "--smoke")
-    assert run.lines("answer round trip, 4 x 2 hosts")
-    _table(run, "| preset | seam only:", ["| tiny |"])
-
-
-def test_elastic(run_bench):
-    run = run_bench("bench_elastic.py", "--smoke")
-    _table(run, "| loop | median step (s) |", ["| trainer loop under the runtime |"])
-    _table(run, "| seconds (median) | n |", [
-        "| pause-resume (same mesh) | 1 |", "| replica-resize, precompiled + warmed | 1 |"])
-    _table(run, "| recovery source |", ["| checkpoints only (every 20) | [",
-                                        "| + host snapshots (every 2) | ["])
-
-
-def test_restore(run_bench):
-    run = run_bench("bench_restore.py", "--smoke")
-    _table(run, "| page cache | raw read GB/s |", ["| cold |", "| warm |"])
-    _table(run, "| page cache | restore s |", ["| cold |", "| warm |"])
-
-
-def test_storage(run_bench):
-    run = run_bench("bench_storage.py", "--smoke")
+def _storage(run) -> None:
     assert run.lines("restore, preset tiny, 4 slices: checkpoint")
     assert len(run.lines("events emit (")) == 2
     assert run.lines("uploads during the run:")
 
 
-def test_startup(run_bench):
-    run = run_bench("bench_startup.py", "--smoke")
-    _table(run, "| cache | spawn → run_start", ["| cold |", "| warm |"])
-    _table(run, "| phase (median s) | cold | warm |", ["| build the step (compile or cache) |",
-                                                      "| first step |"])
-
-
-def test_train_help(run_bench):
-    run = run_bench("bench_train_help.py", "--smoke")
-    assert run.lines("this tree  median")
-
-
-# -- the launcher, and the fake Kubernetes API --------------------------------------------------
-
-def test_cli(run_bench):
-    """Without xpk (not installed here, nor in CI): elastix alone."""
-    run = run_bench("bench_cli.py", "--smoke")
-    _table(run, "| case | elastix median", ["| help |", "| dry-run |"])
-    assert run.lines("elastix --help -X importtime:")
-
-
-def test_gke_scale(run_bench):
-    run = run_bench("bench_gke_scale.py", "--smoke")
-    _table(run, "| command | median ms |", [
-        "| plain list of the 1025 pods |", "| `workload status` |", "| `workload list` |",
-        "| `logs -f` (to its first line) |", "| `chaos kill-worker` |",
-        "| head pod watch: start to watching |"])
-
-
-def test_kill(run_bench):
-    run = run_bench("bench_kill.py", "--smoke")
-    _table(run, "| way | kill -> replacement listed", ["| elastix |", "| library |"])
-
-
-def test_pod_watch(run_bench):
-    run = run_bench("bench_pod_watch.py", "--smoke")
+def _pod_watch(run) -> None:
     assert run.lines("[no extra load] load")
     assert len([x for x in run.out.splitlines() if "Ready -> " in x]) == 4, run.out
     assert any("false losses seen by the watched source" in x for x in run.out.splitlines())
 
 
-def test_preflight(run_bench):
-    run = run_bench("bench_preflight.py", "--smoke")
+def _preflight(run) -> None:
     assert run.lines("workload create with     preflight:")
     assert run.lines("workload create without  preflight:")
     assert run.lines("preflight alone (in-process")
     assert len(run.lines("submit --dry-run=server in-process")) == 2
 
 
-# -- workloads on the local backend -------------------------------------------------------------
-
-def test_create_to_step(run_bench):
-    run = run_bench("bench_create_to_step.py", "--smoke")
-    _table(run, "| path | cache |", [
-        "| `workload create` → first step | cold |",
-        "| `workload create --replace` → first step | warm |",
-        "| `workload create` of a new workload, its model compiled before, → first step | warm |",
-        "| trainer alone | cold |", "| trainer alone, a fresh start | warm |",
-        "| trainer alone, stopping the last one and resuming | warm |"])
+def _create_to_step(run) -> None:
     assert run.lines("- cold: create → first step is")
     assert len(run.lines("- warm: create → first step is")) == 2  # like for like, and fresh
     assert run.lines("- new: create → first step is")  # issue 49 item 6: the shared cache
 
 
-def test_local_recovery(run_bench):
-    run = run_bench("bench_local_recovery.py", "--smoke")
-    _table(run, "| recovery | kill → next step", ["| elastic (kill a slice host) |",
-                                                   "| full restart (kill the controller) |"])
+def _verify(run) -> None:
+    assert all(line.endswith("| yes |") for line in run.lines("| after") + run.lines("| beside"))
 
+
+def _bench(name: str, tables: list[tuple[str, list[str]]], check=None):
+    """A row of ``SMOKE``: ``bench/bench_<name>.py --smoke`` must print each of ``tables``
+    (a header and its rows, as ``_table`` reads them), then pass ``check`` if there is one."""
+    return pytest.param(f"bench_{name}.py", tables, check, id=name)
+
+
+SMOKE = [
+    # -- in-process benches: the trainer on CPU devices
+    _bench("checkpoint_stall", [("| preset | saver | median step (ms) |",
+                                 ["| tiny | elastix |", "| tiny | orbax |"])], _has("### 2x2")),
+    _bench("trainer", [("| preset | global batch x seq |", ["| tiny | 32 x 64 |"]),
+                       ("| | seconds | MB/s | vs disk |", ["| Orbax save (sync, committed) |",
+                                                            "| Orbax restore (8 devices) |"])],
+           _has("async save (tiny, every 5 steps")),
+    _bench("contract", [("| preset | seam only:", ["| tiny |"])],
+           _has("answer round trip, 4 x 2 hosts")),
+    _bench("elastic", [
+        ("| loop | median step (s) |", ["| trainer loop under the runtime |"]),
+        ("| seconds (median) | n |", ["| pause-resume (same mesh) | 1 |",
+                                      "| replica-resize, precompiled + warmed | 1 |"]),
+        ("| recovery source |", ["| checkpoints only (every 20) | [",
+                                 "| + host snapshots (every 2) | ["])]),
+    _bench("restore", [("| page cache | raw read GB/s |", ["| cold |", "| warm |"]),
+                       ("| page cache | restore s |", ["| cold |", "| warm |"])]),
+    _bench("storage", [], _storage),
+    _bench("startup", [("| cache | spawn → run_start", ["| cold |", "| warm |"]),
+                       ("| phase (median s) | cold | warm |",
+                        ["| build the step (compile or cache) |", "| first step |"])]),
+    _bench("train_help", [], _has("this tree  median")),
+    # -- the launcher, and the fake Kubernetes API
+    # cli: without xpk (not installed here, nor in CI), elastix alone
+    _bench("cli", [("| case | elastix median", ["| help |", "| dry-run |"])],
+           _has("elastix --help -X importtime:")),
+    _bench("gke_scale", [("| command | median ms |", [
+        "| plain list of the 1025 pods |", "| `workload status` |", "| `workload list` |",
+        "| `logs -f` (to its first line) |", "| `chaos kill-worker` |",
+        "| head pod watch: start to watching |"])]),
+    _bench("kill", [("| way | kill -> replacement listed", ["| elastix |", "| library |"])]),
+    _bench("pod_watch", [], _pod_watch),
+    _bench("preflight", [], _preflight),
+    # -- workloads on the local backend
+    _bench("create_to_step", [("| path | cache |", [
+        "| `workload create` → first step | cold |",
+        "| `workload create --replace` → first step | warm |",
+        "| `workload create` of a new workload, its model compiled before, → first step | warm |",
+        "| trainer alone | cold |", "| trainer alone, a fresh start | warm |",
+        "| trainer alone, stopping the last one and resuming | warm |"])], _create_to_step),
+    _bench("local_recovery", [("| recovery | kill → next step",
+                               ["| elastic (kill a slice host) |",
+                                "| full restart (kill the controller) |"])]),
+    _bench("faults", [("| fault | recovered |",
+                       ["| term | 1/1 |", "| kill --during save (1/1 inside) | 1/1 |"])]),
+    _bench("advise", [("| periods | kills |", ["| today: `--checkpoint-period 100` | 1 | 1 |",
+                                               "| advised: `--checkpoint-period"])]),
+    _bench("forecast", [("| case | rounds |", ["| 16 slices × 1 days × 2 runs | 1 |"]),
+                        ("| policy | periods |", ["| restart | best |",
+                                                  "| replica-resize | today |"])]),
+    _bench("forecast_soak", [("| | goodput |", ["| soak, chaos window (measured) |",
+                                                "| forecast, pause-resume |"])]),
+    _bench("verify", [("| reference | downtime s", ["| after |", "| beside |"])], _verify),
+    _bench("ci_smoke", [("| run | create s |", ["| 1"])]),
+]
+
+
+@pytest.mark.parametrize(("script", "tables", "check"), SMOKE)
+def test_smoke(run_bench, script, tables, check):
+    """The bench's ``--smoke`` run prints its tables, a row per case (and what ``check`` reads)."""
+    run = run_bench(script, "--smoke")
+    for header, rows in tables:
+        _table(run, header, rows)
+    if check is not None:
+        check(run)
+
+
+# -- benches run with more than ``--smoke`` ---------------------------------------------------
 
 def test_chaos_soak(run_bench, tmp_path):
     run = run_bench("bench_chaos_soak.py", "--smoke", "--plots", str(tmp_path))
     _table(run, "| config | recovered |", ["| snapshots on | 1/1 |"])
     _table(run, "| config | wall s | productive s |", ["| snapshots on |"])
     assert [p.name for p in tmp_path.glob("soak-*.png")] == ["soak-on.png"]
-
-
-def test_faults(run_bench):
-    run = run_bench("bench_faults.py", "--smoke")
-    _table(run, "| fault | recovered |", ["| term | 1/1 |",
-                                          "| kill --during save (1/1 inside) | 1/1 |"])
-
-
-def test_advise(run_bench):
-    run = run_bench("bench_advise.py", "--smoke")
-    _table(run, "| periods | kills |", ["| today: `--checkpoint-period 100` | 1 | 1 |",
-                                       "| advised: `--checkpoint-period"])
-
-
-def test_forecast(run_bench):
-    run = run_bench("bench_forecast.py", "--smoke")
-    _table(run, "| case | rounds |", ["| 16 slices × 1 days × 2 runs | 1 |"])
-    _table(run, "| policy | periods |", ["| restart | best |", "| replica-resize | today |"])
-
-
-def test_forecast_soak(run_bench):
-    run = run_bench("bench_forecast_soak.py", "--smoke")
-    _table(run, "| | goodput |", ["| soak, chaos window (measured) |",
-                                  "| forecast, pause-resume |"])
-
-
-def test_verify(run_bench):
-    run = run_bench("bench_verify.py", "--smoke")
-    _table(run, "| reference | downtime s", ["| after |", "| beside |"])
-    assert all(line.endswith("| yes |") for line in run.lines("| after") + run.lines("| beside"))
-
-
-def test_ci_smoke(run_bench):
-    run = run_bench("bench_ci_smoke.py", "--smoke")
-    _table(run, "| run | create s |", ["| 1"])
 
 
 def test_maxtext(run_bench):
