@@ -1,4 +1,5 @@
-"""Test helpers: a recorded-style event stream and its log lines, written per docs/events.md.
+"""Test helpers: a recorded-style event stream and its log lines, written per docs/events.md,
+and the check of a command's bad input (``bad_input``).
 
 ``log_line`` is an independent reading of the documented line formats: if the parser and this
 disagree, one of them departs from the doc.
@@ -105,3 +106,17 @@ def to_jsonl(recs: list[dict]) -> str:
 def to_log(recs: list[dict]) -> list[str]:
     lines = ["I1129 09:49:29 unrelated absl line", "Traceback (most recent call last):"]
     return lines + [log_line(r) for r in recs]
+
+
+def bad_input(capsys, argv: list[str], fragment: str, *, hint: bool = True) -> None:
+    """``elastix ARGV`` exits 2 with one error line holding ``fragment``, then a hint line (with
+    ``hint=False`` the hint may be left out)."""
+    from elastix.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert fragment in err[0], err
+    if hint:
+        assert len(err) == 2 and err[1].startswith("hint: "), err
+    else:
+        assert len(err) <= 2 and (len(err) == 1 or err[1].startswith("hint: ")), err

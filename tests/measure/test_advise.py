@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
-from measure_helpers import ts
+from measure_helpers import bad_input, ts
 
 from elastix.errors import UsageError
 from elastix.main import main
@@ -134,9 +134,7 @@ def test_the_command_on_a_real_run(tmp_path, capsys):
     (["-o", "yaml"], "--output 'yaml'"),
 ])
 def test_bad_input(argv, fragment, capsys):
-    assert main(["workload", "advise", "--events", str(FIXTURE), *argv]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert fragment in err[0] and err[-1].startswith("hint: ") and len(err) == 2
+    bad_input(capsys, ["workload", "advise", "--events", str(FIXTURE), *argv], fragment)
 
 
 def test_the_plot_shows_the_cap_and_the_advised_point_in_percent(tmp_path):
