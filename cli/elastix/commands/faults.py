@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from elastix.commands.options import parse_duration_in
-from elastix.errors import UsageError
+from elastix.errors import load_user_yaml
 from elastix.measure.plan import Plan, parse_plan
 from elastix.measure.schedule import Planned, parse_schedule
 
@@ -21,19 +21,11 @@ def duration(text: str, what: str, zero_ok: bool) -> float:
 
 
 def _yaml(path: str, what: str, flag: str, example: str) -> Any:
-    """The document of the user's YAML (or JSON) file ``path``. Nothing of its content is
-    quoted in an error."""
-    import yaml
-
+    """The document of the user's YAML (or JSON) file ``path``."""
     from elastix.workload.spec import read_user_text
 
     text = read_user_text(Path(path), what, flag, "write it as UTF-8 YAML")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UsageError(f"{what} {path!r} is not YAML{at}", hint=example) from None
+    return load_user_yaml(text, f"{what} {path!r}", example, too_deep=f" to be a {what}")
 
 
 def load_schedule(path: str) -> list[Planned]:
