@@ -284,6 +284,7 @@ def test_the_command_from_a_saved_chaos_report(tmp_path, capsys):
 
 @pytest.mark.parametrize(("content", "fragment", "hint"), [
     ("not json", "is not JSON", "chaos run NAME"),
+    ("[" * 100_000 + "]" * 100_000, "is nested too deeply", "chaos run NAME"),
     ('{"kills": []}', "is not a chaos report", "chaos run NAME"),
     ('[1, 2]', "is not a chaos report", "chaos run NAME"),
     ('{"schema_version": 1, "kills": []}', "has schema_version 1; this elastix reads 2",

@@ -109,6 +109,9 @@ def from_report(text: str, where: str, version: int) -> RunInputs:
     except ValueError as e:
         raise UsageError(f"report {where!r} is not JSON ({e.msg}, line {e.lineno})",
                          hint=REPORT_HINT) from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise UsageError(f"report {where!r} is nested too deeply to be a chaos report",
+                         hint=REPORT_HINT) from None
     if not isinstance(d, dict) or "kills" not in d or "schema_version" not in d:
         raise UsageError(f"report {where!r} is not a chaos report (no schema_version or kills)",
                          hint=REPORT_HINT)
