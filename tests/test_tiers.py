@@ -15,6 +15,7 @@ import pytest
 import tiers
 
 ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("fast", "process", "slow")
 
 
 def _module(tmp_path: Path, name: str, code: str) -> str:
@@ -82,8 +83,20 @@ def test_the_guard_refuses_processes_and_servers_and_lets_go():
     assert subprocess.run([sys.executable, "-c", "pass"]).returncode == 0
 
 
-def _collect(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ELASTIX_TEST_WORKERS": "0"}
+_TIER_PLUGIN = """
+import os
+
+def pytest_collection_finish(session):
+    with open(os.environ["TIERS_OUT"], "w") as f:
+        for item in session.items:
+            marks = sorted({m.name for m in item.iter_markers()} & {"fast", "process", "slow"})
+            f.write(item.nodeid + "\\t" + ",".join(marks) + "\\n")
+"""
+
+
+def _collect(*args: str, importtime: bool = False, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ELASTIX_TEST_WORKERS": "0", **(env or {})}
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "pytest",
            "--co", "-q", "-p", "no:cacheprovider", *args]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -94,8 +107,14 @@ def _ids(r: subprocess.CompletedProcess[str]) -> set[str]:
     return {ln for ln in r.stdout.splitlines() if "::" in ln}
 
 
-def test_the_fast_tier_collects_without_importing_jax():
-    r = _collect("--tier", "fast", importtime=True)
+@pytest.fixture(scope="module")
+def fast_collection() -> subprocess.CompletedProcess[str]:
+    """``--tier fast`` collected once, with ``-X importtime``: what it imported, and its ids."""
+    return _collect("--tier", "fast", importtime=True)
+
+
+def test_the_fast_tier_collects_without_importing_jax(fast_collection):
+    r = fast_collection
     ids = _ids(r)
     assert len(ids) >= 900
     imported = {ln.rsplit("|", 1)[-1].strip() for ln in r.stderr.splitlines()
@@ -105,10 +124,18 @@ def test_the_fast_tier_collects_without_importing_jax():
     assert "_pytest.main" in imported and "elastix.backends.local.backend" in imported
 
 
-def test_the_three_tiers_hold_every_test_once():
-    every = _ids(_collect())
-    tiers_ids = {t: _ids(_collect("-m", t)) for t in ("fast", "process", "slow")}
-    assert tiers_ids["fast"] == _ids(_collect("--tier", "fast"))
-    assert all(tiers_ids.values())
-    assert set.union(*tiers_ids.values()) == every
-    assert sum(len(v) for v in tiers_ids.values()) == len(every)
+def test_the_three_tiers_hold_every_test_once(fast_collection, tmp_path):
+    """One collection of the whole suite, each test's tier markers read by a plugin: every test
+    has exactly one, each tier has tests, and ``--tier fast`` (which skips modules that import
+    JAX before collecting them) collects exactly the tests marked fast."""
+    (tmp_path / "tier_report.py").write_text(_TIER_PLUGIN)
+    out = tmp_path / "tiers.tsv"
+    every = _ids(_collect("-p", "tier_report", env={
+        "TIERS_OUT": str(out),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}))
+    marked = dict(line.split("\t") for line in out.read_text().splitlines())
+    assert set(marked) == every
+    assert {nodeid for nodeid, tiers_ in marked.items() if tiers_ not in TIERS} == set()
+    by_tier = {t: {n for n, m in marked.items() if m == t} for t in TIERS}
+    assert all(by_tier.values())
+    assert by_tier["fast"] == _ids(fast_collection)
