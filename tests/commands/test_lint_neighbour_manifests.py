@@ -83,3 +83,23 @@ def test_a_null_the_api_server_would_refuse_is_still_refused(cli, tmp_path):
     m["spec"]["replicatedJobs"][1]["replicas"] = "three"
     r = cli("workload", "lint", str(_write(tmp_path, m)))
     assert r.returncode == 2 and "spec.replicatedJobs[1].replicas" in r.stderr, r.stderr
+
+
+def test_a_pod_failure_policy_on_gcluster_s_onfailure_workers_is_refused(cli, tmp_path):
+    """gcluster's Pathways template puts its podFailurePolicy on the worker Job, whose pods
+    restart OnFailure (cluster-toolkit ``pathways_jobset.tmpl`` @ 7993057): the API server
+    refuses every such Job ("only \"Never\" is supported when podFailurePolicy is specified",
+    kubernetes ``pkg/apis/batch/validation/validation.go``). On the head, whose pods restart
+    Never, the same policy is taken."""
+    policy = {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}
+    m = copy.deepcopy(GCLUSTER)
+    head, worker = m["spec"]["replicatedJobs"]
+    head["template"]["spec"]["podFailurePolicy"] = policy
+    assert cli("workload", "lint", str(_write(tmp_path, m))).returncode == 0
+    worker["template"]["spec"]["podFailurePolicy"] = policy
+    r = cli("workload", "lint", str(_write(tmp_path, m)))
+    assert r.returncode == 2
+    said = " ".join(r.stderr.split())
+    assert "error: pod-failure-policy: replicated job 'worker' has a podFailurePolicy and " \
+           "restartPolicy OnFailure: the API server refuses every Job made from it" in said, said
+    assert "'pathways-head'" not in said

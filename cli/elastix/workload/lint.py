@@ -290,6 +290,7 @@ def lint(manifest: dict[str, Any]) -> Findings:
     p = platform_layers(manifest)
     t = trainer_layer(manifest, p.slices)
     _structure(p, out)
+    _job_specs(manifest, out)
     if t is not None:
         _budget(p, t, out)
         _wait(p, t, out)
@@ -313,6 +314,29 @@ def _structure(p: Platform, out: Findings) -> None:
                              "(worker replicas): at most every slice can be missing "
                              "(pathwaysutils' JobSet builder refuses it)",
                              f"use --elastic-slices {p.slices} (or fewer)"))
+
+
+def _job_specs(manifest: dict[str, Any], out: Findings) -> None:
+    # The JobSet controller creates one Job a replica from each template; the API server then
+    # validates it as any Job: "only \"Never\" is supported when podFailurePolicy is specified"
+    # (kubernetes pkg/apis/batch/validation/validation.go, validateJobSpecCommon; the Job field's
+    # doc: "This field cannot be used in combination with restartPolicy=OnFailure"). JobSet
+    # v0.12's webhook does not check it, so the JobSet is accepted and its Jobs never exist.
+    # gcluster's Pathways template renders podFailurePolicy on its OnFailure workers when its
+    # PodFailurePolicy is set (cluster-toolkit pkg/orchestrator/gke/templates/
+    # pathways_jobset.tmpl @ 7993057).
+    for rj in (manifest.get("spec") or {}).get("replicatedJobs") or []:
+        job = ((rj or {}).get("template") or {}).get("spec") or {}
+        restart = pod_spec(rj).get("restartPolicy")
+        if job.get("podFailurePolicy") is not None and restart != "Never":
+            name = rj.get("name")
+            out.errors.append(("pod-failure-policy", f"replicated job {name!r} has a "
+                               f"podFailurePolicy and restartPolicy {restart or 'unset'}: the "
+                               "API server refuses every Job made from it (only \"Never\" is "
+                               "supported when podFailurePolicy is specified), so the workload "
+                               "never starts",
+                               f"set restartPolicy: Never in the pod template of {name!r}, or "
+                               "drop its podFailurePolicy"))
 
 
 def _budget(p: Platform, t: Trainer, out: Findings) -> None:
