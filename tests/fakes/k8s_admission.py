@@ -211,8 +211,8 @@ def object_meta(plural: str, md: dict, creating: bool, path: str = "metadata") -
 
 
 def pod_and_job(plural: str, obj: dict) -> list[Cause]:
-    """Rules k8s-pod-hostname (core ValidatePodSpec) and k8s-indexed-job-hostname (batch
-    ValidateJob), for Pods and Jobs created through the API."""
+    """Rules k8s-pod-hostname (core ValidatePodSpec), k8s-job-pod-failure-policy and
+    k8s-indexed-job-hostname (batch ValidateJob), for Pods and Jobs created through the API."""
     spec = obj.get("spec") or {}
     out: list[Cause] = []
     if plural == "pods":
@@ -220,6 +220,11 @@ def pod_and_job(plural: str, obj: dict) -> list[Cause]:
             if spec.get(f):
                 out += [Cause("k8s-pod-hostname", "invalid", f"spec.{f}", m, spec[f])
                         for m in dns1123_label(spec[f])]
+    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
+    if plural == "jobs" and spec.get("podFailurePolicy") is not None and restart != "Never":
+        out.append(Cause("k8s-job-pod-failure-policy", "invalid",
+                         "spec.template.spec.restartPolicy",
+                         'only "Never" is supported when podFailurePolicy is specified', restart))
     if plural == "jobs" and spec.get("completionMode") == "Indexed" and spec.get("completions"):
         name = (obj.get("metadata") or {}).get("name") or ""
         host = f"{name}-{int(spec['completions']) - 1}"

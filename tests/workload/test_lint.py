@@ -205,3 +205,25 @@ def test_maxtext_persistence_needs_its_pathways_checkpoint_format(command, flags
     if warned:
         assert found.warnings[0][2] == ("add checkpoint_storage_use_ocdbt=false "
                                         "checkpoint_storage_use_zarr3=false")
+
+
+@pytest.mark.parametrize(("restart", "said"), [
+    ("OnFailure", "restartPolicy OnFailure"),
+    (None, "restartPolicy unset (JobSet's webhook makes it OnFailure)"),
+    ("Never", None),
+])
+def test_a_pod_failure_policy_needs_pods_that_restart_never(restart, said):
+    """The API server refuses a Job with a podFailurePolicy unless its pods restart Never, and
+    JobSet's webhook fills in OnFailure where a template says nothing (a user's template)."""
+    m = copy.deepcopy(manifest())
+    worker = replicated_job(m, labels.WORKER_JOB)
+    worker["template"]["spec"]["podFailurePolicy"] = {"rules": []}
+    pod_spec(worker).pop("restartPolicy", None)
+    if restart:
+        pod_spec(worker)["restartPolicy"] = restart
+    found = lint(m)
+    errors = [msg for rule, msg, _ in found.errors if rule == "pod-failure-policy"]
+    if said is None:
+        assert errors == []
+    else:
+        assert len(errors) == 1 and said in errors[0] and "'worker'" in errors[0], errors

@@ -316,6 +316,11 @@ def _structure(p: Platform, out: Findings) -> None:
                              f"use --elastic-slices {p.slices} (or fewer)"))
 
 
+_UNSET_RESTART = "unset (JobSet's webhook makes it OnFailure)"
+"""JobSet v0.12.0 ``pkg/webhooks/jobset_webhook.go`` ``Default`` (L111-161) sets a replicated
+job's pod ``restartPolicy`` to OnFailure when the template leaves it out."""
+
+
 def _job_specs(manifest: dict[str, Any], out: Findings) -> None:
     # The JobSet controller creates one Job a replica from each template; the API server then
     # validates it as any Job: "only \"Never\" is supported when podFailurePolicy is specified"
@@ -331,7 +336,7 @@ def _job_specs(manifest: dict[str, Any], out: Findings) -> None:
         if job.get("podFailurePolicy") is not None and restart != "Never":
             name = rj.get("name")
             out.errors.append(("pod-failure-policy", f"replicated job {name!r} has a "
-                               f"podFailurePolicy and restartPolicy {restart or 'unset'}: the "
+                               f"podFailurePolicy and restartPolicy {restart or _UNSET_RESTART}: the "
                                "API server refuses every Job made from it (only \"Never\" is "
                                "supported when podFailurePolicy is specified), so the workload "
                                "never starts",

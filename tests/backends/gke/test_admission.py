@@ -145,6 +145,10 @@ POD_BREAKS = {  # created as plain objects through the API
     "k8s-pod-hostname": ("/api/v1/namespaces/default/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": {"hostname": "h" * 64, "containers": [{"name": "c", "image": "i"}]}}),
+    "k8s-job-pod-failure-policy": ("/apis/batch/v1/namespaces/default/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"podFailurePolicy": {"rules": []},
+                 "template": {"spec": {"restartPolicy": "OnFailure"}}}}),
     "k8s-indexed-job-hostname": ("/apis/batch/v1/namespaces/default/jobs", {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j" * 62},
         "spec": {"completionMode": "Indexed", "completions": 10, "template": {}}}),
