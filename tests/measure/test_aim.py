@@ -228,6 +228,15 @@ def test_a_schedule_is_sorted_and_typed():
         (9.0, Fault("hang", hang_for=2.0), None, None)]
 
 
+def test_a_schedule_takes_grace_0_as_the_flag_and_a_plan_do():
+    """``grace: 0`` is ``--grace 0`` (SIGTERM, then SIGKILL at once); a schedule used to refuse
+    what the flag and a plan file take."""
+    from elastix.commands.faults import duration
+
+    got = parse_schedule([{"at": 1, "fault": "term", "grace": 0}], "s.yaml", duration)
+    assert [p.fault for p in got] == [Fault("term", grace=0.0)]
+
+
 class _FileBackend:
     """Just enough of a backend for an EventFeed over a file this test writes."""
 

@@ -349,7 +349,7 @@ def parse_plan(doc: Any, source: str, duration: Duration) -> Plan:
 
 
 def _round(item: Any, where: str, duration: Duration) -> Round:
-    fault, sl, host = fault_entry(item, where, _KEYS, duration, grace_zero=True)
+    fault, sl, host = fault_entry(item, where, _KEYS, duration)
     secs = {k: seconds_of(item[k], where, k, duration, zero_ok=True)
             for k in ("spread", "interval", "at", "after") if k in item}
     count, step = item.get("count", 1), item.get("step")

@@ -90,8 +90,8 @@ def entries(doc: Any, source: str, what: str, most: int, example: str) -> list[A
     return doc
 
 
-def fault_entry(item: Any, where: str, keys: tuple[str, ...], duration: Duration, *,
-                grace_zero: bool = False) -> tuple[Fault, int | None, int | None]:
+def fault_entry(item: Any, where: str, keys: tuple[str, ...], duration: Duration
+                ) -> tuple[Fault, int | None, int | None]:
     """An entry's fault (``fault``, ``grace``, ``for``) and target (``slice``, ``host``),
     checked as the flags are, after its keys (``keys``: the ones it may have).
 
@@ -108,8 +108,9 @@ def fault_entry(item: Any, where: str, keys: tuple[str, ...], duration: Duration
     if kind not in FAULTS:
         raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
                          hint="e.g. fault: term")
-    grace = seconds_of(item["grace"], where, "grace", duration, grace_zero) \
-        if "grace" in item else None
+    # grace 0 as --grace 0: SIGTERM, then SIGKILL at once (a schedule used to refuse it)
+    grace = seconds_of(item["grace"], where, "grace", duration, True) if "grace" in item \
+        else None
     hang_for = seconds_of(item["for"], where, "for", duration) if "for" in item else None
     if grace is not None and kind != "term":
         raise UsageError(f"{where}: grace is for fault term only", hint="drop grace")
