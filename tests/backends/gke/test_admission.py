@@ -258,12 +258,26 @@ def test_refusal_reaches_the_user_in_one_line(fake):
 
 
 
-def test_admitted_jobset_whose_jobs_are_refused(fake):
-    """The webhook does not check pod template labels: the JobSet is admitted, and the Job the
-    controller makes is refused by the API server, a JobCreationFailed event on the JobSet."""
+def _long_label(m: dict) -> None:
+    pod_template(m, 1)["metadata"]["labels"]["team"] = "x" * 64
+
+
+def _pod_failure_policy(m: dict) -> None:  # gcluster's worker Job when it sets one
+    rjob(m, 1)["template"]["spec"]["podFailurePolicy"] = {"rules": []}
+
+
+@pytest.mark.parametrize(("breaks", "said"), [
+    (_long_label, "spec.template.metadata.labels: Invalid value"),
+    (_pod_failure_policy, 'spec.template.spec.restartPolicy: Invalid value: "OnFailure": only '
+                          '"Never" is supported when podFailurePolicy is specified'),
+], ids=["pod-template-label", "pod-failure-policy"])
+def test_admitted_jobset_whose_jobs_are_refused(fake, breaks, said):
+    """The webhook checks neither pod template labels nor a podFailurePolicy against the pods'
+    restartPolicy: the JobSet is admitted, and the Job the controller makes is refused by the
+    API server, a JobCreationFailed event on the JobSet."""
     m = base()
     m["metadata"]["name"] = "badlabel"
-    pod_template(m, 1)["metadata"]["labels"]["team"] = "x" * 64
+    breaks(m)
     code, body = send(fake, "POST", JOBSETS, m, dry_run=False)
     assert code == 201, body
     try:
@@ -271,7 +285,7 @@ def test_admitted_jobset_whose_jobs_are_refused(fake):
             return [msg for msg in fake.events("JobCreationFailed")
                     if 'Job.batch "badlabel-worker-' in msg]
         msgs = wait_for(failed, what="JobCreationFailed event")
-        assert "spec.template.metadata.labels: Invalid value" in msgs[0]
+        assert said in msgs[0], msgs[0]
         jobs = fake.get("/apis/batch/v1/namespaces/default/jobs")["items"]
         names = {j["metadata"]["name"] for j in jobs}
         assert "badlabel-pathways-head-0" in names and not any(
