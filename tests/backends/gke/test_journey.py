@@ -90,7 +90,10 @@ def test_journey(fake_cluster):
                                      if p["metadata"]["name"] != old_head], what="new head")[0]
         wait_for(lambda: any(f"on pod {new_head}" in x for x in follower.out),
                  what="new head's log")
-        assert any("replaced by" in x and new_head in x for x in follower.err), follower.err
+        # said on stderr before the new head's first line reaches stdout; two pipes, read by
+        # two threads: under load the stderr line may be read later, so it is waited for too
+        wait_for(lambda: any("replaced by" in x and new_head in x for x in follower.err),
+                 what=f"'replaced by {new_head}' on stderr")
     finally:
         rc = follower.stop()
     assert rc == 130
