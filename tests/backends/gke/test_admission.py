@@ -276,20 +276,21 @@ def test_admitted_jobset_whose_jobs_are_refused(fake, breaks, said):
     restartPolicy: the JobSet is admitted, and the Job the controller makes is refused by the
     API server, a JobCreationFailed event on the JobSet."""
     m = base()
-    m["metadata"]["name"] = "badlabel"
+    name = "bad" + breaks.__name__.replace("_", "-")  # its own: the fake's events outlive it
+    m["metadata"]["name"] = name
     breaks(m)
     code, body = send(fake, "POST", JOBSETS, m, dry_run=False)
     assert code == 201, body
     try:
         def failed():
             return [msg for msg in fake.events("JobCreationFailed")
-                    if 'Job.batch "badlabel-worker-' in msg]
+                    if f'Job.batch "{name}-worker-' in msg]
         msgs = wait_for(failed, what="JobCreationFailed event")
         assert said in msgs[0], msgs[0]
         jobs = fake.get("/apis/batch/v1/namespaces/default/jobs")["items"]
         names = {j["metadata"]["name"] for j in jobs}
-        assert "badlabel-pathways-head-0" in names and not any(
-            n.startswith("badlabel-worker") for n in names)
+        assert f"{name}-pathways-head-0" in names and not any(
+            n.startswith(f"{name}-worker") for n in names)
     finally:
-        req = urllib.request.Request(f"{fake.url}{JOBSETS}/badlabel", method="DELETE")
+        req = urllib.request.Request(f"{fake.url}{JOBSETS}/{name}", method="DELETE")
         urllib.request.urlopen(req, timeout=10).close()
