@@ -31,7 +31,8 @@ FLOORS = [
 ]
 # The trainer's floors, top to bottom, read the same way: the process (``program``) assembles a
 # run from the elastic runtime, which drives the loop (``train``), which uses state, the step and
-# the data; below them the mesh and config, the model and tokenizer, observability (events,
+# the data; below them the mesh, config and the memory fit, the model and tokenizer, the model's
+# kernels (each beside its plain reference), observability (events,
 # TensorBoard, the watchdog) and, lowest, storage (local paths and gs:// URLs), which events
 # upload through.
 TRAINER_FLOORS = [
@@ -41,8 +42,9 @@ TRAINER_FLOORS = [
     ("elastix_trainer.elastic",),
     ("elastix_trainer.train",),
     ("elastix_trainer.state", "elastix_trainer.step", "elastix_trainer.data"),
-    ("elastix_trainer.config", "elastix_trainer.mesh"),
+    ("elastix_trainer.config", "elastix_trainer.mesh", "elastix_trainer.fit"),
     ("elastix_trainer.model", "elastix_trainer.tokenizer"),
+    ("elastix_trainer.kernels",),
     ("elastix_trainer.obs",),
     ("elastix_trainer.storage",),
 ]

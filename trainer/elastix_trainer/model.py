@@ -4,6 +4,11 @@ RMSNorm, rotary position embeddings, grouped-query attention with per-head RMSNo
 keys (QK-norm), SwiGLU feed-forward. Layers are stacked on a leading axis and run with
 ``lax.scan`` so compile time does not grow with depth (it dominates CPU tests).
 Parameters are float32; activations use ``ModelConfig.dtype`` (bf16 on TPU).
+
+This file is the model; how its heavy parts run is chosen by config from ``kernels/``: the
+attention (the plain reference or the TPU kernel), the loss (whole or in vocabulary tiles) and
+the rematerialisation policy, over the intermediate values named here with
+``checkpoint_name`` (MaxText's names).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ import math
 
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+from elastix_trainer.kernels import attention, loss, remat
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +49,12 @@ class ModelConfig:
     """RMSNorm epsilon."""
     dtype: str = "float32"
     """Activation dtype: ``float32`` or ``bfloat16``."""
+    attention: str = "dot_product"
+    """Resolved attention kernel: ``dot_product`` or ``flash`` (``kernels.attention``)."""
+    remat_policy: str = "none"
+    """Resolved rematerialisation policy of the layers (``kernels.remat``)."""
+    num_vocab_tiling: int = 1
+    """Tiles the loss's logits are computed in (``kernels.loss``); 1: whole."""
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -95,73 +109,96 @@ def _rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
     return (normed * scale).astype(x.dtype)
 
 
-def _rope(x: jax.Array, theta: float) -> jax.Array:
-    """Rotary embedding over the last axis of ``x`` [batch, seq, heads, head_dim]."""
-    seq, half = x.shape[1], x.shape[-1] // 2
+def _rope_tables(seq: int, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
+    """sin and cos [seq, head_dim / 2] (float32), computed once per forward pass."""
+    half = head_dim // 2
     freqs = 1.0 / (theta ** (jnp.arange(half, dtype=jnp.float32) / half))
     angles = jnp.arange(seq, dtype=jnp.float32)[:, None] * freqs[None, :]
-    sin, cos = jnp.sin(angles)[None, :, None, :], jnp.cos(angles)[None, :, None, :]
+    return jnp.sin(angles), jnp.cos(angles)
+
+
+def _rope(x: jax.Array, sin: jax.Array, cos: jax.Array) -> jax.Array:
+    """Rotary embedding over the last axis of ``x`` [batch, heads, seq, head_dim]."""
+    half = x.shape[-1] // 2
     x1, x2 = x[..., :half].astype(jnp.float32), x[..., half:].astype(jnp.float32)
     out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
     return out.astype(x.dtype)
 
 
-def _block(cfg: ModelConfig, h: jax.Array, p: dict) -> jax.Array:
+def _heads(x: jax.Array, w: jax.Array, heads: int, name: str) -> jax.Array:
+    """``x`` [b, s, d] projected by ``w`` [d, heads * head_dim] to [b, heads, s, head_dim]."""
+    w = w.reshape(w.shape[0], heads, -1).astype(x.dtype)
+    return checkpoint_name(jnp.einsum("bsd,dhk->bhsk", x, w), name)
+
+
+def _block(cfg: ModelConfig, h: jax.Array, p: dict, rope: tuple, mesh) -> jax.Array:
     dt = h.dtype
     b, s, _ = h.shape
     x = _rms_norm(h, p["attn_norm"], cfg.norm_eps)
-    q = (x @ p["wq"].astype(dt)).reshape(b, s, cfg.num_heads, cfg.head_dim)
-    k = (x @ p["wk"].astype(dt)).reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
-    v = (x @ p["wv"].astype(dt)).reshape(b, s, cfg.num_kv_heads, cfg.head_dim)
-    q = _rope(_rms_norm(q, p["q_norm"], cfg.norm_eps), cfg.rope_theta)
-    k = _rope(_rms_norm(k, p["k_norm"], cfg.norm_eps), cfg.rope_theta)
-    group = cfg.num_heads // cfg.num_kv_heads
-    q = q.reshape(b, s, cfg.num_kv_heads, group, cfg.head_dim)
-    logits = jnp.einsum("bqkgd,bskd->bkgqs", q, k).astype(jnp.float32)
-    logits = logits / math.sqrt(cfg.head_dim)
-    causal = jnp.tril(jnp.ones((s, s), dtype=bool))
-    logits = jnp.where(causal, logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(dt)
-    attn = jnp.einsum("bkgqs,bskd->bqkgd", probs, v).reshape(b, s, -1)
-    h = h + attn @ p["wo"].astype(dt)
+    q = _heads(x, p["wq"], cfg.num_heads, "query_proj")
+    k = _heads(x, p["wk"], cfg.num_kv_heads, "key_proj")
+    v = _heads(x, p["wv"], cfg.num_kv_heads, "value_proj")
+    q = _rope(_rms_norm(q, p["q_norm"], cfg.norm_eps), *rope)
+    k = _rope(_rms_norm(k, p["k_norm"], cfg.norm_eps), *rope)
+    ctx = attention.attend(cfg.attention, q, k, v, mesh=mesh)  # [b, heads, s, head_dim]
+    wo = p["wo"].reshape(cfg.num_heads, cfg.head_dim, -1).astype(dt)
+    h = h + checkpoint_name(jnp.einsum("bhsk,hkd->bsd", ctx, wo), "out_proj")
     x = _rms_norm(h, p["mlp_norm"], cfg.norm_eps)
-    gated = jax.nn.silu(x @ p["w_gate"].astype(dt)) * (x @ p["w_up"].astype(dt))
-    return h + gated @ p["w_down"].astype(dt)
+    gate = checkpoint_name(x @ p["w_gate"].astype(dt), "mlpwi_0")
+    up = checkpoint_name(x @ p["w_up"].astype(dt), "mlpwi_1")
+    return h + checkpoint_name((jax.nn.silu(gate) * up) @ p["w_down"].astype(dt), "mlpwo")
 
 
-def forward(cfg: ModelConfig, params: dict, tokens: jax.Array) -> jax.Array:
-    """Logits (float32) for ``tokens`` [batch, seq]."""
+def hidden_states(cfg: ModelConfig, params: dict, tokens: jax.Array, mesh=None) -> jax.Array:
+    """The final normed hidden states [batch, seq, d_model] for ``tokens`` [batch, seq].
+
+    ``mesh``: the step's mesh, for the kernels that run per device (``kernels.attention``).
+    """
     dt = jnp.dtype(cfg.dtype)
-    h = params["embed"].astype(dt)[tokens]
+    h = params["embed"][tokens].astype(dt)  # gather in float32: its gradient scatters there
+    rope = _rope_tables(tokens.shape[1], cfg.head_dim, cfg.rope_theta)
 
-    def body(carry, layer_params):
-        return _block(cfg, carry, layer_params), None
+    def layer(carry, layer_params):
+        return _block(cfg, carry, layer_params, rope, mesh), None
 
-    h, _ = jax.lax.scan(body, h, params["layers"])
-    h = _rms_norm(h, params["final_norm"], cfg.norm_eps)
+    h, _ = jax.lax.scan(remat.wrap(layer, cfg.remat_policy), h, params["layers"])
+    return _rms_norm(h, params["final_norm"], cfg.norm_eps)
+
+
+def output_head(cfg: ModelConfig, params: dict) -> jax.Array:
+    """The output projection [d_model, vocab] in the activation dtype."""
     head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]
-    return (h @ head.astype(dt)).astype(jnp.float32)
+    return head.astype(jnp.dtype(cfg.dtype))
 
 
-def loss_fn(cfg: ModelConfig, params: dict, batch: jax.Array) -> jax.Array:
-    """Mean next-token cross-entropy of ``batch`` [batch, seq + 1]."""
+def forward(cfg: ModelConfig, params: dict, tokens: jax.Array, mesh=None) -> jax.Array:
+    """Logits (float32) [batch, seq, vocab] for ``tokens`` [batch, seq], whole: for tests and
+    inspection; training never materialises them (``loss_fn``)."""
+    h = hidden_states(cfg, params, tokens, mesh)
+    return jnp.dot(h, output_head(cfg, params), preferred_element_type=jnp.float32)
+
+
+def loss_fn(cfg: ModelConfig, params: dict, batch: jax.Array, mesh=None) -> jax.Array:
+    """Mean next-token cross-entropy of ``batch`` [batch, seq + 1], the logits in
+    ``cfg.num_vocab_tiling`` tiles (``kernels.loss``)."""
     inputs, targets = batch[:, :-1], batch[:, 1:]
-    logits = forward(cfg, params, inputs)
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    picked = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
-    return -jnp.mean(picked)
+    h = hidden_states(cfg, params, inputs, mesh)
+    return loss.cross_entropy(h, output_head(cfg, params), targets, cfg.num_vocab_tiling)
 
 
 def flops_per_step(cfg: ModelConfig, global_batch: int, seq_len: int) -> float:
     """Training FLOPs of one step (forward + backward = 3 x forward), MaxText's accounting.
 
-    Matmul FLOPs: 6 x (weights touched per token) x tokens, plus causal-agnostic attention
-    12 x layers x heads x head_dim x seq per token, as MaxText counts it.
+    Matmul FLOPs: 6 x (weights touched per token) x tokens, plus causal attention: 6 x layers x
+    heads x head_dim x seq per token, half the non-causal count, as MaxText has counted it
+    since July 2025 (``maxtext@e591f30:src/maxtext/utils/maxtext_utils.py``,
+    ``calculate_tflops_training_per_device``: ``causal_attention_flops = noncausal / 2``).
+    The model's FLOPs only: what a remat policy computes again is not counted.
     """
     d, L = cfg.d_model, cfg.num_layers
     q_dim, kv_dim = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
     per_layer = d * q_dim + 2 * d * kv_dim + q_dim * d + 3 * d * cfg.ffn_dim
     weights = L * per_layer + d * cfg.vocab_size  # the output projection
     tokens = global_batch * seq_len
-    attention = 12 * L * q_dim * seq_len
-    return float(tokens) * (6 * weights + attention)
+    causal_attention = 6 * L * q_dim * seq_len
+    return float(tokens) * (6 * weights + causal_attention)
