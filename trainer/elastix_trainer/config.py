@@ -17,6 +17,7 @@ from typing import Any
 
 from elastix.errors import ProblemsError
 from elastix.protocol import entrypoints, envvars
+from elastix_trainer.kernels import ATTENTIONS, REMAT_POLICIES
 
 MODES = ("pause-resume", "replica-resize")
 
@@ -59,6 +60,21 @@ class TrainConfig:
     """``synthetic`` or an ArrayRecord directory/glob, local or ``gs://`` (see ``prepare-data``)."""
     dtype: str = "auto"
     """Activations: ``auto`` (bf16 on TPU, f32 elsewhere), ``float32`` or ``bfloat16``."""
+    attention: str = "autoselected"
+    """Attention kernel, as MaxText names it: ``flash`` (the Pallas TPU splash kernel, which
+    never holds the [seq, seq] scores; TPU only), ``dot_product`` (plain, the scores in
+    float32), or ``autoselected`` (flash on TPU where the shape allows, else dot_product)."""
+    remat_policy: str = "auto"
+    """What the layers keep for the backward pass, MaxText's names: none (everything),
+    minimal_with_context (every matmul's output and the attention's), minimal,
+    save_dot_except_mlpwi, save_dot_except_mlp, save_qkv_proj, save_out_proj, full (only each
+    layer's input); ``auto``: none off TPU, on TPU the first of minimal_with_context, minimal,
+    save_dot_except_mlp, save_qkv_proj, full whose compiled step fits the chip's memory.
+    Recomputed work is not counted in the printed TFLOP/s."""
+    num_vocab_tiling: int = 0
+    """Compute the loss's [tokens, vocab] float32 logits in this many tiles of the vocabulary,
+    each computed again in the backward pass instead of kept (MaxText's name); 1: whole; 0:
+    auto, tiles of at most 256 MiB of logits per device."""
     num_slices: int | None = None
     """CPU only: slices to group the devices into (``ELASTIX_NUM_SLICES`` wins)."""
     checkpoint_dir: str | None = None
@@ -85,6 +101,12 @@ class TrainConfig:
     default); a hung write then fails the run instead of stalling it silently."""
     snapshot_period: int = 0
     """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
+    snapshot_copy: str = "sync"
+    """How a host copy of the state (a snapshot, a checkpoint's) is taken: ``sync``, at the
+    step boundary, the loop waiting for it, or ``overlap``, by the next step while it
+    computes (into pinned host memory; the copy counts once that step has completed). On a
+    v5e chip ``overlap`` was slower (docs/benchmarks.md): try it where pinned host copies
+    are fast."""
     events_file: str | None = None
     """JSONL event log; default ``<checkpoint-dir>/events.jsonl`` (env ELASTIX_EVENTS_FILE wins)."""
     tensorboard_dir: str | None = None
@@ -162,6 +184,19 @@ class TrainConfig:
                                             f"{self.checkpoint_timeout}", "e.g. 1200"))
         if self.lr_schedule not in ("cosine", "constant"):
             p.append(("lr_schedule", f"unknown schedule {self.lr_schedule!r}", "cosine or constant"))
+        for name, choices in (("attention", ATTENTIONS), ("remat_policy", REMAT_POLICIES)):
+            value = getattr(self, name)
+            if value not in choices:
+                near = difflib.get_close_matches(str(value), choices, n=1)
+                p.append((name, f"unknown {name.replace('_', ' ')} {value!r}",
+                          (f"did you mean {near[0]}? " if near else "") + "one of "
+                          + ", ".join(choices)))
+        if self.num_vocab_tiling < 0:
+            p.append(("num_vocab_tiling", f"must be 0 (auto) or more, got {self.num_vocab_tiling}",
+                      None))
+        if self.snapshot_copy not in ("overlap", "sync"):
+            p.append(("snapshot_copy", f"unknown snapshot copy {self.snapshot_copy!r}",
+                      "sync or overlap"))
         if self.dtype not in ("auto", "float32", "bfloat16"):
             p.append(("dtype", f"unknown dtype {self.dtype!r}", "auto, float32 or bfloat16"))
         if self.elastic_mode not in MODES:

@@ -14,10 +14,13 @@ import dataclasses
 import os
 import signal
 
+import jax
+
 from elastix.errors import UsageError
 from elastix.protocol import envvars, eventspec, timefmt
 from elastix_trainer.elastic.health import HealthSource, PathwaysHealth, StaticHealth
 from elastix_trainer.elastic.local import legacy
+from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
 from elastix_trainer.elastic.local.standin import LocalStandIn
 from elastix_trainer.elastic.runtime import ElasticRuntime, TrainingFailed
 from elastix_trainer.mesh import on_pathways, slice_devices
@@ -54,7 +57,10 @@ def build_trainer(cfg, events: EventLog, health: HealthSource
     manual one, the static one of a plain run), and ``LocalStandIn`` makes them fail as the
     chips would, from that source.
     """
-    if on_pathways() or isinstance(health, PathwaysHealth):
+    if on_pathways() or isinstance(health, PathwaysHealth) or (
+            jax.default_backend() != "cpu" and not isinstance(health, LocalHeartbeatHealth)):
+        # Real chips fail by themselves too; the stand-in's seam (a program and a host callback
+        # before every step) is for chips whose slice hosts are the local backend's processes.
         return Trainer(cfg, events), None
     standin = LocalStandIn(health)
     trainer = Trainer(cfg, events, devices=standin)

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from elastix_trainer import fit
 from elastix_trainer.mesh import batch_sharding, num_devices, state_shardings
 from elastix_trainer.model import ModelConfig, init_params, loss_fn
 from elastix_trainer.obs.events import log
@@ -97,6 +98,14 @@ class StepFns:
     batch: object = None  # the batch's ShapeDtypeStruct (what ``warm_up`` feeds the step)
     warmed: threading.Event = dataclasses.field(default_factory=threading.Event, compare=False)
     """Set once ``warm_up`` has run (or is running) the step."""
+    step_copy: Callable | None = None
+    """``(state, batch) -> (state, metrics, host copy of the input state, its finiteness)``:
+    the step that also copies the state it was given to pinned host memory while it computes
+    (built with ``copy_state``; None otherwise, or where it could not be compiled)."""
+    model: ModelConfig | None = None
+    """The model as compiled: its remat policy resolved (``auto`` made concrete)."""
+    peak_bytes: int | None = None
+    """The compiled step's device memory per device (its memory analysis), where known."""
 
 
 _lock = threading.Lock()
@@ -111,13 +120,13 @@ the same function object every time (a module-level function, not a fresh lambda
 
 
 def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-             seed: int, prologue: Prologue | None = None) -> StepFns:
+             seed: int, prologue: Prologue | None = None, copy_state: bool = False) -> StepFns:
     """Compiled step (and jitted init) for ``mesh``, with NamedShardings for every leaf.
 
     Built once per arguments; a caller that asks while another thread (``precompile``,
     ``build_ahead``) is building the same one waits for it instead of compiling it a second time.
     """
-    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue)
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy_state)
     fut, mine = _claim(key)
     if mine:
         _fulfil(key, fut)
@@ -145,7 +154,8 @@ def _fulfil(key: tuple, fut: Future) -> None:
 
 
 def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-                seed: int, prologue: Prologue | None = None) -> threading.Thread | None:
+                seed: int, prologue: Prologue | None = None, copy_state: bool = False
+                ) -> threading.Thread | None:
     """Start building ``step_fns(...)`` in a thread, claimed before this returns: whoever asks
     for the same step later waits for this build rather than starting a second one. None if it
     is built or being built already. A failure is left for the caller who waits to raise.
@@ -153,7 +163,7 @@ def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int,
     For the start of a run: the step (seconds of compile cold, a trace and a cache read warm)
     is built while the checkpoint is checked and the slices are awaited, not after.
     """
-    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue)
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy_state)
     fut, mine = _claim(key)
     if not mine:
         return None
@@ -282,40 +292,86 @@ def fresh_state(model: ModelConfig, opt: OptConfig, mesh, seed: int) -> dict:
 
 
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-           seed: int, prologue: Prologue | None) -> StepFns:
-    tx = make_optimizer(opt)
-    schedule = make_schedule(opt)
+           seed: int, prologue: Prologue | None, copy_state: bool = False) -> StepFns:
+    """Compile the step; with ``remat_policy="auto"``, the first candidate policy whose compiled
+    step fits the device's memory (``fit.choose``). A step that cannot fit is refused before
+    the first step (``fit.DoesNotFit``), never an out-of-memory error mid-run. With
+    ``copy_state``, also the variant that copies its input state to host memory
+    (``StepFns.step_copy``)."""
     abstract = abstract_state(model, opt, mesh, seed)
     shardings = jax.tree.map(lambda a: a.sharding, abstract)
     bsh = batch_sharding(mesh)
     rows = batch_per_device * num_devices(mesh)
+    batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
+    init = init_fn(model, opt, mesh, seed)
+    pro_c = None
+    if prologue is not None:
+        pro = jax.jit(lambda step: prologue(mesh, step + 1, rows), out_shardings=bsh)
+        pro_c = pro.lower(abstract["step"]).compile()
+    offset = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=bsh)
+    host = jax.tree.map(lambda sh: sh.with_memory_kind("pinned_host"), shardings)
+
+    def compile_with(m: ModelConfig, copy: bool = False):
+        train_step = _train_step(m, opt, mesh)
+        outs = (shardings, None)
+        if copy:
+            inner = train_step
+
+            def train_step(state, batch, offset=None):  # noqa: F811 - the copying variant
+                new_state, metrics = inner(state, batch, offset)
+                return new_state, metrics, state, finite_tree(state)
+
+            outs = (shardings, None, host, None)
+        args = (abstract, batch) if pro_c is None else (abstract, batch, offset)
+        core = jax.jit(train_step, in_shardings=(shardings, bsh, bsh)[:len(args)],
+                       out_shardings=outs, donate_argnums=0)
+        return core.lower(*args).compile()
+
+    chosen, core_c, peak = fit.choose(model, compile_with, mesh, batch_per_device, seq_len,
+                                      abstract)
+    copy_c = None
+    if copy_state:
+        try:
+            copy_c = compile_with(chosen, copy=True)
+        except Exception as e:  # noqa: BLE001 - the snapshots then copy at the boundary
+            log.info("elastix: the step that copies the state while it computes did not "
+                     "compile (%s): snapshots copy at step boundaries",
+                     (str(e).splitlines() or [type(e).__name__])[0][:200])
+    if pro_c is None:
+        step, step_copy = core_c, copy_c
+    else:
+        def step(state, batch):
+            return core_c(state, batch, pro_c(state["step"]))
+
+        step_copy = None if copy_c is None else (
+            lambda state, batch: copy_c(state, batch, pro_c(state["step"])))
+    return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh), batch,
+                   step_copy=step_copy, model=chosen, peak_bytes=peak)
+
+
+def finite_tree(state) -> jax.Array:
+    """Whether every float array of ``state`` is free of NaN and inf (one device scalar)."""
+    flags = [jnp.isfinite(x).all() for x in jax.tree.leaves(state)
+             if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.stack(flags).all() if flags else jnp.array(True)
+
+
+def _train_step(model: ModelConfig, opt: OptConfig, mesh):
+    """The pure step for ``model`` (a resolved remat policy) on ``mesh``."""
+    tx = make_optimizer(opt)
+    schedule = make_schedule(opt)
 
     def train_step(state, batch, offset=None):
         if offset is not None:
             # Zeros from the prologue: a failed prologue poisons them, and with them the
             # whole step, on every device before any collective.
             batch = batch + offset[:, None]
-        loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch))(state["params"])
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(model, p, batch, mesh))(
+            state["params"])
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         metrics = jnp.stack([loss, optax.global_norm(grads), schedule(state["step"])])
         return ({"params": params, "opt_state": opt_state, "step": state["step"] + 1},
                 metrics.astype(jnp.float32))
 
-    batch = jax.ShapeDtypeStruct((rows, seq_len + 1), jnp.int32, sharding=bsh)
-    init = init_fn(model, opt, mesh, seed)
-    if prologue is not None:
-        pro = jax.jit(lambda step: prologue(mesh, step + 1, rows), out_shardings=bsh)
-        pro_c = pro.lower(abstract["step"]).compile()
-        offset = jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=bsh)
-        core = jax.jit(train_step, in_shardings=(shardings, bsh, bsh),
-                       out_shardings=(shardings, None), donate_argnums=0)
-        core_c = core.lower(abstract, batch, offset).compile()
-
-        def step(state, batch):
-            return core_c(state, batch, pro_c(state["step"]))
-    else:
-        core = jax.jit(train_step, in_shardings=(shardings, bsh), out_shardings=(shardings, None),
-                       donate_argnums=0)
-        step = core.lower(abstract, batch).compile()
-    return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh), batch)
+    return train_step

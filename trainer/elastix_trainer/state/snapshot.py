@@ -4,12 +4,22 @@ Why our own and not Orbax's ``Snapshotter`` (orbax.checkpoint.experimental.v1 ..
 that one keeps per-replica copies in the TPU hosts' *pinned host memory* through pathwaysutils'
 experimental split/concatenate-by-mesh-axis ops, which need Pathways (no CPU path to test), and
 it silently skips a snapshot when the previous one is still copying, so which step a recovery
-returns to would depend on timing. Ours copies to the controller's RAM with ``device_get`` at a
-step boundary: deterministic (exact-match recovery tests), works on CPU and Pathways alike,
-stores the data-iterator position with the arrays, and restores onto any mesh through the
-target shardings (a snapshot taken on 4 slices restores onto 3). The cost is a blocking copy per
-snapshot, measured in docs/benchmarks.md; for multi-GiB states on Pathways the Orbax snapshotter
-is the better fit (the copy stays on the TPU hosts).
+returns to would depend on timing. Ours copies the state of a chosen step, always
+(exact-match recovery tests), stores the data-iterator position with the arrays, and restores
+onto any mesh through the target shardings (a snapshot taken on 4 slices restores onto 3).
+
+Two ways to copy (``--snapshot-copy``). ``sync`` (the default) copies at the step boundary
+with ``device_get``, the loop waiting: a memcpy on CPU, 0.35 s for 1.3 GB on a v5e chip and
+seconds for a 7 GB state (5.5-16.9 s, the host's fresh pages being slow to touch).
+``overlap`` has the next step copy the state it was given into pinned host memory while it
+computes (``StepFns.step_copy``: the step's input, which forward and backward only read, can
+be copied by XLA's DMA beside the compute, and the donated buffers are overwritten only by the
+update at its end), so the loop waits for nothing but that step; the copy counts, and
+``keep`` makes it the snapshot, only once that step has completed and the copy is whole. On a
+v5e chip it lost: the pinned copy ran at 0.9 GB/s and held its step for the copy's whole
+length (docs/benchmarks.md). Why not ``copy_to_host_async`` beside the next step: the next
+step donates the buffers being read, so its launch waits for the copy; and a copy of the new
+state returned by the step itself could only start after the update, at the step's end.
 """
 
 from __future__ import annotations
@@ -42,6 +52,12 @@ def host_copy(state: Any) -> Any:
     return jax.tree.map(np.asarray, jax.device_get(state))
 
 
+def host_numpy(host_state: Any) -> Any:
+    """A host copy as numpy arrays: a copy taken by a step into pinned host memory is a tree of
+    jax arrays there (``Trainer.overlap_copies``), read out here (Orbax writes numpy)."""
+    return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, host_state)
+
+
 class SnapshotStore:
     """Keeps the newest snapshot (one state's worth of host RAM).
 
@@ -70,6 +86,20 @@ class SnapshotStore:
         if emit:
             seconds = time.monotonic() - start
             self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=seconds, bytes=nbytes)
+        return snap
+
+    def keep(self, step: int, host_state: Any, data_state: dict, copy_seconds: float,
+             blocking_seconds: float = 0.0) -> Snapshot:
+        """Keep a copy of step ``step``'s state that a later step took while it computed
+        (``StepFns.step_copy``: arrays in pinned host memory), once that step completed and the
+        copy was found whole; the loop waited ``blocking_seconds`` for none of it but its
+        hand-over. The previous snapshot is dropped: at most this one and the one being copied
+        exist."""
+        nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host_state)))
+        snap = Snapshot(step, host_state, dict(data_state), nbytes)
+        self.latest = snap
+        self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=blocking_seconds,
+                         bytes=nbytes, copy_seconds=copy_seconds)
         return snap
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:

@@ -26,6 +26,7 @@ from typing import Any
 from elastix.protocol import eventspec
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.state.manager import ManagerSlot, first_line, save_args
+from elastix_trainer.state.snapshot import host_numpy
 from elastix_trainer.state.store import Store
 
 SETTLE_TIMEOUT = 1200.0
@@ -170,8 +171,8 @@ class Write:
             mgr = self.mgr
             if mgr is None:
                 mgr = self.slot.get()
-                mgr.save(self.pending.step, args=save_args(self.host, self.data_state),
-                         force=True)
+                mgr.save(self.pending.step,
+                         args=save_args(host_numpy(self.host), self.data_state), force=True)
             mgr.wait_until_finished()
         except Exception as e:  # noqa: BLE001 - recorded; the save settles as failed
             self.pending.error = first_line(e)

@@ -1,0 +1,79 @@
+"""Does the compiled step fit? Real compiles on CPU, with the device's memory set by the test
+(a CPU device has no limit): the remat ladder, and the one-line refusal before the first step.
+The compiler's out-of-memory messages are XLA:TPU's own, as public reports quote them."""
+
+from __future__ import annotations
+
+import pytest
+from trainer_helpers import make_cfg
+
+from elastix_trainer import fit
+from elastix_trainer.__main__ import main
+from elastix_trainer.kernels import remat
+from elastix_trainer.obs.events import EventLog
+from elastix_trainer.train import Trainer
+
+# XLA:TPU's words, as LargeWorldModel/LWM#60 and erfanzar/EasyDeL#166 quote them.
+HBM = ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space "
+       "hbm. Used 21.95G of 15.48G hbm. Exceeded hbm capacity by 6.47G.")
+VMEM = ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space "
+        "vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M")
+
+
+def test_the_compilers_out_of_memory_is_read_and_a_kernels_is_not():
+    assert fit.oom_bytes(RuntimeError(HBM)) == int(21.95 * (1 << 30))
+    assert fit.oom_bytes(RuntimeError(VMEM)) is None  # a kernel's scratch: no batch fixes it
+    assert fit.oom_bytes(RuntimeError("INVALID_ARGUMENT: bad shapes")) is None
+
+
+def _trainer(monkeypatch, limit, **cfg):
+    monkeypatch.setattr(fit, "device_limit", lambda mesh: limit)
+    return Trainer(make_cfg(num_slices=1, **cfg), EventLog(None))
+
+
+def _peak(policy, **cfg) -> int:
+    tr = Trainer(make_cfg(num_slices=1, remat_policy=policy, **cfg), EventLog(None))
+    return tr.start([0]).fns.peak_bytes
+
+
+def test_auto_takes_the_first_policy_whose_compiled_step_fits(monkeypatch):
+    """With TPU's ladder and a memory between what ``full`` and ``minimal_with_context`` need,
+    ``auto`` goes down the ladder and runs a leaner policy whose compiled step fits."""
+    shape = dict(preset="small", batch_per_device=8, seq_len=128)
+    lean, rich = _peak("full", **shape), _peak("minimal_with_context", **shape)
+    assert lean < rich
+    monkeypatch.setattr(remat, "candidates", lambda platform: (
+        "minimal_with_context", "minimal", "save_dot_except_mlp", "save_qkv_proj", "full"))
+    tr = _trainer(monkeypatch, (lean + rich) // 2, remat_policy="auto", **shape)
+    fns = tr.start([0]).fns
+    assert fns.model.remat_policy in ("minimal", "save_dot_except_mlp", "save_qkv_proj", "full")
+    assert fns.peak_bytes <= (lean + rich) // 2
+
+
+def test_a_step_that_cannot_fit_is_refused_before_the_first_step(monkeypatch):
+    tr = _trainer(monkeypatch, 1 << 20, preset="small", batch_per_device=8, seq_len=128,
+                  remat_policy="none")
+    with pytest.raises(fit.DoesNotFit) as e:
+        tr.start([0])
+    assert "of device memory per device at --batch-per-device 8" in e.value.message
+    assert "a device has 0.00 GiB" in e.value.message
+    assert "--remat-policy full" in e.value.hint
+    assert not tr.events.of("step")
+
+
+def test_the_refusal_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(fit, "device_limit", lambda mesh: 1 << 20)
+    code = main(["--preset", "small", "--steps", "2", "--batch-per-device", "4",
+                 "--num-slices", "1", "--events-file", str(tmp_path / "ev.jsonl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[0].startswith("error: the step needs ") and "a device has" in err[0]
+    assert err[1].startswith("hint: try ")
+    assert len(err) == 2, err
+
+
+def test_unknown_kernel_choices_name_the_choices(capsys):
+    code = main(["--remat-policy", "fulll", "--attention", "splash"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "did you mean full?" in err and "autoselected, dot_product, flash" in err

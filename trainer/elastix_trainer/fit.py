@@ -1,0 +1,168 @@
+"""Does the compiled step fit the device's memory? Chosen and said before the first step.
+
+The compiler knows what a step needs: ``Compiled.memory_analysis()`` gives the arguments, the
+outputs (the donated state aliases its input) and the temporaries per device, and on TPU a
+step that cannot fit fails to compile with ``RESOURCE_EXHAUSTED ... Used X of Y hbm``. Both are
+read here, so a preset or a batch that cannot fit ends the run before its first step in one
+line naming the memory it needs, the memory the device has and the flag that would make it
+fit, instead of an XLA traceback; and ``--remat-policy auto`` takes the fastest policy whose
+step fits (``kernels.remat.candidates``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from elastix.errors import UsageError
+from elastix_trainer.kernels import remat
+from elastix_trainer.model import ModelConfig
+from elastix_trainer.obs.events import log
+
+GIB = 1 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_OOM = re.compile(r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm")
+
+
+class DoesNotFit(UsageError):
+    """The step needs more device memory than a device has (exit 2, before the first step)."""
+
+
+def device_limit(mesh) -> int | None:
+    """Bytes of memory a device of ``mesh`` has for programs (None where unknown: CPU)."""
+    try:
+        stats = mesh.devices.flat[0].memory_stats()
+    except Exception:  # noqa: BLE001 - a backend without memory stats
+        return None
+    limit = (stats or {}).get("bytes_limit")
+    return int(limit) if limit else None
+
+
+def peak_bytes(compiled) -> int | None:
+    """A compiled program's device memory per device: arguments + outputs (less what the
+    donated inputs alias) + temporaries + code (None where the backend does not say)."""
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - not every backend analyses memory
+        return None
+    if ma is None:
+        return None
+    return int(ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+               + ma.temp_size_in_bytes + ma.generated_code_size_in_bytes)
+
+
+def oom_bytes(error: BaseException) -> int | None:
+    """What a compile that ran out of device memory said it needed (-1 when it said so without
+    a figure); None for any other error."""
+    text = str(error)
+    if "memory space hbm" not in text and not (
+            "RESOURCE_EXHAUSTED" in text and "memory space" not in text):
+        return None  # e.g. a kernel's scratch (``memory space vmem``): no batch fixes that
+    m = _OOM.search(text)
+    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else -1
+
+
+def state_bytes(abstract) -> int:
+    """Per-device bytes of a state of ShapeDtypeStructs with shardings."""
+    total = 0
+    for a in jax.tree.leaves(abstract):
+        shape = a.sharding.shard_shape(a.shape) if a.sharding is not None else a.shape
+        total += math.prod(shape) * np.dtype(a.dtype).itemsize
+    return total
+
+
+def estimate(model: ModelConfig, batch_per_device: int, seq_len: int, state: int,
+             params: int) -> int:
+    """A rough per-device need (the compiler's figure decides): the state, the gradients and
+    the activation-dtype copy of the parameters, what each layer keeps per token under the
+    policy, and one layer's and one loss tile's working set."""
+    q_dim, kv_dim = model.num_heads * model.head_dim, model.num_kv_heads * model.head_dim
+    itemsize = np.dtype(model.dtype).itemsize
+    tokens = batch_per_device * seq_len
+    kept = remat.saved_bytes_per_token(
+        model.remat_policy, d_model=model.d_model, q_dim=q_dim, kv_dim=kv_dim,
+        ffn_dim=model.ffn_dim, heads=model.num_heads, seq_len=seq_len,
+        attention=model.attention, itemsize=itemsize)
+    layer = tokens * (3 * model.ffn_dim + 2 * q_dim + 4 * model.d_model) * itemsize
+    tile = tokens * model.vocab_size * 4 * 3 // max(model.num_vocab_tiling, 1)
+    return state + params + params * itemsize // 4 + kept * tokens * model.num_layers \
+        + layer + tile
+
+
+def choose(model: ModelConfig, compile_with: Callable[[ModelConfig], object], mesh,
+           batch_per_device: int, seq_len: int, abstract) -> tuple[ModelConfig, object, int | None]:
+    """Compile the step for ``model``, its remat policy made concrete: ``auto`` tries
+    :func:`kernels.remat.candidates` in order and keeps the first that fits. A candidate that
+    :func:`estimate` (within a few per cent of the compiler's figure on a v5e chip) puts over
+    the device's memory is not compiled: a compile that runs out of memory costs as long as
+    one that fits. Returns (the model as compiled, the compiled step, its peak bytes per
+    device).
+
+    Raises:
+        DoesNotFit: no candidate fits; says what it needs, what the device has, what to change.
+    """
+    platform = mesh.devices.flat[0].platform
+    auto = model.remat_policy == "auto"
+    policies = remat.candidates(platform) if auto else (model.remat_policy,)
+    limit = device_limit(mesh)
+    state = state_bytes(abstract)
+    params = state_bytes(abstract["params"])
+    tried: list[tuple[str, int, str]] = []
+    for i, policy in enumerate(policies):
+        m = dataclasses.replace(model, remat_policy=policy)
+        last = i == len(policies) - 1
+        if limit and auto and not last:
+            guess = estimate(m, batch_per_device, seq_len, state, params)
+            if guess > limit:
+                tried.append((policy, guess, "estimated"))
+                continue
+        try:
+            compiled = compile_with(m)
+        except Exception as e:
+            need = oom_bytes(e)
+            if need is None:
+                raise
+            tried.append((policy, need, "compiler"))
+            continue
+        peak = peak_bytes(compiled)
+        if limit and peak and peak > limit:
+            tried.append((policy, peak, "compiled"))
+            continue
+        if auto and platform == "tpu":
+            log.info("elastix: --remat-policy auto: %s (%s)%s", policy,
+                     f"{peak / GIB:.2f} GiB of {limit / GIB:.2f} GiB" if peak and limit else
+                     "fits", "; did not fit: " + ", ".join(p for p, _, _ in tried) if tried
+                     else "")
+        return m, compiled, peak
+    raise _refusal(model, tried, limit, state, params, batch_per_device, seq_len)
+
+
+def _refusal(model: ModelConfig, tried: list[tuple[str, int, str]], limit: int | None,
+             state: int, params: int, batch_per_device: int, seq_len: int) -> DoesNotFit:
+    policy, need, how = tried[-1]
+    has = f"{limit / GIB:.2f} GiB" if limit else "less"
+    needs = f"{need / GIB:.2f} GiB" if need > 0 else "more than that"
+    fixed = state + params  # the state and its gradients, whatever the batch
+    hints = []
+    if policy != "full":
+        hints.append("--remat-policy full (keeps only each layer's input)")
+    if limit and fixed >= 0.9 * limit:
+        hints.append(f"more devices: the state and its gradients alone take {fixed / GIB:.2f} "
+                     "GiB per device, split over a slice's devices")
+    elif limit and need > 0:
+        per_seq = max(need - fixed, 1) / batch_per_device
+        fits = int((0.95 * limit - fixed) // per_seq)
+        if 1 <= fits < batch_per_device:
+            hints.append(f"--batch-per-device {fits} (estimated to fit with remat policy "
+                         f"{policy})")
+    tried_text = ", ".join(p for p, _, _ in tried)
+    return DoesNotFit(
+        f"the step needs {needs} of device memory per device at --batch-per-device "
+        f"{batch_per_device}, --seq-len {seq_len} (remat {tried_text}; {how}), and a device "
+        f"has {has}",
+        hint="try " + " or ".join(hints) if hints else "try a smaller --batch-per-device")
