@@ -31,7 +31,7 @@ def test_release_defaults_evict_a_run_missing_a_slice_for_30_minutes():
     assert line.startswith("Kueue's WaitForPodsReady on: timeout 30m, recoveryTimeout 30m")
     assert "evicts and requeues this workload whole, every slice, on once running, a slice " \
         "missing for 30m" in line
-    assert "timeout 8760h and recoveryTimeout 0s" in line
+    assert "timeout 8760h and no recoveryTimeout" in line
 
 
 def test_what_elastix_installs_keeps_elastic_runs():
@@ -80,3 +80,35 @@ def test_a_short_timeout_alone_is_still_said():
     line = kq.pods_ready(yaml.safe_load(yaml.safe_dump(cfg)), "v0.19.2").effect()
     assert line is not None and "once running" not in line
     assert "a slice not ready 2h after admission" in line
+
+
+@pytest.mark.parametrize("cfg, version, blocks", [
+    # a v1beta1 file defaults blockAdmission to enable (apis/config/v1beta1/defaults.go L98
+    # @ v0.15.8), v1beta2 to false (apis/config/v1beta2/defaults.go L95 @ v0.15.8)
+    ({"apiVersion": "config.kueue.x-k8s.io/v1beta1", "waitForPodsReady": {
+        "enable": True, "timeout": "8760h"}}, "v0.14.3", True),
+    ({**V1BETA2, "waitForPodsReady": {"timeout": "8760h"}}, "v0.15.8", False),
+    ({**V1BETA2, "waitForPodsReady": {"timeout": "8760h", "recoveryTimeout": "0s",
+                                      "blockAdmission": True}}, "v0.19.2", True),
+])
+def test_block_admission_is_read_and_said(cfg, version, blocks):
+    pr = kq.pods_ready(cfg, version)
+    assert pr.keeps_elastic_runs and pr.block_admission is blocks
+    line = pr.effect()
+    if not blocks:
+        assert line is None
+    else:
+        assert "blockAdmission on" in line and "admits no other workload" in line
+        assert "\n" not in line
+
+
+@pytest.mark.parametrize("version, off", [("v0.14.3", False), ("v0.15.8", False),
+                                          ("v0.16.0", True), ("v0.19.2", True),
+                                          (None, False), ("main", False)])
+def test_zero_is_off_only_from_v0_16(version, off):
+    """kueue pkg/controller/core/core.go L113 @ v0.16.0 (#8493), L110-112 @ v0.15.8."""
+    assert kq.zero_recovery_disables(version) is off
+    # and what elastix reads of it agrees: 0s before v0.16 evicts at once
+    cfg = {**V1BETA2, "waitForPodsReady": {"timeout": "1h", "recoveryTimeout": "0s"}}
+    if version and version.startswith("v"):
+        assert (kq.pods_ready(cfg, version).recovery is None) is off

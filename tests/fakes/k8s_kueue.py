@@ -27,7 +27,17 @@ What the fake does, each with the Kueue v0.19.2 source it follows (kubernetes-si
   applied through the API, defaulted as ``apis/config/v1beta2/defaults.go`` L48, L99-117 does:
   no ``waitForPodsReady`` block, or no ConfigMap at all, is a 30-minute timeout and a
   30-minute ``recoveryTimeout`` (``CHANGELOG/CHANGELOG-0.19.md`` L215); ``recoveryTimeout:
-  0s`` is off (``pkg/controller/core/core.go`` L151-153). A JobSet is ready when every Job of
+  0s`` is off (``pkg/controller/core/core.go`` L151-153). An older release (the tag of the
+  ``kueue-controller-manager`` Deployment's image) runs it as that release does
+  (:meth:`Kueue.pods_ready_settings`): before v0.19 an absent block is off; before v0.16 an
+  unset ``recoveryTimeout`` is off and ``0s`` evicts at once (``core.go`` L110-112 @ v0.15.8,
+  where v0.16.0's L113 keeps only a positive one); a ``config.kueue.x-k8s.io/v1beta1`` file is
+  on only with ``enable: true``, with a 5-minute default timeout and ``blockAdmission``
+  defaulting to true (``apis/config/v1beta1/defaults.go`` L95-98 @ v0.15.8; v1beta2's L95
+  defaults it to false). With ``blockAdmission`` on, a Workload the test admits while another
+  admitted one is not PodsReady is not admitted: its ``QuotaReserved`` is False, reason
+  ``Waiting``, "waiting for all admitted workloads to be in PodsReady condition"
+  (``pkg/scheduler/scheduler.go`` L335-342 @ v0.15.8). A JobSet is ready when every Job of
   every replicated job is (``pkg/controller/jobs/jobset/jobset_controller.go`` L185-195), a Job
   when its ready pods reach ``min(parallelism, completions)`` (jobset v0.12.0
   ``pkg/controllers/jobset_controller.go`` L484-491). The ``PodsReady`` condition follows
@@ -92,7 +102,13 @@ class Kueue:
 
     @property
     def installed(self) -> bool:
-        return self.store.resource(GROUP, "v1beta2", "workloads") is not None
+        return self.served is not None
+
+    @property
+    def served(self) -> str | None:
+        """The newest Kueue API version served (v1beta1 alone: a release before v0.15)."""
+        return next((v for v in VERSIONS
+                     if self.store.resource(GROUP, v, "workloads") is not None), None)
 
     def install(self) -> None:
         for version in VERSIONS:
@@ -100,7 +116,7 @@ class Kueue:
                 self.store.register(Resource(GROUP, version, plural, kind, namespaced))
 
     def res(self, plural: str) -> Resource:
-        return self.store.resource(GROUP, "v1beta2", plural)
+        return self.store.resource(GROUP, self.served or "v1beta2", plural)
 
     # --- the JobSet webhook and the job reconciler --------------------------------------------
 
@@ -117,7 +133,7 @@ class Kueue:
         if not queue or not self.installed:
             return
         wl = {
-            "apiVersion": f"{GROUP}/v1beta2", "kind": "Workload",
+            "apiVersion": f"{GROUP}/{self.served}", "kind": "Workload",
             "metadata": {
                 "name": workload_name(md["name"], md["uid"]), "namespace": md["namespace"],
                 "labels": {JOB_UID: md["uid"]},
@@ -153,6 +169,11 @@ class Kueue:
             return None
         for c in status.get("conditions") or []:
             c.setdefault("lastTransitionTime", ts(self.time))
+        if _admits(status) and self._admission_blocked(wl):
+            status = {**status, "conditions": [{
+                "type": "QuotaReserved", "status": "False", "reason": "Waiting",
+                "message": "waiting for all admitted workloads to be in PodsReady condition",
+                "lastTransitionTime": ts(self.time)}]}
         wl.setdefault("status", {}).update(status)
         self.store.put(self.res("workloads"), wl)
         admitted = any(c.get("type") == "Admitted" and c.get("status") == "True"
@@ -167,16 +188,53 @@ class Kueue:
 
     # --- WaitForPodsReady ---------------------------------------------------------------------
 
-    def pods_ready_settings(self) -> tuple[float, float | None]:
-        """(timeout, recoveryTimeout or None) in seconds, from the ConfigMap, v0.19.2 defaults."""
+    def release(self) -> tuple[int, int]:
+        """(major, minor) of the installed controller's image tag; the newest when unknown."""
+        dep = self.store.get(self.store.resource("apps", "v1", "deployments"), "kueue-system",
+                             "kueue-controller-manager")
+        image = ((((dep or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+            "containers", [{}])[0].get("image", "")
+        m = re.search(r":v(\d+)\.(\d+)", image)
+        return (int(m.group(1)), int(m.group(2))) if m else (99, 0)
+
+    def pods_ready_settings(self) -> tuple[float, float | None, bool] | None:
+        """(timeout, recoveryTimeout or None, blockAdmission) in seconds from the ConfigMap, as
+        the installed release reads it (the module's docstring); None when it is off."""
         cm = self.store.get(self.store.resource("", "v1", "configmaps"), "kueue-system",
                             "kueue-manager-config")
         text = ((cm or {}).get("data") or {}).get("controller_manager_config.yaml") or ""
-        block = (yaml.safe_load(text) or {}).get("waitForPodsReady") or {}
-        timeout = _seconds(block.get("timeout")) or 1800.0  # defaults.go L104-108
+        cfg = yaml.safe_load(text) or {}
+        ver = self.release()
+        v1beta1 = str(cfg.get("apiVersion", "")).endswith("/v1beta1")
+        block = cfg.get("waitForPodsReady")
+        if v1beta1 and not (block or {}).get("enable"):
+            return None
+        if block is None and ver < (0, 19):
+            return None
+        block = block or {}
+        timeout = _seconds(block.get("timeout")) or (300.0 if v1beta1 else 1800.0)
         rec = block.get("recoveryTimeout")
-        recovery = timeout if rec is None else _seconds(rec)  # L112
-        return timeout, (recovery or None)  # core.go L151: only a positive one counts
+        if ver >= (0, 16):
+            recovery = timeout if rec is None else _seconds(rec)  # defaults.go L112
+            recovery = recovery or None  # core.go L113 @ v0.16.0: only a positive one counts
+        else:
+            recovery = None if rec is None else _seconds(rec)  # 0s: at once
+        blocks = block.get("blockAdmission", v1beta1)
+        return timeout, recovery, bool(blocks)
+
+    def _admission_blocked(self, wl: dict) -> bool:
+        """blockAdmission on and another admitted Workload not PodsReady (scheduler.go)."""
+        settings = self.pods_ready_settings()
+        if settings is None or not settings[2]:
+            return False
+        for other in self.store.list(self.res("workloads")):
+            if other["metadata"]["uid"] == wl["metadata"]["uid"]:
+                continue
+            conds = {c["type"]: c for c in (other.get("status") or {}).get("conditions") or []}
+            if ((conds.get("Admitted") or {}).get("status") == "True"
+                    and (conds.get("PodsReady") or {}).get("status") != "True"):
+                return True
+        return False
 
     def advance(self, seconds: float) -> None:
         """Move Kueue's clock and reconcile every admitted Workload."""
@@ -227,9 +285,12 @@ class Kueue:
         since = old["lastTransitionTime"] if old and old["status"] == status else ts(self.time)
         conds["PodsReady"] = {"type": "PodsReady", "status": status, "reason": reason,
                               "message": "", "lastTransitionTime": since}
-        timeout, recovery = self.pods_ready_settings()
+        settings = self.pods_ready_settings()
+        timeout, recovery = (settings or (None, None, False))[:2]
         elapsed = None
-        if status == "False" and reason == "WaitForStart":
+        if settings is None:
+            pass
+        elif status == "False" and reason == "WaitForStart":
             elapsed, limit = self._since(conds["Admitted"]), timeout
         elif status == "False" and recovery is not None:
             elapsed, limit = self._since(conds["PodsReady"]), recovery
@@ -295,6 +356,11 @@ class Kueue:
                 and parts[5] == "localqueues" and parts[7] == "pendingworkloads"):
             return parts[4], parts[6]
         return None
+
+
+def _admits(status: dict) -> bool:
+    return any(c.get("type") == "Admitted" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
 
 
 def _seconds(text) -> float | None:

@@ -24,10 +24,12 @@ integrations:
 
 
 def kueue_manifest(version: str = kueue_install.KUEUE_VERSION,
-                   served: tuple[str, ...] = ("v1beta1", "v1beta2")) -> list[dict]:
+                   served: tuple[str, ...] = ("v1beta1", "v1beta2"),
+                   config_version: str = "v1beta2") -> list[dict]:
     """A Kueue-release-shaped manifest: the kinds and names of ``manifests.yaml``, minimal
     bodies (elastix ships no copy, nor do its tests); ``served``: the CRDs' versions (v0.14.x
-    serves v1beta1 only)."""
+    serves v1beta1 only); ``config_version``: its Configuration's (``v1beta1`` up to
+    v0.14.x, ``config/components/manager/controller_manager_config.yaml`` @ v0.14.3)."""
     ns = kueue_install.NAMESPACE
     crds = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
              "metadata": {"name": f"{plural}.kueue.x-k8s.io"},
@@ -53,7 +55,8 @@ def kueue_manifest(version: str = kueue_install.KUEUE_VERSION,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": "kueue-manager-config", "namespace": ns},
-         "data": {"controller_manager_config.yaml": RELEASE_CONFIG}},
+         "data": {"controller_manager_config.yaml": RELEASE_CONFIG.replace(
+             "config.kueue.x-k8s.io/v1beta2", f"config.kueue.x-k8s.io/{config_version}")}},
     ]
 
 

@@ -132,3 +132,21 @@ def test_cluster_create_applies_queues_when_kueue_is_found(httpserver, monkeypat
     cluster.create(_cfg(), client, lines.append, kube=lambda: (k8s_api, "fake"),
                    jobset_manifest=str(js), kueue=None)
     assert any("LocalQueue multislice-queue" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("version, config, rec", [
+    ("v0.14.3", "v1beta1", None), ("v0.15.8", "v1beta2", None), ("v0.16.0", "v1beta2", "0s"),
+    (kueue_install.KUEUE_VERSION, "v1beta2", "0s")])
+def test_settings_are_written_in_the_releases_own_meaning(version, config, rec):
+    """recoveryTimeout 0s is "off" from v0.16.0 only (before, it evicts at once: unset is off
+    there); blockAdmission is false whatever the config's API version defaults it to."""
+    docs = kueue_manifest(version, config_version=config)
+    docs[-1]["data"]["controller_manager_config.yaml"] += (
+        "waitForPodsReady:\n  recoveryTimeout: 3m\n")  # an old value is not kept either
+    [cm] = [d for d in kueue_install.configure(docs) if d["kind"] == "ConfigMap"]
+    block = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])["waitForPodsReady"]
+    assert block.get("recoveryTimeout") == rec
+    assert block["blockAdmission"] is False and block["timeout"] == "8760h"
+    assert block.get("enable") is (True if config == "v1beta1" else None)
+    line = kueue_install.settings_line(kueue_install.release_version(docs))
+    assert ("recoveryTimeout 0s (off)" in line) is (rec == "0s")

@@ -45,9 +45,11 @@ off except by the alpha gate above, and an unset or zero timeout becomes 30 minu
 pod is ready, so it also bounds an elastic run that starts on fewer slices (its JobSet is never
 all ready) and a ``--flex`` admission waiting for capacity: longer than any run."""
 ELASTIX_RECOVERY = "0s"
-"""The ``waitForPodsReady.recoveryTimeout`` elastix installs: "0s" disables the recovery check
-(``configuration_types.go`` L320-328; ``pkg/controller/core/core.go`` L151-153 keeps only a
-positive one). Unset, it would default to the timeout (``defaults.go`` L112)."""
+"""The ``waitForPodsReady.recoveryTimeout`` elastix installs in Kueue v0.16.0 and later: "0s"
+disables the recovery check there (``configuration_types.go`` L320-328; ``pkg/controller/core/
+core.go`` L151-153 @ v0.19.2 keeps only a positive one, since v0.16.0's L113). Unset, it would
+default to the timeout (``defaults.go`` L112). Before v0.16 a zero one evicts at once, and
+elastix leaves it unset there (:func:`zero_recovery_disables`)."""
 _RELEASE_TIMEOUT = 30 * 60  # defaults.go L48
 _V1BETA1_TIMEOUT = 5 * 60  # apis/config/v1beta1/defaults.go L46 @ v0.14.3 … v0.19.2
 
@@ -76,6 +78,14 @@ def format_duration(seconds: float) -> str:
     return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v)
 
 
+def zero_recovery_disables(tag: str | None) -> bool:
+    """Whether Kueue ``tag`` reads ``recoveryTimeout: 0s`` as "off": from v0.16.0
+    (``pkg/controller/core/core.go`` L113 @ v0.16.0); before, it evicts at once (L110-112 @
+    v0.15.8). False for an unknown tag."""
+    ver = _version(tag)
+    return ver is not None and ver >= (0, 16)
+
+
 def _version(tag: str | None) -> tuple[int, int] | None:
     m = re.match(r"^v?(\d+)\.(\d+)", tag or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -89,14 +99,16 @@ class PodsReady:
     timeout: float | None = None  # admission -> every pod ready; evicted past it
     recovery: float | None = None  # ready -> not ready again; None: never evicted for it
     source: str = ""  # "set in ConfigMap …" or the defaults that apply
+    block_admission: bool = False  # no admission while an admitted workload is not all ready
 
     def describe(self) -> str:
         """One phrase: ``WaitForPodsReady on: timeout 30m, recoveryTimeout 30m (…)``."""
         if not self.enabled:
             return f"WaitForPodsReady off ({self.source})"
         rec = "off" if self.recovery is None else format_duration(self.recovery)
+        block = ", blockAdmission on" if self.block_admission else ""
         return (f"WaitForPodsReady on: timeout {format_duration(self.timeout or 0)}, "
-                f"recoveryTimeout {rec} ({self.source})")
+                f"recoveryTimeout {rec}{block} ({self.source})")
 
     @property
     def keeps_elastic_runs(self) -> bool:
@@ -107,17 +119,20 @@ class PodsReady:
 
     def effect(self) -> str | None:
         """The one line preflight prints for a queued elastic workload; None when Kueue keeps
-        it admitted through a missing slice."""
+        it admitted through a missing slice and admits others meanwhile."""
+        blocks = ("; while this workload misses a slice Kueue admits no other workload "
+                  "(blockAdmission)" if self.enabled and self.block_admission else "")
         if self.keeps_elastic_runs:
-            return None
+            return (f"Kueue's {self.describe()}{blocks}; elastix cluster create --kueue installs "
+                    "blockAdmission false (docs/gke.md, Queues: Kueue)") if blocks else None
         parts = []
         if self.recovery is not None:
             parts.append(f"once running, a slice missing for {format_duration(self.recovery)}")
         parts.append(f"a slice not ready {format_duration(self.timeout or 0)} after admission "
                      "(a --flex wait, a run started on fewer slices)")
         return (f"Kueue's {self.describe()} evicts and requeues this workload whole, every "
-                f"slice, on {' or on '.join(parts)}; elastix cluster create --kueue installs "
-                f"timeout {ELASTIX_TIMEOUT} and recoveryTimeout {ELASTIX_RECOVERY} "
+                f"slice, on {' or on '.join(parts)}{blocks}; elastix cluster create --kueue "
+                f"installs timeout {ELASTIX_TIMEOUT} and no recoveryTimeout "
                 "(docs/gke.md, Queues: Kueue)")
 
 
@@ -159,7 +174,10 @@ def pods_ready(config: dict | None, version: str | None,
     said = [k for k in ("timeout", "recoveryTimeout") if k in block]
     source = (f"{' and '.join(said)} set in {where}" if said else
               f"Kueue {version or 'v0.19+'} defaults")
-    return PodsReady(True, timeout, recovery, source)
+    # v1beta1 defaults it to true (apis/config/v1beta1/defaults.go L98 @ v0.15.8), v1beta2 to
+    # false (apis/config/v1beta2/defaults.go L95 @ v0.15.8)
+    blocks = block.get("blockAdmission", v1beta1) is True
+    return PodsReady(True, timeout, recovery, source, blocks)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,9 @@ Two departures from the release as published, both for elastic runs:
 - **WaitForPodsReady.** From v0.19.0 Kueue evicts a Workload whose pods are not all ready for
   30 minutes (:mod:`elastix.clients.kueue`), and a JobSet missing one slice is not ready: a run
   that loses a slice for half an hour would lose all of them. :func:`configure` writes
-  ``waitForPodsReady`` into the manifest's ConfigMap before it is applied, so the controller
+  ``waitForPodsReady`` into the manifest's ConfigMap before it is applied, in the meaning of
+  the manifest's own release (:func:`pods_ready_block`: ``recoveryTimeout: 0s`` is "off" only
+  from v0.16.0, and ``blockAdmission`` is set false explicitly), so the controller
   starts with it (the file is mounted with ``subPath`` and read once at start-up,
   ``config/default/manager_config_patch.yaml`` L11-21, ``pkg/config/config.go`` L219-235 @
   v0.19.2: a later edit would need a restart). A Kueue found installed keeps its settings.
@@ -132,17 +134,56 @@ def plan(docs: list[dict]) -> list[ApplyStep]:
     return jobset_install.plan(configure(docs), _KINDS)
 
 
+def release_version(docs: list[dict]) -> str | None:
+    """The release a manifest installs: its controller Deployment's image tag (None when the
+    image has none, e.g. a digest)."""
+    for d in docs:
+        if d.get("kind") == "Deployment" and d["metadata"]["name"] == DEPLOYMENT:
+            tag = jobset_install._image_version(d)
+            return None if tag in (None, "unknown") else tag
+    return None
+
+
+def pods_ready_block(cfg: dict, version: str | None) -> dict:
+    """The ``waitForPodsReady`` block elastix writes into Kueue ``version``'s config ``cfg``
+    (its other keys kept), so that a run missing a slice stays admitted and blocks no one.
+
+    - ``timeout``: :data:`~elastix.clients.kueue.ELASTIX_TIMEOUT` (a year).
+    - ``recoveryTimeout``: what means "never" in that release. From v0.16.0, ``0s``: a zero one
+      is dropped (kueue ``pkg/controller/core/core.go`` L113 @ v0.16.0, "allow 0 to disable",
+      #8493), and an unset one would default to the timeout (``defaults.go``). Before v0.16 a
+      set one is used as it is, so ``0s`` evicts a run the moment it misses a slice
+      (``core.go`` L110-112 @ v0.15.8), and only an unset one is off: it is removed. A release
+      of unknown version gets it unset too: off before v0.16, the year-long timeout after.
+    - ``blockAdmission: false``: while it is true Kueue admits no workload as long as an
+      admitted one is not all ready (``pkg/scheduler/scheduler.go`` L335-342 @ v0.15.8,
+      L570-601 @ v0.19.2), and a ``config.kueue.x-k8s.io/v1beta1`` file defaults it to true
+      (``apis/config/v1beta1/defaults.go`` L98 @ v0.15.8, L101 @ v0.19.2; v1beta2 defaults it to
+      false, ``apis/config/v1beta2/defaults.go`` L95 @ v0.15.8): one elastic run on fewer slices
+      would block every admission.
+    - ``enable: true`` in a v1beta1 file (off by default there).
+    """
+    block = dict(cfg.get("waitForPodsReady") or {})
+    if str(cfg.get("apiVersion", "")).endswith("/v1beta1"):
+        block["enable"] = True
+    block["timeout"] = kq.ELASTIX_TIMEOUT
+    if kq.zero_recovery_disables(version):
+        block["recoveryTimeout"] = kq.ELASTIX_RECOVERY
+    else:
+        block.pop("recoveryTimeout", None)
+    block["blockAdmission"] = False
+    return block
+
+
 def configure(docs: list[dict]) -> list[dict]:
-    """The release manifest with ``waitForPodsReady`` set in its ConfigMap: timeout
-    :data:`~elastix.clients.kueue.ELASTIX_TIMEOUT`, recoveryTimeout
-    :data:`~elastix.clients.kueue.ELASTIX_RECOVERY` (``blockAdmission`` and the requeuing
-    strategy keep their defaults, ``defaults.go`` L110-117 @ v0.19.2). The file is parsed and
-    written back, so its comments go; its settings stay. A ``config.kueue.x-k8s.io/v1beta1``
-    file (an older release passed with ``--kueue-manifest``) also gets ``enable: true``.
+    """The release manifest with :func:`pods_ready_block` written into its ConfigMap's
+    ``waitForPodsReady`` (the requeuing strategy keeps its defaults). The file is parsed and
+    written back, so its comments go; its settings stay.
 
     Raises:
         UsageError: the ConfigMap's file is not a YAML mapping.
     """
+    version = release_version(docs)
     out = []
     for d in docs:
         if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == kq.CONFIG_MAP:
@@ -153,15 +194,19 @@ def configure(docs: list[dict]) -> list[dict]:
             if not isinstance(cfg, dict):
                 raise UsageError(f"the Kueue manifest's ConfigMap {kq.CONFIG_MAP} has no YAML "
                                  f"mapping in {kq.CONFIG_KEY}", hint=_HINT)
-            block = dict(cfg.get("waitForPodsReady") or {})
-            if str(cfg.get("apiVersion", "")).endswith("/v1beta1"):
-                block["enable"] = True
-            block.update(timeout=kq.ELASTIX_TIMEOUT, recoveryTimeout=kq.ELASTIX_RECOVERY)
-            cfg["waitForPodsReady"] = block
+            cfg["waitForPodsReady"] = pods_ready_block(cfg, version)
             d = {**d, "data": {**d.get("data", {}),
                                kq.CONFIG_KEY: yaml.safe_dump(cfg, sort_keys=False)}}
         out.append(d)
     return out
+
+
+def settings_line(version: str | None) -> str:
+    """What :func:`pods_ready_block` sets for Kueue ``version``, one phrase."""
+    rec = (f"recoveryTimeout {kq.ELASTIX_RECOVERY} (off)" if kq.zero_recovery_disables(version)
+           else f"recoveryTimeout unset (off in Kueue {version or 'of unknown version'}, where "
+                "0s would evict at once)")
+    return f"waitForPodsReady timeout {kq.ELASTIX_TIMEOUT}, {rec}, blockAdmission false"
 
 
 def objects(cfg: Any, namespace: str = "default", api_version: str = API_VERSION) -> list[dict]:
@@ -226,12 +271,18 @@ def dry_run_lines(cfg: Any, source: str | None = None) -> list[str]:
     """Every request ``cluster create --kueue`` makes for Kueue, one line each."""
     import json
 
+    version = [KUEUE_VERSION if source is None or source == RELEASE_URL else None]
+
+    def plan_file(src: str) -> list[ApplyStep]:
+        docs = read_manifest(src)
+        version[0] = release_version(docs)
+        return plan(docs)
+
     lines = [f"GET {CRD_PATH} (install Kueue {KUEUE_VERSION} only if missing; its served "
              "versions pick the objects' apiVersion)",
-             *jobset_install.release_lines(source or RELEASE_URL,
-                                           lambda src: plan(read_manifest(src))),
-             f"(ConfigMap {NAMESPACE}/{kq.CONFIG_MAP} applied with waitForPodsReady timeout "
-             f"{kq.ELASTIX_TIMEOUT}, recoveryTimeout {kq.ELASTIX_RECOVERY}: docs/gke.md)"]
+             *jobset_install.release_lines(source or RELEASE_URL, plan_file)]
+    lines.append(f"(ConfigMap {NAMESPACE}/{kq.CONFIG_MAP} applied with "
+                 f"{settings_line(version[0])}: docs/gke.md)")
     lines.append(f"GET {api_path('apps/v1', 'deployments', DEPLOYMENT, NAMESPACE)} "
                  "(until a replica is available)")
     for step in object_steps(cfg):
@@ -315,10 +366,11 @@ def install(api: Any, where: str, cfg: Any, progress: Callable[[str], None],
         progress(f"Kueue {st.version} is already installed; its settings are kept: "
                  + settings(api, where))
     else:
-        jobset_install.apply(api, where, plan(read_manifest(manifest)),
+        docs = read_manifest(manifest)
+        jobset_install.apply(api, where, plan(docs),
                              on_step=lambda s: progress(f"Kueue: applying {s.kind} {s.name}"))
-        progress(f"Kueue: waitForPodsReady timeout {kq.ELASTIX_TIMEOUT}, recoveryTimeout "
-                 f"{kq.ELASTIX_RECOVERY} (a run missing a slice stays admitted)")
+        progress(f"Kueue: {settings_line(release_version(docs))} (a run missing a slice "
+                 "stays admitted, and other workloads are admitted meanwhile)")
     st = wait_ready(api, where, **poll)
     version = f"{kq.GROUP}/{(st.served or kq.VERSIONS)[0]}"
     jobset_install.apply(api, where, object_steps(cfg, api_version=version),

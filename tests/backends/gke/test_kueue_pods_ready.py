@@ -146,3 +146,74 @@ def test_an_explicit_queue_is_kept(fake_cluster):
     assert "queued in Kueue LocalQueue multislice-queue" not in proc.stdout + proc.stderr
     js = fake.get("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets/demo")
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+
+# A release before v0.16 reads ``recoveryTimeout: 0s`` as "evict at once" (kueue
+# pkg/controller/core/core.go L110-112 @ v0.15.8; v0.16.0's L113 keeps only a positive one), and
+# a ``config.kueue.x-k8s.io/v1beta1`` file defaults ``blockAdmission`` to true
+# (apis/config/v1beta1/defaults.go L98 @ v0.15.8): one run missing a slice would block every
+# admission. (release, its Configuration's API version, the versions its CRDs serve)
+OLDER = [("v0.14.3", "v1beta1", ("v1beta1",)), ("v0.15.8", "v1beta2", ("v1beta1", "v1beta2"))]
+
+
+def _install_release(fake, tmp_path, release: str, config: str, served) -> list[str]:
+    """``kueue_install.install`` of a release-shaped manifest of ``release``; its lines."""
+    import yaml
+    from kueue_release import kueue_manifest
+
+    api = _api(fake)
+    path = tmp_path / "kueue.yaml"
+    path.write_text(yaml.safe_dump_all(kueue_manifest(release, served, config)))
+    cfg = cluster.validate("my-proj-1", "us-central1-a", "c", tpu_type="v5litepod-16",
+                           num_slices=2)
+    lines: list[str] = []
+    kueue_install.install(api, "fake", cfg, lines.append, str(path), interval=0.05)
+    api.close()
+    return lines
+
+
+def _workloads(fake, version: str) -> dict[str, dict]:
+    items = fake.get(f"/apis/kueue.x-k8s.io/{version}/namespaces/default/workloads")["items"]
+    return {w["metadata"]["ownerReferences"][0]["name"]: w for w in items}
+
+
+@pytest.mark.parametrize("release, config, served", OLDER)
+def test_an_older_release_keeps_a_run_missing_a_slice_and_admits_others(
+        fake_cluster, tmp_path, release, config, served):
+    fake = fake_cluster
+    lines = _install_release(fake, tmp_path, release, config, served)
+    said = " ".join(lines)
+    assert "a run missing a slice stays admitted" in said
+    assert "blockAdmission false" in said
+    import yaml
+
+    cm = fake.get("/api/v1/namespaces/kueue-system/configmaps/kueue-manager-config")
+    block = yaml.safe_load(cm["data"]["controller_manager_config.yaml"])["waitForPodsReady"]
+    assert block["blockAdmission"] is False
+    assert "recoveryTimeout" not in block  # unset is off before v0.16; 0s evicts at once
+
+    proc = elastix(fake, *CREATE)
+    assert "WaitForPodsReady" not in proc.stdout + proc.stderr  # no warning: it is kept
+    fake.kueue_workload("demo", ADMIT)
+    wait_for(lambda: _ready(fake.pods(WORKERS)) == 8, what="every worker ready")
+    fake.admin("kueue_clock", {"advance": 60})
+    fake.admin("config", {"recreate_delay": 3600})  # the lost host's replacement never comes
+    pod = next(p for p in fake.pods(WORKERS)
+               if p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"] == "1")
+    api = _api(fake)
+    Http(api).request("DELETE", f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}",
+                      {"gracePeriodSeconds": 0})
+    api.close()
+    wait_for(lambda: _ready(fake.pods(WORKERS)) == 7, what="a host of slice 1 gone")
+    fake.admin("kueue_clock", {"advance": 1})
+    wl = _workloads(fake, served[-1])["demo"]
+    assert _cond(wl, "PodsReady")["reason"] == "WaitForRecovery"
+    assert _cond(wl, "Evicted") == {} and _cond(wl, "Admitted")["status"] == "True"
+
+    # another workload is admitted meanwhile: one run missing a slice blocks no one
+    elastix(fake, *[a if a != "demo" else "other" for a in CREATE])
+    fake.kueue_workload("other", ADMIT)
+    other = _workloads(fake, served[-1])["other"]
+    assert _cond(other, "Admitted").get("status") == "True", other.get("status")
+    fake.admin("kueue_clock", {"advance": 31 * 60})
+    assert _cond(_workloads(fake, served[-1])["demo"], "Evicted") == {}
