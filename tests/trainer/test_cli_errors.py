@@ -22,3 +22,26 @@ def test_bad_command_lines(argv, error, hint):
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [error] + ([hint] if hint else [])
     assert "usage:" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_an_events_path_that_is_a_fifo_is_refused_at_once(tmp_path, how):
+    """Issue 59, item 8: appending to a FIFO waits for a reader for ever (an ordinary open
+    blocks); the trainer refuses it in one line, exit 2, before it trains. The bound is the
+    JAX start-up's, not the hang's: on the old code the run never ends."""
+    import os
+
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    args = ["--preset", "tiny", "--steps", "2", "--compilation-cache-dir", "off"]
+    if how == "flag":
+        proc = run_cli([*args, "--events-file", str(fifo)], timeout=180)
+    else:
+        proc = run_cli(args, timeout=180, ELASTIX_EVENTS_FILE=str(fifo))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-2:] == [
+        f"error: the events file {fifo} is not a regular file (a FIFO): the trainer appends "
+        "its events to a file of its own",
+        "hint: give --events-file (or ELASTIX_EVENTS_FILE) the path of a regular file, "
+        "created if missing"]
+    assert "Traceback" not in proc.stderr

@@ -7,6 +7,7 @@ and every log line is flushed as soon as it is written.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -187,7 +188,7 @@ class EventLog:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._local = local
         torn = _ends_torn(local)
-        self._file = open(local, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self._file = _open_append(local)
         if torn:
             # A head killed mid-line (a full disk, then SIGKILL) left half a record: end it,
             # so this process's first record is a line of its own, not the torn one's tail
@@ -277,6 +278,38 @@ class EventLog:
             else:
                 log.warning("elastix: the events were not uploaded to %s; the local copy is "
                             "kept at %s", self._gcs_path, self._local)
+
+
+def _open_append(path: str):
+    """``path`` opened to append text, created if missing: a regular file only. Opened without
+    blocking, so a FIFO there (which an ordinary open would wait on for a reader, for ever)
+    is refused at once, as is a device or a socket.
+
+    Raises:
+        UsageError: it is not a regular file (one line; the trainer exits 2).
+        OSError: it cannot be opened (no permission, a directory).
+    """
+    from elastix.errors import UsageError
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o666)
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # ENXIO: a FIFO with no reader (open(2))
+            raise
+        mode = os.stat(path).st_mode
+    else:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "a", encoding="utf-8")
+        os.close(fd)
+    kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    raise UsageError(f"the events file {path} is not a regular file ({kind}): the trainer "
+                     "appends its events to a file of its own",
+                     hint="give --events-file (or ELASTIX_EVENTS_FILE) the path of a regular "
+                          "file, created if missing")
 
 
 def _ends_torn(path: str) -> bool:
