@@ -49,7 +49,7 @@ import k8s_kueue  # noqa: E402
 import k8s_rbac  # noqa: E402
 from k8s_admission import invalid_status, object_meta, pod_and_job  # noqa: E402
 from k8s_jobset import Cluster, Config  # noqa: E402
-from k8s_store import Resource, Store, merge_patch, now, ts  # noqa: E402
+from k8s_store import Resource, Store, is_builtin, merge_patch, now, ts  # noqa: E402
 from k8s_validate import unknown_fields  # noqa: E402
 
 JSON = "application/json"
@@ -76,6 +76,30 @@ def not_found(res: Resource, name: str) -> web.Response:
         404,
         "NotFound",
         f'{what} "{name}" not found',
+        {"name": name, "group": res.group, "kind": res.plural},
+    )
+
+
+def precondition_failed(res: Resource, ns: str | None, name: str, uid: str,
+                        actual: str) -> web.Response:
+    """A delete whose uid precondition does not hold, as the API server answers it: storage's
+    ``checkPreconditions`` (k8s.io/apiserver ``pkg/storage/etcd3/store.go``: "Precondition
+    failed: UID in precondition: %v, UID in object meta: %v") as an invalid-object
+    ``StorageError`` (``pkg/storage/errors.go``: "StorageError: %s, Code: %d, Key: %s,
+    ResourceVersion: %d, AdditionalErrorMsg: %s", code 4), which ``InterpretDeleteError``
+    (``pkg/storage/errors/storage.go``) makes a 409 ``NewConflict``: "Operation cannot be
+    fulfilled on %s %q: %v" (k8s.io/apimachinery ``pkg/api/errors/errors.go``). The key is
+    etcd's: ``/registry/<group>/<plural>/...`` for a custom resource, without the group for a
+    built-in one."""
+    what = f"{res.plural}.{res.group}" if res.group else res.plural
+    key = "/".join(p for p in ("/registry", "" if is_builtin(res) else res.group, res.plural,
+                               ns or "", name) if p)
+    return status(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {what} "{name}": StorageError: invalid object, '
+        f"Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: "
+        f"UID in precondition: {uid}, UID in object meta: {actual}",
         {"name": name, "group": res.group, "kind": res.plural},
     )
 
@@ -475,12 +499,7 @@ class Api:
             return not_found(res, name)
         uid = (body.get("preconditions") or {}).get("uid")
         if uid and uid != obj["metadata"]["uid"]:
-            return status(
-                409,
-                "Conflict",
-                f"Precondition failed: UID in precondition: {uid}, "
-                f"UID in object meta: {obj['metadata']['uid']}",
-            )
+            return precondition_failed(res, ns, name, uid, obj["metadata"]["uid"])
         if q.get("dryRun") == "All" or body.get("dryRun") == ["All"]:
             return web.json_response(obj)
         if res.plural == "pods":

@@ -95,6 +95,11 @@ _BUILTIN = [
 ]
 
 
+def is_builtin(res: Resource) -> bool:
+    """A resource the API server itself serves (not a custom resource)."""
+    return any((g, p) == (res.group, res.plural) for g, _, p, *_ in _BUILTIN)
+
+
 def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 

@@ -494,9 +494,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
-               delete_data: bool = False) -> str | None:
+               delete_data: bool = False, foreign: bool = False) -> str | None:
         """Delete the workload; with ``wait``, return only once every pod/process is gone.
 
         Data the backend keeps apart from the workload (the local backend's checkpoints) stays
-        unless ``delete_data``. Returns a line saying what was kept or removed, or None.
+        unless ``delete_data``. Only what elastix made is deleted; ``foreign``: a workload
+        another tool made too (GKE: a Pathways JobSet without elastix's labels). Returns a
+        line saying what was kept or removed, or None.
         """

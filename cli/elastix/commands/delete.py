@@ -39,14 +39,23 @@ def delete(
     ignore_not_found: Annotated[bool, typer.Option(
         "--ignore-not-found", help="A workload that does not exist is not an error (exit 0), "
                                    "as kubectl's flag: for cleanup steps.")] = False,
+    foreign: Annotated[bool, typer.Option(
+        "--foreign", help="GKE: also delete the named Pathways JobSets another tool made (xpk, "
+                          "gcluster, your own YAML), which are refused without it; by NAME "
+                          "only, never with -l.")] = False,
 ) -> None:
     """Delete workloads (each one's JobSet, Jobs and pods), by name or by label (-l).
 
-    Several names are all checked first: if one does not exist, nothing is deleted.
+    Several names are all checked first: if one does not exist, nothing is deleted. Only what
+    elastix made is deleted (its labels say so); a JobSet another tool made only with
+    --foreign.
     """
     from elastix.views.console import console
 
     err = console(stderr=True)
+    if foreign and selector is not None:
+        raise UsageError("--foreign deletes JobSets named one by one, not by -l",
+                         hint="name each: elastix workload delete NAME [NAME...] --foreign")
     backend = get_backend(target)
     chosen = _delete_targets(backend, names or [], workload, selector, ignore_not_found)
     if chosen is None:
@@ -54,7 +63,7 @@ def delete(
         return
     for name in chosen:
         _delete_one(backend, name, err, wait=wait, timeout=timeout, delete_data=delete_data,
-                    ignore_not_found=ignore_not_found)
+                    ignore_not_found=ignore_not_found, foreign=foreign)
 
 
 def _delete_targets(backend: Any, names: list[str], workload: str | None,
@@ -90,7 +99,7 @@ def _delete_targets(backend: Any, names: list[str], workload: str | None,
 
 
 def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float,
-                delete_data: bool, ignore_not_found: bool) -> None:
+                delete_data: bool, ignore_not_found: bool, foreign: bool = False) -> None:
     import contextlib
 
     from elastix.errors import NotFoundError
@@ -102,7 +111,8 @@ def _delete_one(backend: Any, name: str, err: Any, *, wait: bool, timeout: float
         with WaitLine(err, f"deleting {name}") if waiting else contextlib.nullcontext() as line:
             if line is not None:  # the backend's wait is one call: its line ticks on a terminal
                 line.update(wait_phase(None, []))
-            note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data)
+            note = backend.delete(name, wait=wait, timeout=timeout, delete_data=delete_data,
+                                  foreign=foreign)
     except NotFoundError as e:
         if not ignore_not_found:
             raise

@@ -96,7 +96,8 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
 (or None) and how, or why there is none."""
 
 JOB = ("gcluster job submit is 'elastix workload create', list 'elastix workload list --all', "
-       "logs 'elastix logs NAME', cancel 'elastix workload delete NAME' (docs/from-gcluster.md)")
+       "logs 'elastix logs NAME', cancel 'elastix workload delete NAME --foreign' "
+       "(docs/from-gcluster.md)")
 """What ``elastix job ...`` is answered with: gcluster's ``job`` group, command by command."""
 
 

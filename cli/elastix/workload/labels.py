@@ -53,6 +53,15 @@ def made_by(object_labels: dict[str, str] | None) -> str:
     return next((who for key, who in MADE_BY if key in found), "other")
 
 
+def elastix_made(object_labels: dict[str, str] | None, workload: str) -> bool:
+    """Whether an object's labels prove it elastix's, made for ``workload``: both
+    :data:`WORKLOAD` (the name) and :data:`MANAGED_BY` (``elastix``), as elastix sets them on
+    a JobSet and on its head's ServiceAccount, Role and RoleBinding. What deletes an object
+    requires it (``workload delete``)."""
+    found = object_labels or {}
+    return found.get(WORKLOAD) == workload and found.get(MANAGED_BY) == MANAGED_BY_VALUE
+
+
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 """Label: the Kueue LocalQueue (``--queue``)."""
 

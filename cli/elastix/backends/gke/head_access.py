@@ -32,7 +32,13 @@ from elastix.clients.kube import (
     Forbidden,
     api_path,
 )
-from elastix.errors import BackendError, ElastixError, ManifestError, NotFoundError
+from elastix.errors import (
+    BackendError,
+    ConflictError,
+    ElastixError,
+    ManifestError,
+    NotFoundError,
+)
 from elastix.workload import rbac
 
 
@@ -119,11 +125,49 @@ def delete(ns: Namespace, applied: list[Applied]) -> int:
     return gone
 
 
-def delete_all(ns: Namespace, workload: str) -> int:
-    """Delete the workload's head objects, whoever owns them (``workload delete``); how many
-    were there."""
-    return delete(ns, [Applied(v, p, body["metadata"]["name"], False)
-                       for v, p, body in rbac.objects(workload, ns.name)])
+def delete_own(ns: Namespace, workload: str) -> tuple[int, list[str]]:
+    """Delete the workload's head objects that are elastix's (``workload delete``): each is
+    read first, deleted only when its labels say elastix made it for ``workload``
+    (:func:`elastix.workload.labels.elastix_made`), and with the uid read as a precondition,
+    so one made again in between by someone else is not deleted (409). Returns how many were
+    deleted, and the kinds of those left because they are not elastix's."""
+    from elastix.workload.labels import elastix_made
+
+    gone, left = 0, []
+    for api_version, plural, body in rbac.objects(workload, ns.name):
+        name, kind = body["metadata"]["name"], body["kind"]
+        path = api_path(api_version, plural, name, ns.name)
+        try:
+            with ns.tr(f"reading {kind} {name}", namespace=ns.name):
+                obj = ns.request("GET", path)
+        except NotFoundError:
+            continue
+        md = (obj or {}).get("metadata") or {}
+        if not elastix_made(md.get("labels"), workload) or not md.get("uid"):
+            left.append(kind)
+            continue
+        try:
+            with ns.tr(f"deleting {kind} {name}", namespace=ns.name):
+                ns.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
+                                                 "preconditions": {"uid": md["uid"]}})
+            gone += 1
+        except NotFoundError:
+            pass
+        except ConflictError:  # replaced since it was read: not the object that was checked
+            left.append(kind)
+    return gone, left
+
+
+def left_alone(workload: str, kinds: list[str]) -> str:
+    """The words for head objects :func:`delete_own` left because they are not elastix's."""
+    return (f"{_and(kinds)} {rbac.service_account(workload)} "
+            f"{'are' if len(kinds) > 1 else 'is'} not elastix's (no elastix.dev/workload and "
+            "app.kubernetes.io/managed-by=elastix labels): left as "
+            f"{'they are' if len(kinds) > 1 else 'it is'}")
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def not_created(err: BaseException) -> bool:

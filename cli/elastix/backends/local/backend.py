@@ -287,8 +287,9 @@ class LocalBackend(Backend):
         return (self._dir(name, must_exist=False) / "plan.json").exists()
 
     def delete(self, name: str, *, wait: bool = False, timeout: float = 300.0,
-               delete_data: bool = False) -> str | None:
-        """See :func:`elastix.backends.local.delete.delete`."""
+               delete_data: bool = False, foreign: bool = False) -> str | None:
+        """See :func:`elastix.backends.local.delete.delete` (every local workload is
+        elastix's: ``foreign`` changes nothing)."""
         return delete.delete(self.root, name, timeout=timeout, delete_data=delete_data)
 
     # ------------------------------------------------------------------ logs
