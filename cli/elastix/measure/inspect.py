@@ -22,7 +22,7 @@ from elastix.backends.base import Backend, LogOptions
 from elastix.errors import ElastixError
 from elastix.protocol import timefmt
 from elastix.workload.labels import made_by
-from elastix.workload.redact import env_values, hide_env, scrub
+from elastix.workload.redact import env_names, env_values, hide_env, scrub
 
 HEAD_LINES = 200
 """The head's last log lines a bundle keeps."""
@@ -52,7 +52,7 @@ def bundle(backend: Backend, name: str) -> dict[str, Any]:
         "measurement": _measurement(backend, name, unreadable),
         "unreadable": unreadable,
     }
-    return scrub(out, env_values(manifest))
+    return scrub(out, env_values(manifest), env_names(manifest))
 
 
 def _head_log(backend: Backend, name: str, unreadable: list[str]) -> list[str] | None:

@@ -30,13 +30,22 @@ def _head(fake, name: str) -> dict:
                                  if p["status"].get("phase") == "Running"], what="head")[0]
 
 
+QUOTED = 'quo"te\\back-Ünï-12345'
+"""A secret with a quote, a backslash and non-ASCII: JSON escapes each of them."""
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def _xpk_with_a_secret() -> dict:
-    """xpk's JobSet, its head's main container given a variable of the user's own."""
+    """xpk's JobSet, its head's main container given variables of the user's own, applied
+    with kubectl (which keeps the object, values JSON-escaped, in its last-applied
+    annotation)."""
     body = copy.deepcopy(XPK)
     for rj in body["spec"]["replicatedJobs"]:
         if rj["name"] == "pathways-head":
             main = rj["template"]["spec"]["template"]["spec"]["containers"][0]
-            main.setdefault("env", []).append({"name": "HF_TOKEN", "value": SECRET})
+            main.setdefault("env", []).extend([{"name": "HF_TOKEN", "value": SECRET},
+                                               {"name": "API_PASS", "value": QUOTED}])
+    body["metadata"].setdefault("annotations", {})[LAST_APPLIED] = json.dumps(body)
     return body
 
 
@@ -77,7 +86,15 @@ def test_a_bundle_of_an_xpk_made_workload_says_what_is_there_and_hides_its_secre
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
     text = out.read_text()
     assert SECRET not in text
+    for form in (QUOTED, json.dumps(QUOTED)[1:-1], json.dumps(json.dumps(QUOTED))[1:-1]):
+        assert form not in text, form  # nor in the last-applied annotation, escaped
     b = json.loads(text)
+    applied = json.loads(b["manifest"]["metadata"]["annotations"][LAST_APPLIED])
+    kept = {e["name"]: e.get("value") for rj in applied["spec"]["replicatedJobs"]
+            for c in rj["template"]["spec"]["template"]["spec"]["containers"]
+            for e in c.get("env") or []}
+    assert kept["API_PASS"] == kept["HF_TOKEN"] == "<hidden by elastix>"
+    assert kept["JAX_PLATFORMS"] == "proxy"
     assert b["elastix"]["backend"] == "gke" and b["unreadable"] == []
     assert b["workload"]["made_by"] == "xpk" and b["workload"]["num_slices"] == 3
     head = next(c for rj in b["manifest"]["spec"]["replicatedJobs"] if rj["name"] ==
