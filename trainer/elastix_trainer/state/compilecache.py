@@ -20,7 +20,10 @@ same program at once never see each other's half-written entry.
 A user's own ``JAX_COMPILATION_CACHE_DIR`` wins over every default, as does the flag.
 
 The cache is an optimisation: a directory that cannot be written is reported once and the run
-goes on without it.
+goes on without it. On a local disk JAX reads and writes it through
+:mod:`elastix_trainer.state.cachefile`: an entry that is not a regular file never blocks a read,
+entries are written 0600 and whole, and an entry that fails to load is removed and written anew
+by the compile that follows, with one line in the head's log.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import uuid
 from elastix.protocol import envvars
 from elastix_trainer import storage
 from elastix_trainer.obs.events import log
+from elastix_trainer.state import cachefile
 
 CACHE_NAME = "jax-cache"
 OFF = ("off", "none", "")
@@ -100,6 +104,8 @@ def enable(path: str | None) -> bool:
         return False
     import jax
 
+    if not storage.is_gcs(path):
+        cachefile.install()  # reads that never block, private writes, damage replaced
     if path == os.environ.get(JAX_ENV):  # the user's: JAX has it, with their thresholds
         log.info("elastix: compilation cache %s (%s)", path, JAX_ENV)
         return True

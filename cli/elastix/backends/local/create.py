@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from elastix import interrupts
-from elastix.backends.local import channel, trainerhead
+from elastix.backends.local import channel, private, trainerhead
 from elastix.backends.local.delete import delete, sweep_all
 from elastix.backends.local.plan import Plan, data_dir, make_plan, workload_dir
 from elastix.backends.local.state import private_append, read_record, record_proc, write_json_atomic
@@ -43,6 +43,7 @@ def submit(root: Path, manifest: dict[str, Any], notices: list[str], *, replace:
     first."""
     name = (manifest.get("metadata") or {}).get("name", "")
     d = workload_dir(root, name, must_exist=False)
+    private.check(root)  # another user's state root: refused before anything starts
     plan = make_plan(manifest, d, dict(os.environ), os.getcwd())
     why = channel.problem(plan.health_address)
     if why:  # the supervisor would fail at start on it: said before anything is made
@@ -186,7 +187,7 @@ def claim(root: Path, name: str, d: Path, manifest: dict[str, Any],
     it made, and no reader ever sees a directory without its plan. Returns the directory's
     identity (device and inode): what :func:`discard` checks before removing it."""
     try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private.prepare(root)
         _sweep_asides(root)
         aside = Path(tempfile.mkdtemp(prefix=f"{_ASIDE}{os.getpid()}-{name}-", dir=root))
     except OSError as e:
