@@ -26,13 +26,12 @@ from elastix.backends.base import (
     TrainerEvents,
     WorkloadStatus,
 )
-from elastix.backends.gke import head_access
+from elastix.backends.gke import deletion, head_access
 from elastix.backends.gke.api import Namespace
 from elastix.backends.gke.lost import LostSlices
 from elastix.clients.kube import (
     JOBSET_GROUP,
     JOBSET_VERSION,
-    ApiUnavailable,
     Forbidden,
     Http,
     Translator,
@@ -445,9 +444,9 @@ class GKEBackend(Backend):
         --foreign``: the user names one another tool made). Its DELETE carries the uid that
         was read as a precondition: a JobSet replaced in between is a 409, and nothing is
         deleted. The head's ServiceAccount, Role and RoleBinding go only when they are
-        elastix's (:func:`head_access.delete_own`), also when no JobSet is left (a create
-        that failed); a name that matches nothing deletes nothing. Checkpoints on GKE live in
-        the user's bucket (``--checkpoint-dir``): never deleted here.
+        elastix's, also when no JobSet is left (a create that failed); a name that matches
+        nothing deletes nothing (:mod:`elastix.backends.gke.deletion`). Checkpoints on GKE live
+        in the user's bucket (``--checkpoint-dir``): never deleted here.
 
         Raises:
             UsageError: the JobSet is not a Pathways workload, or not elastix's and not
@@ -455,46 +454,10 @@ class GKEBackend(Backend):
             NotFoundError: no JobSet, and no head object of elastix's (nothing deleted).
             ConflictError: the JobSet was replaced while it was being deleted.
         """
-        try:
-            js = self.ns.jobset(name)
-        except NotFoundError as e:
-            if isinstance(e, ApiUnavailable):
-                raise
-            # No JobSet; the head's objects of a create whose outcome was unknown may be left.
-            gone, left = head_access.delete_own(self.ns, name)
-            if gone:
-                return ("only its head's ServiceAccount, Role and RoleBinding were left (by a "
-                        "create that failed): removed" + (
-                            f"; {head_access.left_alone(name, left)}" if left else ""))
-            raise NotFoundError(f"{e.message}; nothing was deleted" + (
-                f" ({head_access.left_alone(name, left)})" if left else ""),
-                hint=e.hint) from None
-        md = js.get("metadata") or {}
-        if not foreign and not labels.elastix_made(md.get("labels"), name):
-            who = labels.made_by(md.get("labels"))
-            by = (f"was made by {who}, not by elastix" if who not in ("other", "elastix") else
-                  f"does not carry elastix's labels ({labels.WORKLOAD}: {name} and "
-                  f"{labels.MANAGED_BY}: {labels.MANAGED_BY_VALUE}): elastix did not make it")
-            raise UsageError(f"JobSet {name} in namespace {self.namespace} {by}: nothing was "
-                             "deleted",
-                             hint=f"delete it with the tool that made it, or name it: elastix "
-                                  f"workload delete {name} --foreign")
-        try:
-            with self.tr(f"deleting workload {name}", name=name, namespace=self.namespace):
-                self.ns.request("DELETE", self.path("jobsets", name),
-                                body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                      "propagationPolicy": "Background",
-                                      "preconditions": {"uid": md.get("uid")}})
-        except ConflictError as e:
-            raise ConflictError(
-                f"workload {name} was replaced while it was being deleted (the JobSet read, uid "
-                f"{md.get('uid')}, is gone; another has its name): nothing was deleted",
-                hint=f"look at the one there now: elastix workload status {name}") from e
-        # The head's account, if submit made one (deleting what is not there is no error).
-        _, left = head_access.delete_own(self.ns, name)
-        if wait:
+        note, deleted = deletion.delete(self.ns, name, foreign)
+        if deleted and wait:
             self.wait_gone(name, timeout)
-        return head_access.left_alone(name, left) if left else None
+        return note
 
     def wait_gone(self, name: str, timeout: float) -> None:
         """Return once the JobSet and every pod labelled with its name are gone."""
