@@ -148,18 +148,111 @@ def yaml_where(err: BaseException) -> str:
     return f" at line {mark.line + 1}" if mark else ""
 
 
+MAX_ALIAS_NODES = 10_000
+"""How many nodes a user's YAML may gain by its aliases (``*name``): a few hundred repeat an
+env block or a volume; an alias bomb (aliases of lists of aliases) gains billions in 1 KB."""
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` as a message quotes it: ``repr`` cut to about ``limit`` characters, in work
+    bounded too (never a whole nested value, never a 10,000-digit integer spelled out): the one
+    way an error message quotes a user's value."""
+    import reprlib
+
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {int(value.bit_length() * 0.30103) + 1} digits"
+    r = reprlib.Repr()
+    r.maxlevel, r.maxdict, r.maxlist, r.maxtuple, r.maxset = 2, 4, 4, 4, 4
+    r.maxstring = r.maxother = r.maxlong = limit
+    text = r.repr(value)
+    return text if len(text) <= limit + 3 else text[:limit] + "..."
+
+
+def expanded_by_aliases(root: Any) -> int:
+    """How many nodes the YAML node graph under ``root`` gains by its aliases: its size with
+    every alias written out less its distinct nodes (-1: an alias within itself, endless).
+    Memoised, so linear in the distinct nodes however much the aliases would expand."""
+    import yaml
+
+    size: dict[int, int] = {}
+    distinct = 0
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_.discard(key)
+            size[key] = min(1 + sum(size[id(k)] for k in kids), 1 << 62)
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            return -1
+        open_.add(key)
+        distinct += 1
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in open_:
+                return -1
+            if id(k) not in size:
+                stack.append((k, False))
+    return size[id(root)] - distinct
+
+
+def _guarded(loader: Any) -> Any:
+    """``loader`` (a PyYAML Loader class) refusing a document that its aliases expand by more
+    than :data:`MAX_ALIAS_NODES` nodes, checked on the composed node graph, before any value is
+    built."""
+
+    class Guarded(loader):  # type: ignore[misc,valid-type]
+        def _checked(self, node: Any) -> Any:
+            if node is not None:
+                gained = expanded_by_aliases(node)
+                if gained < 0 or gained > MAX_ALIAS_NODES:
+                    raise _AliasBomb(gained)
+            return node
+
+        def get_single_node(self) -> Any:
+            return self._checked(super().get_single_node())
+
+        def get_node(self) -> Any:
+            return self._checked(super().get_node())
+
+    return Guarded
+
+
+class _AliasBomb(Exception):
+    def __init__(self, gained: int) -> None:
+        super().__init__(gained)
+        self.gained = gained
+
+
 def load_user_yaml(text: str, subject: str, hint: str, *, too_deep: str = "",
-                   load: Any = None, error: type[ElastixError] = UsageError) -> Any:
-    """Parse YAML a user gave (``load``, ``yaml.safe_load`` unless given), where every way it
-    can fail is one line naming ``subject``, the line and the parser's problem, with ``hint``:
-    a syntax error, or nesting deeper than the parser recurses (``too_deep`` ends that
-    message, e.g. " to be a manifest")."""
+                   loader: Any = None, documents: bool = False,
+                   error: type[ElastixError] = UsageError) -> Any:
+    """Parse YAML a user gave (with ``loader``, ``yaml.SafeLoader`` unless given; every
+    document, a list, with ``documents``), where every way it can fail is one line naming
+    ``subject``, the line and the parser's problem, with ``hint``: a syntax error, nesting
+    deeper than the parser recurses (``too_deep`` ends that message, e.g. " to be a
+    manifest"), or aliases that expand it beyond :data:`MAX_ALIAS_NODES` nodes (an alias
+    bomb: refused before anything expands it)."""
     import yaml  # here, not at the top: errors is on every command's import path
 
+    guarded = _guarded(loader or yaml.SafeLoader)
     try:
-        return (load or yaml.safe_load)(text)
+        if documents:
+            return list(yaml.load_all(text, Loader=guarded))  # noqa: S506 (a safe loader)
+        return yaml.load(text, Loader=guarded)  # noqa: S506 (a safe loader)
     except yaml.YAMLError as err:
         raise error(f"{subject} is not valid YAML{yaml_where(err)}: "
                     f"{getattr(err, 'problem', None) or 'parse error'}", hint=hint) from None
     except RecursionError:  # the parser and constructor recurse once per nesting level
         raise error(f"{subject} is nested too deeply{too_deep}", hint=hint) from None
+    except _AliasBomb as bomb:
+        what = "an alias within itself" if bomb.gained < 0 else \
+            f"aliases (*name) that expand it by more than {MAX_ALIAS_NODES:,} values"
+        raise error(f"{subject} has {what}", hint="write the values out, or alias fewer "
+                    "(an alias of lists of aliases grows exponentially)") from None

@@ -286,7 +286,9 @@ def _main(argv: list[str]) -> int:
             return err.exit_code
         if debug:
             raise
-        sys.stderr.write(f"error: unexpected {type(err).__name__}: {err}\n")
+        said = str(err)  # bounded: an error may quote a whole value
+        said = said if len(said) <= 300 else said[:300] + "..."
+        sys.stderr.write(f"error: unexpected {type(err).__name__}: {said}\n")
         sys.stderr.write("hint: run again with --debug for the traceback, and report it\n")
         return 1
     return 0

@@ -23,6 +23,7 @@ from elastix.errors import (
     NotFoundError,
     UsageError,
     load_user_yaml,
+    shown,
 )
 
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -135,7 +136,7 @@ def _check_context(kubeconfig: str | None, context: str, where: str) -> None:
     names = [c.get("name") for c in contexts or [] if isinstance(c, dict)]
     if context not in names:
         have = ", ".join(str(n) for n in names) if names else "none"
-        raise UsageError(f"--context {context!r} is not in kubeconfig {where} (its contexts: "
+        raise UsageError(f"--context {shown(context)} is not in kubeconfig {where} (its contexts: "
                          f"{have})", hint="pass --context with one of them, or leave it out "
                                           "for the current context")
 
@@ -176,7 +177,8 @@ def check_kubeconfig(path: str) -> None:
                 continue
             if not isinstance(items, list) or not all(
                     isinstance(i, dict) and isinstance(i.get(inner, {}), dict) for i in items):
-                problem = f"{key!r} must be a list of mappings with a name and a {inner!r}"
+                problem = (f"{shown(key)} must be a list of mappings with a name and a "
+                           f"{shown(inner)}")
                 break
     if problem:
         raise UsageError(f"kubeconfig {path!r} is not a kubeconfig: {problem}",

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from elastix.backends import Target, get_backend
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 
 
 def complete_from(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
@@ -339,9 +339,10 @@ def parse_duration(text: str, flag: str, minimum: float | None = None) -> float:
     elif t and m:
         seconds = sum(float(x) * s for x, s in zip(m.groups(), _UNIT_SECONDS, strict=True) if x)
     else:
-        raise UsageError(f"{flag} {text!r} is not a duration", hint=f"e.g. {flag} 90s, 5m or 1h30m")
+        raise UsageError(f"{flag} {shown(text)} is not a duration",
+                         hint=f"e.g. {flag} 90s, 5m or 1h30m")
     if minimum is not None and seconds < minimum:
-        raise UsageError(f"{flag} {text!r} is below the minimum of {minimum:g} s",
+        raise UsageError(f"{flag} {shown(text)} is below the minimum of {minimum:g} s",
                          hint=f"e.g. {flag} {max(minimum, 2):g}s")
     return seconds
 
@@ -353,7 +354,7 @@ def check_output(output: str, choices: tuple[str, ...]) -> None:
         UsageError: ``output`` is not one of ``choices``.
     """
     if output not in choices:
-        raise UsageError(f"--output {output!r} is not {' or '.join(choices)}",
+        raise UsageError(f"--output {shown(output)} is not {' or '.join(choices)}",
                          hint="use " + " or ".join(f"-o {c}" for c in choices))
 
 
@@ -370,7 +371,7 @@ def parse_duration_in(text: str, flag: str, *, allow_zero: bool = False) -> floa
     low_ok = secs >= 0 if allow_zero else secs > 0
     if not (low_ok and secs <= MAX_DURATION):  # False for nan too
         low = "0 or more" if allow_zero else "more than 0"
-        raise UsageError(f"{flag} {text!r} is out of range: {low}, at most 30d",
+        raise UsageError(f"{flag} {shown(text)} is out of range: {low}, at most 30d",
                          hint=f"e.g. {flag} 90s, 5m or 1h30m")
     return secs
 
@@ -383,7 +384,8 @@ def check_window(window: float | None) -> None:
         UsageError: 0, negative, nan or inf.
     """
     if window is not None and not (0 < window <= MAX_DURATION):  # False for nan too
-        raise UsageError(f"--window {window!r} is out of range: more than 0 seconds, at most 30d",
+        raise UsageError(f"--window {shown(window)} is out of range: more than 0 seconds, at "
+                         "most 30d",
                          hint="e.g. --window 60")
 
 

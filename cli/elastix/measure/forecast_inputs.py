@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 from elastix.measure.advise import Measured, measure
 from elastix.measure.events import Event, recoveries
 
@@ -49,10 +49,10 @@ class RunInputs:
         recs = tuple(MeasuredRecovery(**r) for r in d["recoveries"])
         for x in (m.step, *(v for r in recs for v in (r.before_wait, r.wait, r.after_wait))):
             if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                raise ValueError(f"not a duration: {x!r}")
+                raise ValueError(f"not a duration: {shown(x)}")
         slices = d.get("slices")
         if slices is not None and (not isinstance(slices, int) or slices < 1):
-            raise ValueError(f"slices {slices!r}")
+            raise ValueError(f"slices {shown(slices)}")
         return cls(m, recs, d.get("startup"), slices)
 
 
@@ -116,7 +116,7 @@ def from_report(text: str, where: str, version: int) -> RunInputs:
         raise UsageError(f"report {where!r} is not a chaos report (no schema_version or kills)",
                          hint=REPORT_HINT)
     if d["schema_version"] != version:
-        raise UsageError(f"report {where!r} has schema_version {d['schema_version']!r}; this "
+        raise UsageError(f"report {where!r} has schema_version {shown(d['schema_version'])}; this "
                          f"elastix reads {version}", hint="forecast from the run's "
                          "events instead: --events FILE (docs/events.md)")
     got = d.get("forecast_inputs")

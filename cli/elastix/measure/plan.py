@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import FAULTS, Fault, check_pod_index
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 from elastix.measure.aim import MOMENTS, Aim
 from elastix.measure.schedule import (
     Duration,
@@ -181,7 +181,7 @@ def parse_fault(kind: str, grace: str | None, hang_for: str | None, duration: Du
                 ) -> Fault:
     """``--fault`` and its options, checked (exit 2 before anything is killed)."""
     if kind not in FAULTS:
-        raise UsageError(f"--fault {kind!r} is not one of {', '.join(FAULTS)}",
+        raise UsageError(f"--fault {shown(kind)} is not one of {', '.join(FAULTS)}",
                          hint="e.g. --fault term (planned maintenance)")
     if grace is not None and kind != "term":
         raise UsageError(f"--grace is for --fault term, not {kind}", hint="drop --grace")
@@ -204,7 +204,7 @@ def build_plan(flags: Flags, *, duration: Duration, read_schedule: Reader,
     if flags.kill_worker:
         return _one_fault(flags, duration)
     if flags.mode not in MODES:
-        raise UsageError(f"--mode {flags.mode!r} is not {', '.join(MODES)}",
+        raise UsageError(f"--mode {shown(flags.mode)} is not {', '.join(MODES)}",
                          hint="use --mode random, --mode host or --mode slice")
     fault = parse_fault(flags.fault, flags.grace, flags.hang_for, duration)
     if flags.count < 1:
@@ -305,10 +305,10 @@ def _steps(text: str | None) -> list[int] | None:
     try:
         steps = [int(x) for x in text.split(",")]
     except ValueError:
-        raise UsageError(f"--at-step {text!r} is not a step or a list of steps",
+        raise UsageError(f"--at-step {shown(text)} is not a step or a list of steps",
                          hint="e.g. --at-step 40 or --at-step 40,80,120") from None
     if any(n < 1 for n in steps) or steps != sorted(set(steps)):
-        raise UsageError(f"--at-step {text!r}: steps must be 1 or more and increasing",
+        raise UsageError(f"--at-step {shown(text)}: steps must be 1 or more and increasing",
                          hint="e.g. --at-step 40,80,120")
     return steps
 
@@ -330,18 +330,18 @@ def parse_plan(doc: Any, source: str, duration: Duration) -> Plan:
                          hint="make one with elastix chaos run NAME ... --dry-run -o yaml")
     unknown = sorted(set(map(str, doc)) - {"version", "mode", "seed", "pinned", "rounds"})
     if unknown:
-        raise UsageError(f"{source}: unknown key {unknown[0]!r}",
+        raise UsageError(f"{source}: unknown key {shown(unknown[0])}",
                          hint="keys: version, mode, seed, rounds")
     if doc.get("version", VERSION) != VERSION:
-        raise UsageError(f"{source}: version {doc.get('version')!r} is not {VERSION}",
+        raise UsageError(f"{source}: version {shown(doc.get('version'))} is not {VERSION}",
                          hint="make it again with this elastix's chaos run --dry-run -o yaml")
     mode = doc.get("mode", "random")
     if mode not in MODES:
-        raise UsageError(f"{source}: mode {mode!r} is not {', '.join(MODES)}",
+        raise UsageError(f"{source}: mode {shown(mode)} is not {', '.join(MODES)}",
                          hint="mode: random")
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise UsageError(f"{source}: seed {seed!r} is not a whole number", hint="seed: 7")
+        raise UsageError(f"{source}: seed {shown(seed)} is not a whole number", hint="seed: 7")
     rounds = entries(doc.get("rounds"), f"{source}: rounds", "rounds", MAX_ROUNDS,
                      "rounds: [{fault: kill, interval: 60}]")
     out = tuple(_round(r, f"{source}, round {i}", duration) for i, r in enumerate(rounds, 1))
@@ -355,11 +355,11 @@ def _round(item: Any, where: str, duration: Duration) -> Round:
     count, step = item.get("count", 1), item.get("step")
     for key, v in (("count", count), ("step", step)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise UsageError(f"{where}: {key} {v!r} is not a whole number, 1 or more",
+            raise UsageError(f"{where}: {key} {shown(v)} is not a whole number, 1 or more",
                              hint=f"e.g. {key}: 2")
     during = item.get("during")
     if during is not None and during not in MOMENTS:
-        raise UsageError(f"{where}: during {during!r} is not a moment: {', '.join(MOMENTS)}",
+        raise UsageError(f"{where}: during {shown(during)} is not a moment: {', '.join(MOMENTS)}",
                          hint="e.g. during: save")
     when = [k for k in _WHEN if item.get(k) is not None]
     if len(when) > 1:
@@ -378,5 +378,5 @@ def _round(item: Any, where: str, duration: Duration) -> Round:
 
 def _flag(v: Any, where: str, key: str) -> bool:
     if not isinstance(v, bool):
-        raise UsageError(f"{where}: {key} {v!r} is not true or false", hint=f"{key}: true")
+        raise UsageError(f"{where}: {key} {shown(v)} is not true or false", hint=f"{key}: true")
     return v

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elastix.backends.base import FAULTS, Fault
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 
 MAX_SCHEDULE = 10_000  # faults in one file; more is not a schedule a soak can keep
 
@@ -74,7 +74,7 @@ def index_of(v: Any, where: str, key: str) -> int | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise UsageError(f"{where}: {key} {v!r} is not a {key} index (0 or more)",
+        raise UsageError(f"{where}: {key} {shown(v)} is not a {key} index (0 or more)",
                          hint=f"e.g. {key}: 0")
     return v
 
@@ -103,10 +103,11 @@ def fault_entry(item: Any, where: str, keys: tuple[str, ...], duration: Duration
         raise UsageError(f"{where} is not a mapping", hint="e.g. - {at: 30s, fault: kill}")
     unknown = sorted(set(map(str, item)) - set(keys))
     if unknown:
-        raise UsageError(f"{where}: unknown key {unknown[0]!r}", hint=f"keys: {', '.join(keys)}")
+        raise UsageError(f"{where}: unknown key {shown(unknown[0])}",
+                         hint=f"keys: {', '.join(keys)}")
     kind = item.get("fault", "kill")
     if kind not in FAULTS:
-        raise UsageError(f"{where}: fault {kind!r} is not one of {', '.join(FAULTS)}",
+        raise UsageError(f"{where}: fault {shown(kind)} is not one of {', '.join(FAULTS)}",
                          hint="e.g. fault: term")
     # grace 0 as --grace 0: SIGTERM, then SIGKILL at once (a schedule used to refuse it)
     grace = seconds_of(item["grace"], where, "grace", duration, True) if "grace" in item \

@@ -127,8 +127,9 @@ def load_documents(source: str, flag: str, what: str, release_url: str,
             raise UsageError(f"cannot read {flag} {source}: {err.strerror}",
                              hint=hint) from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD alone is 800 kB
-    return load_user_yaml(text, f"{flag} {source}", hint, too_deep=" to be a manifest",
-                          load=lambda t: [d for d in yaml.load_all(t, Loader=loader) if d])
+    docs = load_user_yaml(text, f"{flag} {source}", hint, too_deep=" to be a manifest",
+                          loader=loader, documents=True)
+    return [d for d in docs if d]
 
 
 _MANIFEST_HINT = f"pass JobSet's release manifest, e.g. {RELEASE_URL}, or a copy of it"

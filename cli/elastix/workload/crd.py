@@ -21,7 +21,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from elastix.errors import ManifestError
+from elastix.errors import ManifestError, shown
 
 CRD_FILE = "jobset-crd-v0.12.0.yaml"
 SCHEMA_FILE = "jobset-v1alpha2-schema.json"  # the CRD's v1alpha2 schema, extracted (fast to load)
@@ -78,7 +78,7 @@ def problems(manifest: Any, max_problems: int = 20) -> list[str]:
         return [f"(root): expected a JobSet object, got {type(manifest).__name__}"]
     if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
         out.append(f"(root): expected apiVersion {API_VERSION} and kind {KIND}, got "
-                   f"{manifest.get('apiVersion')!r} and {manifest.get('kind')!r}")
+                   f"{shown(manifest.get('apiVersion'))} and {shown(manifest.get('kind'))}")
     _check(manifest, schema(), "", out, max_problems)
     return out[:max_problems]
 
@@ -136,14 +136,14 @@ def _check(value: Any, sch: dict[str, Any], path: str, out: list[str], limit: in
             out.append(f"{where}: expected an integer or a string, got {_show(value)}")
             return
         if isinstance(value, str) and "pattern" in sch and not re.search(sch["pattern"], value):
-            out.append(f"{where}: {value!r} is not a valid quantity or value")
+            out.append(f"{where}: {shown(value)} is not a valid quantity or value")
         return
     typ = sch.get("type")
     if typ and not _TYPES[typ](value):
         out.append(f"{where}: expected {'an' if typ[0] in 'aeiou' else 'a'} {typ}, got {_show(value)}")
         return
     if "enum" in sch and value not in sch["enum"]:
-        out.append(f"{where}: {value!r} is not one of {sch['enum']}")
+        out.append(f"{where}: {shown(value)} is not one of {sch['enum']}")
     if typ == "string":
         _check_string(value, sch, where, out)
     elif typ == "integer":
@@ -164,9 +164,9 @@ def _check_string(value: str, sch: dict[str, Any], where: str, out: list[str]) -
     if "minLength" in sch and len(value) < sch["minLength"]:
         out.append(f"{where}: shorter than {sch['minLength']} characters")
     if "pattern" in sch and not re.search(sch["pattern"], value):
-        out.append(f"{where}: {value!r} does not match {sch['pattern']}")
+        out.append(f"{where}: {shown(value)} does not match {sch['pattern']}")
     if sch.get("format") == "date-time" and not _DATE_TIME.match(value):
-        out.append(f"{where}: {value!r} is not an RFC 3339 date-time")
+        out.append(f"{where}: {shown(value)} is not an RFC 3339 date-time")
 
 
 def _check_array(value: list[Any], sch: dict[str, Any], path: str, out: list[str],
@@ -193,8 +193,8 @@ def _check_array(value: list[Any], sch: dict[str, Any], path: str, out: list[str
                 continue
             k = tuple(item.get(key) for key in keys)
             if k in seen_keys:
-                shown = ", ".join(f"{key}={v!r}" for key, v in zip(keys, k, strict=True))
-                out.append(f"{_path(path, i)}: duplicate entry ({shown}); first at "
+                said = ", ".join(f"{key}={shown(v)}" for key, v in zip(keys, k, strict=True))
+                out.append(f"{_path(path, i)}: duplicate entry ({said}); first at "
                            f"{_path(path, seen_keys[k])}")
             else:
                 seen_keys[k] = i
@@ -230,4 +230,4 @@ def _show(value: Any) -> str:
         return "null"
     if isinstance(value, (dict, list)):
         return type(value).__name__
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {shown(value)}"

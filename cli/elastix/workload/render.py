@@ -210,9 +210,9 @@ def parse(text: str) -> dict[str, Any]:
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     docs = load_user_yaml(text, "rendered manifest",
                           "check the template's indentation around that line",
-                          too_deep=" to be a manifest", error=ManifestError,
-                          load=lambda t: [d for d in yaml.load_all(t, Loader=Strict)  # noqa: S506
-                                          if d is not None])
+                          too_deep=" to be a manifest", error=ManifestError, loader=Strict,
+                          documents=True)
+    docs = [d for d in docs if d is not None]
     if len(docs) != 1:
         raise ManifestError(f"template must render exactly one YAML document, got {len(docs)}",
                             hint="remove extra '---' documents")

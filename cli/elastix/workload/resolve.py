@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from elastix.errors import UsageError, load_user_yaml
+from elastix.errors import UsageError, load_user_yaml, shown
 from elastix.workload.spec import FIELDS, KINDS, WorkloadSpec, build_spec, read_user_text
 
 FlagValue = str | int | bool | list[str] | None
@@ -131,7 +131,8 @@ def parse_kv(items: list[str], flag: str, example: str = "key=value") -> dict[st
     out: dict[str, str] = {}
     for item in items:
         if "=" not in item:
-            raise UsageError(f"{flag} {item!r} is not KEY=VALUE", hint=f"write {flag} {example}")
+            raise UsageError(f"{flag} {shown(item)} is not KEY=VALUE",
+                             hint=f"write {flag} {example}")
         k, v = item.split("=", 1)
         out[k] = v
     return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 from elastix.workload.validate import LABEL_VALUE, label_key_ok  # the spec's label rules
 
 _REQUIREMENT = re.compile(
@@ -86,10 +86,11 @@ def _split(text: str) -> list[str]:
 
 def _check(key: str, values: tuple[str, ...], text: str) -> None:
     if not label_key_ok(key):
-        raise UsageError(f"--selector {text!r}: {key!r} is not a valid label key", hint=_HINT)
+        raise UsageError(f"--selector {shown(text)}: {shown(key)} is not a valid label key",
+                         hint=_HINT)
     for v in values:
         if len(v) > 63 or not LABEL_VALUE.match(v):
-            raise UsageError(f"--selector {text!r}: {v!r} is not a valid label value "
+            raise UsageError(f"--selector {shown(text)}: {shown(v)} is not a valid label value "
                              "(63 characters or fewer of [A-Za-z0-9-_.], starting and ending "
                              "alphanumeric)", hint=_HINT)
 
@@ -107,12 +108,13 @@ def parse(text: str) -> Selector:
     for part in _split(text):
         m = _REQUIREMENT.match(part)
         if not m:
-            raise UsageError(f"--selector {text!r}: cannot read {part.strip()!r}", hint=_HINT)
+            raise UsageError(f"--selector {shown(text)}: cannot read {shown(part.strip())}",
+                             hint=_HINT)
         if m["nkey"]:
             req = Requirement(m["nkey"], "!exists")
         elif m["skey"]:
             if not m["vals"].strip():
-                raise UsageError(f"--selector {text!r}: {m['setop']} needs at least one value",
+                raise UsageError(f"--selector {shown(text)}: {m['setop']} needs at least one value",
                                  hint=_HINT)
             vals = tuple(v.strip() for v in m["vals"].split(","))
             req = Requirement(m["skey"], m["setop"], vals)

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix.errors import SpecError, UsageError
+from elastix.errors import SpecError, UsageError, shown
 from elastix.workload import pathways_images, platform
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ def _apply_pathways_tag(spec: WorkloadSpec, merged: Mapping[str, Any],
     if tag is None:
         return
     if not isinstance(tag, str) or not pathways_images.TAG_RE.match(tag):
-        problems.append(("pathways_tag", f"{tag!r} is not an image tag",
+        problems.append(("pathways_tag", f"{shown(tag)} is not an image tag",
                          "e.g. jax-0.10.0 (letters, digits, '_', '.', '-')"))
         return
     if "proxy_image" not in merged:
@@ -362,10 +362,10 @@ def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:
     """Set one field with a type check; return (message, hint) on a type problem."""
     if key in _INT_FIELDS:
         if isinstance(value, bool) or not isinstance(value, int):
-            return f"must be a whole number, got {value!r}", "e.g. 3"
+            return f"must be a whole number, got {shown(value)}", "e.g. 3"
     elif key in _BOOL_FIELDS:
         if not isinstance(value, bool):
-            return f"must be true or false, got {value!r}", None
+            return f"must be true or false, got {shown(value)}", None
     elif key in _LIST_FIELDS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return "must be a list of strings", "e.g. ['--flag=value']"
@@ -375,7 +375,7 @@ def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:
         for k, v in value.items():
             if isinstance(v, (dict, list)):
                 # str() would put a Python repr ("[1]") into the manifest
-                return (f"value of {str(k)!r} must be a string, got {v!r}",
+                return (f"value of {shown(str(k))} must be a string, got {shown(v)}",
                         "quote it in the spec file")
         value = {str(k): _scalar_str(v) for k, v in value.items()}
     elif key == "command":
@@ -384,10 +384,10 @@ def _coerce(spec: WorkloadSpec, key: str, value: Any) -> tuple[str, str] | None:
             return "must be a string or a non-empty list of strings", None
     elif key in QUANTITY_FIELDS:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            return f"must be a resource quantity, got {value!r}", "e.g. 8 or 32G"
+            return f"must be a resource quantity, got {shown(value)}", "e.g. 8 or 32G"
         value = str(value)
     elif value is not None and not isinstance(value, str):
-        return f"must be a string, got {value!r}", None
+        return f"must be a string, got {shown(value)}", None
     setattr(spec, key, value)
     return None
 

@@ -9,6 +9,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING, Any
 
+from elastix.errors import shown
 from elastix.protocol import envvars
 from elastix.workload import labels, tpu
 
@@ -48,10 +49,10 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         add("name", "a workload name is required", "pass NAME, e.g. elastix workload create demo")
     elif not _DNS_LABEL.match(name):
         fixed = _valid_name(name)
-        add("name", f"{name!r} is not a DNS label (lowercase letters, digits and '-', "
+        add("name", f"{shown(name)} is not a DNS label (lowercase letters, digits and '-', "
                     "starting with a letter)", f"try {fixed!r}" if fixed else None)
     if not _DNS_LABEL.match(spec.namespace or "") or len(spec.namespace) > 63:
-        add("namespace", f"{spec.namespace!r} is not a valid namespace name", "e.g. default")
+        add("namespace", f"{shown(spec.namespace)} is not a valid namespace name", "e.g. default")
     if not spec.tpu_type:
         add("tpu_type", "a TPU type is required", "e.g. --tpu-type v5litepod-16")
     elif (bad := tpu.problem(spec.tpu_type)) is not None:
@@ -70,7 +71,7 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
         add("max_restarts", f"must be 0 or more, got {spec.max_restarts}", "e.g. --max-restarts 3")
     if spec.slice_restart not in SLICE_RESTARTS:
         add("slice_restart", f"must be one of {', '.join(SLICE_RESTARTS)}, got "
-                             f"{spec.slice_restart!r}", "e.g. --slice-restart job")
+                             f"{shown(spec.slice_restart)}", "e.g. --slice-restart job")
     elif spec.slice_restart == "job" and spec.slice_restarts == 0:
         add("slice_restart", "--slice-restart job restarts slices of an elastic workload with a "
                              "slice restart budget", "add --elastic-slices N (and "
@@ -85,28 +86,29 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     if persistence is not None and persistence not in ("1", "0"):
         # pathwaysutils 0.1.13 _initialize.py L57-66 accepts "1", "0" or unset and raises
         # ValueError at initialize() otherwise: the head would fail at start on Pathways.
-        add("env", f"{envvars.PATHWAYS_PERSISTENCE}={persistence!r}: pathwaysutils accepts only "
-                   "1, 0 or unset (it raises at initialize() otherwise)",
+        add("env", f"{envvars.PATHWAYS_PERSISTENCE}={shown(persistence)}: pathwaysutils accepts "
+                   "only 1, 0 or unset (it raises at initialize() otherwise)",
             f"--env {envvars.PATHWAYS_PERSISTENCE}=1, or --pathways-persistence")
     for k in spec.env:
         if not _ENV_NAME.match(k):
-            add("env", f"{k!r} is not a valid environment variable name",
+            add("env", f"{shown(k)} is not a valid environment variable name",
                 "use letters, digits and '_', not starting with a digit")
     for k, v in spec.labels.items():
         if not label_key_ok(k):
-            add("labels", f"{k!r} is not a valid label key", "e.g. team or example.com/team")
+            add("labels", f"{shown(k)} is not a valid label key", "e.g. team or example.com/team")
         elif k in labels.RESERVED_KEYS or k.startswith(labels.RESERVED_PREFIXES):
-            add("labels", f"{k!r} is set by elastix or JobSet, not by --label",
+            add("labels", f"{shown(k)} is set by elastix or JobSet, not by --label",
                 "--queue sets the Kueue queue; pick a key of your own, e.g. example.com/team"
                 if k == labels.QUEUE_NAME else "pick a key of your own, e.g. example.com/team")
         elif len(v) > 63 or not LABEL_VALUE.match(v):
-            add("labels", f"label {k}={v!r}: value must be 63 characters or fewer of "
+            add("labels", f"label {k}={shown(v)}: value must be 63 characters or fewer of "
                           "[A-Za-z0-9-_.], starting and ending alphanumeric")
     for f in (f.name for f in dataclasses.fields(spec) if f.metadata.get("quantity")):
         if not _QUANTITY.match(getattr(spec, f)):
-            add(f, f"{getattr(spec, f)!r} is not a resource quantity", "e.g. 8, 500m, 32G or 64Gi")
+            add(f, f"{shown(getattr(spec, f))} is not a resource quantity",
+                "e.g. 8, 500m, 32G or 64Gi")
     if not spec.gcs_scratch.startswith("gs://") or len(spec.gcs_scratch) <= len("gs://"):
-        add("gcs_scratch", f"{spec.gcs_scratch!r} is not a gs:// location",
+        add("gcs_scratch", f"{shown(spec.gcs_scratch)} is not a gs:// location",
             "e.g. gs://my-bucket/pathways-tmp")
     if spec.events_path is not None and (not spec.events_path.startswith("gs://")
                                          or spec.events_path.rstrip("/") == "gs:"
@@ -116,7 +118,8 @@ def validate(spec: WorkloadSpec, skip: set[str] = frozenset()) -> list[tuple[str
     for f in ("priority", "queue", "head_node_pool"):
         v = getattr(spec, f)
         if v is not None and (not _DNS_SUBDOMAIN.match(v) or len(v) > 253):
-            add(f, f"{v!r} is not a valid Kubernetes name", "lowercase letters, digits, '-' and '.'")
+            add(f, f"{shown(v)} is not a valid Kubernetes name",
+                "lowercase letters, digits, '-' and '.'")
     return p
 
 
