@@ -155,8 +155,9 @@ def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]]
     """Refuse an aim the run can never meet, before anything is killed (exit 2).
 
     Raises:
-        UsageError: ``--at-step`` already passed in the current run; ``--during save`` on a
-            run that saves no checkpoint; ``--during snapshot`` on one that takes no snapshot.
+        UsageError: ``--at-step`` already passed in the current run; ``--during compile`` on a
+            run already stepping; ``--during save`` on a run that saves no checkpoint;
+            ``--during snapshot`` on one that takes no snapshot.
     """
     if aim.at_step is not None:
         start = _last(events, (_RUN_START,)) or 0
@@ -166,6 +167,15 @@ def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]]
             raise UsageError(f"--at-step {aim.at_step} is in the past: the run is at step "
                              f"{max(done)}", hint=f"aim at a later step, e.g. --at-step "
                                                   f"{max(done) + 10}")
+    if aim.during == "compile":
+        start = _last(events, (_RUN_START,))
+        done = [] if start is None else [e.data.get("step") for e in events[start:]
+                                         if e.name == _STEP]
+        if done:  # a compile comes again only with a new run_start: a restarted head
+            raise UsageError(f"--during compile: the run is already stepping (step {done[-1]}):"
+                             " its first compile has passed",
+                             hint="aim at compile right after `elastix workload create` (or "
+                                  "after a head restart), or use --at-step N or --during save")
     if aim.during == "save" and saves_configured(records) is False:
         raise UsageError("--during save: the head saves no checkpoints (its run_start config "
                          "has no --checkpoint-dir or a --checkpoint-period of 0)",
