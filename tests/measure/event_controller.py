@@ -43,6 +43,9 @@ def main() -> int:
     ap.add_argument("--no-events", action="store_true")
     ap.add_argument("--until-file", default=None,
                     help="also stop (completed) at the first step after this file exists")
+    ap.add_argument("--garble-when", default=None,
+                    help="once this file exists, follow each elastic_detected with a line that "
+                         "is JSON but no event (a reader's damage after a fault)")
     args = ap.parse_args()
     out = Out(None if args.no_events else os.environ["ELASTIX_EVENTS_FILE"])
     n = int(os.environ["ELASTIX_NUM_SLICES"])
@@ -56,6 +59,9 @@ def main() -> int:
             out("elastic_detected", recovery=recovery, kind="slice_lost", error="DATA_LOSS: gone",
                 last_step=step, live_slices=len(health.live_slices()),
                 lost_slices=sorted(set(range(n)) - health.live_slices()))
+            if args.garble_when and os.path.exists(args.garble_when) and out.f:
+                out.f.write('{"not": "an event"}\n')
+                out.f.flush()
             out("elastic_cleanup_done", recovery=recovery, seconds=0.001)
             t0 = time.monotonic()
             health.wait_for(n, timeout=60)

@@ -5,7 +5,9 @@ A torn line in the middle of a live events file (half a record, a run of NUL byt
 kill: exit 2 ("nothing was created or killed") with no measurement and no ``--junit`` file.
 Now a torn line is skipped and said in the report; a line no torn write explains (JSON, but no
 event) still stops the measurement, and the report and its files say what could not be read
-(exit 1, a runtime error).
+(exit 1, a runtime error). Once the events are known to be unreadable, before any fault, a
+measured fault is refused and nothing is killed (issue 59, item 14: it killed, then said it
+could not measure).
 
 The real local backend and CLI; the controller is tests/measure/event_controller.py.
 """
@@ -27,6 +29,10 @@ def _append(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def _pids(backend: LocalBackend, name: str) -> dict[tuple[int, int], int | None]:
+    return {(s.index, p.host): p.pid for s in backend.status(name).slices for p in s.pods}
+
+
 def _junit(path: Path) -> ET.Element:
     return ET.parse(path).getroot().find("testsuite")
 
@@ -34,7 +40,7 @@ def _junit(path: Path) -> ET.Element:
 def test_a_measured_kill_reports_past_a_torn_line_and_says_what_it_could_not_read(
         live_env, tmp_path):
     backend = LocalBackend(live_env["ELASTIX_STATE_DIR"])
-    _create(live_env, "torn")
+    _create(live_env, "torn", f"--garble-when {tmp_path / 'garble'}")
     try:
         _wait_steps(backend, "torn", 8)
         events = Path(backend.events_path("torn"))
@@ -57,9 +63,8 @@ def test_a_measured_kill_reports_past_a_torn_line_and_says_what_it_could_not_rea
             assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == \
                 ("1", "0", "0")
 
-        _append(events, b'{"not": "an event"}\n')
-        for cmd in (["kill-worker", "torn", "--slice", "0", "--measure"],
-                    ["run", "torn", "--kills", "1"]):
+        (tmp_path / "garble").touch()  # from now on a detection is followed by a non-event
+        for cmd in (["kill-worker", "torn", "--slice", "0", "--measure"],):
             junit = tmp_path / f"{cmd[0]}-unread.xml"
             p = _cli(live_env, "chaos", *cmd, "--timeout", "60s", "-o", "json", "--junit",
                      str(junit), check=False)
@@ -80,5 +85,22 @@ def test_a_measured_kill_reports_past_a_torn_line_and_says_what_it_could_not_rea
             assert (suite.get("tests"), suite.get("errors")) == ("1", "1")
             (e,) = suite.iter("error")
             assert e.get("type") == "events_unreadable" and e.get("message") == k["unreadable"]
+
+        # Issue 59, item 14: the events are now known to be unreadable before any fault: a
+        # measured fault kills nothing (its recovery could not be measured), exit 2.
+        wait_until(lambda: all(p.phase == "Running" for s in backend.status("torn").slices
+                               for p in s.pods), 60, "the killed host replaced")
+        pids = _pids(backend, "torn")
+        for cmd in (["kill-worker", "torn", "--slice", "1", "--measure"],
+                    ["run", "torn", "--kills", "1"]):
+            junit = tmp_path / f"{cmd[0]}-refused.xml"
+            p = _cli(live_env, "chaos", *cmd, "--timeout", "60s", "-o", "json", "--junit",
+                     str(junit), check=False)
+            err = [ln for ln in p.stderr.splitlines() if ln.startswith(("error:", "hint:"))]
+            assert p.returncode == 2 and len(err) == 2, p.stderr
+            assert err[0].startswith(f"error: events file {events}: 1 of ") and \
+                err[0].endswith("nothing was killed: its recovery could not be measured"), err
+            assert p.stdout == "" and not junit.exists()
+            assert _pids(backend, "torn") == pids  # no host was killed
     finally:
         _cli(live_env, "workload", "delete", "torn", "--wait", check=False)

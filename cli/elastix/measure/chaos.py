@@ -15,7 +15,14 @@ import time
 from collections.abc import Callable
 
 from elastix.backends.base import Backend, Fault, KillRecord, WorkloadStatus
-from elastix.errors import BackendError, ElastixError, ExitCode, NotFoundError, UsageError
+from elastix.errors import (
+    BackendError,
+    ElastixError,
+    EventsUnreadable,
+    ExitCode,
+    NotFoundError,
+    UsageError,
+)
 from elastix.interrupts import deferred, sigterm_interrupts
 from elastix.measure.aim import Aim, EventFeed, Landing, Window, check_reachable, find_open, landing
 from elastix.measure.events import (
@@ -259,6 +266,7 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
         n_before = len(recoveries(events)) if baseline is None else baseline
         start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
         first_steps = sum(1 for e in events[start:] if e.name == "step")  # this run's
+        _measurable(backend, name)
         aimed = stops.held(do_kill)
     except BaseException:
         feed.close()
@@ -273,6 +281,20 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
         raise
     finally:
         feed.close()
+
+
+def _measurable(backend: Backend, name: str) -> None:
+    """The events a recovery is measured from, read as :func:`_follow` will read them: a
+    fault whose recovery could not be measured is not made.
+
+    Raises:
+        UsageError: they cannot be read now (exit 2: nothing was killed).
+    """
+    try:
+        events_of(backend.trainer_events(name))
+    except EventsUnreadable as err:
+        raise UsageError(f"{err.message}: nothing was killed: its recovery could not be "
+                         "measured", hint=err.hint) from None
 
 
 def _follow(backend: Backend, name: str, feed: EventFeed, kills: list[KillRecord],
