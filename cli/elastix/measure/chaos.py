@@ -112,12 +112,16 @@ class Stops:
 
     def __init__(self) -> None:
         self.recs: list[KillRecord] = []
+        self.made: list[KillRecord] = []
+        """Every fault made, hang or not: what a Ctrl-C that came while one was made (held
+        until it was noted) leaves to report."""
         self.resumed: list[KillRecord] = []
         """The hosts :meth:`undo` resumed (what an interrupted command says it did)."""
 
     def note(self, recs: list[KillRecord]) -> list[KillRecord]:
-        self.recs += [r for r in recs if r.fault == "hang" and not r.dry_run
-                      and all(r is not x for x in self.recs)]
+        new = [r for r in recs if not r.dry_run and all(r is not x for x in self.made)]
+        self.made += new
+        self.recs += [r for r in new if r.fault == "hang"]
         return recs
 
     def held(self, inject: Callable[[], list[KillRecord]]) -> list[KillRecord]:
@@ -258,6 +262,8 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     stops = stops if stops is not None else Stops()
     deadline = clock() + timeout
     feed = EventFeed(backend, name)
+    made = len(stops.made)
+    before: WorkloadStatus | None = None
     try:
         before, window = _wait_for_moment(backend, name, feed, aim, since, deadline=deadline,
                                           poll=poll, clock=clock, sleep=sleep, report=report,
@@ -268,19 +274,42 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
         first_steps = sum(1 for e in events[start:] if e.name == "step")  # this run's
         _measurable(backend, name)
         aimed = stops.held(do_kill)
-    except BaseException:
+    except BaseException as err:
         feed.close()
+        if isinstance(err, KeyboardInterrupt) and before is not None and stops.made[made:]:
+            # Ctrl-C held while the faults were made: they were made
+            stops.undo(backend, name)
+            raise Cut(_cut([*(opened or []), *stops.made[made:]], before)) from err
         raise
     kills = [*(opened or []), *aimed]
     try:
         return _follow(backend, name, feed, kills, aimed, before, window, aim, opened,
                        n_before, first_steps, timeout=timeout, poll=poll, hang_for=hang_for,
                        clock=clock, sleep=sleep, report=report, run=run)
-    except BaseException:  # Ctrl-C, SIGTERM, an error: no host is left stopped by it
+    except BaseException as err:  # Ctrl-C, SIGTERM, an error: no host is left stopped by it
         stops.undo(backend, name)
+        if isinstance(err, KeyboardInterrupt):
+            raise Cut(_cut(kills, before)) from err
         raise
     finally:
         feed.close()
+
+
+class Cut(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) once a fault was made: the fault's measurement so far (its
+    ``interrupted`` set), for the report to keep."""
+
+    def __init__(self, measurement: KillMeasurement) -> None:
+        super().__init__()
+        self.measurement = measurement
+
+
+def _cut(kills: list[KillRecord], before: WorkloadStatus) -> KillMeasurement:
+    """The measurement of faults made when Ctrl-C cut it short: the faults, no recovery,
+    the workload's state as last read."""
+    h0 = _head(before)
+    return KillMeasurement(kills, None, "events", before.state, 0, 0, h0[1], None,
+                           timed_out=False, interrupted=True)
 
 
 def _measurable(backend: Backend, name: str) -> None:
@@ -529,8 +558,10 @@ def run_soak(backend: Backend, name: str, plan: Plan, *, bounds: Bounds | None =
                 end = soak.round(i, r, on_kill)
                 if end.stopped:
                     break
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+    except KeyboardInterrupt as err:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
         interrupted = True
+        if isinstance(err, Cut):  # a fault was made: its measurement so far is kept
+            soak.keep(i, plan.rounds[i - 1], err.measurement)
     except (NotFoundError, WorkloadGone) as err:
         if soak.run is None:
             raise  # a wrong name: nothing was done
@@ -704,8 +735,15 @@ class _Soak:
             except ElastixError as err:
                 m.unreadable = _unreadable(err)
         self.out.append(m)
-        if (m.unreadable is None and m.gone is None) or (m.recovery and m.recovery.complete):
+        if ((m.unreadable is None and m.gone is None) or (m.recovery and m.recovery.complete)) \
+                and not m.interrupted:
             self.violations += check_bounds(m, i, self.bounds)  # unread is no missed bound
+
+    def keep(self, i: int, r: Round, m: KillMeasurement) -> None:
+        """Round ``i``'s measurement cut short by Ctrl-C: its faults, kept as made; nothing
+        more is read (the user asked to stop)."""
+        m.fault = r.fault.describe()
+        self.out.append(m)
 
     def result(self, end: _End, i: int, interrupted: bool) -> ChaosReport:
         """The report: every measurement, the goodput of what was read, why it stopped."""

@@ -123,6 +123,8 @@ class KillMeasurement:
     gone: str | None = None
     """The workload measured went away after the fault: deleted, or replaced by a new run
     under its name (``create --replace``); the measurement stopped there, with what it had."""
+    interrupted: bool = False
+    """Ctrl-C (or SIGTERM) came after the fault was made: the measurement stopped there."""
 
     def fault_times(self) -> list[int]:
         """The ms of each distinct fault (a slice's hosts or a --count round's are one; an
@@ -156,6 +158,8 @@ class KillMeasurement:
         (its events unreadable: a runtime error)."""
         if self.recovery is not None and self.recovery.complete:
             return ExitCode.OK
+        if self.interrupted:
+            return ExitCode.INTERRUPTED
         if self.gone is not None:
             return ExitCode.DIED
         if self.unreadable is not None:
@@ -182,7 +186,7 @@ class KillMeasurement:
             "head_pid_before": self.head_pid_before, "head_pid_after": self.head_pid_after,
             "pid_same": self.pid_same, "in_process": self.in_process, "timed_out": self.timed_out,
             "unreadable": self.unreadable, "gone": self.gone,
-            "exit_code": int(self.outcome),
+            "interrupted": self.interrupted, "exit_code": int(self.outcome),
         }
 
 
@@ -258,7 +262,7 @@ class ChaosReport:
     @property
     def ok(self) -> bool:
         return not self.violations and not self.died and not self.completed_early \
-            and self.error is None
+            and self.error is None and not self.interrupted
 
     @property
     def outcome(self) -> ExitCode:
@@ -273,6 +277,10 @@ class ChaosReport:
 
     @property
     def exit_code(self) -> int:
+        """The command's exit code: 130 after Ctrl-C (the command exits so), else 1 for an
+        error, else the outcome."""
+        if self.interrupted:
+            return int(ExitCode.INTERRUPTED)
         return int(ExitCode.ERROR) if self.error is not None else int(self.outcome)
 
     def kill_violations(self, i: int) -> list[Violation]:

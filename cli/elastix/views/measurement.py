@@ -103,6 +103,8 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         rows.append(("result", f"not measured to its end: {m.unreadable}"))
     if m.gone is not None and not (r and r.complete):
         rows.append(("result", f"not measured to its end: {m.gone}"))
+    if m.interrupted:
+        rows.append(("result", "not measured to its end: interrupted (Ctrl-C)"))
     return rows
 
 

@@ -131,6 +131,11 @@ def junit_xml(res: ChaosReport, planned: int) -> str:
             errors += 1
             e = ET.SubElement(case, "error", type="events_unreadable", message=m.unreadable)
             e.text = m.unreadable
+        if m.interrupted:  # made, and Ctrl-C stopped its measurement
+            errors += 1
+            e = ET.SubElement(case, "error", type="interrupted",
+                              message="not measured to its end: interrupted (Ctrl-C)")
+            e.text = d["stopped"]
         if m.gone is not None and not (m.recovery and m.recovery.complete):  # made, and the
             errors += 1  # workload went before its recovery did
             e = ET.SubElement(case, "error", type="workload_gone",

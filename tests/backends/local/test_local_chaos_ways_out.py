@@ -111,15 +111,20 @@ def test_a_cut_hang_resumes_its_host_and_says_which(how, cli, backend, tmp_path)
         assert [p.pid for p in st.slices[1].pods if p.host == 0] == [pid]
 
 
-def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend, tmp_path):
-    """The same in ``chaos run``'s measurement: the report is printed, exit 130, the host runs.
-    (The measurement Ctrl-C cut short is not in the report: that was so before, and is left.)"""
+@pytest.mark.parametrize("command", [
+    ["run", "--kills", "1", "--fault", "hang", "--for", "10m"],
+    ["kill-worker", "--measure", "--fault", "hang", "--for", "10m", "--slice", "1", "--host", "0"],
+], ids=["chaos-run", "kill-worker-measure"])
+def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend, tmp_path,
+                                                                    command):
+    """The same in a measurement: the report is printed, exit 130, the host runs. The report
+    keeps the fault Ctrl-C cut short, as made (issue 59, item 10: it said ``"ok": true``,
+    ``"exit_code": 0``, no kills, and JUnit called the fault "not made")."""
     name = "cutrun"
     _create(cli, name)
     junit = tmp_path / "j.xml"
-    with _started(cli, tmp_path, name, "chaos", "run", name, "--fault", "hang", "--for",
-                  "10m", "--kills", "1", "--timeout", "15m", "-o", "json",
-                  "--junit", str(junit)) as (proc, (out, err)):
+    with _started(cli, tmp_path, name, "chaos", command[0], name, *command[1:], "--timeout",
+                  "15m", "-o", "json", "--junit", str(junit)) as (proc, (out, err)):
         pid = wait_until(lambda: next((p.pid for s in backend.status(name).slices
                                        for p in s.pods if p.phase == "Stopped"), None), 60,
                          "the hang")
@@ -128,11 +133,17 @@ def test_a_measured_hang_cut_by_ctrl_c_resumes_its_host_and_reports(cli, backend
         text = err.read_text()
         assert code == 130 and _running(pid), text
         d = json.loads(out.read_text())
-        assert d["interrupted"] and d["exit_code"] == 0, d  # the report, then exit 130
+        assert d["interrupted"] and not d["ok"] and d["exit_code"] == 130, d
+        assert d["stopped"].startswith("interrupted (Ctrl-C) during kill 1"), d["stopped"]
         (r,) = d["resumed_on_exit"]
         (pod,) = [p.name for s in backend.status(name).slices for p in s.pods if p.pid == pid]
         assert r["pod"] == pod and r["resumed"] is not None, r
         assert f"elastix: resumed pod {r['pod']}" in text and junit.exists(), text
+        (k,) = d["kills"]  # the fault made, kept: its pod, interrupted, not ok
+        assert [x["pod"] for x in k["kills"]] == [pod] and k["interrupted"], k
+        assert not k["ok"] and k["exit_code"] == 130 and k["recovery"] is None, k
+        (case,) = _junit_cases(junit)
+        assert case[1:] == ("interrupted", "not measured to its end: interrupted (Ctrl-C)"), case
 
 
 def _junit_cases(path) -> list[tuple[str, str | None, str | None]]:
