@@ -481,13 +481,18 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
     kind = "slice" if mode == "slice" and fault.kind == "kill" else fault.kind
     fault = dataclasses.replace(fault, kind=kind)
 
-    def one(hit: set[int], slice_: int | None = None, host: int | None = None
-            ) -> list[KillRecord]:
+    def one(hit: set[int], taken: set[tuple[int, int | None]], slice_: int | None = None,
+            host: int | None = None) -> list[KillRecord]:
         if kind == "head":
             return stops.held(lambda: backend.inject(name, fault))
         if slice_ is None and (mode == "host" or kind == "slice" or hit):
-            running = [(s, h) for s, h in _running(backend, name) if s not in hit] \
-                or _running(backend, name)
+            # never a host already hit (one process is one fault), a slice not yet hit first
+            free = [(s, h) for s, h in _running(backend, name) if (s, h) not in taken
+                    and (s, None) not in taken]
+            running = [(s, h) for s, h in free if s not in hit] or free
+            if not running:
+                raise BackendError(f"workload {name} has no running worker left that this "
+                                   "round has not hit")
             if kind == "slice":
                 slice_ = rng.choice(sorted({s for s, _ in running}))
             else:
@@ -499,17 +504,20 @@ def _killer(backend: Backend, name: str, mode: str, rng: random.Random, fault: F
     def kill(slice_: int | None = None, host: int | None = None) -> list[KillRecord]:
         done: list[KillRecord] = []
         hit: set[int] = set()
+        taken: set[tuple[int, int | None]] = set()  # (slice, None): the whole slice
         for i in range(count):
             if i and spread > 0:
                 sleep(spread)
             try:
-                recs = one(hit, slice_ if i == 0 else None, host if i == 0 else None)
-            except BackendError:
+                recs = one(hit, taken, slice_ if i == 0 else None, host if i == 0 else None)
+            except ElastixError:
                 if not done:
                     raise
                 break  # the rest went down with the first (a slice, the head): that is the fault
             done += recs
             hit |= {r.slice for r in recs if r.slice is not None}
+            taken |= {(r.slice, None if kind == "slice" else r.host) for r in recs
+                      if r.slice is not None}
         return done
     return kill
 

@@ -145,6 +145,27 @@ class Plan:
         for i, r in enumerate(self.rounds, 1):
             check_pod_index(st.name, st.num_slices, hosts, r.slice, r.host,
                             where=f"round {i} ({r.fault.kind}, {r.target()})")
+            self._check_count(i, r, st.name, st.num_slices, hosts)
+
+    def _check_count(self, i: int, r: Round, name: str, slices: int, hosts: int) -> None:
+        """A round's ``count`` within what the workload holds: each fault takes a slice (a
+        slice fault) or a host (a host fault) not yet hit in the round, the head once.
+
+        Raises:
+            UsageError: more faults than that (exit 2, nothing killed).
+        """
+        kind = "slice" if self.mode == "slice" and r.fault.kind == "kill" else r.fault.kind
+        unit, cap = ("head", 1) if kind == "head" else ("slice", slices) if kind == "slice" \
+            else ("host", slices * hosts if hosts else None)
+        if cap is None or r.count <= cap:
+            return
+        where = f"round {i}: count" if len(self.rounds) > 1 else "--count"
+        held = f"{slices} slice{'s' if slices != 1 else ''}" + (
+            f" of {hosts} host{'s' if hosts != 1 else ''}" if hosts else "")
+        raise UsageError(f"{where} {r.count} asks more {unit} faults than {name} holds: "
+                         f"{held}, so {cap} {unit}{'s' if cap != 1 else ''} to fault",
+                         hint=f"use --count {cap} or fewer (each fault of a round takes a "
+                              f"{unit} not yet hit)")
 
 
 @dataclasses.dataclass(frozen=True)
