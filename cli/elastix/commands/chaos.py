@@ -6,6 +6,7 @@ JSON, bounds, JUnit and Markdown files, and exit codes (:class:`elastix.errors.E
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -404,8 +405,10 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
     # Every input is checked before the first fault.
     check_output(output, (*RUN_OUTPUTS, "yaml") if dry_run else RUN_OUTPUTS)
     flags = Flags(kills, interval, mode, fault, grace, hang_for, count, spread, at_step, during,
-                  after, mtbf, schedule, seed)
+                  after, mtbf, schedule, seed if seed is not None or plan_file else _new_seed())
     plan = _plan(target, flags, plan_file)
+    if plan.seed is None:  # a plan file saved without one: this run's, in its report
+        plan = dataclasses.replace(plan, seed=_new_seed())
     bounds = _bounds(max_downtime, max_steps_lost, timeout, min_goodput)
     check_window(window)
     _check_files(junit, summary, plot)
@@ -425,6 +428,14 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
     _report(res, output, junit, summary)
     _charts(res, plot, timeline, window)
     _finish(res, name, "chaos run")
+
+
+def _new_seed() -> int:
+    """The seed of a run not given one: drawn, and kept in its plan (``--dry-run -o yaml``
+    writes it, the report holds it), so a replay of the plan hits the same victims."""
+    import secrets
+
+    return secrets.randbelow(2**31)
 
 
 def _origin(flags: Flags, plan_file: str | None) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 
 from elastix.commands.options import parse_duration_in
 from elastix.errors import load_user_yaml
-from elastix.measure.plan import Plan, parse_plan
+from elastix.measure.plan import Plan
+from elastix.measure.plan_file import parse_plan
 from elastix.measure.schedule import Planned, parse_schedule
 
 

@@ -9,7 +9,8 @@ many and how spread, at whom, and whether an opener kill first opens the recover
 timing, fault and count flags, and ``kill-worker``'s aim); it is pure: files are read through
 the reader it is given, durations parsed by the CLI's one grammar.
 
-A plan file is the plan's JSON (``chaos run --dry-run -o yaml|json``)::
+A plan file is the plan's JSON (``chaos run --dry-run -o yaml|json``; read back by
+:mod:`elastix.measure.plan_file`)::
 
     version: 1
     mode: random
@@ -27,14 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from elastix.backends.base import FAULTS, Fault, check_pod_index
 from elastix.errors import UsageError, shown
-from elastix.measure.aim import MOMENTS, Aim
+from elastix.measure.aim import Aim
 from elastix.measure.schedule import (
     Duration,
     Planned,
-    entries,
-    fault_entry,
     mtbf_schedule,
-    seconds_of,
 )
 
 if TYPE_CHECKING:
@@ -332,72 +330,3 @@ def _steps(text: str | None) -> list[int] | None:
         raise UsageError(f"--at-step {shown(text)}: steps must be 1 or more and increasing",
                          hint="e.g. --at-step 40,80,120")
     return steps
-
-
-_KEYS = ("fault", "grace", "for", "count", "spread", "interval", "at", "step", "during",
-         "after", "slice", "host", "opener")
-_WHEN = ("at", "step", "during", "after")
-
-
-def parse_plan(doc: Any, source: str, duration: Duration) -> Plan:
-    """A plan file's plan (its document already parsed), every field checked as the flags
-    are: a one-line error naming the round and the key.
-
-    Raises:
-        UsageError: not a plan, an unknown key, a bad value, a rule the flags would break.
-    """
-    if not isinstance(doc, dict):
-        raise UsageError(f"{source} is not a plan: a mapping with rounds",
-                         hint="make one with elastix chaos run NAME ... --dry-run -o yaml")
-    unknown = sorted(set(map(str, doc)) - {"version", "mode", "seed", "pinned", "rounds"})
-    if unknown:
-        raise UsageError(f"{source}: unknown key {shown(unknown[0])}",
-                         hint="keys: version, mode, seed, rounds")
-    if doc.get("version", VERSION) != VERSION:
-        raise UsageError(f"{source}: version {shown(doc.get('version'))} is not {VERSION}",
-                         hint="make it again with this elastix's chaos run --dry-run -o yaml")
-    mode = doc.get("mode", "random")
-    if mode not in MODES:
-        raise UsageError(f"{source}: mode {shown(mode)} is not {', '.join(MODES)}",
-                         hint="mode: random")
-    seed = doc.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise UsageError(f"{source}: seed {shown(seed)} is not a whole number", hint="seed: 7")
-    rounds = entries(doc.get("rounds"), f"{source}: rounds", "rounds", MAX_ROUNDS,
-                     "rounds: [{fault: kill, interval: 60}]")
-    out = tuple(_round(r, f"{source}, round {i}", duration) for i, r in enumerate(rounds, 1))
-    return Plan(out, mode, seed, _flag(doc.get("pinned", False), source, "pinned"))
-
-
-def _round(item: Any, where: str, duration: Duration) -> Round:
-    fault, sl, host = fault_entry(item, where, _KEYS, duration)
-    secs = {k: seconds_of(item[k], where, k, duration, zero_ok=True)
-            for k in ("spread", "interval", "at", "after") if k in item}
-    count, step = item.get("count", 1), item.get("step")
-    for key, v in (("count", count), ("step", step)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise UsageError(f"{where}: {key} {shown(v)} is not a whole number, 1 or more",
-                             hint=f"e.g. {key}: 2")
-    during = item.get("during")
-    if during is not None and during not in MOMENTS:
-        raise UsageError(f"{where}: during {shown(during)} is not a moment: {', '.join(MOMENTS)}",
-                         hint="e.g. during: save")
-    when = [k for k in _WHEN if item.get(k) is not None]
-    if len(when) > 1:
-        raise UsageError(f"{where}: {when[0]} and {when[1]} cannot be combined: a round has "
-                         "one moment", hint=f"keep one of {', '.join(when)}")
-    if "at" in secs and "interval" in secs:
-        raise UsageError(f"{where}: at and interval cannot be combined: at says when",
-                         hint="drop interval")
-    opener = _flag(item.get("opener", during in OPENED), where, "opener")
-    if opener != (during in OPENED):
-        raise UsageError(f"{where}: opener goes with during recovery or restore, and only "
-                         "with them", hint="drop opener")
-    return Round(fault, count, secs.get("spread", 0.0), secs.get("interval"), secs.get("at"),
-                 step, during, secs.get("after"), sl, host, opener)
-
-
-def _flag(v: Any, where: str, key: str) -> bool:
-    if not isinstance(v, bool):
-        raise UsageError(f"{where}: {key} {shown(v)} is not true or false", hint=f"{key}: true")
-    return v
