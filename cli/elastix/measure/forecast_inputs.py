@@ -44,16 +44,63 @@ class RunInputs:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RunInputs:
-        """Raises: TypeError, KeyError or ValueError on a malformed dict."""
-        m = Measured(**d["measured"])
-        recs = tuple(MeasuredRecovery(**r) for r in d["recoveries"])
-        for x in (m.step, *(v for r in recs for v in (r.before_wait, r.wait, r.after_wait))):
-            if not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                raise ValueError(f"not a duration: {shown(x)}")
-        slices = d.get("slices")
-        if slices is not None and (not isinstance(slices, int) or slices < 1):
-            raise ValueError(f"slices {shown(slices)}")
-        return cls(m, recs, d.get("startup"), slices)
+        """The inputs of a report's ``forecast_inputs``, every number checked: a finite number,
+        not negative (a period a whole number, the slices 1 or more).
+
+        Raises:
+            InputError: a value that is none of that, its field named.
+            TypeError, KeyError or ValueError: a malformed dict.
+        """
+        m = d["measured"]
+        for key, kind in _MEASURED.items():
+            _check(m.get(key), f"measured.{key}", kind)
+        recs = d["recoveries"]
+        if not isinstance(recs, list):
+            raise InputError("recoveries", "is not a list")
+        for i, r in enumerate(recs):
+            for key in ("downtime", "before_wait", "wait", "after_wait"):
+                _check(r.get(key), f"recoveries[{i}].{key}",
+                       "seconds?" if key == "downtime" else "seconds")
+        _check(d.get("startup"), "startup", "seconds?")
+        _check(d.get("slices"), "slices", "count1?")
+        return cls(Measured(**m), tuple(MeasuredRecovery(**r) for r in recs), d.get("startup"),
+                   d.get("slices"))
+
+
+class InputError(ValueError):
+    """A number of a report's ``forecast_inputs`` that no run measures: NaN, infinite,
+    negative, or not a number; ``field`` names it."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field} {why}")
+        self.field = field
+
+
+_MEASURED = {"wall": "seconds", "step": "seconds", "checkpoint_period": "count1?",
+             "snapshot_period": "count", "checkpoint_stall": "seconds?",
+             "snapshot_stall": "seconds?", "downtime": "seconds?", "failures": "count",
+             "restarts": "count", "saves": "count", "snapshots": "count"}
+"""Each ``measured`` field and what it must be: ``seconds`` (a finite number, 0 or more),
+``count`` (a whole number, 0 or more), ``count1`` (1 or more); ``?``: or null."""
+
+
+def _check(v: Any, field: str, kind: str) -> None:
+    if kind.endswith("?"):
+        if v is None:
+            return
+        kind = kind[:-1]
+    elif v is None:
+        raise InputError(field, "is missing")
+    whole = kind.startswith("count")
+    if isinstance(v, bool) or not isinstance(v, int if whole else (int, float)):
+        raise InputError(field, f"{shown(v)} is not {'a whole number' if whole else 'a number'}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise InputError(field, f"is {v}, not a number a run measures")
+    if v > 1e12:  # seconds: 30,000 years; and a float still holds it
+        raise InputError(field, f"{shown(v)} is too large")
+    low = 1 if kind == "count1" else 0
+    if v < low:
+        raise InputError(field, f"{v:g} is {'negative' if v < 0 else 'below 1'}")
 
 
 def _phase(secs: dict[str, float | None], *names: str) -> float:
@@ -127,6 +174,11 @@ def from_report(text: str, where: str, version: int) -> RunInputs:
                          hint="forecast from the run's events instead: --events FILE")
     try:
         return RunInputs.from_json(got)
+    except InputError as e:
+        raise UsageError(f"report {where!r}: forecast_inputs.{e}",
+                         hint="a run measures finite times, 0 or more: save the report again "
+                              "with elastix chaos run NAME -o json, or forecast from --events "
+                              "FILE") from None
     except (TypeError, KeyError, ValueError, AttributeError) as e:
         raise UsageError(f"report {where!r}: its forecast_inputs are malformed ({e})",
                          hint=REPORT_HINT) from None
