@@ -7,6 +7,10 @@ listed once, in :class:`ExitCode` (README.md, "Exit codes", shows the same table
 from __future__ import annotations
 
 import enum
+import errno
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 
@@ -251,8 +255,58 @@ def load_user_yaml(text: str, subject: str, hint: str, *, too_deep: str = "",
                     f"{getattr(err, 'problem', None) or 'parse error'}", hint=hint) from None
     except RecursionError:  # the parser and constructor recurse once per nesting level
         raise error(f"{subject} is nested too deeply{too_deep}", hint=hint) from None
+    except (ValueError, OverflowError) as err:  # a value the constructor cannot build: an
+        # integer over Python's 4,300 digits, a date 2026-13-45, !!float "x"
+        what = "a number of over 4,300 digits" if "digits" in str(err) else \
+            f"a value that cannot be read ({shown(str(err), 80)})"
+        raise error(f"{subject} has {what}", hint=hint) from None
     except _AliasBomb as bomb:
         what = "an alias within itself" if bomb.gained < 0 else \
             f"aliases (*name) that expand it by more than {MAX_ALIAS_NODES:,} values"
         raise error(f"{subject} has {what}", hint="write the values out, or alias fewer "
                     "(an alias of lists of aliases grows exponentially)") from None
+
+
+MAX_USER_FILE = 1 << 20
+"""Bytes a spec, env file, template or requirements file may have (1 MiB: the largest spec of
+the suite is under 2 KiB). Bigger is not such a file: refused before it is read whole."""
+
+
+def read_user_bytes(path: Path, what: str, flag: str, limit: int = MAX_USER_FILE) -> bytes:
+    """A file the user named, whole: a regular file of at most ``limit`` bytes, or one line
+    saying why not (``--spec /dev/zero`` and ``--env-file /dev/urandom`` were read until the
+    memory ran out). Nothing of its content is ever quoted. Opened without blocking and
+    checked before it is read: ``--spec`` naming a FIFO waited for a writer forever."""
+    not_a_file = UsageError(f"{what} {str(path)!r} is not a regular file",
+                            hint=f"give {flag} a file (a device, a pipe or a directory is "
+                                 "not one; write its content to a file first)")
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise not_a_file
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
+                raise not_a_file
+            os.set_blocking(fd, True)
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {str(path)!r}: {e.strerror}",
+                         hint=f"check the path given to {flag}") from None
+    if len(data) > limit:
+        raise UsageError(f"{what} {str(path)!r} is larger than {limit >> 20} MiB: not a {what}",
+                         hint=f"check the path given to {flag}")
+    return data
+
+
+def read_user_text(path: Path, what: str, flag: str, utf8_hint: str,
+                   limit: int = MAX_USER_FILE) -> str:
+    """A file the user named (spec, env file, template) as text; one-line errors otherwise."""
+    data = read_user_bytes(path, what, flag, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{what} {str(path)!r} is not UTF-8 text (byte {e.start})",
+                         hint=utf8_hint) from None

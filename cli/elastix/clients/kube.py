@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from elastix.clients.retry import Retried, RetryPolicy, is_api_server_status
@@ -23,6 +24,7 @@ from elastix.errors import (
     NotFoundError,
     UsageError,
     load_user_yaml,
+    read_user_text,
     shown,
 )
 
@@ -155,15 +157,10 @@ def check_kubeconfig(path: str) -> None:
         UsageError: unreadable, not UTF-8, not YAML, or not shaped like a kubeconfig.
     """
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as err:
-        raise UsageError(f"cannot read kubeconfig {path!r}: {err.strerror}",
-                         hint=_KUBECONFIG_HINT) from None
-    except UnicodeDecodeError as err:
-        raise UsageError(f"kubeconfig {path!r} is not UTF-8 text (byte {err.start})",
-                         hint=_KUBECONFIG_HINT) from None
+    # a regular file, bounded, never opened to block (/dev/zero was read until the memory
+    # ran out, a FIFO waited for a writer for ever)
+    text = read_user_text(Path(path), "kubeconfig", "--kubeconfig", _KUBECONFIG_HINT,
+                          limit=16 << 20)
     data = load_user_yaml(text, f"kubeconfig {path!r}", _KUBECONFIG_HINT)
     if data is None:
         return  # the loader says "file is empty" itself

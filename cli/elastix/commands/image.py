@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -68,13 +68,14 @@ def build(
 def _write_context(plan, context_dir: Path) -> None:
     """Write the build context into a new or empty directory; one-line errors otherwise."""
     hint = "pass a new or empty directory"
-    if context_dir.exists() and not context_dir.is_dir():
-        raise UsageError(f"--context-dir {context_dir} is not a directory", hint=hint)
     try:
+        if context_dir.exists() and not context_dir.is_dir():
+            raise UsageError(f"--context-dir {context_dir} is not a directory", hint=hint)
         if context_dir.exists() and any(context_dir.iterdir()):
             raise UsageError(f"--context-dir {context_dir} is not empty", hint=hint)
         context_dir.mkdir(parents=True, exist_ok=True)
         plan.write_context(context_dir)
     except OSError as e:
-        raise UsageError(f"cannot write the build context to {context_dir}: {e.strerror}",
+        raise UsageError(f"cannot write the build context to {shown(str(context_dir))}: "
+                         f"{e.strerror}",
                          hint=hint) from None

@@ -67,6 +67,10 @@ def _period(steps: list[int]) -> int | None:
     return statistics.mode(gaps) if gaps else None
 
 
+def _whole(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53 else None
+
+
 def measure(events: list[Event], records: list[dict[str, Any]] | None = None) -> Measured:
     """What ``events`` (and, for elastix's trainer, its ``run_start`` config) measured.
 
@@ -85,11 +89,13 @@ def measure(events: list[Event], records: list[dict[str, Any]] | None = None) ->
             break
     committed = [e for e in events if e.name == "checkpoint_committed"]
     snaps = [e for e in events if e.name == "snapshot_taken"]
-    ckpt = config.get("checkpoint_period") if config.get("checkpoint_dir") else None
-    if not config:
+    # the config's periods when they are whole numbers, else what the saves show
+    ckpt = _whole(config.get("checkpoint_period")) if config.get("checkpoint_dir") else None
+    if not config or (config.get("checkpoint_dir") and ckpt is None):
         ckpt = _period(sorted({e.data["step"] for e in committed}))
-    snap = config.get("snapshot_period") if config else _period(
-        sorted({e.data["step"] for e in snaps}))
+    snap = _whole(config.get("snapshot_period")) if config else None
+    if snap is None:
+        snap = _period(sorted({e.data["step"] for e in snaps}))
     recs = [r for r in recoveries(events) if r.complete]
     return Measured(
         wall=(events[-1].t - events[0].t) / 1000, step=statistics.median(steps[1:] or steps),
@@ -182,10 +188,14 @@ def advise(m: Measured, mtbf: float | None = None, head_mtbf: float | None = Non
     """The periods ``m`` calls for at the failure rate given (or observed).
 
     Raises:
-        UsageError: no failure rate: none given and none seen in the run.
+        UsageError: no failure rate: none given and none seen in the run; a step time of 0.
     """
     notes: list[str] = []
     uncapped: int | None = None
+    if not m.step > 0:  # steps under half a millisecond: events keep 3 decimals
+        raise UsageError(f"the run's step time is {m.step:g} s (under the events' millisecond):"
+                         " no period in steps follows from it",
+                         hint="advise on a run whose steps take a millisecond or more")
     if mtbf is None:
         if not m.failures:
             raise UsageError("no slice failure in this run to take a failure rate from",

@@ -46,15 +46,62 @@ ms_of = timefmt.to_ms  # a datetime (e.g. a kill time) -> ms, truncated like eve
 fmt_ms = timefmt.from_ms  # ms -> ``2026-11-29T09:50:01.123Z``
 
 
+_TEXT = {"error", "reason", "status", "source", "kind"}
+MAX_COUNT = 2**53
+"""The largest step, byte count or slice count an event may carry (a float still holds it)."""
+
+
+class BadValue(ValueError):
+    """A value of an event that no trainer writes (NaN or negative seconds, a step that is
+    no whole number): ``key`` names it."""
+
+    def __init__(self, key: str, value: Any, why: str) -> None:
+        from elastix.errors import shown
+
+        super().__init__(f"{key} {shown(value)} {why}")
+        self.key = key
+
+
+def _value(key: str, v: Any) -> Any:
+    """``v`` as measurement keeps it, checked by the kind of value ``key`` holds (the log
+    lines' grammar: seconds, whole numbers, text, a list of slices).
+
+    Raises:
+        BadValue: not a value of that kind.
+    """
+    if v is None:
+        return None
+    if key in _SECONDS:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1e12:
+            # (NaN and infinities fail the range too; a huge int never becomes a float)
+            raise BadValue(key, v, "is not a duration (seconds, a finite number, 0 or more)")
+        return float(f"{float(v):.3f}")  # what the log line prints
+    if key in _TEXT:
+        if not isinstance(v, str):
+            raise BadValue(key, v, "is not text")
+        return v.splitlines()[0] if v and key == "error" else v
+    if key == "lost_slices":
+        if not isinstance(v, list) or not all(_count(x) for x in v):
+            raise BadValue(key, v, "is not a list of slice indices")
+        return v
+    if not _count(v, -MAX_COUNT):  # a run_end's step -1: none completed
+        raise BadValue(key, v, "is not a whole number")
+    return v
+
+
+def _count(v: Any, low: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= MAX_COUNT
+
+
 def _norm(name: str, t: int, raw: dict[str, Any]) -> Event:
-    data = {}
-    for key in _KEYS[name]:
-        v = raw.get(key)
-        if key in _SECONDS and v is not None:
-            v = float(f"{float(v):.3f}")  # what the log line prints
-        elif key == "error" and isinstance(v, str):
-            v = v.splitlines()[0] if v else v
-        data[key] = v
+    """The event as measurement keeps it: its measured keys, checked (:func:`_value`).
+
+    Raises:
+        BadValue: a value no trainer writes.
+    """
+    data = {key: _value(key, raw.get(key)) for key in _KEYS[name]}
+    if name == eventspec.STEP and data["step"] is None:
+        raise BadValue("step", None, "is missing: a step event names its step")
     for key in eventspec.EVENTS[name].sometimes:  # record-only keys, when a record has them
         if raw.get(key) is not None:
             data[key] = raw[key]
@@ -73,11 +120,17 @@ def events_from_records(records: Iterable[dict[str, Any]]) -> list[Event]:
         if name not in _KEYS:
             continue
         try:
+            if not isinstance(rec.get("ts"), str):  # a number, a list: no time
+                raise ValueError
             t = parse_ts(rec["ts"])
-        except (KeyError, TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UsageError(f"event {i + 1} ({name}) has no valid 'ts'",
                              hint="events must follow docs/events.md") from None
-        out.append(_norm(name, t, rec))
+        try:
+            out.append(_norm(name, t, rec))
+        except BadValue as err:
+            raise UsageError(f"event {i + 1} ({name}): {err}",
+                             hint="events must follow docs/events.md") from None
     return _fix_recovery_restores(out)
 
 
@@ -212,6 +265,7 @@ def events_from_log(lines: Iterable[str]) -> LogEvents:
                 out.insert(start[0], _norm("run_start", start[1], {}))
         try:
             got = _read_line(body, mt) if t is not None else None
+            new = [_norm(name, t, raw) for name, raw in got] if got is not None else []
         except (ValueError, TypeError, KeyError):  # a number that is no number, and the like
             got = None
         if got is None:
@@ -221,7 +275,7 @@ def events_from_log(lines: Iterable[str]) -> LogEvents:
                     why = "no time: read it with timestamps" if t is None else "unreadable"
                     first = f"line {n} ({why}): {body.strip()[:80]}"
             continue
-        out += [_norm(name, t, raw) for name, raw in got]
+        out += new
     res = LogEvents(_fix_recovery_restores(out))
     res.skipped, res.first_skipped = skipped, first
     return res

@@ -52,12 +52,16 @@ class RunInputs:
             TypeError, KeyError or ValueError: a malformed dict.
         """
         m = d["measured"]
+        _known(m, "measured", _MEASURED)
         for key, kind in _MEASURED.items():
             _check(m.get(key), f"measured.{key}", kind)
         recs = d["recoveries"]
         if not isinstance(recs, list):
             raise InputError("recoveries", "is not a list")
         for i, r in enumerate(recs):
+            _known(r, f"recoveries[{i}]", _RECOVERY)
+            if not isinstance(r.get("kind"), str):
+                raise InputError(f"recoveries[{i}].kind", f"{shown(r.get('kind'))} is not text")
             for key in ("downtime", "before_wait", "wait", "after_wait"):
                 _check(r.get(key), f"recoveries[{i}].{key}",
                        "seconds?" if key == "downtime" else "seconds")
@@ -82,6 +86,18 @@ _MEASURED = {"wall": "seconds", "step": "seconds", "checkpoint_period": "count1?
              "restarts": "count", "saves": "count", "snapshots": "count"}
 """Each ``measured`` field and what it must be: ``seconds`` (a finite number, 0 or more),
 ``count`` (a whole number, 0 or more), ``count1`` (1 or more); ``?``: or null."""
+
+
+_RECOVERY = {f.name for f in dataclasses.fields(MeasuredRecovery)}
+
+
+def _known(d: Any, field: str, keys: Any) -> None:
+    """``d`` a mapping of ``keys`` only (a report of another elastix may have more)."""
+    if not isinstance(d, dict):
+        raise InputError(field, f"{shown(d)} is not a mapping")
+    unknown = sorted(set(map(str, d)) - set(keys))
+    if unknown:
+        raise InputError(field, f"has an unknown key {shown(unknown[0])}")
 
 
 def _check(v: Any, field: str, kind: str) -> None:
@@ -153,9 +169,12 @@ def from_report(text: str, where: str, version: int) -> RunInputs:
     """
     try:
         d = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise UsageError(f"report {where!r} is not JSON ({e.msg}, line {e.lineno})",
                          hint=REPORT_HINT) from None
+    except ValueError:  # json reads an integer of over 4,300 digits as no JSON error does
+        raise UsageError(f"report {where!r} has a number of over 4,300 digits: not a chaos "
+                         "report", hint=REPORT_HINT) from None
     except RecursionError:  # json's decoder recurses once per nesting level
         raise UsageError(f"report {where!r} is nested too deeply to be a chaos report",
                          hint=REPORT_HINT) from None

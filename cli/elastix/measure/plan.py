@@ -298,6 +298,9 @@ def _kills(flags: Flags, steps: list[int] | None, read_schedule: Reader
     kills = 3 if kills is None else kills
     if kills < 1:
         raise UsageError(f"--kills {kills} is out of range: 1 or more", hint="e.g. --kills 3")
+    if kills > MAX_ROUNDS:  # each round is planned (and printed) before the first fault
+        raise UsageError(f"--kills {shown(kills)} is out of range: at most {MAX_ROUNDS:,}",
+                         hint="e.g. --kills 3, or a --schedule or --plan file")
     return kills, planned
 
 

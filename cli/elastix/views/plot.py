@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix.errors import UsageError
+from elastix.errors import UsageError, shown
 from elastix.measure.events import Event, Recovery
 from elastix.measure.goodput import GoodputReport, auto_window
 from elastix.views.console import duration_words, goodput_phrase
@@ -70,8 +70,16 @@ def check_plot_path(path: str, flag: str = "--plot") -> None:
             matplotlib.
     """
     if not str(path).lower().endswith(".png"):
-        raise UsageError(f"{flag} {path}: only PNG is written", hint="name the file *.png")
-    p = Path(path)
+        raise UsageError(f"{flag} {shown(path)}: only PNG is written", hint="name the file *.png")
+    try:
+        _check_plot_path(Path(path), path, flag)
+    except OSError as e:  # a name too long, a loop of links
+        raise UsageError(f"{flag} {shown(path)}: {e.strerror or e}",
+                         hint="give a shorter path you can write") from None
+    _pyplot()
+
+
+def _check_plot_path(p: Path, path: str, flag: str) -> None:
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise UsageError(f"cannot write {path}: it is a directory", hint="give a file name *.png")
@@ -81,7 +89,6 @@ def check_plot_path(path: str, flag: str = "--plot") -> None:
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"cannot write {path}: permission denied",
                          hint=f"{flag} a path you can write")
-    _pyplot()
 
 
 def _save(fig: Any, path: str) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from elastix.errors import BackendError, UsageError
+from elastix.errors import BackendError, UsageError, shown
 from elastix.measure.report import ChaosReport
 from elastix.views.measurement import recovery_rows, run_goodput, window_goodput
 
@@ -33,6 +33,14 @@ _PHASES = ("detection", "cleanup", "waiting_for_slices", "restore", "first_step"
 def check_report_path(path: str, flag: str) -> None:
     """Refuse, before anything is killed, a report path that cannot be written (exit 2)."""
     p = Path(path)
+    try:
+        _check_report_path(p, path, flag)
+    except OSError as e:  # a name too long, a loop of links
+        raise UsageError(f"{flag} {shown(path)}: {e.strerror or e}",
+                         hint="give a shorter path you can write") from None
+
+
+def _check_report_path(p: Path, path: str, flag: str) -> None:
     if not path or p.is_dir():
         raise UsageError(f"{flag} {path!r} is a directory, not a file",
                          hint=f"e.g. {flag} chaos.xml")

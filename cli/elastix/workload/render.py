@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,10 @@ def parse(text: str) -> dict[str, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = loader.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # YAML's "? [1]": no Kubernetes key
+                raise ManifestError(f"rendered manifest has a key that is a "
+                                    f"{type(key).__name__} at line {key_node.start_mark.line + 1}",
+                                    hint="a key is a name: quote it in the template")
             if key in seen:
                 raise ManifestError(f"rendered manifest has a duplicate key {key!r} at line "
                                     f"{key_node.start_mark.line + 1}",

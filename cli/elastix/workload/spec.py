@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import errno
-import os
-import stat
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastix.errors import SpecError, UsageError, shown
+from elastix.errors import (  # noqa: F401 - the readers of user files, where they were
+    MAX_USER_FILE,
+    SpecError,
+    UsageError,
+    read_user_bytes,
+    read_user_text,
+    shown,
+)
 from elastix.workload import pathways_images, platform
 
 if TYPE_CHECKING:
@@ -258,49 +261,6 @@ _MAP_FIELDS = {k for k, v in KINDS.items() if v == "map"}
 QUANTITY_FIELDS = tuple(k for k, f in FIELDS.items() if f.metadata.get("quantity"))
 
 
-MAX_USER_FILE = 1 << 20
-"""Bytes a spec, env file, template or requirements file may have (1 MiB: the largest spec of
-the suite is under 2 KiB). Bigger is not such a file: refused before it is read whole."""
-
-
-def read_user_bytes(path: Path, what: str, flag: str, limit: int = MAX_USER_FILE) -> bytes:
-    """A file the user named, whole: a regular file of at most ``limit`` bytes, or one line
-    saying why not (``--spec /dev/zero`` and ``--env-file /dev/urandom`` were read until the
-    memory ran out). Nothing of its content is ever quoted. Opened without blocking and
-    checked before it is read: ``--spec`` naming a FIFO waited for a writer forever."""
-    not_a_file = UsageError(f"{what} {str(path)!r} is not a regular file",
-                            hint=f"give {flag} a file (a device, a pipe or a directory is "
-                                 "not one; write its content to a file first)")
-    try:
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-        if not stat.S_ISREG(mode):
-            raise not_a_file
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
-                raise not_a_file
-            os.set_blocking(fd, True)
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise UsageError(f"cannot read {what} {str(path)!r}: {e.strerror}",
-                         hint=f"check the path given to {flag}") from None
-    if len(data) > limit:
-        raise UsageError(f"{what} {str(path)!r} is larger than {limit >> 20} MiB: not a {what}",
-                         hint=f"check the path given to {flag}")
-    return data
-
-
-def read_user_text(path: Path, what: str, flag: str, utf8_hint: str,
-                   limit: int = MAX_USER_FILE) -> str:
-    """A file the user named (spec, env file, template) as text; one-line errors otherwise."""
-    data = read_user_bytes(path, what, flag, limit)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UsageError(f"{what} {str(path)!r} is not UTF-8 text (byte {e.start})",
-                         hint=utf8_hint) from None
 
 
 def build_spec(file_values: Mapping[str, Any] | None, flag_values: Mapping[str, Any]) -> WorkloadSpec:

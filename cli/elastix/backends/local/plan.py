@@ -19,7 +19,8 @@ from typing import Any
 from elastix.backends.local import channel, trainerhead
 from elastix.backends.local import maxtext as maxtext_head
 from elastix.backends.local.state import WorkloadState, read_record
-from elastix.errors import NotFoundError, UsageError
+from elastix.backends.local.typed import typed
+from elastix.errors import NotFoundError, UsageError, shown
 from elastix.protocol import envvars, heartbeat, timefmt
 from elastix.workload import labels
 from elastix.workload.manifest import replicated_job
@@ -85,10 +86,18 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        """From a ``plan.json`` object (keys this version does not know are ignored)."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)
-                      if f.name in data or (f.default is dataclasses.MISSING
-                                            and f.default_factory is dataclasses.MISSING)})
+        """From a ``plan.json`` object (keys this version does not know are ignored), each
+        value of its field's type.
+
+        Raises:
+            KeyError, TypeError or ValueError: not a plan this version can run.
+        """
+        plan = cls(**typed(cls, {f.name: data[f.name] for f in dataclasses.fields(cls)
+                                 if f.name in data or (f.default is dataclasses.MISSING
+                                                       and f.default_factory
+                                                       is dataclasses.MISSING)}))
+        timefmt.parse(plan.created)  # ValueError: not a time
+        return plan
 
 
 def data_dir(workload_dir: Path) -> Path:
@@ -295,7 +304,9 @@ _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 
 
 def is_workload_name(name: str) -> bool:
-    return bool(_NAME.match(name or ""))
+    """A name a workload can have: a DNS-1123 label's characters, at most 253 of them (a
+    Kubernetes name's most; a directory name holds 255)."""
+    return len(name or "") <= 253 and bool(_NAME.match(name or ""))
 
 
 def check_root(root: Path) -> None:
@@ -311,7 +322,7 @@ def workload_dir(root: Path, name: str, must_exist: bool = True) -> Path:
     plan, else not found. A name no workload can have is bad input."""
     check_root(root)
     if not is_workload_name(name):
-        raise UsageError(f"{name!r} is not a valid workload name",
+        raise UsageError(f"{shown(name)} is not a valid workload name",
                          hint="lowercase letters, digits and '-', as in Kubernetes names")
     d = root / name
     if must_exist and not (d / "plan.json").exists():

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from elastix.backends.local.typed import fits, typed
 from elastix.errors import EventsUnreadable, UsageError
 from elastix.protocol import envvars, eventspec, recovery
 from elastix.protocol.recovery import RecoveryPoint
@@ -80,7 +81,8 @@ class PodRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodRecord:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        return cls(**typed(cls, {f.name: data[f.name] for f in dataclasses.fields(cls)
+                                 if f.name in data}))
 
 
 @dataclasses.dataclass
@@ -131,12 +133,15 @@ class WorkloadState:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkloadState:
         head = data.get("head")
-        return cls(state=data.get("state", "Pending"), restarts=data.get("restarts", 0),
-                   max_restarts=data.get("max_restarts", 0), supervisor=data.get("supervisor"),
-                   message=data.get("message"), updated=data.get("updated"),
-                   head=PodRecord.from_json(head) if head else None,
-                   slices=[SliceState.from_json(s) for s in data.get("slices", [])],
-                   events=data.get("events", []))
+        sup = data.get("supervisor")
+        if sup is not None and not (isinstance(sup, dict) and fits(sup.get("pid"), int)
+                                    and fits(sup.get("create_time"), float | None)):
+            raise TypeError(f"supervisor {sup!r:.60} is not a pid and its start time")
+        plain = typed(cls, {k: data.get(k, d) for k, d in (
+            ("state", "Pending"), ("restarts", 0), ("max_restarts", 0), ("message", None),
+            ("updated", None), ("events", []))})
+        return cls(**plain, supervisor=sup, head=PodRecord.from_json(head) if head else None,
+                   slices=[SliceState.from_json(s) for s in data.get("slices", [])])
 
     @classmethod
     def read(cls, workload_dir: Path) -> WorkloadState:
