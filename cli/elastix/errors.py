@@ -258,7 +258,7 @@ def load_user_yaml(text: str, subject: str, hint: str, *, too_deep: str = "",
     except (ValueError, OverflowError) as err:  # a value the constructor cannot build: an
         # integer over Python's 4,300 digits, a date 2026-13-45, !!float "x"
         what = "a number of over 4,300 digits" if "digits" in str(err) else \
-            f"a value that cannot be read ({shown(str(err), 80)})"
+            f"a value that cannot be read ({str(err)[:80]})"
         raise error(f"{subject} has {what}", hint=hint) from None
     except _AliasBomb as bomb:
         what = "an alias within itself" if bomb.gained < 0 else \
