@@ -296,6 +296,8 @@ def test_the_command_from_a_saved_chaos_report(tmp_path, capsys):
     ('{"schema_version": 2, "kills": [], "forecast_inputs": {"measured": {}}}',
      "forecast_inputs.measured.wall is missing", "chaos run NAME"),
     ('{"schema_version": 2, "kills": [], "forecast_inputs": {"measured": 5}}',
+     "forecast_inputs.measured 5 is not a mapping", "chaos run NAME"),
+    ('{"schema_version": 2, "kills": [], "forecast_inputs": 5}',
      "its forecast_inputs are malformed", "chaos run NAME"),
 ])
 def test_a_bad_report_is_one_line_and_exit_2(tmp_path, capsys, content, fragment, hint):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from elastix.clients.kube import Http, Translator, api_path
-from elastix.errors import BackendError, NotFoundError, UsageError, load_user_yaml, shown
+from elastix.errors import BackendError, NotFoundError, UsageError, load_user_yaml
 
 JOBSET_VERSION = "v0.12.0"
 RELEASE_URL = (f"https://github.com/kubernetes-sigs/jobset/releases/download/{JOBSET_VERSION}/"
@@ -143,13 +143,14 @@ def _utf8(data: bytes, source: str, flag: str, hint: str) -> str:
                          hint=hint) from None
 
 
-def object_words(key: tuple[Any, Any]) -> str:
-    """A document's (apiVersion, kind) in words: a YAML mapping with neither is no
-    Kubernetes object."""
+def object_words(key: tuple[Any, Any], what: str) -> str:
+    """Why a document of (apiVersion, kind) ``key`` is refused from ``what``'s release
+    manifest, in words: a YAML mapping with neither is no Kubernetes object."""
     api, kind = key
     if api is None and kind is None:
-        return "a document without apiVersion and kind (no Kubernetes object)"
-    return f"object {shown(kind)} {shown(api)}"
+        return (f"a document without apiVersion and kind (no Kubernetes object) is not part of "
+                f"a {what} release manifest")
+    return f"unexpected object {str(kind)[:60]} {str(api)[:60]} in a {what} manifest"
 
 
 def check_manifest(docs: list[dict], source: str) -> list[dict]:
@@ -162,7 +163,7 @@ def check_manifest(docs: list[dict], source: str) -> list[dict]:
         key = (d.get("apiVersion"), d.get("kind"))
         meta = d.get("metadata")
         if key not in _KINDS or not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-            raise UsageError(f"{source}: {object_words(key)} is not part of a JobSet release manifest",
+            raise UsageError(f"{source}: {object_words(key, 'JobSet')}",
                              hint=f"use the release manifest of JobSet, e.g. {RELEASE_URL}")
         kinds.add((d["kind"], d["metadata"]["name"]))
     for need in (("CustomResourceDefinition", CRD_NAME), ("Deployment", DEPLOYMENT)):

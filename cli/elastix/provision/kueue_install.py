@@ -117,8 +117,8 @@ def read_manifest(source: str | None = None, timeout: float = 60.0) -> list[dict
         key = (d.get("apiVersion"), d.get("kind")) if isinstance(d, dict) else (None, None)
         meta = d.get("metadata") if isinstance(d, dict) else None
         if key not in _KINDS or not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
-            raise UsageError(f"{source}: {jobset_install.object_words(key)} is not part of a "
-                             "Kueue release manifest", hint=_HINT)
+            raise UsageError(f"{source}: {jobset_install.object_words(key, 'Kueue')}",
+                             hint=_HINT)
         found.add((d["kind"], meta["name"]))
     for need in (("CustomResourceDefinition", CRD_NAME), ("Deployment", DEPLOYMENT),
                  ("ConfigMap", kq.CONFIG_MAP)):

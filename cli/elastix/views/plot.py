@@ -70,7 +70,7 @@ def check_plot_path(path: str, flag: str = "--plot") -> None:
             matplotlib.
     """
     if not str(path).lower().endswith(".png"):
-        raise UsageError(f"{flag} {shown(path)}: only PNG is written", hint="name the file *.png")
+        raise UsageError(f"{flag} {path}: only PNG is written", hint="name the file *.png")
     try:
         _check_plot_path(Path(path), path, flag)
     except OSError as e:  # a name too long, a loop of links
