@@ -20,6 +20,7 @@ from elastix.measure.aim import (
     Aim,
     EventFeed,
     check_reachable,
+    compile_passed,
     find_open,
     landing,
     snapshot_period,
@@ -269,3 +270,16 @@ def test_the_feed_reads_only_what_was_appended_and_follows_a_new_file(tmp_path):
 def _write(path, recs):
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     return path
+
+
+def test_a_compile_has_passed_only_when_the_head_that_wrote_the_run_steps():
+    """``--during compile`` (issue 59, item 7): a stepping run's compile has passed while the
+    head that wrote its run_start runs; a head down, or started after that run_start (its own
+    run_start not written yet), brings a compile."""
+    events, _ = stream(*RUN)
+    assert compile_passed(events, (True, ms(-60))) == 20
+    assert compile_passed(events, (True, None)) == 20  # when it started is unknown
+    assert compile_passed(events, (False, ms(-60))) is None  # restarting
+    assert compile_passed(events, (True, ms(5))) is None  # a new head, its run_start to come
+    assert compile_passed(events[:1], (True, ms(-60))) is None  # compiling now
+    assert compile_passed([], (True, None)) is None

@@ -8,12 +8,15 @@ trainer)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
+from measure_helpers import T0
 from test_aim import CONFIG, rec
 from test_plan import Stand
 
+from elastix.backends.base import PodInfo
 from elastix.commands import chaos as chaos_cmd
 from elastix.main import main
 
@@ -31,6 +34,13 @@ class Recorded(Stand):
     def trainer_events(self, name: str, **kw):
         return None
 
+    def status(self, name: str):
+        """Running, its head too: started (a minute) before the run it wrote."""
+        st = super().status(name)
+        st.head = PodInfo(f"{name}-head", "head", "Running", started=T0 - dt.timedelta(minutes=1),
+                          pid=7)
+        return st
+
 
 @pytest.mark.parametrize(("args", "config", "fragment"), [
     (["--during", "save"], {**CONFIG, "checkpoint_dir": None},
@@ -38,7 +48,8 @@ class Recorded(Stand):
     (["--at-step", "1"], CONFIG, "--at-step 1 is in the past: the run is at step 20"),
     # issue 59, item 7: waited the whole --timeout (10 minutes by default), then exit 1
     (["--during", "compile"], CONFIG,
-     "--during compile: the run is already stepping (step 20): its first compile has passed"),
+     "--during compile: w is already stepping (step 20): its first compile has passed, and its "
+     "head is not restarting"),
 ])
 def test_an_aim_the_run_cannot_meet_kills_nothing(tmp_path, monkeypatch, capsys, args, config,
                                                   fragment):

@@ -155,9 +155,8 @@ def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]]
     """Refuse an aim the run can never meet, before anything is killed (exit 2).
 
     Raises:
-        UsageError: ``--at-step`` already passed in the current run; ``--during compile`` on a
-            run already stepping; ``--during save`` on a run that saves no checkpoint;
-            ``--during snapshot`` on one that takes no snapshot.
+        UsageError: ``--at-step`` already passed in the current run; ``--during save`` on a
+            run that saves no checkpoint; ``--during snapshot`` on one that takes no snapshot.
     """
     if aim.at_step is not None:
         start = _last(events, (_RUN_START,)) or 0
@@ -167,15 +166,6 @@ def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]]
             raise UsageError(f"--at-step {aim.at_step} is in the past: the run is at step "
                              f"{max(done)}", hint=f"aim at a later step, e.g. --at-step "
                                                   f"{max(done) + 10}")
-    if aim.during == "compile":
-        start = _last(events, (_RUN_START,))
-        done = [] if start is None else [e.data.get("step") for e in events[start:]
-                                         if e.name == _STEP]
-        if done:  # a compile comes again only with a new run_start: a restarted head
-            raise UsageError(f"--during compile: the run is already stepping (step {done[-1]}):"
-                             " its first compile has passed",
-                             hint="aim at compile right after `elastix workload create` (or "
-                                  "after a head restart), or use --at-step N or --during save")
     if aim.during == "save" and saves_configured(records) is False:
         raise UsageError("--during save: the head saves no checkpoints (its run_start config "
                          "has no --checkpoint-dir or a --checkpoint-period of 0)",
@@ -184,6 +174,21 @@ def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]]
         raise UsageError("--during snapshot: the head takes no host snapshots (its run_start "
                          "config has --snapshot-period 0)",
                          hint="give the trainer --snapshot-period N, or aim --during save")
+
+
+def compile_passed(events: list[Event], head: tuple[bool, int | None]) -> int | None:
+    """The step of a run whose first compile has passed with none to come: its ``run_start``
+    was followed by steps and the head running now is the one that wrote it. ``head``: whether
+    the head runs, and when it started (ms; None: unknown, taken as the writer). None: the
+    compile is open, or a head that is restarting (down, or started after the run_start)
+    brings a new one."""
+    start = _last(events, (_RUN_START,))
+    steps = [] if start is None else [e.data.get("step") for e in events[start:]
+                                      if e.name == _STEP]
+    running, started = head
+    if not steps or not running or (started is not None and started > events[start].t):
+        return None
+    return steps[-1]
 
 
 def find_open(events: list[Event], aim: Aim, since: int = 0,

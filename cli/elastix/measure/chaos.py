@@ -24,7 +24,16 @@ from elastix.errors import (
     UsageError,
 )
 from elastix.interrupts import deferred, sigterm_interrupts
-from elastix.measure.aim import Aim, EventFeed, Landing, Window, check_reachable, find_open, landing
+from elastix.measure.aim import (
+    Aim,
+    EventFeed,
+    Landing,
+    Window,
+    check_reachable,
+    compile_passed,
+    find_open,
+    landing,
+)
 from elastix.measure.events import (
     Event,
     Recovery,
@@ -152,6 +161,13 @@ with no events file: MaxText). An events file is followed as it is written
 (:class:`EventFeed`); a remote source is read once a ``poll``."""
 
 
+def _head_now(st: WorkloadStatus) -> tuple[bool, int | None]:
+    """Whether the head runs, and since when (ms; None: unknown)."""
+    h = st.head
+    return (h is not None and h.phase == "Running",
+            ms_of(h.started) if h is not None and h.started is not None else None)
+
+
 def _worker_running(st: WorkloadStatus) -> bool:
     return any(p.phase == "Running" for s in st.slices for p in s.pods)
 
@@ -198,6 +214,11 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
             checked = any(e.name == "run_start" for e in events)
         if aim.after is not None:  # its delay was waited by the caller: now
             return st, None
+        if aim.during == "compile" and (at := compile_passed(events, _head_now(st))) is not None:
+            raise UsageError(f"--during compile: {name} is already stepping (step {at}): its "
+                             "first compile has passed, and its head is not restarting",
+                             hint="aim at compile right after `elastix workload create`, or "
+                                  "once its head restarts; or use --at-step N or --during save")
         if not aim.aimed:
             if stepping(events):
                 return st, None

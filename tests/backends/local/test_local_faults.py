@@ -198,14 +198,28 @@ def test_start_up_compile_and_head(cli, backend, tmp_path):
     assert rh["steps_lost"] is not None and rh["steps_lost"] >= 0
     assert rh["restored_step"] <= rh["last_step"]
 
-    # The head dies again, and a kill aimed at the restarted run's compile lands there: the
-    # restart is cut short, and the head's measurement says so.
+    # The run steps, its head alive: its compile has passed, said at once (issue 59: it waited
+    # the whole --timeout).
+    p = cli("chaos", "kill-worker", name, "--during", "compile", "--timeout", "200s",
+            check=False, timeout=60)
+    assert p.returncode == 2 and "its first compile has passed" in p.stderr, p.stderr
+
+    # The head dies again, and a kill aimed at the restarted run's compile, aimed while the
+    # head restarts (its command sleeps 10 s first), lands there: the restart is cut short,
+    # and the head's measurement says so.
+    pid = backend.status(name).head.pid
+    head_out = tmp_path / "head.json"
+    dying = cli.popen("chaos", "kill-worker", name, "--fault", "head", "--measure", "-o",
+                      "json", "--timeout", "200s", out=head_out)
+    wait_until(lambda: (h := backend.status(name).head) is None or h.pid != pid, 60,
+               "the head killed")
     compile_out = tmp_path / "compile.json"
     aimed = cli.popen("chaos", "kill-worker", name, "--during", "compile", "-o", "json",
                       "--timeout", "200s", out=compile_out)
-    wait_until(lambda: "waiting for that moment" in compile_out.read_text(), 60, "aiming")
-    head = _fault(cli, name, "--fault", "head", "--measure")
+    assert dying.wait(timeout=240) == 0, head_out.read_text()
     assert aimed.wait(timeout=240) == 0, compile_out.read_text()
+    text = head_out.read_text()
+    (head,) = json.loads(text[text.index("{"):])["kills"]
     text = compile_out.read_text()  # stderr's progress line, then the JSON report
     (kill,) = json.loads(text[text.index("{"):])["kills"]
     assert kill["aim"]["window"] == "the run's start and first compile", kill["aim"]
