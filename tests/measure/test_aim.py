@@ -283,3 +283,24 @@ def test_a_compile_has_passed_only_when_the_head_that_wrote_the_run_steps():
     assert compile_passed(events, (True, ms(5))) is None  # a new head, its run_start to come
     assert compile_passed(events[:1], (True, ms(-60))) is None  # compiling now
     assert compile_passed([], (True, None)) is None
+
+
+def test_the_restore_an_opener_began_is_aimed_at_even_once_it_closed():
+    """The suite's failure under load (issue 59): the CLI, woken by ``elastic_slices_ready``,
+    first read the events after the 20-ms restore had ended, found no restore open and waited
+    the whole --timeout for another that never came (exit 1). The recovery an opener began is
+    the one aimed at: late, its window is returned even closed, and the fault lands after it
+    (a miss, reported as one)."""
+    base = [*RUN, rec(4.0, "elastic_detected"), rec(4.1, "elastic_cleanup_done", seconds=0.1),
+            rec(5.0, "elastic_slices_ready"), rec(5.02, "elastic_restored", step=20)]
+    events, _ = stream(*base)
+    since = len(RUN)
+    assert find_open(events, Aim(during="restore"), since) is None  # closed: not open now
+    w = find_open(events, Aim(during="restore"), since, late=True)
+    assert w is not None and w.what == "the restore of recovery 1" and w.opened == ms(5.0)
+    missed = landing(events, Aim(during="restore"), w, ms(5.1))
+    assert missed.inside is False and missed.closed == ms(5.02)
+    assert find_open(events[:since + 2], Aim(during="restore"), since, late=True) is None
+    done, _ = stream(*base, rec(5.2, "step", step=21), rec(5.2, "elastic_first_step", step=21))
+    assert find_open(done, Aim(during="recovery"), since) is None
+    assert find_open(done, Aim(during="recovery"), since, late=True).what == "recovery 1"

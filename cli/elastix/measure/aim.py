@@ -192,11 +192,15 @@ def compile_passed(events: list[Event], head: tuple[bool, int | None]) -> int | 
 
 
 def find_open(events: list[Event], aim: Aim, since: int = 0,
-              records: list[dict[str, Any]] | None = None) -> Window | None:
+              records: list[dict[str, Any]] | None = None, late: bool = False) -> Window | None:
     """The window of ``aim`` open now, in ``events`` (read so far), or None.
 
     ``since``: events before this index belong to an earlier fault: a window they opened is
     not aimed at again (a second kill waits for the next save, not the one the first hit).
+    ``late``: a recovery (or its restore) after ``since`` is the one an opener kill began,
+    and no other comes: once it opened it is returned even if it has closed since (a restore
+    of 20 ms can open and close between two reads of a busy machine), so the fault lands
+    after it, a miss reported as one, instead of waiting for a window that never comes.
     ``at_step`` is "open" once step N-1 of the current run completed (the fault lands while
     step N runs), or once step N did, when the events never showed N-1.
     """
@@ -219,14 +223,16 @@ def find_open(events: list[Event], aim: Aim, since: int = 0,
         return Window("compile", "the run's start and first compile", events[i].t, i)
     if m in ("recovery", "restore"):
         i = _last(events, (_DETECTED,), since)
-        if i is None or _after(events, i, lambda e: e.name in (_FIRST, _RUN_START)) is not None:
+        if i is None or (not late and _after(
+                events, i, lambda e: e.name in (_FIRST, _RUN_START)) is not None):
             return None
         r = events[i].data.get("recovery")
         label = f"recovery {r}" if r is not None else "the recovery"
         if m == "recovery":
             return Window("recovery", label, events[i].t, i)
         j = _after(events, i, lambda e: e.name == _READY)
-        if j is None or _after(events, j, lambda e: e.name in (_RESTORED, "restore")):
+        if j is None or (not late and _after(events, j, lambda e: e.name in (_RESTORED,
+                                                                              "restore"))):
             return None
         return Window("restore", f"the restore of {label}", events[j].t, j)
     if m == "save":

@@ -179,10 +179,12 @@ REPORT_EVERY = 0.5
 def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, since: int, *,
                      deadline: float, poll: float, clock: Callable[[], float],
                      sleep: Callable[[float], None], report: Callable[[Phase], None] | None = None,
-                     run: RunId | None = None) -> tuple[WorkloadStatus, Window | None]:
+                     run: RunId | None = None, opened: bool = False
+                     ) -> tuple[WorkloadStatus, Window | None]:
     """Wait until the fault may land: the run is stepping (un-aimed), or the aimed moment is
-    open. Returns the status last read and the window found (None when un-aimed, or when the
-    workload ended first).
+    open (``opened``: the recovery an opener kill began, open or come and gone:
+    :func:`~elastix.measure.aim.find_open`'s ``late``). Returns the status last read and the
+    window found (None when un-aimed, or when the workload ended first).
 
     Raises:
         UsageError: the aim cannot be met by this run (exit 2; nothing was killed).
@@ -232,7 +234,7 @@ def _wait_for_moment(backend: Backend, name: str, feed: EventFeed, aim: Aim, sin
             step = poll / 20  # the hosts start in ms: check the pods often
             next_status = min(next_status, clock() + step)
         elif not aim.needs_stepping() or stepping(events) or aim.at_step is not None:
-            w = find_open(events, aim, since, feed.records)
+            w = find_open(events, aim, since, feed.records, late=opened)
             if w is not None:
                 return st, w
         if clock() >= deadline:
@@ -288,7 +290,7 @@ def measure_kill(backend: Backend, name: str, do_kill: Callable[[], list[KillRec
     try:
         before, window = _wait_for_moment(backend, name, feed, aim, since, deadline=deadline,
                                           poll=poll, clock=clock, sleep=sleep, report=report,
-                                          run=run)
+                                          run=run, opened=bool(opened))
         events = feed.events
         n_before = len(recoveries(events)) if baseline is None else baseline
         start = max((i for i, e in enumerate(events) if e.name == "run_start"), default=0)
