@@ -26,7 +26,13 @@ from typing import Any
 from elastix import interrupts
 from elastix.backends.local import channel, private, trainerhead
 from elastix.backends.local.delete import delete, sweep_all
-from elastix.backends.local.plan import Plan, data_dir, make_plan, workload_dir
+from elastix.backends.local.plan import (
+    Plan,
+    data_dir,
+    make_plan,
+    replacing_marker,
+    workload_dir,
+)
 from elastix.backends.local.state import private_append, read_record, record_proc, write_json_atomic
 from elastix.errors import AlreadyExists, BackendError, UsageError
 from elastix.protocol import envvars
@@ -61,6 +67,8 @@ def submit(root: Path, manifest: dict[str, Any], notices: list[str], *, replace:
         # The new run's supervisor and its head's imports start now, in step with the
         # old run's stop (its final save): they touch nothing until the directory is theirs.
         pre = prestart(d, plan)
+        marker = replacing_marker(root, name)
+        marker.write_text(str(os.getpid()))
         try:
             kept = delete(root, name, delete_data=fresh)
             # The previous run's events, logs and measurements lived in its state directory.
@@ -69,6 +77,7 @@ def submit(root: Path, manifest: dict[str, Any], notices: list[str], *, replace:
             say_finished(name, d, plan, notices)
             launch(root, name, d, manifest, plan, pre)
         finally:
+            marker.unlink(missing_ok=True)
             _release(pre)
         return name
     if fresh and data_dir(d).is_dir():

@@ -325,10 +325,44 @@ def workload_dir(root: Path, name: str, must_exist: bool = True) -> Path:
         raise UsageError(f"{shown(name)} is not a valid workload name",
                          hint="lowercase letters, digits and '-', as in Kubernetes names")
     d = root / name
-    if must_exist and not (d / "plan.json").exists():
+    if must_exist and not (d / "plan.json").exists() and not _replaced(root, name, d):
         raise NotFoundError(f"workload {name!r} not found in {root}",
                             hint="list workloads with: elastix workload list --backend local")
     return d
+
+
+REPLACE_WAIT = 30.0
+"""Seconds a reader waits for a ``create --replace`` that has removed the old run's directory
+to rename the new one in (milliseconds, unless the machine is starved)."""
+
+
+def replacing_marker(root: Path, name: str) -> Path:
+    """Where ``create --replace`` says, for its whole length, that ``name`` is being replaced
+    (the create's pid inside): between removing the old run's directory and renaming the new
+    one in, a reader that finds no workload waits for it instead of calling it deleted."""
+    return root / f".replacing-{name}"
+
+
+def _replaced(root: Path, name: str, d: Path) -> bool:
+    """Whether ``name``'s directory came back (a replace's new run) while a live replace's
+    marker said it would; False at once when no replace is under way."""
+    marker = replacing_marker(root, name)
+    deadline = time.monotonic() + REPLACE_WAIT
+    while time.monotonic() < deadline:
+        if (d / "plan.json").exists():
+            return True
+        try:
+            pid = int(marker.read_text() or "0")
+        except (OSError, ValueError):
+            return (d / "plan.json").exists()  # no marker (any more): the dir says
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False  # the replacing create died: its marker is stale
+        except PermissionError:
+            pass
+        time.sleep(0.01)
+    return (d / "plan.json").exists()
 
 
 def read_workload(d: Path) -> tuple[Plan, WorkloadState]:
