@@ -166,19 +166,6 @@ HUNG = {"template-huge-loop", "template-nested-loops", "list-watch-interval-0", 
         "env-file-fifo", "schedule-fifo"}
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """The CLI's environment: state under tmp, no kubeconfig, nothing of this machine's."""
-    env = {"HOME": str(tmp_path / "home"), "ELASTIX_STATE_DIR": str(tmp_path / "state"),
-           "NO_COLOR": "1", "COLUMNS": "200"}
-    for key in ("KUBECONFIG", "ELASTIX_BACKEND", "GOOGLE_CLOUD_PROJECT"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(tmp_path)
-    return env
-
-
 def _setup(tmp_path, setup) -> str | None:
     """Lay out a row's files; returns what the row types on stdin."""
     if callable(setup):

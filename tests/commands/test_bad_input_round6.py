@@ -176,19 +176,6 @@ HUNG = [
 ]
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """The CLI's environment: state under tmp, no kubeconfig, nothing of this machine's."""
-    env = {"HOME": str(tmp_path / "home"), "ELASTIX_STATE_DIR": str(tmp_path / "state"),
-           "NO_COLOR": "1", "COLUMNS": "200"}
-    for key in ("KUBECONFIG", "ELASTIX_BACKEND", "GOOGLE_CLOUD_PROJECT"):
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(tmp_path)
-    return env
-
-
 def _check(rc: int, out: str, err: str, code: int, message: str) -> None:
     text = out + err
     assert "unexpected" not in text and "Traceback" not in text, text[-600:]
