@@ -242,9 +242,18 @@ def _interrupted() -> str:
 
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
+    stdout = sys.stdout
     try:
-        result = command().main(args=_normalize(argv), prog_name="elastix",
-                                standalone_mode=False)
+        try:
+            result = command().main(args=_normalize(argv), prog_name="elastix",
+                                    standalone_mode=False)
+        except SystemExit:
+            # click ends a command whose stdout was closed by its reader (`| head`) with exit
+            # 1 and no word, having wrapped stdout so the interpreter's last flush is quiet:
+            # the reader had what it wanted, so that is a quiet success, as git's and ls's is.
+            if getattr(sys.stdout, "wrapped", None) is stdout is not sys.stdout:
+                return 0
+            raise
         if result == ExitCode.INTERRUPTED:  # typer turns Ctrl-C into Exit(130) and returns it
             sys.stderr.write(_interrupted())  # when not standalone
             return ExitCode.INTERRUPTED

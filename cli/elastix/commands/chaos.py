@@ -423,7 +423,7 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
     if dry_run:
         _print_plan(name, plan, output)
         return
-    res = _run_plan(backend, name, plan, bounds, _origin(flags, plan_file))
+    res = _run_plan(backend, name, plan, bounds, _origin(flags, plan_file, len(plan.rounds)))
     chaos_verify.finish(backend, name, res, verifying, bounds.timeout, console(stderr=True))
     _report(res, output, junit, summary)
     _charts(res, plot, timeline, window)
@@ -438,8 +438,9 @@ def _new_seed() -> int:
     return secrets.randbelow(2**31)
 
 
-def _origin(flags: Flags, plan_file: str | None) -> str:
-    """When the rounds land, in the words of the flags that said so (the run's first line)."""
+def _origin(flags: Flags, plan_file: str | None, rounds: int) -> str:
+    """When the rounds land, in the words of the flags that said so (the run's first line);
+    one round has no interval."""
     if plan_file is not None:
         return f"as planned in {plan_file}"
     if flags.schedule is not None:
@@ -450,7 +451,7 @@ def _origin(flags: Flags, plan_file: str | None) -> str:
         return f"during {flags.during}" if flags.during else f"after {flags.after}"
     if flags.at_step is not None:
         return f"at steps {flags.at_step}"
-    return f"{flags.interval or '2m'} apart"
+    return f"{flags.interval or '2m'} apart" if rounds > 1 else ""
 
 
 def _print_plan(name: str, plan: Plan, output: str) -> None:
@@ -492,8 +493,8 @@ def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: s
     kinds = ", ".join(dict.fromkeys(r.fault.describe() for r in plan.rounds))
     count = plan.rounds[0].count
     err.print(f"[dim]{name}: {n} round{'s' if n != 1 else ''} of {kinds}"
-              f"{f' x{count}' if count > 1 else ''}, {origin}; un-aimed faults wait until it "
-              "is stepping (a step after its first save)[/]")
+              f"{f' x{count}' if count > 1 else ''}{f', {origin}' if origin else ''}; un-aimed "
+              "faults wait until it is stepping (a step after its first save)[/]")
     with WaitLine(err, name) as line:
         res = run_soak(backend, name, plan, bounds=bounds, on_kill=progress, report=line)
     _say_resumed(res.resumed, "before exiting")

@@ -66,7 +66,7 @@ class Violation:
         if self.bound == "max_downtime":
             return f"kill {self.kill}: downtime {self.value:.3f} s > {self.limit:g} s"
         if self.bound == "max_steps_lost":
-            return f"kill {self.kill}: {self.value} steps lost > {self.limit}"
+            return f"kill {self.kill}: {_steps(self.value)} lost > {self.limit}"
         if self.bound == "min_goodput":
             got = "unknown" if self.value is None else f"{self.value:.1%}"
             return (f"goodput {got} over the chaos window (first fault to the last event) < "
@@ -81,7 +81,7 @@ class Violation:
             v = float(self.value)  # type: ignore[arg-type]
             return f"downtime {v:.3f} s > {self.limit:g} s"  # as the tables and JUnit say it
         if self.bound == "max_steps_lost":
-            return f"{self.value} steps lost > {self.limit}"
+            return f"{_steps(self.value)} lost > {self.limit}"
         if self.bound == "min_goodput":
             got = "unknown" if self.value is None else f"{self.value:.1%}"
             return f"goodput {got} < {self.limit:.1%} (chaos window)"
@@ -197,6 +197,11 @@ class Verdict(Protocol):
     ok: bool
 
     def to_json(self) -> dict[str, Any]: ...
+
+
+def _steps(n: object) -> str:
+    """``1 step``, ``4 steps``."""
+    return f"{n} step{'' if n == 1 else 's'}"
 
 
 def check_bounds(m: KillMeasurement, i: int, bounds: Bounds) -> list[Violation]:

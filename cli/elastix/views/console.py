@@ -14,17 +14,21 @@ def console(stderr: bool = False, **options: Any) -> Any:
 
     The width rule, the same for every command: a terminal's own width; piped, ``COLUMNS``
     when it is set (a user who pipes with ``COLUMNS=80`` asks for 80), else ``PIPED_WIDTH``;
-    a ``width`` option given here wins over both.
+    a ``width`` option given here wins over both. Piped, a line of text is never wrapped (a
+    CI log or a file shows a note whole, not cut mid-phrase at the width): only tables use it.
     """
     import os
 
     from rich.console import Console
 
     c = Console(stderr=stderr, highlight=False, **options)
-    if not c.is_terminal and "width" not in options:
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH
-        c = Console(stderr=stderr, highlight=False, width=width, **options)
+    if not c.is_terminal:
+        options.setdefault("soft_wrap", True)
+        if "width" not in options:
+            columns = os.environ.get("COLUMNS", "")
+            options["width"] = int(columns) if columns.isdigit() and int(columns) > 0 \
+                else PIPED_WIDTH
+        c = Console(stderr=stderr, highlight=False, **options)
     return c
 
 

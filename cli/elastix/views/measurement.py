@@ -24,6 +24,17 @@ def _yn(x: bool | None) -> str:
     return "?" if x is None else ("yes" if x else "no")
 
 
+def _in_process(m: KillMeasurement, long: bool = False) -> str:
+    """Whether it recovered in process; a stall (a hang shorter than the loss timeout) and a
+    fault before the first step opened no recovery, which "no" would misread as a restart."""
+    r = m.recovery
+    if r is not None and r.complete and r.kind == "stall" and m.pid_same is not False:
+        return "none needed: a stall (training waited for the host)" if long else "stall"
+    if r is not None and r.complete and r.kind == "start-up" and m.pid_same is not False:
+        return "none needed: before the first step" if long else "start-up"
+    return _yn(m.in_process)
+
+
 NOT_IN_LOG = "not in the log"
 
 
@@ -96,7 +107,7 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                   f"{r.steps_lost} (step {r.last_step} -> {r.restored_step})")]
     rows += [("JobSet restarts", str(m.jobset_restarts)), ("head restarts", str(m.head_restarts)),
              ("controller PID same", _yn(m.pid_same)),
-             ("in-process recovery", _yn(m.in_process)), ("source", m.source)]
+             ("in-process recovery", _in_process(m, long=True)), ("source", m.source)]
     if m.timed_out:
         rows.append(("result", "timed out before training resumed"))
     if m.unreadable is not None:
@@ -196,7 +207,7 @@ def print_soak(console: Any, res: ChaosReport) -> None:
         t.add_row(f"{i}" + ("" if kind == "kill" else f" {kind}"), _victims(m), *cells,
                   _n(r.downtime if r else None),
                   "-" if not r or r.steps_lost is None else str(r.steps_lost),
-                  _yn(m.in_process))
+                  _in_process(m))
     console.print(t)
     if unknown:
         console.print(f"?: {NOT_IN_LOG}", markup=False)
@@ -208,17 +219,29 @@ def print_soak(console: Any, res: ChaosReport) -> None:
         if m.landing is not None:
             console.print(f"fault {i} aimed {m.landing.text()}", markup=False)
         if m.late:
-            console.print(f"fault {i} landed {m.late:.3f} s after it was due (the previous "
-                          "recovery was being measured)", markup=False)
+            console.print(f"fault {i} landed {m.late:.3f} s after it was due ("
+                          f"{_why_late(res.measurements[i - 2] if i > 1 else None, m)})",
+                          markup=False)
     tot = res.to_json()["totals"]
     console.print(f"{tot['recovered']}/{tot['kills']} recovered; mean downtime "
                   f"{_s(tot['mean_downtime_seconds'])}, max {_s(tot['max_downtime_seconds'])}; "
-                  f"{tot['steps_lost']} steps lost; goodput {run_goodput(res)}"
+                  f"{tot['steps_lost']} step{'' if tot['steps_lost'] == 1 else 's'} lost; goodput "
+                  f"{run_goodput(res)}"
                   + (f" (chaos window: {window_goodput(res)} from the first fault)"
                      if res.window else ""), markup=False)
     if res.verify is not None:
         console.print(res.verify.text(), markup=False)
     print_verdict(console, res)
+
+
+def _why_late(prev: KillMeasurement | None, m: KillMeasurement) -> str:
+    """Why fault ``m`` came after its time: the fault before it was still being measured
+    (its recovery had not stepped yet when ``m`` was due), or else its own delivery."""
+    due = ms_of(m.kills[0].time) - round((m.late or 0.0) * 1000)
+    r = prev.recovery if prev is not None else None
+    if prev is not None and (r is None or not r.complete or (r.first_step_at or 0) > due):
+        return "the previous recovery was being measured"
+    return "reading the workload and delivering the fault took that long"
 
 
 def print_schedule(console: Any, name: str, rows: list[dict[str, Any]]) -> None:

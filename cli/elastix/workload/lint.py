@@ -364,9 +364,11 @@ def _budget(p: Platform, t: Trainer, out: Findings) -> None:
     # run sooner. MaxText's elastic guide (maxtext @ e591f30
     # docs/run_maxtext/run_maxtext_elastic_training.md L89-92, L107-113) runs 10 against 10
     # and asks only to "keep [them] consistent".
-    out.warnings.append(("budget", f"{t.name} {_setting(t, t.budget_field, t.budget)} recovers from "
-                       f"{t.survived} slice losses, but the JobSet replaces {p.losses} in-process"
-                       f" ({p.slice_restarts} restarts x {p.slices} slices); {why}; then "
+    losses = f"{t.survived} slice loss{'' if t.survived == 1 else 'es'}"
+    replaced = f"{_n(p.slice_restarts, 'restart')} x {_n(p.slices, 'slice')}"
+    out.warnings.append(("budget", f"{t.name} {_setting(t, t.budget_field, t.budget)} recovers "
+                       f"from {losses}, but the JobSet replaces {p.losses} in-process "
+                       f"({replaced}); {why}; then "
                        + ("the run fails (--max-restarts 0)" if p.max_restarts == 0 else
                           f"the whole JobSet restarts (--max-restarts {p.max_restarts})"),
                        f"set {_setting(t, t.budget_field, need)}, or lower --max-slice-restarts to "
@@ -381,6 +383,11 @@ def _resizes(p: Platform, t: Trainer) -> bool:
 def _setting(t: Trainer, name: str, value: Any) -> str:
     """How the trainer spells a setting: MaxText ``key=value``, elastix-train ``--flag value``."""
     return f"{name}={value}" if t.name == "MaxText" else f"{name} {value}"
+
+
+def _n(n: int, word: str) -> str:
+    """``1 slice``, ``3 slices``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _restarts_for(survived: int, slices: int) -> int:
