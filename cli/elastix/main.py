@@ -116,21 +116,72 @@ def version() -> None:
     typer.echo(f"elastix {__version__}")
 
 
-def _neighbours_answer(err: Exception, no_such_option: type, no_such_command: type | tuple
+def _neighbours_answer(err: Exception, no_such_command: type | tuple, argv: list[str]
                        ) -> tuple[str, str] | None:
-    """xpk's or gcluster's answer (message, hint) to a flag or command click does not know,
-    when one of them spells it so (:mod:`elastix.commands.xpk`, ``gcluster``); else None."""
+    """xpk's or gcluster's answer (message, hint) to a command click does not know, when one
+    of them spells it so (:mod:`elastix.commands.xpk`, ``gcluster``); else None."""
     ctx = getattr(err, "ctx", None)
-    if ctx is None or not isinstance(err, (no_such_option, no_such_command)):
+    if ctx is None or not isinstance(err, no_such_command):
         return None
     from elastix.commands import gcluster, xpk
 
     where = ctx.command_path.partition(" ")[2]
-    if isinstance(err, no_such_option):
-        return xpk.did_you_mean(where, err.option_name) or \
-            gcluster.did_you_mean(where, err.option_name)
+    rest = argv[argv.index(err.command_name) + 1:] if err.command_name in argv else []
     return xpk.did_you_mean_command(where, err.command_name) or \
-        gcluster.did_you_mean_command(where, err.command_name)
+        gcluster.did_you_mean_command(where, err.command_name, rest)
+
+
+class UnknownFlags(ProblemsError):
+    """Every flag of one command line that its command does not take, each with its answer
+    (xpk's or gcluster's spelling, or the nearest flag): click stops at the first."""
+
+    subject = "on the command line"
+
+    def lines(self) -> list[str]:
+        return [msg + (f" ({hint})" if hint else "") for _, msg, hint in self.problems]
+
+
+def _unknown_flags(err: Exception, argv: list[str]) -> UnknownFlags | None:
+    """The unknown option click stopped at and every other one after it on the line, each
+    answered, when the line has more than one; else None (click's own message is said)."""
+    ctx = getattr(err, "ctx", None)
+    if ctx is None:
+        return None
+    from elastix.commands import gcluster, xpk
+
+    cmd, where = ctx.command, ctx.command_path.partition(" ")[2]
+    words = where.split()
+    at = 0
+    for word in words:  # the command's words in the line: its own arguments follow them
+        at = argv.index(word, at) + 1 if word in argv[at:] else at
+    takes = {o: p for p in cmd.params if isinstance(p, click.Option)
+             for o in (*p.opts, *p.secondary_opts)}
+    unknown: list[str] = []
+    rest = iter(argv[at:])
+    for arg in rest:
+        if arg == "--":
+            break
+        if not arg.startswith("-") or arg == "-" or arg[1:2].isdigit():
+            continue
+        flag, eq, _ = arg.partition("=")
+        param = takes.get(flag) or takes.get(arg)
+        if param is None:
+            if flag not in unknown:
+                unknown.append(flag)
+        elif not eq and not (param.is_flag or param.count) and flag == arg:
+            next(rest, None)  # its value
+    if len(unknown) < 2:
+        return None
+    problems = []
+    for flag in unknown:
+        answer = xpk.did_you_mean(where, flag) or gcluster.did_you_mean(where, flag)
+        if answer is None:
+            import difflib
+
+            near = difflib.get_close_matches(flag, list(takes), n=1)
+            answer = (f"no such option {flag}", f"did you mean {near[0]}?" if near else None)
+        problems.append((flag, *answer))
+    return UnknownFlags(problems)
 
 
 def _print_error(err: ElastixError) -> None:
@@ -279,7 +330,19 @@ def _main(argv: list[str]) -> int:
             err.show()
             return 0
         no_such_command = getattr(click_errors, "NoSuchCommand", ())  # click >= 8.4
-        answer = _neighbours_answer(err, click_errors.NoSuchOption, no_such_command)
+        every = _unknown_flags(err, argv) if isinstance(err, click_errors.NoSuchOption) \
+            else None
+        if every is not None:
+            every.hint = f"see '{err.ctx.command_path} --help'"
+            _print_error(every)
+            return 2
+        answer = _neighbours_answer(err, no_such_command, argv)
+        if answer is None and isinstance(err, click_errors.NoSuchOption) and err.ctx:
+            from elastix.commands import gcluster, xpk
+
+            where = err.ctx.command_path.partition(" ")[2]
+            answer = xpk.did_you_mean(where, err.option_name) or \
+                gcluster.did_you_mean(where, err.option_name)
         if answer:
             _print_error(UsageError(*answer))
             return 2

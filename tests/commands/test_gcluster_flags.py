@@ -18,8 +18,10 @@ from elastix.main import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXTRACT = json.loads((FIXTURES / "gcluster" / "job_flags.json").read_text())
-GUIDE = yaml.safe_load((FIXTURES / "neighbours" / "maxtext-elastic-training-gcluster.yaml")
-                       .read_text())
+CORPUS = FIXTURES / "neighbours"
+GUIDES = {name: yaml.safe_load((CORPUS / f"maxtext-elastic-training-{name}.yaml").read_text())
+          ["examples"][0] for name in ("gcluster", "xpk")}
+NEWER = EXTRACT["newer"]["commands"]
 
 
 def _gcluster_advice(elastix_cmd: str, flag: str, error: str, hint: str) -> None:
@@ -30,7 +32,8 @@ def _gcluster_advice(elastix_cmd: str, flag: str, error: str, hint: str) -> None
         assert named == "NAME" or named in flags_of(command_at(elastix_cmd)), named
 
 
-@pytest.mark.parametrize(("elastix_cmd", "flag"), flag_params(EXTRACT))
+@pytest.mark.parametrize(("elastix_cmd", "flag"), flag_params(EXTRACT)
+                         + flag_params(EXTRACT["newer"]))
 def test_gcluster_flag_is_accepted_or_gets_a_did_you_mean(elastix_cmd, flag, capsys):
     check_flag(elastix_cmd, flag, gcluster.did_you_mean, capsys, _gcluster_advice)
 
@@ -45,7 +48,8 @@ def test_aliases_are_declared_and_mean_the_flag():
 
 
 def test_every_mapped_flag_is_in_the_extract():
-    known = {f for spec in EXTRACT["commands"].values() for f in spec["flags"]}
+    known = {f for spec in (*EXTRACT["commands"].values(), *NEWER.values())
+             for f in spec["flags"]}
     assert {f for flags in gcluster.SPELLINGS.values() for f in flags} - known == set()
 
 
@@ -55,40 +59,133 @@ def test_xpk_and_gcluster_answers_do_not_disagree():
         assert not set(flags) & set(xpk.SPELLINGS.get(cmd, {})), cmd
 
 
-def test_the_guide_s_gcluster_command_creates_with_its_spellings(tmp_path, capsys):
-    """The MaxText guide's ``gcluster job submit``, its values filled in as the neighbours'
-    fixture does: only --name (NAME), --compute-type/--topology (--tpu-type) and --pathways (every
-    elastix workload is one) are said otherwise; every other flag is taken as gcluster spells it."""
-    (ex,) = GUIDE["examples"]
-    text = ex["text"].replace("\\\n", " ")
-    for k, v in {"<RUN_NAME>": "elastic-qwen3", "<COMPUTE_TYPE>": "ct5lp-hightpu-4t",
-                 "<TOPOLOGY>": "4x4", "<NUM_SLICES>": "3",
-                 "<GCS_BUCKET>": "gs://test-bucket/maxtext-runs"}.items():
-        text = text.replace(k, v)
-    argv = shlex.split(text)[3:]  # after: gcluster job submit
-    said_otherwise = {"--name", "--compute-type", "--topology", "--pathways"}
-    kept = [a for a in argv if a.split("=")[0] not in said_otherwise]
-    assert {a.split("=")[0] for a in kept} == {"--image", "--num-slices", "--pathways-gcs-location",
-                                               "--pathways-elastic-slices",
-                                               "--pathways-max-slice-restarts", "--command"}
-    out = tmp_path / "m.json"
-    assert main(["workload", "create", "elastic-qwen3", "--tpu-type", "v5litepod-16", *kept,
-                 "--dry-run", "-o", "json", "--output-file", str(out), "--backend",
-                 "gke"]) == 0, capsys.readouterr().err
-    assert "note: budget: MaxText elastic_max_retries=10" in capsys.readouterr().err
-    m = json.loads(out.read_text())
+def _pasted(ex: dict, edits: int | None = None) -> list[str]:
+    """The guide's command as a user pastes it: its placeholders filled, the first ``edits``
+    of its edits made (all by default), split as bash splits it."""
+    paste = ex["paste"]
+    text = ex["text"]
+    for placeholder, value in paste["values"].items():
+        assert placeholder in text, placeholder
+        text = text.replace(placeholder, value)
+    for edit in paste["edits"][:edits]:
+        assert edit["from"] in text, edit
+        text = text.replace(edit["from"], edit["to"])
+    return shlex.split(text.replace("\\\n", ""))  # bash drops a backslash-newline
+
+
+def _create(argv: list[str], tmp_path, monkeypatch, capsys, kubeconfig: bool = False
+            ) -> tuple[int, str, str]:
+    # A machine with no cloud: no kubeconfig (or an empty one), nothing but loopback.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+    if kubeconfig:
+        (tmp_path / ".kube").mkdir()
+        (tmp_path / ".kube" / "config").write_text("apiVersion: v1\nkind: Config\n")
+    capsys.readouterr()
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, " ".join(err.split())
+
+
+@pytest.mark.parametrize(("guide", "edits"), [("gcluster", 1), ("xpk", 2)])
+def test_the_guides_command_pastes_with_only_its_edits(guide, edits, tmp_path, monkeypatch,
+                                                       capsys):
+    """MaxText's elastic guide, both versions, pasted as written: the gcluster one with only the
+    command word changed, the xpk one with the command word and the guide's own name length
+    (which JobSet refuses); each edit counted."""
+    ex = GUIDES[guide]
+    assert len(ex["paste"]["edits"]) == edits
+    argv = _pasted(ex)
+    assert argv[:3] == ["elastix", "workload", "create"]
+    rc, out, err = _create([*argv[1:], "--dry-run"], tmp_path, monkeypatch, capsys)
+    assert rc == 0, err
+    m = yaml.safe_load(out)
+    assert m["kind"] == "JobSet"
     assert m["metadata"]["annotations"]["elastix.dev/elastic-slices"] == "1"
-    assert m["metadata"]["annotations"]["elastix.dev/max-slice-restarts"] == "10"
-    head = m["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    assert head["containers"][0]["image"].endswith("tpu_pre_training:latest")
-    for gc_flag in said_otherwise - {"--name"}:
-        assert main(["workload", "create", "x", gc_flag]) == 2
-        assert capsys.readouterr().err.startswith(f"error: {gc_flag} is ")
+    assert "note: budget: MaxText elastic_max_retries=10" in err
+    if guide == "gcluster":
+        assert m["metadata"]["name"] == "elastic-qwen3"  # --name
+        assert "--instance_type=tpuv5e:4x4" in out  # v5litepod-16, its 4x4 topology
+        assert "note: --compute-type ct5lp-hightpu-4t --topology 4x4 is --tpu-type " \
+               "v5litepod-16 in elastix's words" in err
+        # the cluster is in gcluster job config, not on the line: the backend is said first
+        assert err.index("no cluster given") < err.index("note: budget")
+        assert "runs on the local backend" in err and "--cluster NAME" in err
 
 
-def test_job_group_is_answered(capsys):
-    assert main(["job", "submit"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[0] == "error: 'job' is gcluster's command group; elastix's workloads are " \
-                     "'elastix workload'"
-    assert "'elastix workload create'" in err[1] and "docs/from-gcluster.md" in err[1]
+def test_the_xpk_guide_needs_its_name_edit(tmp_path, monkeypatch, capsys):
+    """Without the name edit JobSet's own rule refuses the xpk version (its expect)."""
+    argv = _pasted(GUIDES["xpk"], edits=1)
+    rc, _, err = _create([*argv[1:], "--dry-run"], tmp_path, monkeypatch, capsys)
+    assert rc == 2 and "JobSet requires <= 63" in err
+
+
+def test_a_gke_shaped_create_says_its_backend_before_anything(tmp_path, monkeypatch, capsys):
+    line = ["workload", "create", "w", "--tpu-type", "v5litepod-16", "--docker-image", "img:1",
+            "--command", "python3 train.py", "--dry-run"]
+    rc, _, err = _create(line, tmp_path, monkeypatch, capsys)
+    assert rc == 0 and "note: no cluster given (an image says GKE): this runs on the local " \
+                       "backend" in err
+    # the README's quickstart is not GKE-shaped: no note
+    rc, _, err = _create(["workload", "create", "demo", "--tpu-type", "v5litepod-8",
+                          "--num-slices", "2", "--dry-run"], tmp_path, monkeypatch, capsys)
+    assert rc == 0 and "note:" not in err
+    rc, _, err = _create(line, tmp_path, monkeypatch, capsys, kubeconfig=True)
+    assert rc == 0 and "note: no --cluster given: this runs on GKE, on the current " \
+                       "kubeconfig context's cluster" in err and "--backend local" in err
+    # a cluster or a backend named: nothing to say
+    for more in (["--backend", "gke"], ["--cluster", "c", "--project", "p", "--location", "l"]):
+        rc, _, err = _create([*line, *more], tmp_path, monkeypatch, capsys)
+        assert rc == 0 and "no cluster given" not in err and "no --cluster" not in err, err
+
+
+@pytest.mark.parametrize(("compute", "topology", "tpu_type"), [
+    ("ct5lp-hightpu-4t", "4x4", "v5litepod-16"), ("ct5lp-hightpu-4t", "2x2", "v5litepod-4"),
+    ("ct6e-standard-4t", "2x4", "v6e-8"), ("ct5p-hightpu-4t", "2x2x2", "v5p-16"),
+    ("ct4p-hightpu-4t", "2x2x1", "v4-8"), ("v6e-8", None, "v6e-8"),
+    ("v5litepod-16", None, "v5litepod-16"), ("v5p-4", None, "v5p-8"), ("v4-8", None, "v4-8")])
+def test_compute_type_and_topology_are_the_tpu_type_gcluster_means(compute, topology, tpu_type):
+    # gcluster: a machine type sized by --topology, or a size counting chips (TensorCores for
+    # v4): cluster-toolkit pkg/config/hardware.go (AcceleratorShorthandMap, parseShorthand)
+    name, note = gcluster.tpu_type(compute, topology)
+    assert name == tpu_type
+    assert (note is None) == (compute == tpu_type and topology is None)
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    (["--compute-type", "ct5lp-hightpu-4t"], "needs --topology"),
+    (["--topology", "4x4"], "goes with --compute-type"),
+    (["--compute-type", "n2-standard-32"], "is not a TPU"),
+    (["--compute-type", "ct5lp-hightpu-4t", "--topology", "3x3"], "no TPU slice elastix can"),
+    (["--compute-type", "v6e-8", "--tpu-type", "v6e-8"], "both name the TPU type")])
+def test_a_compute_type_elastix_cannot_place_is_one_line(line, says, tmp_path, monkeypatch,
+                                                        capsys):
+    rc, out, err = _create(["workload", "create", "w", "--docker-image", "i", "--command", "c",
+                            *line, "--dry-run"], tmp_path, monkeypatch, capsys)
+    assert rc == 2 and out == "" and says in err and err.startswith("error: ")
+    assert err.count("error:") == 1 and "hint:" in err
+
+
+def test_every_unknown_flag_of_a_line_is_answered_at_once(capsys):
+    assert main(["workload", "create", "w", "--gke-ttl-after-finished", "1h", "--numslices",
+                 "3", "--spot", "--mount", "a:b", "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0] == "error: 4 problems on the command line"
+    assert lines[1].startswith("  - --gke-ttl-after-finished is gcluster's spelling")
+    assert lines[2] == "  - no such option --numslices (did you mean --num-slices?)"
+    assert lines[3].startswith("  - --spot is an xpk flag")
+    assert lines[4].startswith("  - --mount is a gcluster flag")
+    assert lines[5] == "hint: see 'elastix workload create --help'" and len(lines) == 6
+
+
+def test_gclusters_config_and_logs_habits_are_answered_elastixs_way(capsys):
+    for line in (["job", "config", "set", "cluster", "c"], ["config", "set", "project", "p"]):
+        assert main(line) == 2
+        err = capsys.readouterr().err
+        assert "is gcluster's; elastix keeps no settings of its own" in err
+        assert "--cluster, --project and --location" in err and "kubeconfig" in err
+    assert main(["logs", "w", "--main-only=false"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --main-only is a gcluster flag") and "--slice S --host H" in err

@@ -27,7 +27,6 @@ from elastix.commands.options import (
     Selector,
     StateDirOpt,
     WorkloadName,
-    WorkloadOpt,
     check_output,
     check_window,
     complete_from,
@@ -138,7 +137,7 @@ SmokeOpt = Annotated[bool, typer.Option(
 
 
 @with_spec_options
-def create(name: CreateNameArg = None, workload: WorkloadOpt = None,
+def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
            spec_file: SpecFileOpt = None, env_file: EnvFileOpt = None,
            spec_flags: dict[str, FlagValue] | None = None, template: TemplateOpt = None,
            client_dry_run: DryRunOpt = False, server_dry_run: ServerDryRunOpt = False,
@@ -149,7 +148,9 @@ def create(name: CreateNameArg = None, workload: WorkloadOpt = None,
            kubeconfig: KubeconfigOpt = None,
            namespace: NamespaceOpt = None,  # None: the spec file's namespace, else default
            cluster: ClusterOpt = None, project: ProjectOpt = None,
-           location: LocationOpt = None, state_dir: StateDirOpt = None) -> None:
+           location: LocationOpt = None, state_dir: StateDirOpt = None,
+           compute_type: gcluster.ComputeTypeOpt = None, topology: gcluster.TopologyOpt = None,
+           pathways: gcluster.PathwaysOpt = False) -> None:
     """Render, validate and submit a Pathways elastic JobSet.
 
     NAME is a DNS label short enough for every name JobSet derives from it: at most 22
@@ -166,8 +167,10 @@ def create(name: CreateNameArg = None, workload: WorkloadOpt = None,
     # Offline either way: the backend is chosen from flags and files, and its defaults (the
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
-    spec = _create_spec(kind, target, dict(spec_flags or {}), name, spec_file, env_file,
-                        smoke=smoke, fresh=fresh)
+    flags = gcluster.with_tpu_type(dict(spec_flags or {}), compute_type, topology)
+    said = gcluster.say_backend(kind, target, flags, spec_file, pathways=pathways)
+    spec = _create_spec(kind, target, flags, name, spec_file, env_file, smoke=smoke,
+                        fresh=fresh)
     manifest = render(spec, template)
     from elastix.workload.validate import notes
 
@@ -176,7 +179,8 @@ def create(name: CreateNameArg = None, workload: WorkloadOpt = None,
         _emit(dump(manifest, output), output_file)
         return
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
-            output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh)
+            output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh,
+            backend_said=said)
 
 
 def _create_spec(kind: str, target: Target, flags: dict[str, FlagValue], name: str | None,
@@ -309,7 +313,7 @@ def _emit(text: str, output_file: Path | None) -> None:
 
 def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict[str, Any], *,
             replace: bool, server_dry_run: bool, output: str, output_file: Path | None,
-            preflight: bool = True, fresh: bool = False) -> None:
+            preflight: bool = True, fresh: bool = False, backend_said: bool = False) -> None:
     from rich.markup import escape
 
     from elastix import interrupts
@@ -317,7 +321,7 @@ def _submit(target: Target, kind: str | None, spec: WorkloadSpec, manifest: dict
     from elastix.workload.render import dump
 
     console = make_console(stderr=True)
-    if kind == "local" and not target.backend:
+    if kind == "local" and not target.backend and not backend_said:
         console.print("[dim]no cluster configured: using the local backend "
                       "(--backend gke to change)[/]")
     backend = get_backend(dataclasses.replace(target, namespace=spec.namespace))
