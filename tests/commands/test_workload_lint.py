@@ -108,3 +108,21 @@ def test_lint_bad_input_is_one_line_and_exit_2(cli, tmp_path):
         errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and said in errors[0], (what, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_lint_knows_the_local_backend_s_defaults(tmp_path, monkeypatch, capsys):
+    # The README's spec (no image, no command: the local job's) lints as create --spec runs it
+    # where no cluster is configured; on GKE it lacks both, as create would say.
+    from pathlib import Path
+
+    from elastix.main import main
+
+    spec = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "spec.yaml")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+    assert main(["workload", "lint", spec]) == 0
+    assert capsys.readouterr().out == "elastic lint: no errors, 0 warnings\n"
+    assert main(["workload", "lint", spec, "--backend", "gke"]) == 2
+    err = capsys.readouterr().err
+    assert "a docker image is required" in err and "a command is required" in err

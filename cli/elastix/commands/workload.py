@@ -237,15 +237,17 @@ def lint(
     template: Annotated[Path | None, typer.Option(
         "--template", help="Render a spec file with your own Jinja2 JobSet template.")] = None,
     output: Annotated[str, output_option(LINT_OUTPUTS, "table or json.")] = "table",
+    backend: BackendOpt = None,
 ) -> None:
     """Check that an elastic run's layers agree: JobSet budgets, the proxy's elastic slices,
     the trainer's retries and timeouts, colocated Python. Every finding at once; exit 2 on an
-    error."""
+    error. A spec file is rendered as workload create would render it on the backend it would
+    use (its defaults fill what the file leaves out: the local job's image and command)."""
     from elastix.workload.lint import LintError
     from elastix.workload.lint import lint as run_lint
 
     check_output(output, LINT_OUTPUTS)
-    found = run_lint(_lint_input(file, template))
+    found = run_lint(_lint_input(file, template, choose_backend(Target(backend=backend))))
     if output == "json":
         typer.echo(json.dumps(found.to_json(), indent=2))
     else:
@@ -258,9 +260,9 @@ def lint(
         raise LintError(found.errors)
 
 
-def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
+def _lint_input(file: Path, template: Path | None, kind: str) -> dict[str, Any]:
     """The manifest to lint: the file itself when it is a JobSet, else the spec it holds,
-    rendered."""
+    rendered with backend ``kind``'s defaults."""
     from elastix.workload.render import render
     from elastix.workload.resolve import load_spec_file
 
@@ -285,7 +287,8 @@ def _lint_input(file: Path, template: Path | None) -> dict[str, Any]:
         crd.validate(data)
         return data
     named = load_spec_file(file).get("name")
-    spec = resolve_spec({} if named else {"name": "lint"}, spec_file=file)
+    spec = resolve_spec({} if named else {"name": "lint"}, spec_file=file,
+                        backend_defaults=backend_class(kind).defaults(smoke=False))
     return render(spec, template)
 
 
