@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from elastix.backends import Target, get_backend
+from elastix.backends import Target, choose_backend, get_backend
 from elastix.commands import chaos_verify
 from elastix.commands.options import (
     GoodputWindow,
@@ -179,7 +179,11 @@ KillSeed = Annotated[int | None, typer.Option(
     "--seed", help="Seed of the random choice (reproducible).")]
 KillAtStep = Annotated[int | None, typer.Option(
     "--at-step", help="Land while step N runs (after step N-1 completed).")]
-KillDryRun = Annotated[bool, typer.Option("--dry-run", help="Show which pod would be killed.")]
+KillDryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="Say what would be killed; send nothing. Offline: on GKE the request, "
+                      "the pod chosen when it runs; --dry-run=server reads the cluster to "
+                      "name the pod --seed picks.")]
+KillServerDryRun = Annotated[bool, typer.Option("--server-dry-run", hidden=True)]
 KillOutput = Annotated[str, output_option(
     (*KILL_OUTPUTS, "table"), "text or json; with --measure, table or json.")]
 Measure = Annotated[bool, typer.Option(
@@ -196,7 +200,8 @@ KillPlot = Annotated[str | None, typer.Option(
 def kill_worker(target: Target, name: WorkloadName, slice_: Slice = None, host: Host = None,
                 seed: KillSeed = None, fault: FaultOpt = "kill", grace: Grace = None,
                 hang_for: HangFor = None, at_step: KillAtStep = None, during: During = None,
-                after: After = None, dry_run: KillDryRun = False, output: KillOutput = "text",
+                after: After = None, dry_run: KillDryRun = False,
+                server_dry_run: KillServerDryRun = False, output: KillOutput = "text",
                 measure: Measure = False, timeout: KillTimeout = "10m", plot: KillPlot = None,
                 max_downtime: MaxDowntime = None, max_steps_lost: MaxStepsLost = None,
                 junit: Junit = None, summary: Summary = None) -> None:
@@ -208,6 +213,7 @@ def kill_worker(target: Target, name: WorkloadName, slice_: Slice = None, host: 
                                 ("--summary", summary), ("--at-step", at_step),
                                 ("--during", during), ("--after", after)) if v is not None]
     measuring = measure or bool(reporting)
+    offline, dry_run = dry_run and not server_dry_run, dry_run or server_dry_run
     if not (measuring and output == "table"):  # --measure prints a table: it takes -o table
         check_output(output, KILL_OUTPUTS)
     if measuring and dry_run:
@@ -222,6 +228,15 @@ def kill_worker(target: Target, name: WorkloadName, slice_: Slice = None, host: 
         _check_files(junit, summary, plot)
         _measured_kill(target, name, plan, output=output, bounds=bounds, plot=plot,
                        junit=junit, summary=summary)
+        return
+    if offline and choose_backend(target) != "local":  # no cluster, no credentials
+        import json
+
+        from elastix.commands import dry_runs
+
+        r = plan.rounds[0]
+        said = dry_runs.kill_gke(target, name, r.fault, r.slice, r.host)
+        typer.echo(json.dumps(said) if output == "json" else dry_runs.kill_text(said))
         return
     _plain_kill(get_backend(target), name, plan.rounds[0], seed, dry_run, output)
 
@@ -416,6 +431,12 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
         from elastix.views.plot import check_plot_path
 
         check_plot_path(timeline, "--timeline")
+    if dry_run and choose_backend(target) != "local":  # offline: no cluster, no credentials
+        from elastix.commands import dry_runs
+
+        _print_plan(name, plan, output)
+        console(stderr=True).print(f"note: {dry_runs.aside()}", markup=False)
+        return
     backend = get_backend(target)
     verifying = chaos_verify.check(backend, name, verify=verify, reference=reference,
                                    tolerance=loss_tolerance, keep=keep_reference)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from elastix.backends import Target, get_backend
+from elastix.backends import Target, choose_backend, get_backend
 from elastix.commands.options import (
     Selector,
     WorkloadOpt,
@@ -43,6 +43,9 @@ def delete(
         "--foreign", help="GKE: also delete the named Pathways JobSets another tool made (xpk, "
                           "gcluster, your own YAML), which are refused without it; by NAME "
                           "only, never with -l.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print what would be deleted (on GKE the requests); send none, "
+                          "offline.")] = False,
 ) -> None:
     """Delete workloads (each one's JobSet, Jobs and pods), by name or by label (-l).
 
@@ -56,8 +59,12 @@ def delete(
     if foreign and selector is not None:
         raise UsageError("--foreign deletes JobSets named one by one, not by -l",
                          hint="name each: elastix workload delete NAME [NAME...] --foreign")
+    names = _names(names or [], workload, selector)
+    if dry_run:
+        _dry_run(target, names, selector, wait=wait, delete_data=delete_data)
+        return
     backend = get_backend(target)
-    chosen = _delete_targets(backend, names or [], workload, selector, ignore_not_found)
+    chosen = _delete_targets(backend, names, selector, ignore_not_found)
     if chosen is None:
         err.print(f"no {backend.name} workloads in {backend.where()} match -l {selector}")
         return
@@ -66,13 +73,11 @@ def delete(
                     ignore_not_found=ignore_not_found, foreign=foreign)
 
 
-def _delete_targets(backend: Any, names: list[str], workload: str | None,
-                    selector: str | None, ignore_not_found: bool) -> list[str] | None:
-    """The names ``delete`` acts on (None: a selector that matches none), all checked first.
+def _names(names: list[str], workload: str | None, selector: str | None) -> list[str]:
+    """The names given (each once), or none with a selector.
 
     Raises:
-        UsageError: names and a selector both given, or neither; a name of several that does
-            not exist (without ``--ignore-not-found``): nothing is deleted then.
+        UsageError: names and a selector both given, or neither.
     """
     from elastix.workload.selector import parse
 
@@ -84,10 +89,39 @@ def _delete_targets(backend: Any, names: list[str], workload: str | None,
             raise UsageError("give workload NAMEs or -l SELECTOR, not both",
                              hint="elastix workload delete NAME [NAME...], or "
                                   "elastix workload delete -l key=value")
-        return [w.name for w in backend.list(parse(selector))] or None
+        parse(selector)  # a bad selector: exit 2, before anything
+        return []
     if not names:
         one_name(None, None, flag="--workload")  # the same missing-NAME line as every command
-    names = list(dict.fromkeys(names))  # a name given twice is deleted once
+    return list(dict.fromkeys(names))  # a name given twice is deleted once
+
+
+def _dry_run(target: Target, names: list[str], selector: str | None, *, wait: bool,
+             delete_data: bool) -> None:
+    """``delete --dry-run``: what would be deleted, offline (on GKE the requests in order)."""
+    from elastix.commands import dry_runs
+
+    if choose_backend(target) == "local":
+        lines = dry_runs.delete_local(get_backend(target), names, selector,
+                                      delete_data=delete_data)
+    else:
+        lines = dry_runs.delete_gke(target, names, selector, wait=wait)
+    for line in lines:
+        typer.echo(line)
+
+
+def _delete_targets(backend: Any, names: list[str], selector: str | None,
+                    ignore_not_found: bool) -> list[str] | None:
+    """The names ``delete`` acts on (None: a selector that matches none), all checked first.
+
+    Raises:
+        UsageError: a name of several that does not exist (without ``--ignore-not-found``):
+            nothing is deleted then.
+    """
+    from elastix.workload.selector import parse
+
+    if selector is not None:
+        return [w.name for w in backend.list(parse(selector))] or None
     if len(names) > 1 and not ignore_not_found:
         missing = [n for n in names if not backend.exists(n)]
         if missing:

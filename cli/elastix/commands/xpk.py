@@ -81,7 +81,6 @@ SPELLINGS: dict[str, dict[str, Entry]] = {
         "--filter-by-status": (None, "delete by NAME (several: NAME NAME ...) or by label, "
                                      "-l key=value"),
         "--force": (None, "elastix workload delete does not ask for confirmation"),
-        "--dry-run": (None, "elastix workload status NAME shows what would be deleted"),
     },
     "workload status": {  # xpk inspector
         "--print-to-terminal": (None, "status prints to the terminal (-o json for a file)"),

@@ -271,7 +271,7 @@ def test_a_name_in_other_namespaces_is_named_with_the_flag(fake_cluster):
                     "namespace team-a")
     _create(fake_cluster, XPK, "team-b")
     for args in (["workload", "status", "elastic-demo"], ["logs", "elastic-demo"],
-                 ["chaos", "kill-worker", "elastic-demo", "--dry-run"]):
+                 ["chaos", "kill-worker", "elastic-demo", "--dry-run=server"]):
         line = _one_error(gke.elastix(fake_cluster, *args, check=False), 2)
         assert line == ("error: workload elastic-demo is not in namespace default, and "
                         "namespaces team-a, team-b each have one"), args

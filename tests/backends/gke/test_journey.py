@@ -150,10 +150,11 @@ def test_kill_worker_random_is_reproducible_and_dry_run_kills_nothing(fake_clust
     elastix(fake, *CREATE)
     wait_for(lambda: len(_running(fake, f"{JS}jobset-name=demo")) == 9, what="pods")
     before = {p["metadata"]["name"] for p in fake.pods(f"{JS}jobset-name=demo")}
-    a = json.loads(elastix(fake, "chaos", "kill-worker", "demo", "--seed", "7", "--dry-run",
-                           "-o", "json").stdout)
-    b = json.loads(elastix(fake, "chaos", "kill-worker", "demo", "--seed", "7", "--dry-run",
-                           "-o", "json").stdout)
+    # --dry-run=server reads the pods to name the one the seed picks; --dry-run is offline
+    a = json.loads(elastix(fake, "chaos", "kill-worker", "demo", "--seed", "7",
+                           "--dry-run=server", "-o", "json").stdout)
+    b = json.loads(elastix(fake, "chaos", "kill-worker", "demo", "--seed", "7",
+                           "--dry-run=server", "-o", "json").stdout)
     assert a["pod"] == b["pod"] and a["dry_run"] is True
     assert {p["metadata"]["name"] for p in fake.pods(f"{JS}jobset-name=demo")} == before
     text = elastix(fake, "chaos", "kill-worker", "demo", "--seed", "7").stdout
