@@ -414,6 +414,9 @@ def _follow(backend: Backend, name: str, feed: EventFeed, kills: list[KillRecord
         rec.kill = ms_of(kills[0].time)
         if opened and kill_ms not in rec.also_killed:
             rec.also_killed.append(kill_ms)
+        cut = [r for r in new[:new.index(rec)] if not r.complete] if rec in new else []
+        if cut:  # the fault's recovery is timed from the first fault, the one cut short
+            rec.first_fault = cut[0].loss if cut[0].loss is not None else rec.kill
     m = _measurement(kills, rec, new, before, st if gone is None else None, gone, source,
                      timed_out)
     m.landing, m.unreadable = landed, unreadable

@@ -390,6 +390,10 @@ class Recovery:
     not."""
     prev_event: int | None = None  # last event before the failure surfaced (restart: old run)
     loss: int | None = None  # when the trainer dated the loss itself (local: since_loss)
+    first_fault: int | None = None
+    """The first fault's loss (or its kill), when recoveries another loss cut short came before
+    this one: the fault's recovery, timed from it (docs/chaos.md, "Measured as what
+    happened"); set by the chaos driver, never by :func:`recoveries`."""
 
     @property
     def complete(self) -> bool:
@@ -400,7 +404,7 @@ class Recovery:
         """The moments this recovery passed, as :mod:`elastix.protocol.phases` reads them."""
         return phasedef.Moments(self.kind, self.loss, self.kill, self.prev_event, self.start,
                                 self.cleanup_done, self.slices_ready, self.restored,
-                                self.first_step_at)
+                                self.first_step_at, self.first_fault)
 
     @property
     def detection_from(self) -> str | None:
@@ -484,7 +488,7 @@ class Recovery:
         d["lost_again"] = [{"time": fmt_ms(t), "phase": snake(self.phase_at(t)),
                             "slices": sl} for t, sl in self.lost_again]
         for k in ("kill", "start", "cleanup_done", "slices_ready", "restored", "first_step_at",
-                  "prev_event", "loss"):
+                  "prev_event", "loss", "first_fault"):
             d[k] = fmt_ms(d[k]) if d[k] is not None else None
         d.update(complete=self.complete, detection_from=self.detection_from,
                  kill_to_loss_seconds=self.kill_to_loss, downtime_seconds=self.downtime,

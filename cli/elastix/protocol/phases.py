@@ -46,6 +46,9 @@ class Moments:
     slices_ready: int | None = None
     restored: int | None = None
     first_step_at: int | None = None  # elastic_first_step, or a restart's first step
+    first_fault: int | None = None
+    """The first fault's loss, when recoveries another loss cut short came before this one:
+    the fault's recovery is timed from it (its phases stay its own, after theirs)."""
 
     @property
     def origin(self) -> int | None:
@@ -101,8 +104,10 @@ def seconds(m: Moments) -> dict[str, float | None]:
 def downtime(m: Moments) -> float | None:
     """Seconds from the loss (or the kill) to the first completed step after it: the phases'
     sum. With neither known, from the detection (in-process) or a restarted process's start:
-    the phases' sum less the detection, or less the restart's gap before its new process."""
-    origin = next((t for t in (m.loss, m.kill, m.start) if t is not None), None)
+    the phases' sum less the detection, or less the restart's gap before its new process.
+    After recoveries cut short, from the first fault (:attr:`Moments.first_fault`): more than
+    this recovery's own phases."""
+    origin = next((t for t in (m.first_fault, m.loss, m.kill, m.start) if t is not None), None)
     if origin is None or m.first_step_at is None:
         return None
     return (m.first_step_at - origin) / 1000

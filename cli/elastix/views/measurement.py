@@ -63,8 +63,8 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
         rows.append(("aimed", m.landing.text()))
     if m.cut_short:
         rows.append(("cut short", ", ".join(f"recovery {i}" for i in m.cut_short)
-                     + ": never stepped; the phases below are of the next, from the first "
-                       "kill"))
+                     + ": never stepped; the phases below are the next one's, its downtime "
+                       "counted from the first fault"))
     if m.planned is not None:
         rows.append(("planned", f"{m.planned:.3f} s after stepping"
                                 + (f", landed {m.late:.3f} s late" if m.late else "")))
