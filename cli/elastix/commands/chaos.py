@@ -334,6 +334,7 @@ def _measured_kill(target: Target, name: str, plan: Plan, *, output: str, bounds
     if r.aim().aimed:
         console(stderr=True).print(f"[dim]{name}: {r.fault.describe()} {r.aim().describe()}: "
                                    "waiting for that moment[/]")
+    _say_copy(backend, name, plan)
     with WaitLine(console(stderr=True), name) as line:
         res = run_soak(backend, name, plan, bounds=bounds, report=line)
     _say_resumed(res.resumed, "before exiting")
@@ -516,10 +517,29 @@ def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: s
     err.print(f"[dim]{name}: {n} round{'s' if n != 1 else ''} of {kinds}"
               f"{f' x{count}' if count > 1 else ''}{f', {origin}' if origin else ''}; un-aimed "
               "faults wait until it is stepping (a step after its first save)[/]")
+    _say_copy(backend, name, plan)
     with WaitLine(err, name) as line:
         res = run_soak(backend, name, plan, bounds=bounds, on_kill=progress, report=line)
     _say_resumed(res.resumed, "before exiting")
     return res
+
+
+def _say_copy(backend: Backend, name: str, plan: Plan) -> None:
+    """``--during save`` on a run whose checkpoint copies are too short to hit here: said
+    before anything is killed (the fault lands in the write, where it can)."""
+    if not any(r.during == "save" for r in plan.rounds):
+        return
+    import os
+
+    from elastix.measure.aim import save_copy_note
+    from elastix.measure.events import events_of
+    from elastix.views.console import console
+
+    path = backend.events_path(name)
+    note = save_copy_note(events_of(backend.trainer_events(name))[0],
+                          following=path is not None and os.path.exists(path))
+    if note:
+        console(stderr=True).print(f"note: {note}", markup=False)
 
 
 def _report(res: ChaosReport, output: str, junit: str | None, summary: str | None) -> None:

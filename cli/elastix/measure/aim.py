@@ -151,6 +151,33 @@ def saves_configured(records: list[dict[str, Any]] | None) -> bool | None:
     return None
 
 
+REACH_FOLLOWED = 0.001
+"""Seconds from an event to a fault aimed at it, where the events file is followed as it is
+written (the local backend: inotify wakes the launcher; docs/chaos.md, "about a
+millisecond"): a copy shorter than this is over before a fault can land in it."""
+REACH_POLLED = 1.0
+"""The same where the events are read once a poll (GKE, a MaxText head's log)."""
+
+
+def save_copy_note(events: list[Event], following: bool) -> str | None:
+    """What ``--during save`` says before it kills when this run's checkpoint copies are
+    shorter than a fault can follow a save's start here: it will land in the write, after the
+    copy (where the save still commits); None when a copy can be hit, or none is known yet."""
+    start = _last(events, (_RUN_START,)) or 0
+    copies = [float(c) for e in events[start:] if e.name == _COMMITTED
+              for c in [e.data.get("copy_seconds", e.data.get("blocking_seconds"))]
+              if isinstance(c, (int, float)) and not isinstance(c, bool)][-5:]
+    reach = REACH_FOLLOWED if following else REACH_POLLED
+    if not copies or max(copies) >= reach:
+        return None
+    how = ("the launcher is woken by each event line" if following
+           else "the trainer's events are read once a second")
+    return (f"--during save: this run's checkpoint copies last at most {max(copies) * 1000:.1f}"
+            f" ms (its last {len(copies)}), shorter than a fault can follow a save's start here"
+            f" (about {reach * 1000:g} ms: {how}); it will land in the save's write, after the "
+            "copy, where the save still commits (a larger state copies for longer)")
+
+
 def check_reachable(aim: Aim, events: list[Event], records: list[dict[str, Any]] | None) -> None:
     """Refuse an aim the run can never meet, before anything is killed (exit 2).
 
