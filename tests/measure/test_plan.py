@@ -52,6 +52,12 @@ class Stand:
         return WorkloadStatus(name, "default", "local", "Running", None, 2,
                               slices=[SliceStatus(s, 2, pods(s)) for s in range(2)])
 
+    def trainer_events(self, name: str) -> None:
+        return None  # nothing read yet: the plan is not judged against the run's end
+
+    def events_path(self, name: str) -> None:
+        return None
+
     def inject(self, name: str, fault: Fault, *, slice=None, host=None, seed=None,
                dry_run=False) -> list[KillRecord]:
         self.injected.append((fault.kind, slice, host, seed))
@@ -364,3 +370,45 @@ def test_mtbf_with_a_seed_plans_the_same_times_and_the_dry_run_kills_nothing(sta
 
     assert at("7") == at("7") != at("8") and len(at("7")) == 4
     assert stand.injected == []
+
+
+class _Stepping(Stand):
+    """The stand, its trainer 100 steps into a 3000-step run at 0.11 s a step (the
+    quickstart's job: 2900 steps, about 319 s, left)."""
+
+    def trainer_events(self, name: str):
+        from elastix.backends.base import TrainerEvents
+
+        t0 = dt.datetime(2026, 12, 5, tzinfo=dt.timezone.utc)
+        at = lambda s: (t0 + dt.timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: E731
+        recs = [{"ts": at(0), "event": "run_start", "pid": 1, "num_slices": 2, "devices": 8,
+                 "config": {"steps": 3000}}]
+        recs += [{"ts": at(k * 0.11), "event": "step", "pid": 1, "step": k, "seconds": 0.1,
+                  "loss": 1.0, "live_slices": 2} for k in range(1, 101)]
+        return TrainerEvents(source="events", from_start=True, records=recs)
+
+
+def test_a_plan_that_outlasts_the_run_is_refused_and_the_dry_run_says_so(
+        monkeypatch, tmp_path, capsys):
+    s = _Stepping()
+    monkeypatch.setattr(chaos_cmd, "get_backend", lambda target: s)
+    monkeypatch.setattr(chaos_mod, "run_soak", lambda backend, name, plan, **kw: (
+        _ for _ in ()).throw(Caught(plan)))
+    monkeypatch.setenv("COLUMNS", "200")
+    # The README's line on the quickstart's job: faults up to ~20 minutes out, a 5-minute run.
+    argv = ["chaos", "run", "demo", "--mtbf", "5m", "--seed", "7", "--kills", "10",
+            *_local(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the plan's last fault is due ") and "but demo ends in about " \
+        "319 s (2900 steps left at 0.110 s a step): a fault due after that is never made" in err
+    assert "hint: plan fewer or closer faults" in err and s.injected == []
+    assert main([*argv, "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "faults planned (nothing killed)" in out
+    assert err.startswith("note: the plan's last fault is due ")
+    # 3 kills 2 minutes apart fit (240 s < 319 s); 3 kills 3 minutes apart do not
+    with pytest.raises(Caught):
+        main(["chaos", "run", "demo", "--kills", "3", *_local(tmp_path)])
+    assert main(["chaos", "run", "demo", "--kills", "3", "--interval", "3m",
+                 *_local(tmp_path)]) == 2

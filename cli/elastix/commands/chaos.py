@@ -442,9 +442,14 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
     verifying = chaos_verify.check(backend, name, verify=verify, reference=reference,
                                    tolerance=loss_tolerance, keep=keep_reference)
     plan.check_targets(backend.status(name))  # a wrong name, or a target it has not: now
+    past = _past_the_end(backend, name, plan)
     if dry_run:
         _print_plan(name, plan, output)
+        if past:
+            console(stderr=True).print(f"note: {past[0]} ({past[1]})", markup=False)
         return
+    if past:
+        raise UsageError(*past)
     res = _run_plan(backend, name, plan, bounds, _origin(flags, plan_file, len(plan.rounds)))
     chaos_verify.finish(backend, name, res, verifying, bounds.timeout, console(stderr=True))
     _report(res, output, junit, summary)
@@ -522,6 +527,16 @@ def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: s
         res = run_soak(backend, name, plan, bounds=bounds, on_kill=progress, report=line)
     _say_resumed(res.resumed, "before exiting")
     return res
+
+
+def _past_the_end(backend: Backend, name: str, plan: Plan) -> tuple[str, str] | None:
+    """Why the plan outlasts the run (its last fault due after the trainer's last step), or
+    None: refused before anything is killed, said by a dry run."""
+    from elastix.measure.events import events_of
+    from elastix.measure.horizon import outlasts
+
+    got = backend.trainer_events(name)
+    return outlasts(plan, events_of(got)[0], got.records if got is not None else None, name)
 
 
 def _say_copy(backend: Backend, name: str, plan: Plan) -> None:
