@@ -22,6 +22,8 @@
 #   TIMEOUT         give up on one recovery after             [5m]
 #   WAIT_TIMEOUT    give up waiting for training after        [10m]
 #   OUT             folder for the evidence                   [elastix-smoke]
+#   PLOTS           1: goodput.png and timeline.png (matplotlib: pip install 'elastix[plot]');
+#                   0: leave them out                         [1]
 # Evidence in $OUT: chaos.json (the report), junit.xml, summary.md, goodput.png (the chaos
 # window, start-up folded at its left), timeline.png (each kill's recovery, phase by phase; a
 # missed bound red in both), head.log, status.json, inspect.json (`elastix workload inspect`:
@@ -47,7 +49,7 @@ output() {  # a step output for GitHub Actions; nothing elsewhere
 
 step_create() {
   mkdir -p "$out"
-  rm -f "$out/summary.md"  # a report left from another run is not this one's
+  rm -f "$out/summary.md" "$out/chaos.exit"  # a report left from another run is not this one's
   "$elastix" workload create "$workload" "${create[@]}" "${target[@]}" --replace
   output workload "$workload"
 }
@@ -61,16 +63,19 @@ step_wait() {
 
 step_chaos() {
   mkdir -p "$out"
-  rm -f "$out/summary.md"  # --summary appends
+  rm -f "$out/summary.md" "$out/chaos.exit"  # --summary appends
   local rc=0
   local aim=()
   if [ -n "${DURING:-}" ]; then aim=(--during "$DURING"); fi
   if [ -n "${MIN_GOODPUT:-}" ]; then aim+=(--min-goodput "$MIN_GOODPUT"); fi
+  if [ "${PLOTS:-1}" != 0 ]; then
+    aim+=(--plot "$out/goodput.png" --timeline "$out/timeline.png")
+  fi
   "$elastix" chaos run "$workload" --kills "${KILLS:-1}" --interval "${INTERVAL:-60s}" \
     --fault "${FAULT:-kill}" "${aim[@]}" --max-downtime "${MAX_DOWNTIME:-2m}" --max-steps-lost "${MAX_STEPS_LOST:-10}" \
     --timeout "${TIMEOUT:-5m}" -o json --junit "$out/junit.xml" --summary "$out/summary.md" \
-    --plot "$out/goodput.png" --timeline "$out/timeline.png" "${target[@]}" \
-    > "$out/chaos.json" || rc=$?
+    "${target[@]}" > "$out/chaos.json" || rc=$?
+  echo "$rc" > "$out/chaos.exit"  # it ran: the report step blames it, not a step before it
   output exit_code "$rc"
   return "$rc"
 }
@@ -89,6 +94,8 @@ step_report() {  # the Markdown report for the job's page, whatever happened bef
   local text
   if [ -f "$out/summary.md" ]; then
     text=$(cat "$out/summary.md")
+  elif [ -f "$out/chaos.exit" ]; then
+    text="elastix smoke \`$workload\`: no chaos report (\`chaos run\` exited $(cat "$out/chaos.exit") before writing one: its error is in the log)"
   else
     text="elastix smoke \`$workload\`: no chaos report (a step before \`chaos run\` failed)"
   fi

@@ -407,6 +407,37 @@ def test_the_report_step_says_when_chaos_never_reported(tmp_path):
                                    "(a step before `chaos run` failed)\n")
 
 
+def test_without_matplotlib_plots_0_leaves_the_pictures_out(tmp_path):
+    """PLOTS=0: chaos run is not asked for --plot/--timeline (they need matplotlib, which
+    `pip install '.[trainer]'` does not bring)."""
+    args = tmp_path / "args"
+    stub = tmp_path / "elastix"
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {shlex.quote(str(args))}\n')
+    stub.chmod(0o755)
+    env = {**clean_env(), "ELASTIX": str(stub), "OUT": str(tmp_path / "out"), "PLOTS": "0"}
+    p = subprocess.run(["bash", str(SMOKE), "chaos"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    argv = args.read_text().splitlines()
+    assert "--plot" not in argv and "--timeline" not in argv and "--summary" in argv
+
+
+def test_the_report_blames_chaos_run_when_it_ran_and_wrote_no_report(tmp_path):
+    """chaos run refused its input (exit 2, nothing killed, no summary): the summary names it,
+    not "a step before chaos run"."""
+    stub = tmp_path / "elastix"
+    stub.write_text("#!/bin/sh\necho 'error: --plot needs matplotlib' >&2\nexit 2\n")
+    stub.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    env = {**clean_env(), "ELASTIX": str(stub), "OUT": str(tmp_path / "out"),
+           "WORKLOAD": "smoke-1", "GITHUB_STEP_SUMMARY": str(summary)}
+    p = subprocess.run(["bash", str(SMOKE), "chaos"], env=env, capture_output=True, text=True)
+    assert p.returncode == 2
+    p = subprocess.run(["bash", str(SMOKE), "report"], env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert summary.read_text() == ("elastix smoke `smoke-1`: no chaos report (`chaos run` "
+                                   "exited 2 before writing one: its error is in the log)\n")
+
+
 def test_every_line_a_user_edits_is_marked_and_listed_in_the_readme():
     """The lines marked `# YOURS` are the ones docs/ci/README.md tells a user to edit."""
     section = (ROOT / "docs" / "ci" / "README.md").read_text()
