@@ -3,8 +3,7 @@
 An elastic run is configured in four places that must agree and that no other tool reads
 together (the MaxText elastic guide leaves it to the user: "keep ``--max-slice-restarts`` and
 ``elastic_max_retries`` consistent", "do not enable profiling in an elastic run"; maxtext @
-e591f30 ``docs/run_maxtext/run_maxtext_elastic_training.md`` L113, L117, as read in
-``anchors-2026-12-02.md``):
+e591f30 ``docs/run_maxtext/run_maxtext_elastic_training.md`` L113, L117, on GitHub):
 
 (a) the JobSet's budgets: the worker Job's ``backoffLimit`` (``--max-slice-restarts`` x hosts)
     and ``failurePolicy.maxRestarts`` (``--max-restarts``);
@@ -45,10 +44,10 @@ Finding = tuple[str, str, str | None]
 """(rule, message, hint)."""
 
 REPLACEMENT_WAIT_SECONDS = 50.0
-"""The wait for a replacement slice in the published elastic run: "about 50 s: waiting for
-Kubernetes to schedule the replacement worker and for it to rejoin" (after ~13 s of detection,
-"Sufficient slices active" at ~64 s; ``reference/pathways-elastic.md``, "The published run").
-That run had its replacement node ready; a wait timeout below it fails even that recovery."""
+"""The wait for a replacement slice on GKE, tens of seconds: maxtext#4043
+(https://github.com/AI-Hypercomputer/maxtext/pull/4043, 2026-06-02) reports about 40 s from the
+kill to training again, the replacement's wait included. A wait timeout below it fails even a recovery whose
+replacement node was ready."""
 REPLACEMENT_WARN_SECONDS = 2 * REPLACEMENT_WAIT_SECONDS
 """Below this a wait timeout is warned about: a replacement that needs a node repaired or
 provisioned takes minutes (docs/fault-hunt.md row 3: "GKE takes minutes to replace a TPU VM")."""
@@ -304,8 +303,8 @@ def lint(manifest: dict[str, Any]) -> Findings:
 
 def _structure(p: Platform, out: Findings) -> None:
     # pathwaysutils 0.1.13 experimental/gke/jobset.py refuses elastic_slices > num_slices
-    # (L386-540, anchors-2026-12-02.md); xpk 1.16.0 renders it (reference/pathways-elastic.md,
-    # "What the anchors get wrong"). Pathways cannot lose more slices than there are.
+    # (L386-540; https://pypi.org/project/pathwaysutils/0.1.13/); xpk 1.16.0 renders it unchecked
+    # (https://pypi.org/project/xpk/1.16.0/). Pathways cannot lose more slices than there are.
     # A warning: xpk renders it and no platform part is known to refuse it; pathwaysutils'
     # own JobSet builder does (a ValueError), and it means no more than "every slice".
     if p.elastic_slices > p.slices:
@@ -348,8 +347,8 @@ def _budget(p: Platform, t: Trainer, out: Findings) -> None:
     # The JobSet replaces up to slice_restarts losses of each slice in-process (worker Job
     # backoffLimit = restarts x hosts: pathways-job pathwaysjob_controller.go L692, L712-715;
     # xpk src/xpk/commands/workload.py L277-281). A trainer that gives up sooner exits, fails the
-    # head Job (backoffLimit 0) and costs a whole-JobSet restart ("hundreds of seconds",
-    # reference/pathways-elastic.md) or the run, with replacements left unused. The local hunt
+    # head Job (backoffLimit 0) and costs a whole-JobSet restart (new pods, new processes, a
+    # restore from storage) or the run, with replacements left unused. The local hunt
     # found it: chaos run --kills 20 ended the trainer at kill 11 against 10 x 2 restarts.
     if not (p.losses and t.elastic and t.survived is not None) or t.survived >= p.losses:
         return
@@ -396,8 +395,9 @@ def _restarts_for(survived: int, slices: int) -> int:
 
 def _wait(p: Platform, t: Trainer, out: Findings) -> None:
     # pause-resume waits for the replacement (pathwaysutils elastic_retry: wait_for_slices with
-    # the timeout before each attempt, manager.py L373-380; a TimeoutError there is not retried,
-    # reference/pathways-elastic.md). replica-resize goes on with the survivors instead.
+    # the timeout before each attempt, manager.py L373-380 of
+    # https://pypi.org/project/pathwaysutils/0.1.13/; a TimeoutError there is not retried).
+    # replica-resize goes on with the survivors instead.
     if not (p.elastic_slices and t.elastic) or t.timeout is None or _resizes(p, t):
         return
     where = f"{t.name} {_setting(t, t.timeout_field, f'{t.timeout:g}')}"
@@ -437,7 +437,7 @@ def _maxtext_rules(p: Platform, t: Trainer, out: Findings) -> None:
 def _min_slices(p: Platform, t: Trainer, out: Findings) -> None:
     # replica-resize trains on at least min slices (MaxText elastic_min_slice_count, configs/
     # types.py L2910-2913; elastix-train --min-slices); Pathways keeps going only while at most
-    # --num_elastic_slices are missing (reference/pathways-elastic.md, "The JobSet behind it").
+    # --num_elastic_slices are missing ("Resilient training with Pathways", https://cloud.google.com/ai-hypercomputer/docs/workloads/pathways-on-cloud/resilient-training).
     if t.min_slices is None or not t.elastic:
         return
     have = f"{t.name} {_setting(t, t.min_field, t.min_slices)}"
@@ -459,7 +459,7 @@ def _min_slices(p: Platform, t: Trainer, out: Findings) -> None:
 def _elastic_off(p: Platform, t: Trainer, out: Findings) -> None:
     if p.elastic_slices == 0 and t.explicit_elastic:
         # Without --num_elastic_slices the proxy keeps no slice missing: a loss fails the
-        # trainer and the JobSet restarts (reference/pathways-elastic.md, "The JobSet behind it").
+        # trainer and the JobSet restarts (xpk 1.16.0 src/xpk/commands/workload.py L277-281).
         out.warnings.append(("elastic-slices", f"{t.name} is set up to recover in-process, but "
                              "the workload is not elastic (--elastic-slices 0): a slice loss "
                              "restarts the whole JobSet", "add --elastic-slices N"))
@@ -487,7 +487,7 @@ def _persistence(t: Trainer, out: Findings) -> None:
 
 def _colocated(p: Platform, t: Trainer | None, out: Findings) -> None:
     # MaxText's colocated_python_* run on the TPU hosts through the workers' sidecar (base.yml
-    # L103, L949; anchors-2026-12-02.md: no anchor checks that the keys and the sidecar agree).
+    # L103, L949 @ e591f30; neither MaxText nor xpk checks that the keys and the sidecar agree).
     on = t.colocated if t is not None and t.name == "MaxText" else None
     if on and not p.sidecar:
         out.warnings.append(("colocated-python", f"MaxText {', '.join(k + '=true' for k in on)} "

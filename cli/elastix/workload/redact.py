@@ -48,7 +48,7 @@ PLATFORM = frozenset({
     "REPLICATED_JOB_NAME", "JOBSET_NAME", "HOST_ADDRESS", "TPU_SKIP_MDS_QUERY",
     "TPU_MIN_LOG_LEVEL", "TF_CPP_MIN_LOG_LEVEL", "MEGASCALE_GRPC_ENABLE_XOR_TRACER",
     "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS",
-    # xpk 1.16's Pathways JobSet (shared/reference/xpk-1.16.0-pathways-elastic.yaml) sets the
+    # xpk 1.16's Pathways JobSet (tests/fixtures/xpk-1.16.0-pathways-elastic.yaml) sets the
     # same names; Cluster Toolkit's pathways_jobset.tmpl (tests/fixtures/gcluster) adds:
     "ABSL_FLAGS",
 })

@@ -132,7 +132,8 @@ def notes(spec: WorkloadSpec) -> list[tuple[str, str, str | None]]:
     if spec.max_slice_restarts and spec.max_slice_restarts > 0 and spec.elastic_slices == 0:
         # xpk and gcluster accept it and render the non-elastic backoffLimit (hosts x 4):
         # xpk src/xpk/commands/workload.py L277-281 @ 367c838, gcluster
-        # gke_job_orchestrator.go L1199-1204 (reference/neighbours-2026-12-04.md).
+        # pkg/orchestrator/gke/gke_job_orchestrator.go L1199-1204 @ c765092 (GoogleCloudPlatform/
+        # cluster-toolkit on GitHub).
         out.append(("max_slice_restarts", f"--max-slice-restarts {spec.max_slice_restarts} has "
                     "no effect without --elastic-slices: a slice loss restarts the JobSet",
                     "add --elastic-slices N, or drop --max-slice-restarts"))
