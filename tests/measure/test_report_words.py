@@ -103,3 +103,25 @@ def test_the_budget_note_counts_in_the_singular():
     assert rule == "budget"
     assert "recovers from 1 slice loss, but the JobSet replaces 10 in-process (10 restarts x " \
            "1 slice)" in msg
+
+
+def test_the_readmes_kill_table_names_every_row_a_local_kill_prints():
+    # A local in-process kill as the quickstart's: its loss dated, the restore's load known,
+    # the steps' slice counts logged. The README shows some rows and names the rest.
+    import re
+    from pathlib import Path
+
+    m = _kill(1, lost=4)
+    r = m.recovery
+    r.loss, r.slices_before, r.slices_after, r.lost_slices = r.kill + 76, 2, 2, [1]
+    labels = [label for label, _ in recovery_rows(m)]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    intro, table = re.search(r"The measured kill, as it printed (.*?):\n\n```\n(.*?)```",
+                             readme, re.S).groups()
+    shown = [line.split("│")[1].strip() for line in table.splitlines()]
+    said = re.search(r"(\d+) of\s+its (\d+) rows; the other \d+ are (.*)", intro, re.S)
+    others = [w.strip() for w in re.split(r",\s*(?:and\s+)?|\s+and\s+",
+                                          re.sub(r"\s*\([^)]*\)", "", " ".join(
+                                              said.group(3).split())))]
+    assert int(said.group(1)) == len(shown) and int(said.group(2)) == len(labels) == 19
+    assert sorted(shown + others) == sorted(labels), (shown, others, labels)
