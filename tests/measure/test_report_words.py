@@ -121,7 +121,7 @@ def test_the_readmes_kill_table_names_every_row_a_local_kill_prints():
     shown = [line.split("│")[1].strip() for line in table.splitlines()]
     said = re.search(r"(\d+) of\s+its (\d+) rows; the other \d+ are (.*)", intro, re.S)
     others = [w.strip() for w in re.split(r",\s*(?:and\s+)?|\s+and\s+",
-                                          re.sub(r"\s*\([^)]*\)", "", " ".join(
+                                          re.sub(r"\s*\([^)]* [^)]*\)", "", " ".join(
                                               said.group(3).split())))]
     assert int(said.group(1)) == len(shown) and int(said.group(2)) == len(labels) == 19
     assert sorted(shown + others) == sorted(labels), (shown, others, labels)
