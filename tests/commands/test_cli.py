@@ -157,6 +157,8 @@ CREATE_FLAGS = {
     "--image", "--pathways-elastic-slices", "--pathways-max-slice-restarts", "--restarts",
     "--pathways-proxy-server-image", "--pathways-server-image", "--pathways-head-np",
     "--pathways-headless",
+    # gcluster's flags taken as it means them (elastix.commands.gcluster: NameOpt...)
+    "--name", "--pathways", "--compute-type", "--topology",
 }
 
 
