@@ -109,9 +109,11 @@ def test_the_guides_command_pastes_with_only_its_edits(guide, edits, tmp_path, m
         assert "--instance_type=tpuv5e:4x4" in out  # v5litepod-16, its 4x4 topology
         assert "note: --compute-type ct5lp-hightpu-4t --topology 4x4 is --tpu-type " \
                "v5litepod-16 in elastix's words" in err
-        # the cluster is in gcluster job config, not on the line: the backend is said first
-        assert err.index("no cluster given") < err.index("note: budget")
-        assert "runs on the local backend" in err and "--cluster NAME" in err
+        # the cluster is in gcluster job config, not on the line: past the checks, before
+        # anything is sent or started, the backend is said (a server dry run: nothing runs)
+        _, _, err = _create([*argv[1:], "--dry-run=server"], tmp_path, monkeypatch, capsys)
+        assert "note: no cluster given (--pathways, an image and a gs:// path say GKE): " \
+               "this runs on the local backend" in err and "--cluster NAME" in err
 
 
 def test_the_xpk_guide_needs_its_name_edit(tmp_path, monkeypatch, capsys):
@@ -123,7 +125,7 @@ def test_the_xpk_guide_needs_its_name_edit(tmp_path, monkeypatch, capsys):
 
 def test_a_gke_shaped_create_says_its_backend_before_anything(tmp_path, monkeypatch, capsys):
     line = ["workload", "create", "w", "--tpu-type", "v5litepod-16", "--docker-image", "img:1",
-            "--command", "python3 train.py", "--dry-run"]
+            "--command", "python3 train.py", "--dry-run=server"]  # checked, nothing started
     rc, _, err = _create(line, tmp_path, monkeypatch, capsys)
     assert rc == 0 and "note: no cluster given (an image says GKE): this runs on the local " \
                        "backend" in err
@@ -131,13 +133,16 @@ def test_a_gke_shaped_create_says_its_backend_before_anything(tmp_path, monkeypa
     rc, _, err = _create(["workload", "create", "demo", "--tpu-type", "v5litepod-8",
                           "--num-slices", "2", "--dry-run"], tmp_path, monkeypatch, capsys)
     assert rc == 0 and "note:" not in err
+    # a client dry run sends nothing: nothing to say
+    rc, _, err = _create([*line[:-1], "--dry-run"], tmp_path, monkeypatch, capsys)
+    assert rc == 0 and "note:" not in err
+    # on GKE (a kubeconfig) the server is asked: said before it is (an empty kubeconfig: exit 1)
     rc, _, err = _create(line, tmp_path, monkeypatch, capsys, kubeconfig=True)
-    assert rc == 0 and "note: no --cluster given: this runs on GKE, on the current " \
-                       "kubeconfig context's cluster" in err and "--backend local" in err
-    # a cluster or a backend named: nothing to say
-    for more in (["--backend", "gke"], ["--cluster", "c", "--project", "p", "--location", "l"]):
-        rc, _, err = _create([*line, *more], tmp_path, monkeypatch, capsys)
-        assert rc == 0 and "no cluster given" not in err and "no --cluster" not in err, err
+    assert err.startswith("note: no --cluster given: this runs on GKE, on the current "
+                          "kubeconfig context's cluster") and "--backend local" in err
+    # a backend named: nothing to say
+    rc, _, err = _create([*line, "--backend", "local"], tmp_path, monkeypatch, capsys)
+    assert rc == 0 and "no cluster given" not in err and "no --cluster" not in err, err
 
 
 @pytest.mark.parametrize(("compute", "topology", "tpu_type"), [

@@ -211,8 +211,9 @@ def _note(text: str) -> None:
 def say_backend(kind: str, target: Target, flags: dict[str, Any], spec_file: Path | None,
                 *, pathways: bool) -> bool:
     """A GKE-shaped create (an image, a ``gs://`` path, ``--pathways``) given no cluster and no
-    ``--backend``: which backend it uses, said before anything is done, and how to pick the
-    other (gcluster's users keep their cluster in ``gcluster job config``, not on the line)."""
+    ``--backend``: which backend it uses, said before anything is sent or started, and how to
+    pick the other (gcluster's users keep their cluster in ``gcluster job config``, not on the
+    line). A client dry run sends nothing and says nothing of it."""
     if target.backend or target.cluster or target.context:
         return False
     values = [v for v in flags.values() if v is not None]

@@ -168,7 +168,6 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
     # local job's image and command) make the manifest the one a real create would submit.
     kind = choose_backend(target)
     flags = gcluster.with_tpu_type(dict(spec_flags or {}), compute_type, topology)
-    said = gcluster.say_backend(kind, target, flags, spec_file, pathways=pathways)
     spec = _create_spec(kind, target, flags, name, spec_file, env_file, smoke=smoke,
                         fresh=fresh)
     manifest = render(spec, template)
@@ -178,6 +177,8 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)
         return
+    # checked, not yet sent: a GKE-shaped line with no cluster says where it goes first
+    said = gcluster.say_backend(kind, target, flags, spec_file, pathways=pathways)
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh,
             backend_said=said)
