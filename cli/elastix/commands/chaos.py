@@ -24,7 +24,7 @@ from elastix.commands.options import (
     with_target,
     with_workload_option,
 )
-from elastix.errors import EXIT_CODES_HELP, BackendError, NotFoundError, UsageError
+from elastix.errors import EXIT_CODES_HELP, BackendError, ElastixError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from elastix.backends.base import Backend, Fault, KillRecord
@@ -535,8 +535,12 @@ def _past_the_end(backend: Backend, name: str, plan: Plan) -> tuple[str, str] | 
     from elastix.measure.events import events_of
     from elastix.measure.horizon import outlasts
 
-    got = backend.trainer_events(name)
-    return outlasts(plan, events_of(got)[0], got.records if got is not None else None, name)
+    try:
+        got = backend.trainer_events(name)
+        events = events_of(got)[0]
+    except ElastixError:  # unreadable now: not judged here (the run says it when it reads)
+        return None
+    return outlasts(plan, events, got.records if got is not None else None, name)
 
 
 def _say_copy(backend: Backend, name: str, plan: Plan) -> None:
@@ -551,8 +555,11 @@ def _say_copy(backend: Backend, name: str, plan: Plan) -> None:
     from elastix.views.console import console
 
     path = backend.events_path(name)
-    note = save_copy_note(events_of(backend.trainer_events(name))[0],
-                          following=path is not None and os.path.exists(path))
+    try:
+        events = events_of(backend.trainer_events(name))[0]
+    except ElastixError:  # unreadable now: nothing to say (the run says it when it reads)
+        return
+    note = save_copy_note(events, following=path is not None and os.path.exists(path))
     if note:
         console(stderr=True).print(f"note: {note}", markup=False)
 
