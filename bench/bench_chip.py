@@ -14,7 +14,8 @@ compiled to confirm it), never by running out of memory. ``--trainer`` runs the 
 (``program.assemble``, its events) on one case and compares the TFLOP/s it prints per step
 with this bench's count of the same case.
 
-On the TPU machine (``../shared/tpu/README.md``), one command:
+On a machine with the chip (the trainer's dependencies installed beside its JAX:
+``pip install '.[trainer]'``, or the wheels carried in ``.whl-tpu/``), one command:
 
     . .whl-tpu/install.sh && python3 bench/bench_chip.py --out $OUT
 

@@ -11,7 +11,7 @@ copies of the same bytes measured in the same run.
 3. After the snapshot run: restoring its newest snapshot and its newest committed checkpoint
    onto the chip, each against the raw host-to-device copy of the same bytes.
 
-On the TPU machine, one command (``../shared/tpu/README.md``):
+On a machine with the chip (set up as for ``bench_chip.py``), one command:
 
     . .whl-tpu/install.sh && python3 bench/bench_chip_copies.py
 

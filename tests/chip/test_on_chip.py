@@ -2,7 +2,8 @@
 
 Skipped unless ``ELASTIX_CHIP_TESTS=1``, which only the TPU machine's command sets (the check
 never starts JAX's backend here: the trainer tests start it with 8 CPU devices of their own).
-On the workplace's TPU machine (``../shared/tpu/README.md``), in one process:
+On a machine with the chip (the trainer's dependencies beside its JAX: ``pip install
+'.[trainer]'``, or the wheels carried in ``.whl-tpu/``), in one process:
 
     . .whl-tpu/install.sh && ELASTIX_CHIP_TESTS=1 python3 -m pytest -q --noconftest \\
         -o addopts="" -p no:cacheprovider tests/chip
