@@ -120,8 +120,8 @@ def run_case(case: Case, steps: int) -> dict:
     compile_s = time.perf_counter() - t0
     state = fresh_state(model, opt, mesh, 0)
     rng = np.random.default_rng(0)
-    tokens = jax.device_put(rng.integers(0, model.vocab_size, (case.batch, case.seq + 1),
-                                         dtype=np.int32), fns.batch_sharding)
+    tokens = jax.device_put(rng.integers(0, model.vocab_size, fns.batch.shape, dtype=np.int32),
+                            fns.batch_sharding)  # the batch per chip x every device
     for _ in range(2):
         state, metrics = fns.step(state, tokens)
     jax.block_until_ready(metrics)
@@ -132,11 +132,12 @@ def run_case(case: Case, steps: int) -> dict:
         jax.block_until_ready(metrics)
         times.append(time.perf_counter() - t)
     step_s = statistics.median(times)
-    flops = flops_per_step(fns.model, case.batch, case.seq)
+    flops = flops_per_step(fns.model, fns.batch.shape[0], case.seq) / fns.num_devices
     stats = jax.devices()[0].memory_stats() or {}
     del state, metrics, tokens
     gc.collect()
-    return {**row, "attention": fns.model.attention, "remat": fns.model.remat_policy,
+    return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
+            "remat": fns.model.remat_policy,
             "tiles": fns.model.num_vocab_tiling, "compile_s": compile_s, "step_s": step_s,
             "tflops": flops / step_s / 1e12, "peak_bytes": fns.peak_bytes,
             "in_use_bytes": stats.get("bytes_in_use"), "limit_bytes": stats.get("bytes_limit")}
@@ -211,7 +212,7 @@ def profile(case: Case, out: str | None) -> dict:
     mesh = _mesh()
     fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     state = fresh_state(model, opt, mesh, 0)
-    tokens = jax.device_put(np.zeros((case.batch, case.seq + 1), np.int32), fns.batch_sharding)
+    tokens = jax.device_put(np.zeros(fns.batch.shape, np.int32), fns.batch_sharding)
     for _ in range(2):
         state, metrics = fns.step(state, tokens)
     jax.block_until_ready(metrics)
