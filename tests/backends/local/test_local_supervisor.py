@@ -241,13 +241,14 @@ def test_create_conflict_replace_and_default_backend_message(cli, backend):
 
 
 def test_a_failed_submit_leaves_nothing_behind(cli, tmp_path):
-    """A state dir that cannot be created: one line with a hint, exit 1, no directory left."""
+    """A state dir that cannot be created: one line with a hint, exit 2 (the state root is
+    checked as input before anything starts, issue 59 item 3), no directory left."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     out = cli("workload", "create", "nowhere", "--tpu-type", "v5litepod-8", "--command", "true",
               check=False, env={"ELASTIX_STATE_DIR": str(blocker / "sub")})
-    assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "cannot create the workload's state directory" in out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "Not a directory" in out.stderr and "nothing was started" in out.stderr
     assert "--state-dir" in out.stderr
     assert blocker.read_text() == "not a directory"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "state") == ["a-file"]
