@@ -26,6 +26,7 @@ Markdown table for docs/benchmarks.md; nothing asserts a timing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gc
 import json
@@ -63,12 +64,13 @@ class Case:
     attention: str = "autoselected"
     remat: str = "auto"
     tiles: int = 0
+    block: int = 0  # the splash kernel's block size (0: the trainer's, attention.BLOCK)
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        """``preset:seq:batch[:attention[:remat[:tiles]]]``."""
+        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]]``."""
         p = text.split(":")
-        return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:6]))
+        return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]))
 
     def config(self, steps: int = 10):
         return from_mapping(dict(preset=self.preset, seq_len=self.seq,
@@ -98,6 +100,19 @@ def matmul_tflops(n: int, reps: int) -> float:
     return 2 * n ** 3 / best / 1e12
 
 
+@contextlib.contextmanager
+def _block(block: int):
+    """The splash kernel's block size while a case's step is traced (0: the trainer's)."""
+    from elastix_trainer.kernels import attention
+
+    kept = attention.BLOCK
+    attention.BLOCK = block or kept
+    try:
+        yield
+    finally:
+        attention.BLOCK = kept
+
+
 def _mesh():
     return build_mesh(slice_devices(1), [0])
 
@@ -114,7 +129,8 @@ def run_case(case: Case, steps: int) -> dict:
     mesh = _mesh()
     t0 = time.perf_counter()
     try:
-        fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
+        with _block(case.block):
+            fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     except fit.DoesNotFit as e:
         return {**row, "error": f"does not fit: {e.message}", "hint": e.hint}
     compile_s = time.perf_counter() - t0
@@ -138,7 +154,8 @@ def run_case(case: Case, steps: int) -> dict:
     gc.collect()
     return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
             "remat": fns.model.remat_policy,
-            "tiles": fns.model.num_vocab_tiling, "compile_s": compile_s, "step_s": step_s,
+            "tiles": fns.model.num_vocab_tiling, "block": case.block, "compile_s": compile_s,
+            "step_s": step_s,
             "tflops": flops / step_s / 1e12, "peak_bytes": fns.peak_bytes,
             "in_use_bytes": stats.get("bytes_in_use"), "limit_bytes": stats.get("bytes_limit")}
 
@@ -210,7 +227,8 @@ def profile(case: Case, out: str | None) -> dict:
     model = model_config(cfg)
     opt = OptConfig(total_steps=10)
     mesh = _mesh()
-    fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
+    with _block(case.block):
+        fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     state = fresh_state(model, opt, mesh, 0)
     tokens = jax.device_put(np.zeros(fns.batch.shape, np.int32), fns.batch_sharding)
     for _ in range(2):
@@ -264,6 +282,12 @@ def profile(case: Case, out: str | None) -> dict:
                               key=lambda kv: -kv[1])[:12]}
 
 
+def attention_block() -> int:
+    from elastix_trainer.kernels import attention
+
+    return attention.BLOCK
+
+
 def _gib(b) -> str:
     return f"{b / (1 << 30):.2f}" if b else "-"
 
@@ -274,9 +298,9 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
     out = [f"{dev.device_kind}, JAX {jax.__version__}; bf16 matmul measured: {mm:.1f} TFLOP/s"
            + (f" ({mm * 1e12 / peak:.0%} of the {peak / 1e12:.0f} TFLOP/s peak)" if peak
               else ""), "",
-           "| preset | seq | batch | attention | remat | tiles | step (s) | TFLOP/s | of peak |"
-           " of matmul | compiled GiB | compile (s) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| preset | seq | batch | attention | remat | tiles | block | step (s) | TFLOP/s |"
+           " of peak | of matmul | compiled GiB | compile (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = r["case"]
         head = f"| {c['preset']} | {c['seq']} | {c['batch']} |"
@@ -285,6 +309,7 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
             continue
         of_peak = f"{r['tflops'] * 1e12 / peak:.1%}" if peak else "-"
         out.append(f"{head} {r['attention']} | {r['remat']} | {r['tiles']} | "
+                   f"{r.get('block') or attention_block()} | "
                    f"{r['step_s']:.4f} | {r['tflops']:.1f} | {of_peak} | "
                    f"{r['tflops'] / mm:.1%} | {_gib(r['peak_bytes'])} | {r['compile_s']:.1f} |")
     if largest:

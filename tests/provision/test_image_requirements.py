@@ -60,10 +60,12 @@ def test_fresh_venv_with_the_image_requirements_runs_the_trainer(tmp_path, slow_
     source = []
     if os.environ.get("ELASTIX_WHEELHOUSE"):
         source = ["--no-index", "--find-links", os.environ["ELASTIX_WHEELHOUSE"]]
-    subprocess.run([py, "-m", "pip", "install", "-q", *source, "-r",
+    # --no-compile: byte-compiling every installed module (the JAX stack's thousands) was half
+    # the install's CPU; what the test imports is compiled when imported.
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-compile", *source, "-r",
                     str(ctx / "requirements.txt"), "-r", str(ctx / "extra-requirements.txt")],
                    check=True, env=env, timeout=1500)
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(ctx / "src")],
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-compile", "--no-deps", str(ctx / "src")],
                    check=True, env=env, timeout=300)
     # The image's stack imports, on CPU, and the trainer entry point runs.
     check = ("import jax, jax.numpy as jnp, optax, orbax.checkpoint, grain, pathwaysutils;"

@@ -119,8 +119,8 @@ def test_every_remat_policy_computes_the_same_gradients(policy):
     params = m.init_params(cfg, jax.random.key(0))
     batch = jax.random.randint(jax.random.key(1), (2, 33), 0, cfg.vocab_size)
 
-    def grads(c):
-        return jax.value_and_grad(lambda p: m.loss_fn(c, p, batch))(params)
+    def grads(c):  # one compiled program a policy (op by op, remat's recomputation crawls)
+        return jax.jit(jax.value_and_grad(lambda p: m.loss_fn(c, p, batch)))(params)
 
     (got, g), (want, w) = grads(dataclasses.replace(cfg, remat_policy=policy)), grads(cfg)
     _close(got, want, 1e-5)

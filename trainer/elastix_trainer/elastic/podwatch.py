@@ -104,10 +104,11 @@ class PodWatch:
                 delay, logged = self.backoff[0], False
             except ApiException as err:
                 if denied(err):
-                    self.state = "off"
+                    # The line first, then the state: whoever waits on "off" finds it said.
                     log.info("elastix: pod watch off (HTTP %s from the API server: may not "
                              "list/watch pods in namespace %s): slices are re-probed on their "
                              "poll only; %s", err.status, self.namespace, GRANT_HINT)
+                    self.state = "off"
                     return
                 if err.status == 410:  # our resourceVersion is too old: list afresh
                     rv = None
@@ -123,10 +124,10 @@ class PodWatch:
                 delay = min(delay * 2, self.backoff[1])
 
     def _retry(self, why: str, logged: bool) -> bool:
-        self.state = "retrying"
         if not logged:
             log.info("elastix: pod watch interrupted (%s): reconnecting with backoff; slices "
                      "are re-probed on their poll meanwhile", why)
+        self.state = "retrying"
         return True
 
     def _core(self) -> Any:

@@ -118,7 +118,7 @@ def flash(q: jax.Array, k: jax.Array, v: jax.Array, *, mesh=None, block: int = B
 def attend(name: str, q: jax.Array, k: jax.Array, v: jax.Array, *, mesh=None) -> jax.Array:
     """The one place the model's attention is chosen: ``name`` is a resolved choice."""
     if name == "flash":
-        return flash(q, k, v, mesh=mesh)
+        return flash(q, k, v, mesh=mesh, block=BLOCK)  # read at trace time: a bench may set it
     if name == "dot_product":
         return dot_product(q, k, v)
     raise ValueError(f"unknown attention {name!r}")
