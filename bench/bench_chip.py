@@ -42,6 +42,7 @@ from benchcli import smoke_args
 
 from elastix_trainer import fit
 from elastix_trainer.config import from_mapping
+from elastix_trainer.kernels import attention
 from elastix_trainer.mesh import build_mesh, slice_devices
 from elastix_trainer.model import flops_per_step
 from elastix_trainer.step import OptConfig, fresh_state, step_fns
@@ -103,8 +104,6 @@ def matmul_tflops(n: int, reps: int) -> float:
 @contextlib.contextmanager
 def _block(block: int):
     """The splash kernel's block size while a case's step is traced (0: the trainer's)."""
-    from elastix_trainer.kernels import attention
-
     kept = attention.BLOCK
     attention.BLOCK = block or kept
     try:
@@ -154,7 +153,8 @@ def run_case(case: Case, steps: int) -> dict:
     gc.collect()
     return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
             "remat": fns.model.remat_policy,
-            "tiles": fns.model.num_vocab_tiling, "block": case.block, "compile_s": compile_s,
+            "tiles": fns.model.num_vocab_tiling, "block": case.block or attention.BLOCK,
+            "compile_s": compile_s,
             "step_s": step_s,
             "tflops": flops / step_s / 1e12, "peak_bytes": fns.peak_bytes,
             "in_use_bytes": stats.get("bytes_in_use"), "limit_bytes": stats.get("bytes_limit")}
@@ -282,12 +282,6 @@ def profile(case: Case, out: str | None) -> dict:
                               key=lambda kv: -kv[1])[:12]}
 
 
-def attention_block() -> int:
-    from elastix_trainer.kernels import attention
-
-    return attention.BLOCK
-
-
 def _gib(b) -> str:
     return f"{b / (1 << 30):.2f}" if b else "-"
 
@@ -309,7 +303,7 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
             continue
         of_peak = f"{r['tflops'] * 1e12 / peak:.1%}" if peak else "-"
         out.append(f"{head} {r['attention']} | {r['remat']} | {r['tiles']} | "
-                   f"{r.get('block') or attention_block()} | "
+                   f"{r['block']} | "
                    f"{r['step_s']:.4f} | {r['tflops']:.1f} | {of_peak} | "
                    f"{r['tflops'] / mm:.1%} | {_gib(r['peak_bytes'])} | {r['compile_s']:.1f} |")
     if largest:
