@@ -66,12 +66,19 @@ class Case:
     remat: str = "auto"
     tiles: int = 0
     block: int = 0  # the splash kernel's block size (0: the trainer's, attention.BLOCK)
+    fused: bool = False  # the splash kernel's fused backward (attention.FUSED_BWD)
+    mu: str = ""  # AdamW's first-moment dtype (OptConfig.mu_dtype; "": the parameters')
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]]``."""
-        p = text.split(":")
-        return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]))
+        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:mu=DTYPE]``."""
+        p = [t for t in text.split(":") if t != "fused" and not t.startswith("mu=")]
+        mu = next((t[3:] for t in text.split(":") if t.startswith("mu=")), "")
+        return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]),
+                   fused=":fused" in text, mu=mu)
+
+    def opt(self, steps: int = 10) -> OptConfig:
+        return OptConfig(total_steps=steps, mu_dtype=self.mu)
 
     def config(self, steps: int = 10):
         return from_mapping(dict(preset=self.preset, seq_len=self.seq,
@@ -102,14 +109,16 @@ def matmul_tflops(n: int, reps: int) -> float:
 
 
 @contextlib.contextmanager
-def _block(block: int):
-    """The splash kernel's block size while a case's step is traced (0: the trainer's)."""
-    kept = attention.BLOCK
-    attention.BLOCK = block or kept
+def _block(case: Case):
+    """The splash kernel's block size (0: the trainer's) and backward while ``case``'s step is
+    traced."""
+    kept = attention.BLOCK, attention.FUSED_BWD
+    attention.BLOCK = case.block or kept[0]
+    attention.FUSED_BWD = case.fused or kept[1]
     try:
         yield
     finally:
-        attention.BLOCK = kept
+        attention.BLOCK, attention.FUSED_BWD = kept
 
 
 def _mesh():
@@ -124,11 +133,11 @@ def run_case(case: Case, steps: int) -> dict:
         model = model_config(cfg)
     except Exception as e:  # noqa: BLE001 - the trainer's own refusal, reported as a row
         return {**row, "error": str(e).splitlines()[0]}
-    opt = OptConfig(total_steps=steps)
+    opt = case.opt(steps)
     mesh = _mesh()
     t0 = time.perf_counter()
     try:
-        with _block(case.block):
+        with _block(case):
             fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     except fit.DoesNotFit as e:
         return {**row, "error": f"does not fit: {e.message}", "hint": e.hint}
@@ -153,7 +162,9 @@ def run_case(case: Case, steps: int) -> dict:
     gc.collect()
     return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
             "remat": fns.model.remat_policy,
-            "tiles": fns.model.num_vocab_tiling, "block": case.block or attention.BLOCK,
+            "tiles": fns.model.num_vocab_tiling,
+            "block": f"{case.block or attention.BLOCK}{' fused' if case.fused else ''}",
+            "mu": case.mu or "float32",
             "compile_s": compile_s,
             "step_s": step_s,
             "tflops": flops / step_s / 1e12, "peak_bytes": fns.peak_bytes,
@@ -165,7 +176,8 @@ def _compiled_peak(case: Case) -> int | None:
     cfg = case.config()
     model = model_config(cfg)
     try:
-        fns = step_fns(model, OptConfig(), _mesh(), case.batch, case.seq, 0)
+        with _block(case):
+            fns = step_fns(model, case.opt(), _mesh(), case.batch, case.seq, 0)
     except fit.DoesNotFit:
         return None
     return fns.peak_bytes
@@ -225,9 +237,9 @@ def profile(case: Case, out: str | None) -> dict:
 
     cfg = case.config()
     model = model_config(cfg)
-    opt = OptConfig(total_steps=10)
+    opt = case.opt()
     mesh = _mesh()
-    with _block(case.block):
+    with _block(case):
         fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     state = fresh_state(model, opt, mesh, 0)
     tokens = jax.device_put(np.zeros(fns.batch.shape, np.int32), fns.batch_sharding)
@@ -292,9 +304,9 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
     out = [f"{dev.device_kind}, JAX {jax.__version__}; bf16 matmul measured: {mm:.1f} TFLOP/s"
            + (f" ({mm * 1e12 / peak:.0%} of the {peak / 1e12:.0f} TFLOP/s peak)" if peak
               else ""), "",
-           "| preset | seq | batch | attention | remat | tiles | block | step (s) | TFLOP/s |"
+           "| preset | seq | batch | attention | remat | tiles | block | mu | step (s) | TFLOP/s |"
            " of peak | of matmul | compiled GiB | compile (s) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = r["case"]
         head = f"| {c['preset']} | {c['seq']} | {c['batch']} |"
@@ -303,7 +315,7 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
             continue
         of_peak = f"{r['tflops'] * 1e12 / peak:.1%}" if peak else "-"
         out.append(f"{head} {r['attention']} | {r['remat']} | {r['tiles']} | "
-                   f"{r['block']} | "
+                   f"{r['block']} | {r['mu']} | "
                    f"{r['step_s']:.4f} | {r['tflops']:.1f} | {of_peak} | "
                    f"{r['tflops'] / mm:.1%} | {_gib(r['peak_bytes'])} | {r['compile_s']:.1f} |")
     if largest:
@@ -327,7 +339,8 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=DEFAULT_CASES,
-                    help="preset:seq:batch[:attention[:remat[:tiles]]] ...")
+                    help="preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:mu=DTYPE]"
+                         " ...")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per case")
     ap.add_argument("--largest", nargs="*", default=["bench-1g:1024", "qwen3-0.6b:1024",
                                                       "qwen3-0.6b:2048"],

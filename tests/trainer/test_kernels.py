@@ -36,20 +36,24 @@ def _qkv(dtype, b=2, h=4, kv=2, s=256, d=64):
             jax.random.normal(keys[2], (b, kv, s, d), jnp.float32).astype(dtype))
 
 
-def _flash(q, k, v, mesh=None):
-    return attention.flash(q, k, v, mesh=mesh, block=128, interpret=True)
+def _flash(q, k, v, mesh=None, fused=False):
+    return attention.flash(q, k, v, mesh=mesh, block=128, fused=fused, interpret=True)
 
 
-@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 1e-4), (jnp.bfloat16, 3e-2)])
-def test_flash_matches_dot_product_in_values_and_gradients(dtype, tol):
+@pytest.mark.parametrize("dtype,tol,fused", [(jnp.float32, 1e-4, False),
+                                             (jnp.bfloat16, 3e-2, False),
+                                             (jnp.float32, 1e-4, True)])
+def test_flash_matches_dot_product_in_values_and_gradients(dtype, tol, fused):
+    """Both backward kernels (dq apart from dk/dv, or fused into one) give the gradients."""
     q, k, v = _qkv(dtype)
-    _close(_flash(q, k, v), attention.dot_product(q, k, v), tol)
+    _close(_flash(q, k, v, fused=fused), attention.dot_product(q, k, v), tol)
 
     def grads(fn):
         return jax.grad(lambda q, k, v: jnp.sum(fn(q, k, v).astype(jnp.float32) ** 2),
                         argnums=(0, 1, 2))(q, k, v)
 
-    for got, want in zip(grads(_flash), grads(attention.dot_product), strict=True):
+    for got, want in zip(grads(lambda q, k, v: _flash(q, k, v, fused=fused)),
+                         grads(attention.dot_product), strict=True):
         _close(got, want, tol)
 
 

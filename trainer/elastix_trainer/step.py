@@ -53,6 +53,8 @@ class OptConfig:
     """AdamW decoupled weight decay."""
     clip_norm: float = 1.0
     """Global gradient-norm clip."""
+    mu_dtype: str = ""
+    """AdamW's first moment's dtype (MaxText's ``mu_dtype``); empty: the parameters' own."""
 
 
 def make_schedule(opt: OptConfig) -> optax.Schedule:
@@ -69,7 +71,8 @@ def make_schedule(opt: OptConfig) -> optax.Schedule:
 def make_optimizer(opt: OptConfig) -> optax.GradientTransformation:
     """The AdamW chain for ``opt``."""
     return optax.chain(optax.clip_by_global_norm(opt.clip_norm),
-                       optax.adamw(make_schedule(opt), weight_decay=opt.weight_decay))
+                       optax.adamw(make_schedule(opt), weight_decay=opt.weight_decay,
+                                   mu_dtype=opt.mu_dtype or None))
 
 
 METRICS = ("loss", "grad_norm", "learning_rate")

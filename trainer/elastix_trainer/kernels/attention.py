@@ -27,6 +27,10 @@ BLOCK = 512
 ``sa_block_*`` defaults (``base.yml:1159-1166``); 128, the kernel's own default, ran the forward
 at half the speed of the plain path on a v5e chip (``../shared/tpu/README.md``)."""
 
+FUSED_BWD = False
+"""One backward kernel for dq, dk and dv (the kernel's ``use_fused_bwd_kernel``; MaxText's
+``sa_use_fused_bwd_kernel``, False by default there too)."""
+
 
 def resolve(name: str, platform: str, seq_len: int, head_dim: int) -> str:
     """``autoselected`` made concrete for ``platform``; an explicit name is returned as given
@@ -70,7 +74,7 @@ def dot_product(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return out.reshape(b, h, s, d)
 
 
-def _splash(heads: int, seq_len: int, block: int, interpret: bool):
+def _splash(heads: int, seq_len: int, block: int, fused: bool, interpret: bool):
     """The splash kernel for one example (``[heads, seq, head_dim]``), causal. Built in each
     trace, never cached across them: the kernel holds its mask's block tables as arrays, and a
     kernel kept from an earlier trace makes them constants closed over from outside, which JAX
@@ -84,25 +88,28 @@ def _splash(heads: int, seq_len: int, block: int, interpret: bool):
     )
 
     b = min(block, seq_len)
+    dq = None if fused else b  # the fused backward computes dq in the dkv kernel
     blocks = sk.BlockSizes(block_q=b, block_kv=b, block_kv_compute=b, block_q_dkv=b,
-                           block_kv_dkv=b, block_kv_dkv_compute=b, block_q_dq=b, block_kv_dq=b)
+                           block_kv_dkv=b, block_kv_dkv_compute=b, block_q_dq=dq,
+                           block_kv_dq=dq, use_fused_bwd_kernel=fused)
     mask = sm.MultiHeadMask(masks=(sm.CausalMask(shape=(seq_len, seq_len)),) * heads)
     return sk.make_splash_mha(mask=mask, block_sizes=blocks, head_shards=1, q_seq_shards=1,
                               residual_checkpoint_name="context", interpret=interpret)
 
 
 def flash(q: jax.Array, k: jax.Array, v: jax.Array, *, mesh=None, block: int = BLOCK,
-          interpret: bool = False) -> jax.Array:
+          fused: bool = FUSED_BWD, interpret: bool = False) -> jax.Array:
     """Causal attention with the splash kernel (never materialises the scores).
 
     Args:
         mesh: the step's mesh; with more than one device the kernel runs per device on its
             rows of the batch (``shard_map``), the batch being split over every mesh axis.
         block: the kernel's block size (clipped to the sequence length).
+        fused: one backward kernel for dq, dk and dv.
         interpret: run the kernel in Pallas' interpreter (CPU tests).
     """
     _, h, s, d = q.shape
-    kernel = _splash(h, s, block, interpret)
+    kernel = _splash(h, s, block, fused, interpret)
     scale = jnp.asarray(1.0 / math.sqrt(d), q.dtype)
 
     def per_device(q, k, v):
@@ -118,7 +125,8 @@ def flash(q: jax.Array, k: jax.Array, v: jax.Array, *, mesh=None, block: int = B
 def attend(name: str, q: jax.Array, k: jax.Array, v: jax.Array, *, mesh=None) -> jax.Array:
     """The one place the model's attention is chosen: ``name`` is a resolved choice."""
     if name == "flash":
-        return flash(q, k, v, mesh=mesh, block=BLOCK)  # read at trace time: a bench may set it
+        # read at trace time: a bench may set them
+        return flash(q, k, v, mesh=mesh, block=BLOCK, fused=FUSED_BWD)
     if name == "dot_product":
         return dot_product(q, k, v)
     raise ValueError(f"unknown attention {name!r}")
