@@ -26,7 +26,6 @@ Markdown table for docs/benchmarks.md; nothing asserts a timing.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import gc
 import json
@@ -42,7 +41,6 @@ from benchcli import smoke_args
 
 from elastix_trainer import fit
 from elastix_trainer.config import from_mapping
-from elastix_trainer.kernels import attention
 from elastix_trainer.mesh import build_mesh, slice_devices
 from elastix_trainer.model import flops_per_step
 from elastix_trainer.step import OptConfig, fresh_state, step_fns
@@ -65,8 +63,8 @@ class Case:
     attention: str = "autoselected"
     remat: str = "auto"
     tiles: int = 0
-    block: int = 0  # the splash kernel's block size (0: the trainer's, attention.BLOCK)
-    fused: bool = False  # the splash kernel's fused backward (attention.FUSED_BWD)
+    block: int = 0  # the splash kernel's block size (0: the trainer's, ModelConfig.sa_block)
+    fused: bool = False  # the splash kernel's fused backward (ModelConfig.sa_fused_bwd)
     mu: str = ""  # AdamW's first-moment dtype (OptConfig.mu_dtype; "": the parameters')
 
     @classmethod
@@ -108,17 +106,11 @@ def matmul_tflops(n: int, reps: int) -> float:
     return 2 * n ** 3 / best / 1e12
 
 
-@contextlib.contextmanager
-def _block(case: Case):
-    """The splash kernel's block size (0: the trainer's) and backward while ``case``'s step is
-    traced."""
-    kept = attention.BLOCK, attention.FUSED_BWD
-    attention.BLOCK = case.block or kept[0]
-    attention.FUSED_BWD = case.fused or kept[1]
-    try:
-        yield
-    finally:
-        attention.BLOCK, attention.FUSED_BWD = kept
+def _model(case: Case, cfg):
+    """The trainer's model for ``case``, with the case's splash block and backward if given."""
+    model = model_config(cfg)
+    return dataclasses.replace(model, sa_block=case.block or model.sa_block,
+                               sa_fused_bwd=case.fused or model.sa_fused_bwd)
 
 
 def _mesh():
@@ -130,15 +122,14 @@ def run_case(case: Case, steps: int) -> dict:
     cfg = case.config(steps)
     row: dict = {"case": dataclasses.asdict(case)}
     try:
-        model = model_config(cfg)
+        model = _model(case, cfg)
     except Exception as e:  # noqa: BLE001 - the trainer's own refusal, reported as a row
         return {**row, "error": str(e).splitlines()[0]}
     opt = case.opt(steps)
     mesh = _mesh()
     t0 = time.perf_counter()
     try:
-        with _block(case):
-            fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
+        fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     except fit.DoesNotFit as e:
         return {**row, "error": f"does not fit: {e.message}", "hint": e.hint}
     compile_s = time.perf_counter() - t0
@@ -163,7 +154,7 @@ def run_case(case: Case, steps: int) -> dict:
     return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
             "remat": fns.model.remat_policy,
             "tiles": fns.model.num_vocab_tiling,
-            "block": f"{case.block or attention.BLOCK}{' fused' if case.fused else ''}",
+            "block": f"{fns.model.sa_block}{' fused' if fns.model.sa_fused_bwd else ''}",
             "mu": case.mu or "float32",
             "compile_s": compile_s,
             "step_s": step_s,
@@ -174,10 +165,9 @@ def run_case(case: Case, steps: int) -> dict:
 def _compiled_peak(case: Case) -> int | None:
     """The compiled step's memory per chip for ``case`` (None: it does not fit)."""
     cfg = case.config()
-    model = model_config(cfg)
+    model = _model(case, cfg)
     try:
-        with _block(case):
-            fns = step_fns(model, case.opt(), _mesh(), case.batch, case.seq, 0)
+        fns = step_fns(model, case.opt(), _mesh(), case.batch, case.seq, 0)
     except fit.DoesNotFit:
         return None
     return fns.peak_bytes
@@ -236,11 +226,10 @@ def profile(case: Case, out: str | None) -> dict:
     import tempfile
 
     cfg = case.config()
-    model = model_config(cfg)
+    model = _model(case, cfg)
     opt = case.opt()
     mesh = _mesh()
-    with _block(case):
-        fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
+    fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
     state = fresh_state(model, opt, mesh, 0)
     tokens = jax.device_put(np.zeros(fns.batch.shape, np.int32), fns.batch_sharding)
     for _ in range(2):

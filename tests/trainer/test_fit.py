@@ -18,11 +18,15 @@ HBM = ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory i
        "hbm. Used 21.95G of 15.48G hbm. Exceeded hbm capacity by 6.47G.")
 VMEM = ("RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space "
         "vmem. Used 32.42M of 16.00M vmem. Exceeded vmem capacity by 16.42M")
+# What JAX 0.10.2 raised on a v5e chip compiling splash attention with blocks of 2048 at
+# qwen3-0.6b's head_dim 128 (its first line; the rest names the kernel's scratch buffers).
+SCOPED_VMEM = "RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom:"
 
 
 def test_the_compilers_out_of_memory_is_read_and_a_kernels_is_not():
     assert fit.oom_bytes(RuntimeError(HBM)) == int(21.95 * (1 << 30))
     assert fit.oom_bytes(RuntimeError(VMEM)) is None  # a kernel's scratch: no batch fixes it
+    assert fit.oom_bytes(RuntimeError(SCOPED_VMEM)) is None
     assert fit.oom_bytes(RuntimeError("INVALID_ARGUMENT: bad shapes")) is None
 
 
@@ -77,3 +81,43 @@ def test_unknown_kernel_choices_name_the_choices(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "did you mean full?" in err and "autoselected, dot_product, flash" in err
+
+
+
+@pytest.mark.parametrize("said", [SCOPED_VMEM, VMEM])
+def test_a_splash_block_over_the_cores_memory_is_one_line_naming_the_flag(said):
+    from elastix_trainer.model import PRESETS
+
+    model = PRESETS["tiny"].__class__(**{**PRESETS["tiny"].__dict__, "attention": "flash",
+                                         "remat_policy": "full", "sa_block": 2048})
+
+    def compile_with(m):
+        raise RuntimeError(said)
+
+    with pytest.raises(fit.DoesNotFit) as e:
+        fit.choose(model, compile_with, _cpu_mesh(), 8, 2048, {"params": {}})
+    assert "blocks of 2048" in e.value.message and "VMEM" in e.value.message
+    assert "--sa-block 512" in e.value.hint
+    # the plain path never reads it as the kernel's: an unknown error stays the compiler's
+    plain = PRESETS["tiny"].__class__(**{**model.__dict__, "attention": "dot_product"})
+    with pytest.raises(RuntimeError, match="CompileTimeScopedVmemOom|vmem"):
+        fit.choose(plain, compile_with, _cpu_mesh(), 8, 2048, {"params": {}})
+
+
+def _cpu_mesh():
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()[:1]), ("data",))
+
+
+def test_the_splash_flags_reach_the_model_and_a_bad_block_is_refused(capsys):
+    tr = Trainer(make_cfg(num_slices=1, sa_block=512, sa_use_fused_bwd_kernel=False),
+                 EventLog(None))
+    assert (tr.model.sa_block, tr.model.sa_fused_bwd) == (512, False)
+    tr = Trainer(make_cfg(num_slices=1), EventLog(None))
+    assert (tr.model.sa_block, tr.model.sa_fused_bwd) == (1024, True)
+    code = main(["--sa-block", "100"])
+    err = capsys.readouterr().err
+    assert code == 2 and "sa_block" in err.replace("-", "_") and "multiple of 128" in err

@@ -75,6 +75,13 @@ class TrainConfig:
     """Compute the loss's [tokens, vocab] float32 logits in this many tiles of the vocabulary,
     each computed again in the backward pass instead of kept (MaxText's name); 1: whole; 0:
     auto, tiles of at most 256 MiB of logits per device."""
+    sa_block: int = 0
+    """The splash attention kernel's block size, every one of its blocks alike (MaxText sets
+    each with its ``sa_block_*``), a multiple of 128, clipped to ``--seq-len``; 0: 1024, the
+    fastest measured on a v5e chip (docs/benchmarks.md)."""
+    sa_use_fused_bwd_kernel: bool = True
+    """The splash kernel's backward as one kernel for dq, dk and dv (MaxText's name): 4 % faster
+    on a v5e chip, with less memory."""
     num_slices: int | None = None
     """CPU only: slices to group the devices into (``ELASTIX_NUM_SLICES`` wins)."""
     checkpoint_dir: str | None = None
@@ -194,6 +201,9 @@ class TrainConfig:
         if self.num_vocab_tiling < 0:
             p.append(("num_vocab_tiling", f"must be 0 (auto) or more, got {self.num_vocab_tiling}",
                       None))
+        if self.sa_block < 0 or self.sa_block % 128:
+            p.append(("sa_block", f"must be 0 (auto) or a multiple of 128, got {self.sa_block}",
+                      "e.g. 512 or 1024"))
         if self.snapshot_copy not in ("overlap", "sync"):
             p.append(("snapshot_copy", f"unknown snapshot copy {self.snapshot_copy!r}",
                       "sync or overlap"))
@@ -219,7 +229,7 @@ class TrainConfig:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
-_BOOLS = {"continuous_checkpointing", "async_checkpoint"}
+_BOOLS = {name for name, f in _FIELDS.items() if f.type == "bool"}
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -56,10 +56,17 @@ def peak_bytes(compiled) -> int | None:
                + ma.temp_size_in_bytes + ma.generated_code_size_in_bytes)
 
 
+_VMEM = re.compile(r"ScopedVmemOom|memory space vmem", re.IGNORECASE)
+"""A compile that ran a kernel's scratch out of the core's VMEM (seen on a v5e chip with splash
+blocks of 2048: ``RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom``)."""
+
+
 def oom_bytes(error: BaseException) -> int | None:
     """What a compile that ran out of device memory said it needed (-1 when it said so without
     a figure); None for any other error."""
     text = str(error)
+    if _VMEM.search(text):
+        return None  # a kernel's scratch (the core's VMEM): no batch fixes that
     if "memory space hbm" not in text and not (
             "RESOURCE_EXHAUSTED" in text and "memory space" not in text):
         return None  # e.g. a kernel's scratch (``memory space vmem``): no batch fixes that
@@ -124,6 +131,11 @@ def choose(model: ModelConfig, compile_with: Callable[[ModelConfig], object], me
         try:
             compiled = compile_with(m)
         except Exception as e:
+            if m.attention == "flash" and _VMEM.search(str(e)):
+                raise DoesNotFit(
+                    f"the splash attention kernel's blocks of {min(m.sa_block, seq_len)} do not "
+                    f"fit the chip's on-core memory (VMEM) at head_dim {m.head_dim}",
+                    hint="try --sa-block 512 (or 0: the default, 1024)") from None
             need = oom_bytes(e)
             if need is None:
                 raise

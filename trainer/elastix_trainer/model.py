@@ -21,6 +21,8 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from elastix_trainer.kernels import attention, loss, remat
+from elastix_trainer.kernels.attention import BLOCK as SA_BLOCK
+from elastix_trainer.kernels.attention import FUSED_BWD as SA_FUSED_BWD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,10 @@ class ModelConfig:
     """Resolved rematerialisation policy of the layers (``kernels.remat``)."""
     num_vocab_tiling: int = 1
     """Tiles the loss's logits are computed in (``kernels.loss``); 1: whole."""
+    sa_block: int = SA_BLOCK
+    """The splash kernel's block size, every block alike (MaxText's ``sa_block_*``)."""
+    sa_fused_bwd: bool = SA_FUSED_BWD
+    """The splash kernel's one backward kernel (MaxText's ``sa_use_fused_bwd_kernel``)."""
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -140,7 +146,8 @@ def _block(cfg: ModelConfig, h: jax.Array, p: dict, rope: tuple, mesh) -> jax.Ar
     v = _heads(x, p["wv"], cfg.num_kv_heads, "value_proj")
     q = _rope(_rms_norm(q, p["q_norm"], cfg.norm_eps), *rope)
     k = _rope(_rms_norm(k, p["k_norm"], cfg.norm_eps), *rope)
-    ctx = attention.attend(cfg.attention, q, k, v, mesh=mesh)  # [b, heads, s, head_dim]
+    ctx = attention.attend(cfg.attention, q, k, v, mesh=mesh, block=cfg.sa_block,
+                           fused=cfg.sa_fused_bwd)  # [b, heads, s, head_dim]
     wo = p["wo"].reshape(cfg.num_heads, cfg.head_dim, -1).astype(dt)
     h = h + checkpoint_name(jnp.einsum("bhsk,hkd->bsd", ctx, wo), "out_proj")
     x = _rms_norm(h, p["mlp_norm"], cfg.norm_eps)
