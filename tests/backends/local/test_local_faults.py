@@ -59,11 +59,19 @@ def _judge(backend, name: str, kill: dict, ckpt: Path) -> None:
     saved = {e["step"] for e in evs if e["event"] in ("snapshot_taken", "checkpoint_committed")}
     first = session[0]
     base = first["step"] if first["event"] in ("restore", "elastic_restored") else 0
-    done = [e["step"] for e in session if e["event"] == "step"]
-    # newest state known saved when the fault landed .. newest step it could have saved by then
+    # The fault landed between ``time`` (before the signal) and ``sent`` (after it). On a busy
+    # machine the CLI can be descheduled between the two for a step or more (a busy CI run on
+    # 2026-12-06: ``time`` inside step 464, the signal after step 465 and its snapshot had
+    # been answered for, and 465 restored), so the newest step the run could have kept is
+    # bounded by ``sent``, not ``time``; plus the one step whose hosts answered before the
+    # signal and whose event the head wrote after it (the answer comes first, then the line).
+    t_sent = _t(_placed(kill["kills"][0]))
+    done = [e["step"] for e in evs[evs.index(first):] if e["event"] == "step"
+            and _t(e["ts"]) < t_sent]
+    # newest state known saved when the fault could first land .. newest step kept by its end
     lo = max([base, *(e["step"] for e in session if e["event"] in
                       ("snapshot_taken", "checkpoint_committed"))])
-    hi = max([base, *done])
+    hi = max([base, *done]) + 1
     got = rec["restored_step"]
     assert lo <= got <= hi, (kill, lo, hi)
     assert got == 0 or got in saved or got == base, kill
