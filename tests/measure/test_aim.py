@@ -171,6 +171,20 @@ def test_startup_compile_and_step():
     assert landing(after, Aim(at_step=3), w, ms(1.25)).note == "while it ran"
 
 
+def test_a_step_the_fault_failed_landed_inside_it_though_it_never_completed():
+    """A busy CI run (2026-12-06): the kill failed step 449, the recovery was measured before
+    the run redid it, and the landing said "unknown" (no step 449 to close the window)."""
+    events, _ = stream(*RUN[:3])
+    w = find_open(events, Aim(at_step=3))
+    failed, _ = stream(*RUN[:3], rec(1.3, "elastic_detected", last_step=2),
+                       rec(1.5, "elastic_restored"), rec(1.6, "step", step=1))
+    got = landing(failed, Aim(at_step=3), w, ms(1.25))
+    assert got.inside is True and got.closed is None and got.note == "while it ran"
+    # no detection read yet (the events cut short): still unknown, never a guess
+    early, _ = stream(*RUN[:3])
+    assert landing(early, Aim(at_step=3), w, ms(1.25)).inside is None
+
+
 def test_since_skips_a_window_an_earlier_fault_hit():
     events, _ = stream(*RUN, rec(3.0, "checkpoint_save_started", step=20))
     assert find_open(events, Aim(during="save"), since=len(events)) is None

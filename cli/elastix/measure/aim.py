@@ -327,12 +327,17 @@ def landing(events: list[Event], aim: Aim, window: Window | None, fault: int) ->
     note = ""
     start = window.index if window.index is not None else 0
     s = window.step
+    failed_it = False
     if window.moment == "step":
         j = _after(events, start, lambda e: e.name == _STEP and e.data.get("step") == s)
         # the fault landed while step N ran when N had not completed by then
         close = events[j].t if j is not None else None
         note = "step completed before the fault" if close is not None and close <= fault \
             else "while it ran"
+        # N never completed and the run detected the loss: the fault failed it (the run logs
+        # a step before it could detect a later loss), whether or not a recovery redid N yet
+        failed_it = close is None and _after(
+            events, start, lambda e: e.name == _DETECTED) is not None
     elif window.moment == "save":
         # its end, before a later save of the same step (a recovery that redid it) or a restart
         j = _after(events, start, lambda e: (e.name in (_COMMITTED, _SAVE_FAILED, _SAVE)
@@ -383,8 +388,8 @@ def landing(events: list[Event], aim: Aim, window: Window | None, fault: int) ->
     elif window.moment == "compile":
         j = _after(events, start, lambda e: e.name == _STEP)
         close = events[j].t if j is not None else None
-    inside = None if close is None and window.moment not in ("save", "snapshot") \
-        else (close is None or fault < close)
+    inside = True if failed_it else None if close is None and window.moment not in (
+        "save", "snapshot") else (close is None or fault < close)
     return Landing(aim.describe(), window.what, window.opened, close, fault, inside, note)
 
 
