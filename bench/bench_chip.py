@@ -64,16 +64,18 @@ class Case:
     remat: str = "auto"
     tiles: int = 0
     block: int = 0  # the splash kernel's block size (0: the trainer's, ModelConfig.sa_block)
-    fused: bool = False  # the splash kernel's fused backward (ModelConfig.sa_fused_bwd)
+    fused: bool | None = None  # the fused backward (None: the trainer's, ModelConfig.sa_fused_bwd)
     mu: str = ""  # AdamW's first-moment dtype (OptConfig.mu_dtype; "": the parameters')
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:mu=DTYPE]``."""
-        p = [t for t in text.split(":") if t != "fused" and not t.startswith("mu=")]
-        mu = next((t[3:] for t in text.split(":") if t.startswith("mu=")), "")
+        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused|:unfused][:mu=DTYPE]``."""
+        words = text.split(":")
+        p = [t for t in words if t not in ("fused", "unfused") and not t.startswith("mu=")]
+        mu = next((t[3:] for t in words if t.startswith("mu=")), "")
+        fused = True if "fused" in words else False if "unfused" in words else None
         return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]),
-                   fused=":fused" in text, mu=mu)
+                   fused=fused, mu=mu)
 
     def opt(self, steps: int = 10) -> OptConfig:
         return OptConfig(total_steps=steps, mu_dtype=self.mu)
@@ -82,6 +84,9 @@ class Case:
         return from_mapping(dict(preset=self.preset, seq_len=self.seq,
                                  batch_per_device=self.batch, attention=self.attention,
                                  remat_policy=self.remat, num_vocab_tiling=self.tiles,
+                                 sa_block=self.block,
+                                 **({} if self.fused is None else
+                                    {"sa_use_fused_bwd_kernel": self.fused}),
                                  steps=steps, checkpoint_period=0))
 
 
@@ -106,13 +111,6 @@ def matmul_tflops(n: int, reps: int) -> float:
     return 2 * n ** 3 / best / 1e12
 
 
-def _model(case: Case, cfg):
-    """The trainer's model for ``case``, with the case's splash block and backward if given."""
-    model = model_config(cfg)
-    return dataclasses.replace(model, sa_block=case.block or model.sa_block,
-                               sa_fused_bwd=case.fused or model.sa_fused_bwd)
-
-
 def _mesh():
     return build_mesh(slice_devices(1), [0])
 
@@ -122,7 +120,7 @@ def run_case(case: Case, steps: int) -> dict:
     cfg = case.config(steps)
     row: dict = {"case": dataclasses.asdict(case)}
     try:
-        model = _model(case, cfg)
+        model = model_config(cfg)
     except Exception as e:  # noqa: BLE001 - the trainer's own refusal, reported as a row
         return {**row, "error": str(e).splitlines()[0]}
     opt = case.opt(steps)
@@ -165,7 +163,7 @@ def run_case(case: Case, steps: int) -> dict:
 def _compiled_peak(case: Case) -> int | None:
     """The compiled step's memory per chip for ``case`` (None: it does not fit)."""
     cfg = case.config()
-    model = _model(case, cfg)
+    model = model_config(cfg)
     try:
         fns = step_fns(model, case.opt(), _mesh(), case.batch, case.seq, 0)
     except fit.DoesNotFit:
@@ -226,7 +224,7 @@ def profile(case: Case, out: str | None) -> dict:
     import tempfile
 
     cfg = case.config()
-    model = _model(case, cfg)
+    model = model_config(cfg)
     opt = case.opt()
     mesh = _mesh()
     fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
