@@ -80,6 +80,30 @@ def test_blocking_seconds_include_waiting_for_the_previous_save(tmp_path):
     assert 0 < second["copy_seconds"] <= second["blocking_seconds"]
 
 
+def test_the_copy_ends_when_its_result_exists_not_when_the_hosts_answered(tmp_path):
+    """``copy_seconds`` is where a fault stops failing the save, as the aim reads it: a host
+    that answers for the copy was alive after the copy's end. Timed after the answers, it
+    lagged them by the loop's wait for a core; a fault sent after the answers read as inside
+    the copy of a save that (rightly) committed (CI, a busy machine)."""
+    events = EventLog(None)
+    ck = Checkpointer(str(tmp_path / "ck"), 1, events)
+    asked: list[float] = []
+
+    def check(what: str) -> None:  # the hosts answer, then the loop waits for a core
+        asked.append(time.monotonic())
+        time.sleep(0.5)
+
+    try:
+        entered = time.monotonic()
+        ck.save(1, {"w": jnp.arange(8.0)}, {"i": 1}, check=check)
+        assert ck.settle(timeout=60) is True
+    finally:
+        ck.close()
+    rec = _committed(events, 1)
+    assert rec["copy_seconds"] <= asked[0] - entered  # ended before the hosts were asked
+    assert rec["blocking_seconds"] >= 0.5  # the loop still waited for the answers
+
+
 def test_a_blocking_save_reports_the_whole_write_as_blocking(tmp_path):
     events = EventLog(None)
     ck = Checkpointer(str(tmp_path / "ck"), 1, events, async_save=False)

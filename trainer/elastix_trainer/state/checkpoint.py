@@ -141,17 +141,19 @@ class Checkpointer:
             mgr, host, copied = None, host_state, 0.0
             if host is None:
                 host = host_copy(state)
+                # The copy's end is when its result exists, before the hosts are asked: a host
+                # that answers for it was alive after this, so a save that commits was never
+                # hit before it (the aim's note reads this as the copy's end). Timed after the
+                # answers instead, it would lag them by however long this thread waited for
+                # a core once they came: on a busy machine a fault sent after a host answered
+                # (the save rightly committed) read as one inside the copy.
+                copied = time.monotonic() - start
                 if check is not None:  # every host answers for the copy it took part in
                     try:
                         check("checkpoint copy")
                     except Exception as e:
                         report_failed(self.events, step, first_line(e))
                         raise
-                # The copy's result exists and every host answered for it: a host that dies
-                # after this has done its part. Taken after the answers, not before: one that
-                # died between the copy and its answer failed the save, so that moment was
-                # still inside the copy (the aim's note reads this as the copy's end).
-                copied = time.monotonic() - start
         self._pending = pending = PendingSave(step, start, 0.0, entered, copy=copied)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
                     waited=not self.async_save)

@@ -61,8 +61,9 @@ class PendingSave:
     """``time.monotonic()`` when ``save()`` was called (before waiting for the previous save)."""
     copy: float | None = None
     """Seconds from ``start`` until the save's device-to-host copy had its result (0: none
-    was made, a snapshot's copy is written; None: the hosts copy their own shards). A fault
-    after it no longer fails the save: ``copy_seconds`` in its commit."""
+    was made, a snapshot's copy is written; None: the hosts copy their own shards), before
+    the hosts answer for it: a save that commits was not hit before it. ``copy_seconds`` in
+    its commit."""
     handed: threading.Event = dataclasses.field(default_factory=threading.Event)
     """Set once ``blocking`` holds the whole hand-over, the queue's put included: the writer
     wakes on the same cores and may take the GIL before ``save()`` returns, a wait the loop
