@@ -27,7 +27,9 @@ from elastix_trainer.mesh import on_pathways, slice_devices
 from elastix_trainer.obs import mlgoodput, recoverypoint
 from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_logging
 from elastix_trainer.obs.watchdog import Watchdog, default_timeout
-from elastix_trainer.state import compilecache
+from elastix_trainer.state import compilecache, hostmem
+from elastix_trainer.state.manager import pathways_persistence
+from elastix_trainer.step import init_state
 from elastix_trainer.train import Trainer, run_start_event
 
 
@@ -120,6 +122,23 @@ def absolute_checkpoint_dir(cfg):
     return dataclasses.replace(cfg, checkpoint_dir=absolute)
 
 
+def check_host_memory(cfg, trainer: Trainer, root: str = "/") -> None:
+    """Refuse, before the first step, a run whose host copies of the state cannot fit in host
+    memory (``state.hostmem``; ``root``: where ``/proc`` and ``/sys`` are read); the plan is
+    logged either way."""
+    shapes = jax.eval_shape(lambda: init_state(trainer.model, trainer.opt, cfg.seed))
+    need = hostmem.copies(cfg, hostmem.tree_bytes(shapes),
+                          cpu_replicas=len(trainer.slices) if jax.default_backend() == "cpu"
+                          else 0,
+                          persistence=pathways_persistence())
+    have = hostmem.available(root)
+    if need.count:
+        log.info("elastix: host memory: %d cop%s of the %s state (%s), %s available",
+                 need.count, "y" if need.count == 1 else "ies", hostmem.size(need.state_bytes),
+                 hostmem.size(need.bytes), hostmem.size(have.bytes) if have else "unknown")
+    hostmem.check(cfg, need, have)
+
+
 def run(cfg) -> int:
     """Set up logging, events, health and the trainer; run; return 0 or raise TrainingFailed."""
     setup_logging()
@@ -152,6 +171,7 @@ def run(cfg) -> int:
     try:
         health = health_from_env(len(slice_devices(cfg.num_slices)))
         trainer, standin = build_trainer(cfg, events, health)
+        check_host_memory(cfg, trainer)
         runtime = ElasticRuntime(trainer, health)
         _stop_on_sigterm(trainer)
         if not on_pathways():
