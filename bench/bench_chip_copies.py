@@ -16,7 +16,9 @@ On a machine with the chip (set up as for ``bench_chip.py``), one command:
     . .whl-tpu/install.sh && python3 bench/bench_chip_copies.py
 
 ``--smoke`` runs the tiny preset on CPU (checks that the bench runs). Prints Markdown for
-docs/benchmarks.md; nothing asserts a timing.
+docs/benchmarks.md; nothing asserts a timing. With ``--out DIR``, each run's events are written
+to ``DIR/events-N.jsonl``, for ``elastix workload goodput``, ``advise`` and ``forecast``
+``--events``.
 """
 
 from __future__ import annotations
@@ -69,12 +71,15 @@ def raw_copies(state) -> dict:
     return out
 
 
-def trainer_run(label: str, mapping: dict, restore: bool) -> dict:
+def trainer_run(label: str, mapping: dict, restore: bool, events_file: str | None = None
+                ) -> dict:
     """The trainer on ``mapping``; its steps' times, its snapshots and saves, and (``restore``)
     the times to restore its newest snapshot and checkpoint onto the chip, with the raw
-    copies of the same state measured right after."""
+    copies of the same state measured right after. ``events_file``: where its events are
+    written too (``workload goodput``, ``advise`` and ``forecast`` read them with
+    ``--events``)."""
     cfg = from_mapping(mapping)
-    events = EventLog(None)
+    events = EventLog(events_file)
     runtime = assemble(cfg, events, StaticHealth(1))
     t0 = time.perf_counter()
     outcome = runtime.run()
@@ -92,6 +97,7 @@ def trainer_run(label: str, mapping: dict, restore: bool) -> dict:
            "saves": [(e["step"], round(e["blocking_seconds"], 4), round(e["seconds"], 3))
                      for e in events.of("checkpoint_committed")]}
     if not restore:
+        events.close()
         return row
     tr = runtime.trainer
     mesh = build_mesh(tr.slices, frozenset(tr.slices))
@@ -113,6 +119,7 @@ def trainer_run(label: str, mapping: dict, restore: bool) -> dict:
                                  "bytes": nbytes, "verified": tr.ckpt.last_verify}
     del state
     tr.finish()
+    events.close()
     return row
 
 
@@ -186,9 +193,10 @@ def main() -> None:
                          dict(preset=preset, batch_per_device=int(batch), seq_len=args.seq,
                               steps=int(steps), checkpoint_dir=f"{d}/cont",
                               continuous_checkpointing=True, snapshot_copy=args.copy), False))
-        for label, mapping, restore in runs:
+        for i, (label, mapping, restore) in enumerate(runs, 1):
             try:
-                row = trainer_run(label, mapping, restore)
+                row = trainer_run(label, mapping, restore,
+                                  f"{args.out}/events-{i}.jsonl" if args.out else None)
             except Exception as e:  # noqa: BLE001 - one run's failure is its row
                 row = {"label": label, "error": f"{type(e).__name__}: "
                        f"{(str(e).strip().splitlines() or [''])[0][:300]}"}

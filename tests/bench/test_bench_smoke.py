@@ -9,8 +9,10 @@ are checked here; ``bench/diff_xpk.py`` is a tool too, and cheap, so it runs who
 from __future__ import annotations
 
 import os
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,10 +85,6 @@ SMOKE = [
                       "| tiny | 128 | 2 | dot_product | full |"]),
                     ("| preset | seq | remat | largest batch that fits |", ["| tiny | 128 |"])],
            _has("trainer's printed TFLOP/s, tiny seq 128 batch 2")),
-    _bench("chip_copies", [("| run | steps | median step (s) |",
-                            ["| tiny b2, snapshots every 3, checkpoints every 5, sync copies |",
-                             "| tiny b2, --continuous-checkpointing, sync copies |"])],
-           _has("Restore of the snapshot (step 12")),
     _bench("contract", [("| preset | seam only:", ["| tiny |"])],
            _has("answer round trip, 4 x 2 hosts")),
     _bench("elastic", [
@@ -154,6 +152,37 @@ def test_chaos_soak(run_bench, tmp_path):
     _table(run, "| config | recovered |", ["| snapshots on | 1/1 |"])
     _table(run, "| config | wall s | productive s |", ["| snapshots on |"])
     assert [p.name for p in tmp_path.glob("soak-*.png")] == ["soak-on.png"]
+
+
+def test_chip_copies_and_what_reads_their_events(run_bench, tmp_path):
+    """The copies bench (a chip's, here on CPU), and its runs' events read as a chip run's will
+    be (issue 58 item 6): ``workload goodput``, ``advise`` and ``forecast --events``, the last
+    two with the failure figures a run without faults cannot give."""
+    out = tmp_path / "out"
+    out.mkdir()
+    run = run_bench("bench_chip_copies.py", "--smoke", "--out", str(out))
+    _table(run, "| run | steps | median step (s) |",
+           ["| tiny b2, snapshots every 3, checkpoints every 5, sync copies |",
+            "| tiny b2, --continuous-checkpointing, sync copies |"])
+    _has("Restore of the snapshot (step 12")(run)
+    events = out / "events-1.jsonl"
+    elastix = [sys.executable, "-m", "elastix", "workload"]
+
+    def said(*args: str) -> str:
+        proc = subprocess.run([*elastix, *args, "--events", str(events)], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        return proc.stdout
+
+    good = said("goodput", "-o", "json")
+    parts = json.loads(good)
+    assert parts["last_step"] == 12 and parts["recoveries"] == [], parts
+    assert parts["badput_seconds"]["checkpoint_stall"] > 0, parts
+    advice = said("advise", "--mtbf", "6h")  # the run's own stalls, measured
+    assert re.search(r"a save's stall [\d.]+ s \(\d+ saves\), a snapshot's [\d.]+ s \(4\)",
+                     advice), advice
+    forecast = said("forecast", "--recovery-time", "60s", "--replace-time", "10m")
+    assert re.search(r"^goodput +[\d.]+%", forecast, re.M), forecast
 
 
 def test_maxtext(run_bench):
