@@ -8,8 +8,8 @@ are checked here; ``bench/diff_xpk.py`` is a tool too, and cheap, so it runs who
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import re
 import subprocess
 import sys
