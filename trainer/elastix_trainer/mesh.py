@@ -50,13 +50,21 @@ def slice_devices(
         groups: dict[int, list[jax.Device]] = {}
         for d in devices:
             groups.setdefault(int(d.slice_index), []).append(d)
-        return {k: sorted(v, key=lambda d: d.id) for k, v in sorted(groups.items())}
+        # One machine's chips under the local backend (ELASTIX_LOCAL_PLATFORM): one physical
+        # slice, divided among the workload's slices as CPU devices are.
+        local = os.environ.get(envvars.LOCAL_HEALTH) and len(groups) == 1 and \
+            (_env_int(envvars.NUM_SLICES) or 1) > 1
+        if not local:
+            return {k: sorted(v, key=lambda d: d.id) for k, v in sorted(groups.items())}
     n = _env_int(envvars.NUM_SLICES) or num_slices or 1
     per = _env_int(envvars.DEVICES_PER_SLICE) or len(devices) // max(n, 1)
     if n < 1 or per < 1 or n * per > len(devices):
+        cpu = all(d.platform == "cpu" for d in devices)
         raise UsageError(
             f"cannot make {n} slices x {per} devices from {len(devices)} devices",
-            hint="set XLA_FLAGS=--xla_force_host_platform_device_count=<slices x devices>",
+            hint="set XLA_FLAGS=--xla_force_host_platform_device_count=<slices x devices>"
+            if cpu else f"this machine has {len(devices)} {devices[0].platform} chips: give "
+            f"--num-slices {len(devices)} or fewer (a slice is at least one chip)",
         )
     devices = sorted(devices, key=lambda d: d.id)
     return {s: devices[s * per:(s + 1) * per] for s in range(n)}

@@ -54,7 +54,12 @@ LOCAL_HUNG_HOST_TIMEOUT = "ELASTIX_LOCAL_HUNG_HOST_TIMEOUT"
 """Seconds a slice host may make no progress (stopped, deadlocked) before the supervisor kills
 and replaces it, as the platform replaces a hung TPU VM's pod; 0 never does."""
 LOCAL_DEVICES_PER_SLICE = "ELASTIX_LOCAL_DEVICES_PER_SLICE"
-"""CPU devices per slice instead of the default (1-2, so a multislice run fits a laptop)."""
+"""CPU devices per slice instead of the default (1-2, so a multislice run fits a laptop); on an
+accelerator (``ELASTIX_LOCAL_PLATFORM``), its chips per slice (default: all, divided evenly)."""
+LOCAL_PLATFORM = "ELASTIX_LOCAL_PLATFORM"
+"""The JAX platform the local head trains on: ``cpu`` (the default; CPU devices stand in for
+the slices' chips) or this machine's accelerator (``tpu``): the slices are then its chips,
+divided evenly, and the slice hosts stay processes, so a kill is still a real signal."""
 STATE_DIR = "ELASTIX_STATE_DIR"
 """Where local workloads live (``--state-dir``)."""
 MAXTEXT_PYTHON = "ELASTIX_MAXTEXT_PYTHON"

@@ -45,7 +45,7 @@ def main() -> int:
     n = int(os.environ["ELASTIX_NUM_SLICES"])
     emit(args, eventspec.RUN_START, num_slices=n, devices=0, config={})
     log(f"controller pid {os.getpid()} slices {n} devices/slice "
-        f"{os.environ['ELASTIX_DEVICES_PER_SLICE']} xla {os.environ['XLA_FLAGS']} "
+        f"{os.environ.get('ELASTIX_DEVICES_PER_SLICE', 'all')} xla {os.environ['XLA_FLAGS']} "
         f"jax {os.environ['JAX_PLATFORMS']} head {os.environ.get('PATHWAYS_HEAD')}")
     health = LocalHeartbeatHealth.from_env(n)
     live = health.wait_for(n, timeout=60)

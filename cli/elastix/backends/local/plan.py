@@ -50,6 +50,8 @@ class Plan:
     max_restarts: int
     """Whole-workload restarts allowed (JobSet ``failurePolicy.maxRestarts``)."""
     devices_per_slice: int
+    """CPU devices per slice; on an accelerator its chips per slice, 0 for all of them divided
+    evenly among the slices."""
     scheduling_delay: float
     health_timeout: float
     heartbeat_interval: float
@@ -70,6 +72,8 @@ class Plan:
     """Said in the supervisor's log when the head starts."""
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     """The JobSet's labels (``workload create --label``), for ``-l`` selectors."""
+    platform: str = "cpu"
+    """The JAX platform the head trains on (``ELASTIX_LOCAL_PLATFORM``)."""
     worker_grace: float = 30.0
     """The worker pods' ``terminationGracePeriodSeconds`` (``--termination-grace-period``):
     a ``term`` fault's SIGTERM-to-SIGKILL, as the kubelet gives it."""
@@ -179,6 +183,25 @@ def default_devices_per_slice(num_slices: int, hosts_per_slice: int) -> int:
     return max(1, min(2, 8 // max(1, num_slices)))
 
 
+_PLATFORM = re.compile(r"[a-z][a-z0-9_]{0,15}")
+
+
+def local_platform(env: dict[str, str]) -> str:
+    """``ELASTIX_LOCAL_PLATFORM``: ``cpu`` unless it names another JAX platform (``tpu``).
+
+    Raises:
+        UsageError: not a platform's name.
+    """
+    raw = env.get(envvars.LOCAL_PLATFORM, "").strip()
+    if not raw:
+        return "cpu"
+    if not _PLATFORM.fullmatch(raw.lower()) or raw.lower() == "proxy":
+        raise UsageError(f"{envvars.LOCAL_PLATFORM}={raw[:40]!r} is not a JAX platform the "
+                         "local head can train on",
+                         hint="give cpu (the default), or this machine's accelerator: tpu")
+    return raw.lower()
+
+
 def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
               cwd: str) -> Plan:
     """What the supervisor runs, derived from the rendered JobSet.
@@ -203,10 +226,11 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
     num_slices = int(worker.get("replicas", 1))
     hosts = int(wjob.get("parallelism", 1))
     failure_policy = manifest.get("spec", {}).get("failurePolicy") or {}
+    platform = local_platform(env)
     if env.get(envvars.LOCAL_DEVICES_PER_SLICE):
         dps = int(env[envvars.LOCAL_DEVICES_PER_SLICE])
     else:
-        dps = default_devices_per_slice(num_slices, hosts)
+        dps = default_devices_per_slice(num_slices, hosts) if platform == "cpu" else 0
     wcont = _main_container(wjob["template"]["spec"], labels.WORKER_CONTAINER) or {}
     check_process_room(num_slices, hosts)
     command = list(main.get("command") or []) + list(main.get("args") or [])
@@ -238,6 +262,7 @@ def make_plan(manifest: dict[str, Any], workload_dir: Path, env: dict[str, str],
         head_note=(mt.note or "") if mt else "",
         labels=dict((manifest.get("metadata") or {}).get("labels") or {}),
         worker_grace=float(wjob["template"]["spec"].get("terminationGracePeriodSeconds", 30)),
+        platform=platform,
     )
 
 

@@ -191,16 +191,21 @@ class Supervisor:
         p = self.plan
         fields = pod_fields(p.name, labels.HEAD_JOB, 1, 0, 0, self.restarts)
         env, cenv = self._base_env(fields, p.head_env)
-        n = p.num_slices * p.devices_per_slice
         flags = [f for f in env.get("XLA_FLAGS", "").split()
                  if not f.startswith("--xla_force_host_platform_device_count")]
+        if p.platform == "cpu":
+            n = p.num_slices * p.devices_per_slice
+            flags.append(f"--xla_force_host_platform_device_count={n}")
+        env.pop(envvars.DEVICES_PER_SLICE, None)
         env.update({
-            "JAX_PLATFORMS": "cpu",  # the manifest says proxy: no Pathways server runs locally
-            "XLA_FLAGS": " ".join(flags + [f"--xla_force_host_platform_device_count={n}"]),
+            # the manifest says proxy: no Pathways server runs locally
+            "JAX_PLATFORMS": p.platform,
+            "XLA_FLAGS": " ".join(flags),
             envvars.NUM_SLICES: str(p.num_slices),
-            envvars.DEVICES_PER_SLICE: str(p.devices_per_slice),
             envvars.EVENTS_FILE: p.events_file,
         })
+        if p.devices_per_slice:  # on an accelerator, 0: its chips divided evenly
+            env[envvars.DEVICES_PER_SLICE] = str(p.devices_per_slice)
         if p.maxtext:
             env.update(maxtext_head.head_env(self.dir, "" if p.maxtext == "none" else p.maxtext,
                                              env))
