@@ -84,10 +84,12 @@ def test_the_copies_a_run_holds_follow_its_flags(tmp_path):
              {}),
             ("persistence", make_cfg(checkpoint_dir=ck, checkpoint_period=10),
              {"persistence": True}),
+            ("continuous", make_cfg(snapshot_period=5, checkpoint_dir=ck, checkpoint_period=10,
+                                    continuous_checkpointing=True), {}),
             ("cpu", make_cfg(snapshot_period=5), {"cpu_replicas": 4})):
         count[name] = hostmem.copies(cfg, 100, **kw).count
     assert count == {"nothing kept": 0, "snapshots": 2, "checkpoints": 1, "aligned": 2,
-                     "not aligned": 3, "persistence": 0, "cpu": 6}
+                     "not aligned": 3, "persistence": 0, "continuous": 3, "cpu": 6}
 
 
 def test_too_little_is_one_line_naming_the_bytes_the_copies_and_the_flags(tmp_path):

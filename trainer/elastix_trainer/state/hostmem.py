@@ -80,11 +80,15 @@ def copies(cfg, nbytes: int, *, cpu_replicas: int = 0, persistence: bool = False
     if snap:
         why += [(f"the newest snapshot (--snapshot-period {snap})", 1),
                 ("the next snapshot while it is copied", 1)]
-    if cfg.checkpoint_dir and not persistence and not (
-            snap and cfg.checkpoint_period % snap == 0):
-        why.append(("a checkpoint's own copy while it is written" + (
-            f" (--checkpoint-period {cfg.checkpoint_period} is no multiple of "
-            f"--snapshot-period {snap})" if snap else ""), 1))
+    continuous = cfg.continuous_checkpointing
+    if cfg.checkpoint_dir and not persistence and (
+            continuous or not (snap and cfg.checkpoint_period % snap == 0)):
+        when = ""
+        if snap:  # why its copy is not a snapshot's
+            when = (" (--continuous-checkpointing saves between snapshots)" if continuous else
+                    f" (--checkpoint-period {cfg.checkpoint_period} is no multiple of "
+                    f"--snapshot-period {snap})")
+        why.append(("a checkpoint's own copy while it is written" + when, 1))
     return Copies(nbytes, tuple(why))
 
 
