@@ -186,8 +186,19 @@ def test_start_up_compile_and_head(cli, backend, tmp_path):
     recovery; a kill aimed at the restarted run's compile lands there."""
     name = "boot"
     # The head starts 10 s late (a slow image pull, say): the aimed CLI, itself slow to start
-    # on a loaded machine, is sure to be waiting before the trainer writes run_start.
-    _create(cli, name, "--max-restarts", "2", "--command", "sleep 10 && " + tiny_trainer(POLICY))
+    # on a loaded machine, is sure to be waiting before the trainer writes run_start. It
+    # compiles without the shared cache: a restarted head reading its step from the cache
+    # stepped 166 ms after run_start, less than a busy machine's CLI takes to wake and kill
+    # (a busy fresh-clone run, 2026-12-06); a compile is seconds there.
+    _create(cli, name, "--max-restarts", "2", "--command",
+            "sleep 10 && " + tiny_trainer(POLICY) + " --compilation-cache-dir off")
+    try:  # a failure still stops the workload: its processes are not left to the teardown
+        _start_up_compile_and_head(cli, backend, tmp_path, name)
+    finally:
+        cli("workload", "delete", name, "--wait", check=False)
+
+
+def _start_up_compile_and_head(cli, backend, tmp_path, name: str) -> None:
     kill = _fault(cli, name, "--during", "startup")
     assert kill["aim"]["window"] == "the run's start-up" and kill["aim"]["inside"], kill["aim"]
     assert not any(_t(e["ts"]) < _t(kill["kills"][0]["time"]) and e["event"] == "run_start"
@@ -238,7 +249,6 @@ def test_start_up_compile_and_head(cli, backend, tmp_path):
         assert head["recovery"]["kind"] == "restart" and kill["recovery"]["kind"] == "start-up"
     starts = [_t(e["ts"]) for e in _events(backend, name) if e["event"] == "run_start"]
     assert len(starts) == 3 and _t(kill["kills"][0]["time"]) > starts[2]
-    cli("workload", "delete", name)
 
 
 def test_term_hang_and_slice_faults(cli, backend, state_dir):
