@@ -34,14 +34,20 @@ def test_meminfo_alone(tmp_path):
     assert got == hostmem.Available(8_000_000 * 1024, "MemAvailable in /proc/meminfo")
 
 
-def test_a_cgroup_v2_limit_below_it_wins_and_its_reclaimable_cache_is_not_use(tmp_path):
-    root = _root(tmp_path, {
-        "proc/meminfo": _meminfo(64_000_000),
-        "sys/fs/cgroup/memory.max": f"{10 * GB}\n",
-        "sys/fs/cgroup/memory.current": f"{4 * GB}\n",
-        "sys/fs/cgroup/memory.stat": f"anon {3 * GB}\nfile {GB}\ninactive_file {GB}\n"})
+@pytest.mark.parametrize(("files", "want", "named"), [
+    pytest.param({"memory.max": f"{10 * GB}\n", "memory.current": f"{4 * GB}\n",
+                  "memory.stat": f"anon {3 * GB}\nfile {GB}\ninactive_file {GB}\n"},
+                 7 * GB, "memory.max", id="v2"),
+    pytest.param({"memory/memory.limit_in_bytes": f"{6 * GB}\n",
+                  "memory/memory.usage_in_bytes": f"{2 * GB}\n",
+                  "memory/memory.stat": f"cache 5\ninactive_file {GB // 2}\n"},
+                 4 * GB + GB // 2, "limit_in_bytes", id="v1")])
+def test_a_cgroup_limit_below_it_wins_and_its_reclaimable_cache_is_not_use(tmp_path, files,
+                                                                          want, named):
+    root = _root(tmp_path, {"proc/meminfo": _meminfo(64_000_000),
+                            **{f"sys/fs/cgroup/{k}": v for k, v in files.items()}})
     got = hostmem.available(root)
-    assert got.bytes == 7 * GB and "memory.max" in got.source
+    assert got.bytes == want and named in got.source
 
 
 def test_no_cgroup_limit_leaves_meminfo(tmp_path):
@@ -54,16 +60,6 @@ def test_no_cgroup_limit_leaves_meminfo(tmp_path):
         "sys/fs/cgroup/memory/memory.usage_in_bytes": "1774600192\n"})
     for root in (v2, v1):
         assert hostmem.available(root).source == "MemAvailable in /proc/meminfo"
-
-
-def test_a_cgroup_v1_limit(tmp_path):
-    root = _root(tmp_path, {
-        "proc/meminfo": _meminfo(64_000_000),
-        "sys/fs/cgroup/memory/memory.limit_in_bytes": f"{6 * GB}\n",
-        "sys/fs/cgroup/memory/memory.usage_in_bytes": f"{2 * GB}\n",
-        "sys/fs/cgroup/memory/memory.stat": f"cache 5\ninactive_file {GB // 2}\n"})
-    got = hostmem.available(root)
-    assert got.bytes == 4 * GB + GB // 2 and "limit_in_bytes" in got.source
 
 
 def test_nothing_readable_checks_nothing(tmp_path):
@@ -119,8 +115,7 @@ def test_the_trainer_refuses_before_its_first_step(tmp_path):
     snapshots of the tiny state, 6 copies; a host with room for 5 is refused."""
     cfg = make_cfg(snapshot_period=2)
     trainer = make_trainer(cfg)
-    one = hostmem.tree_bytes(jax.eval_shape(lambda: init_state(trainer.model, trainer.opt,
-                                                                cfg.seed)))
+    one = hostmem.tree_bytes(trainer.state_shapes)
     assert jax.default_backend() == "cpu" and len(trainer.slices) == 4
     short = _root(tmp_path / "short", {"proc/meminfo": _meminfo(5 * one // 1024)})
     with pytest.raises(UsageError, match=r"6 x the .* state \(tiny\)"):

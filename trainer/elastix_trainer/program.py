@@ -29,7 +29,6 @@ from elastix_trainer.obs.events import EventLog, log, quiet_libraries, setup_log
 from elastix_trainer.obs.watchdog import Watchdog, default_timeout
 from elastix_trainer.state import compilecache, hostmem
 from elastix_trainer.state.manager import pathways_persistence
-from elastix_trainer.step import init_state
 from elastix_trainer.train import Trainer, run_start_event
 
 
@@ -126,8 +125,7 @@ def check_host_memory(cfg, trainer: Trainer, root: str = "/") -> None:
     """Refuse, before the first step, a run whose host copies of the state cannot fit in host
     memory (``state.hostmem``; ``root``: where ``/proc`` and ``/sys`` are read); the plan is
     logged either way."""
-    shapes = jax.eval_shape(lambda: init_state(trainer.model, trainer.opt, cfg.seed))
-    need = hostmem.copies(cfg, hostmem.tree_bytes(shapes),
+    need = hostmem.copies(cfg, hostmem.tree_bytes(trainer.state_shapes),
                           cpu_replicas=len(trainer.slices) if jax.default_backend() == "cpu"
                           else 0,
                           persistence=pathways_persistence())

@@ -17,6 +17,7 @@ The errors that end a run carry their own hint and exit code, as the launcher's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import threading
 import time
@@ -215,15 +216,20 @@ class Trainer:
         """Attach ``hooks``; they run in ascending ``order``, then in the order attached."""
         self.hooks = sorted([*self.hooks, *hooks], key=lambda h: h.order)
 
+    @functools.cached_property
+    def state_shapes(self) -> dict:
+        """The training state's shapes and dtypes (``jax.eval_shape``: nothing allocated),
+        traced once for the start-up checks that read them."""
+        return jax.eval_shape(lambda: init_state(self.model, self.opt, self.cfg.seed))
+
     def check_resume(self) -> None:
         """Fail with a usage error, before training, when the newest committed checkpoint
         belongs to another model (another --preset)."""
         if self.ckpt is None:
             return
-        shapes = jax.eval_shape(lambda: init_state(self.model, self.opt, self.cfg.seed))
         while (step := self.ckpt.latest_committed()) is not None:
             try:
-                check_matches(self.ckpt.directory, step, shapes)
+                check_matches(self.ckpt.directory, step, self.state_shapes)
                 return
             except UsageError:
                 raise  # readable, but another model's: a re-run cannot help either
