@@ -49,8 +49,7 @@ def run(env: dict[str, str]) -> int:
         sock.bind("")  # Linux autobind: an address of its own, so the controller can ping it
     sock.setblocking(False)  # a full or absent receiver must never stall the heartbeat loop
     pid = os.getpid()
-    print(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[envvars.LOCAL_HEALTH]}",
-          flush=True)
+    _say(f"slice host {slice_id}/{host} (pid {pid}) heartbeating to {env[envvars.LOCAL_HEALTH]}")
     due = time.monotonic()
     while True:
         now = time.monotonic()
@@ -60,6 +59,16 @@ def run(env: dict[str, str]) -> int:
         ready, _, _ = select.select([sock], [], [], max(0.0, due - time.monotonic()))
         if ready:
             _answer(sock, key, slice_id, host, pid)
+
+
+def _say(line: str) -> None:
+    """Write ``line`` to the host's log, unbuffered; a log that cannot be written (its disk is
+    full) loses the line, never the host: a pod's stdout is the container runtime's pipe, which
+    a full disk does not make fail (and a buffered print would fail again at exit)."""
+    try:
+        os.write(sys.stdout.fileno(), (line + "\n").encode())
+    except OSError:
+        pass
 
 
 def _send(sock: socket.socket, data: bytes, addr) -> None:
