@@ -36,12 +36,14 @@ import time
 
 def progress(pid: int) -> int | None:
     """A counter that moves while ``pid`` runs its loop (voluntary context switches), or None
-    when it cannot be read (gone, or no ``/proc``): then no verdict is given."""
+    when it cannot be read (gone, no ``/proc``, or a ``/proc`` without the counters: psutil
+    raises NotImplementedError there, as on the TPU machine's sandboxed kernel): then no
+    verdict is given."""
     import psutil
 
     try:
         return psutil.Process(pid).num_ctx_switches().voluntary
-    except (psutil.Error, OSError):
+    except (psutil.Error, OSError, NotImplementedError):
         return None
 
 
