@@ -47,3 +47,22 @@ def test_classifier_matches_pathwaysutils_except_internal_with_all_live(status, 
 
 def test_not_a_runtime_error_is_never_slice_loss():
     assert classify(ValueError("DATA_LOSS in a user message"), MESH, ManualHealth(4)) == "other"
+
+
+def test_a_callback_error_is_said_by_what_the_callback_raised():
+    """A host callback that raises inside a jitted step: the line names its exception, not the
+    traceback header XLA puts first (seen on a TPU machine, where that header was all the
+    head's log said)."""
+    from jax.experimental import io_callback
+
+    from elastix_trainer.elastic.classify import error_line
+
+    def callback(x):
+        raise ValueError(f"the callback saw {int(x)}")
+
+    f = jax.jit(lambda x: io_callback(callback, jax.ShapeDtypeStruct((), jax.numpy.int32), x))
+    with pytest.raises(jax.errors.JaxRuntimeError) as caught:
+        jax.block_until_ready(f(7))
+    line = error_line(caught.value)
+    assert "Traceback" not in line and line.endswith("ValueError: the callback saw 7"), line
+    assert line.startswith("INTERNAL"), line

@@ -52,10 +52,20 @@ def classify(error: BaseException, mesh_slices, health: HealthSource) -> str:
     return "other" if maybe == ["INTERNAL"] else "slice_lost"
 
 
+TRACEBACK = "Traceback (most recent call last):"
+
+
 def error_line(error: BaseException) -> str:
-    """The informative line of an error (XLA callback errors start with a traceback header)."""
+    """The informative line of an error. An XLA callback's error starts with a traceback
+    header (``INTERNAL: ... CpuCallback error: Traceback (most recent call last):``) and ends
+    with the exception the callback raised: the header's status, then that last line."""
     lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
     for ln in lines:
         if "DATA_LOSS" in ln:
             return ln[:300]
-    return (lines[0] if lines else type(error).__name__)[:300]
+    if not lines:
+        return type(error).__name__
+    if TRACEBACK in lines[0] and len(lines) > 1:
+        head = lines[0].split(TRACEBACK)[0].strip()
+        return f"{head} {lines[-1]}"[:300]
+    return lines[0][:300]
