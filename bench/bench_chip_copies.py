@@ -34,7 +34,7 @@ import jax
 import numpy as np
 from benchcli import smoke_args
 
-from elastix_trainer.config import from_mapping
+from elastix_trainer.config import COPY_MODES, from_mapping
 from elastix_trainer.elastic.health import StaticHealth
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.obs.events import EventLog
@@ -168,7 +168,7 @@ def main() -> None:
     ap.add_argument("--continuous", default="bench-1g:16:40",
                     help="preset:batch:steps of the --continuous-checkpointing run (empty: none)")
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--copy", default="sync", choices=("sync", "overlap"),
+    ap.add_argument("--copy", default="auto", choices=COPY_MODES,
                     help="the trainer's --snapshot-copy for both runs")
     ap.add_argument("--reference", default="",
                     help="preset=seconds,...: each preset's step without copies (bench_chip.py)")

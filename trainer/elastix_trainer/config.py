@@ -20,6 +20,8 @@ from elastix.protocol import entrypoints, envvars
 from elastix_trainer.kernels import ATTENTIONS, REMAT_POLICIES
 
 MODES = ("pause-resume", "replica-resize")
+COPY_MODES = ("auto", "sync", "staged", "overlap")
+"""``--snapshot-copy``: how the host copies of the state are taken."""
 
 
 class ConfigError(ProblemsError):
@@ -108,12 +110,14 @@ class TrainConfig:
     default); a hung write then fails the run instead of stalling it silently."""
     snapshot_period: int = 0
     """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
-    snapshot_copy: str = "sync"
+    snapshot_copy: str = "auto"
     """How a host copy of the state (a snapshot, a checkpoint's) is taken: ``sync``, at the
-    step boundary, the loop waiting for it, or ``overlap``, by the next step while it
-    computes (into pinned host memory; the copy counts once that step has completed). On a
-    v5e chip ``overlap`` was slower (docs/benchmarks.md): try it where pinned host copies
-    are fast."""
+    step boundary, the loop waiting for it; ``staged``, copied on the devices at the boundary
+    (milliseconds) and read to host memory in the background while the next steps run (the
+    copy counts once it is whole); ``overlap``, by the next step while it computes (into
+    pinned host memory); ``auto`` (the default), ``staged`` where a second state fits in
+    device memory beside the compiled step, else ``sync`` (always ``sync`` on CPU, where the
+    boundary copy is a memcpy). On a v5e chip ``overlap`` was slower (docs/benchmarks.md)."""
     events_file: str | None = None
     """JSONL event log; default ``<checkpoint-dir>/events.jsonl`` (env ELASTIX_EVENTS_FILE wins)."""
     tensorboard_dir: str | None = None
@@ -204,9 +208,9 @@ class TrainConfig:
         if self.sa_block < 0 or self.sa_block % 128:
             p.append(("sa_block", f"must be 0 (auto) or a multiple of 128, got {self.sa_block}",
                       "e.g. 512 or 1024"))
-        if self.snapshot_copy not in ("overlap", "sync"):
+        if self.snapshot_copy not in COPY_MODES:
             p.append(("snapshot_copy", f"unknown snapshot copy {self.snapshot_copy!r}",
-                      "sync or overlap"))
+                      "one of " + ", ".join(COPY_MODES)))
         if self.dtype not in ("auto", "float32", "bfloat16"):
             p.append(("dtype", f"unknown dtype {self.dtype!r}", "auto, float32 or bfloat16"))
         if self.elastic_mode not in MODES:

@@ -104,7 +104,12 @@ class StepFns:
     step_copy: Callable | None = None
     """``(state, batch) -> (state, metrics, host copy of the input state, its finiteness)``:
     the step that also copies the state it was given to pinned host memory while it computes
-    (built with ``copy_state``; None otherwise, or where it could not be compiled)."""
+    (built with ``copy="overlap"``; None otherwise, or where it could not be compiled)."""
+    stage: Callable | None = None
+    """``state -> (a copy of it on the devices, its finiteness)``: the first half of a staged
+    host copy, its second half read to host memory in the background while steps run (built
+    with ``copy="staged"``, or ``"auto"`` where the devices hold a second state beside the
+    step; None otherwise)."""
     model: ModelConfig | None = None
     """The model as compiled: its remat policy resolved (``auto`` made concrete)."""
     peak_bytes: int | None = None
@@ -123,13 +128,13 @@ the same function object every time (a module-level function, not a fresh lambda
 
 
 def step_fns(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-             seed: int, prologue: Prologue | None = None, copy_state: bool = False) -> StepFns:
+             seed: int, prologue: Prologue | None = None, copy: str = "sync") -> StepFns:
     """Compiled step (and jitted init) for ``mesh``, with NamedShardings for every leaf.
 
     Built once per arguments; a caller that asks while another thread (``precompile``,
     ``build_ahead``) is building the same one waits for it instead of compiling it a second time.
     """
-    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy_state)
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy)
     fut, mine = _claim(key)
     if mine:
         _fulfil(key, fut)
@@ -157,7 +162,7 @@ def _fulfil(key: tuple, fut: Future) -> None:
 
 
 def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-                seed: int, prologue: Prologue | None = None, copy_state: bool = False
+                seed: int, prologue: Prologue | None = None, copy: str = "sync"
                 ) -> threading.Thread | None:
     """Start building ``step_fns(...)`` in a thread, claimed before this returns: whoever asks
     for the same step later waits for this build rather than starting a second one. None if it
@@ -166,7 +171,7 @@ def build_ahead(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int,
     For the start of a run: the step (seconds of compile cold, a trace and a cache read warm)
     is built while the checkpoint is checked and the slices are awaited, not after.
     """
-    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy_state)
+    key = (model, opt, mesh, batch_per_device, seq_len, seed, prologue, copy)
     fut, mine = _claim(key)
     if not mine:
         return None
@@ -295,7 +300,7 @@ def fresh_state(model: ModelConfig, opt: OptConfig, mesh, seed: int) -> dict:
 
 
 def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_len: int,
-           seed: int, prologue: Prologue | None, copy_state: bool = False) -> StepFns:
+           seed: int, prologue: Prologue | None, copy: str = "sync") -> StepFns:
     """Compile the step; with ``remat_policy="auto"``, the first candidate policy whose compiled
     step fits the device's memory (``fit.choose``). A step that cannot fit is refused before
     the first step (``fit.DoesNotFit``), never an out-of-memory error mid-run. With
@@ -333,7 +338,7 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
     chosen, core_c, peak = fit.choose(model, compile_with, mesh, batch_per_device, seq_len,
                                       abstract)
     copy_c = None
-    if copy_state:
+    if copy == "overlap":
         try:
             copy_c = compile_with(chosen, copy=True)
         except Exception as e:  # noqa: BLE001 - the snapshots then copy at the boundary
@@ -348,8 +353,38 @@ def _build(model: ModelConfig, opt: OptConfig, mesh, batch_per_device: int, seq_
 
         step_copy = None if copy_c is None else (
             lambda state, batch: copy_c(state, batch, pro_c(state["step"])))
+    stage = _stage(abstract, shardings, mesh, peak, copy) if copy in ("staged", "auto") else None
     return StepFns(init, step, abstract, shardings, bsh, num_devices(mesh), batch,
-                   step_copy=step_copy, model=chosen, peak_bytes=peak)
+                   step_copy=step_copy, stage=stage, model=chosen, peak_bytes=peak)
+
+
+STAGE_MARGIN = 0.95
+"""``auto`` stages a copy only where the step's memory and a second state fit in this share of
+a device's memory (the rest: the allocator's fragmentation, the batch)."""
+
+
+def _stage(abstract, shardings, mesh, peak: int | None, copy: str) -> Callable | None:
+    """The compiled device-side copy of the state (and its finiteness), or None where ``auto``
+    finds no room for it: it lives beside the steps that run while it is read to the host."""
+    need, limit = fit.state_bytes(abstract), fit.device_limit(mesh)
+    if copy == "auto":
+        if limit is None or peak is None:
+            return None  # CPU: the host copy at the boundary is a memcpy
+        if peak + need > STAGE_MARGIN * limit:
+            log.info("elastix: host copies of the state are taken at step boundaries: a "
+                     "second state (%.2f GiB) does not fit beside the step (%.2f GiB of "
+                     "%.2f GiB)", need / fit.GIB, peak / fit.GIB, limit / fit.GIB)
+            return None
+
+    def stage(state):
+        return jax.tree.map(jnp.copy, state), finite_tree(state)
+
+    compiled = jax.jit(stage, in_shardings=(shardings,), out_shardings=(shardings, None)) \
+        .lower(abstract).compile()
+    log.info("elastix: host copies of the state are staged on the devices (%.2f GiB beside "
+             "the step's %s) and read to the host while the steps run", need / fit.GIB,
+             "?" if peak is None else f"{peak / fit.GIB:.2f} GiB")
+    return compiled
 
 
 def finite_tree(state) -> jax.Array:

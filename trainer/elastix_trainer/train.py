@@ -21,7 +21,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import jax
 import numpy as np
@@ -35,7 +35,7 @@ from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_dev
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout, check_matches
-from elastix_trainer.state.snapshot import SnapshotStore
+from elastix_trainer.state.snapshot import SnapshotStore, host_numpy
 from elastix_trainer.step import (
     OptConfig,
     Prologue,
@@ -198,16 +198,18 @@ class Trainer:
                                   settle_timeout=cfg.checkpoint_timeout)
                      if cfg.checkpoint_dir else None)
         self.snapshots = SnapshotStore(events)
-        self.overlap_copies = bool(cfg.snapshot_period or cfg.checkpoint_dir) and \
-            cfg.snapshot_copy == "overlap"
-        """Host copies of the state (snapshots, checkpoints) are taken by the next step while
-        it computes (``StepFns.step_copy``) rather than at the step boundary. Only when asked
-        for: on a v5e chip (2026-12-05) the step's copy into pinned host memory ran at
-        0.9 GB/s and held the copying step for its whole length (bench-1g: 1.2-2.1 s a copy,
-        the run at 48 % of its median step's pace), where the boundary copy into numpy took
-        0.35 s (docs/benchmarks.md, "The state's copies on a chip")."""
+        self.copy_mode = cfg.snapshot_copy if (cfg.snapshot_period or cfg.checkpoint_dir) \
+            else "sync"
+        """How host copies of the state (snapshots, checkpoints) are taken
+        (``TrainConfig.snapshot_copy``; ``StepFns.stage`` and ``StepFns.step_copy`` say whether
+        the compiled step could take them so). ``overlap`` only when asked for: on a v5e chip
+        (2026-12-05) the step's copy into pinned host memory ran at 0.9 GB/s and held the
+        copying step for its whole length (docs/benchmarks.md, "The state's copies on a
+        chip"). ``staged`` copies on the devices, where the copy costs milliseconds, and leaves
+        the slow device-to-host read to a thread while the steps run."""
         self.last_completed = 0
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
+        self._staged: _Copy | None = None  # a staged host copy whose read may not have ended
         self.hooks: list[Hooks] = []
         self.add_hooks(*hooks)
         self.devices = devices if devices is not None else Devices()
@@ -244,7 +246,9 @@ class Trainer:
 
     # -- sessions ------------------------------------------------------------------------------
     def restore_candidate(self) -> tuple[str, int] | None:
-        """Newest of (host snapshot, committed checkpoint); a tie goes to the snapshot (no I/O)."""
+        """Newest of (host snapshot, committed checkpoint); a tie goes to the snapshot (no I/O).
+        A staged copy still being read when the steps failed is waited for first."""
+        self.settle_copy()
         best = None
         if self.ckpt is not None:
             c = self.ckpt.latest_committed()
@@ -261,7 +265,7 @@ class Trainer:
 
     def _step_args(self, mesh) -> tuple:
         return (self.model, self.opt, mesh, self.cfg.batch_per_device, self.cfg.seq_len,
-                self.cfg.seed, self.devices.step_prologue, self.overlap_copies)
+                self.cfg.seed, self.devices.step_prologue, self.copy_mode)
 
     def build_ahead(self) -> None:
         """Start building the step for every slice, the mesh a run starts on unless a slice is
@@ -365,7 +369,7 @@ class Trainer:
             if self.stop_requested:
                 if pending is not None:
                     self._complete(s, pending, t_prev, flops)
-                    self._land(s, copying)
+                    self._land(s, copying, wait=True)
                 self._save_on_stop(s)
             n = s.step + 1
             for hook in self.hooks:
@@ -398,8 +402,13 @@ class Trainer:
                 copy_next = _Copy(n, self.data.state(), bool(snap_due), ckpt_due,
                                   time.monotonic())
                 continue
+            if s.fns.stage is not None and not scale_up and n < target and \
+                    not self.stop_requested:
+                # Copied on the devices now, read to the host while the next steps run.
+                copying = self._stage(s, n, copying, bool(snap_due), ckpt_due)
+                continue
             t_prev = self._complete(s, pending, t_prev, flops)
-            copying = self._land(s, copying)
+            copying = self._land(s, copying, wait=True)
             pending = None
             jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
             if (snap_due or ckpt_due) and not _all_finite(s.state):
@@ -421,24 +430,72 @@ class Trainer:
                 return "scale_up"
         if pending is not None:
             self._complete(s, pending, t_prev, flops)
-            self._land(s, copying)
+            self._land(s, copying, wait=True)
         return "completed"
 
-    def _land(self, s: Session, copy: _Copy | None) -> _Copy | None:
+    def _stage(self, s: Session, n: int, copying: _Copy | None, snapshot: bool,
+               checkpoint: bool) -> _Copy:
+        """Start the host copy of step ``n``'s state: a copy on the devices (``StepFns.stage``,
+        dispatched, not waited for) that a thread reads to host memory. A copy still in
+        flight lands first, waited for: at most two host copies exist, and a snapshot is
+        never skipped (which step a recovery returns to does not depend on timing)."""
+        began = time.monotonic()
+        self._land(s, copying, wait=True)
+        on_device, finite = s.fns.stage(s.state)
+        copy = _Copy(n, self.data.state(), snapshot, checkpoint, began)
+        ids = s.slice_ids
+        copy.fetch(on_device, finite,
+                   lambda: self.verify_transfer(ids, f"host copy of step {n}"))
+        copy.blocking = time.monotonic() - began
+        self._staged = copy
+        return copy
+
+    def settle_copy(self) -> None:
+        """After the steps stopped (a failure, a stop): a staged copy still being read lands
+        once its read has ended, as a snapshot if it is whole (its state was complete when it
+        was staged, so a read that ends whole is a good copy); a read that failed is dropped.
+        So the step a recovery returns to does not depend on how far the read had got when
+        the steps failed, only on whether it could end."""
+        copy, self._staged = self._staged, None
+        if copy is None:
+            return
+        copy.done.wait()
+        if copy.error is not None or not copy.finite:
+            log.info("elastix: the host copy of step %d is not kept: %s", copy.step,
+                     "its state held NaN or inf" if copy.error is None else
+                     (str(copy.error).splitlines() or [type(copy.error).__name__])[0][:200])
+            return
+        if copy.snapshot:
+            self.snapshots.keep(copy.step, copy.host, copy.data_state,
+                                copy_seconds=copy.ended - copy.began,
+                                blocking_seconds=copy.blocking)
+
+    def _land(self, s: Session, copy: _Copy | None, wait: bool = False) -> _Copy | None:
         """A copy taken by a step while it computed counts once that step has completed (its
-        result was read): keep it as the snapshot and hand it to the checkpoint that wanted
+        result was read), and a staged copy once its read to the host has ended too (``wait``:
+        wait for that read): keep it as the snapshot and hand it to the checkpoint that wanted
         it. Returns the copy still in flight (None once landed). A copy whose state held NaN
-        or inf stops the run (``Diverged``), as a boundary copy does."""
-        if copy is None or self.last_completed <= copy.step:
+        or inf stops the run (``Diverged``), as a boundary copy does; a read that failed
+        raises its error, the copy dropped."""
+        # the step that took an overlapped copy is the next one; a staged copy's is its own
+        if copy is None or self.last_completed < copy.step + (copy.done is None):
             return copy
-        landed = time.monotonic()
+        if copy.done is not None:
+            if not copy.done.is_set() and not wait:
+                return copy
+            copy.done.wait()
+            self._staged = None
+            if copy.error is not None:
+                raise copy.error  # the read, or the hosts' verdict on it, failed
+        landed = time.monotonic() if copy.ended is None else copy.ended
         if not bool(copy.finite):
             raise Diverged(f"the training state holds NaN or inf at step {copy.step} (the loss "
                            "was still finite): training diverged; nothing from it is saved")
-        self.verify_transfer(s.slice_ids, f"host copy of step {copy.step}")
+        if copy.done is None:  # a staged copy's hosts answered when its read ended
+            self.verify_transfer(s.slice_ids, f"host copy of step {copy.step}")
         if copy.snapshot:
             self.snapshots.keep(copy.step, copy.host, copy.data_state,
-                                copy_seconds=landed - copy.began)
+                                copy_seconds=landed - copy.began, blocking_seconds=copy.blocking)
         if copy.checkpoint and self.ckpt is not None:
             self.ckpt.save(copy.step, None, copy.data_state, host_state=copy.host)
             for hook in self.hooks:
@@ -499,6 +556,7 @@ class Trainer:
         newest committed checkpoint, then say what is on storage. Returns the ``Terminated``
         to end the run with."""
         why = self.stop_requested or "a stop request"
+        self.settle_copy()
         snap, committed, seconds, note = self.snapshots.latest, None, 0.0, "no --checkpoint-dir"
         if self.ckpt is not None:
             t0 = time.monotonic()
@@ -572,9 +630,42 @@ class _Copy:
     """A checkpoint of ``step`` is written from it once it lands."""
     began: float
     host: object = None
-    """The copy: the state's arrays in pinned host memory (set at the copying dispatch)."""
+    """The copy: the state's arrays in pinned host memory (set at the copying dispatch), or
+    numpy arrays (a staged copy, set by its reader once whole)."""
     finite: object = None
     """A device scalar: the copied state held no NaN or inf."""
+    blocking: float = 0.0
+    """Seconds the loop waited to start it."""
+    done: threading.Event | None = None
+    """A staged copy's read to the host has ended (``fetch``); None for any other copy."""
+    ended: float | None = None
+    """When that read ended (``time.monotonic``)."""
+    error: BaseException | None = None
+    """What that read raised: the copy is never kept."""
+
+    def fetch(self, on_device, finite, check: Callable[[], None]) -> None:
+        """Read ``on_device`` (the staged copy: device arrays) and ``finite`` (its device
+        scalar) to host memory in a thread, every array's transfer started first, then have
+        ``check`` (the hosts' verdict on the copy) raise if it failed; ``done`` is set when it
+        has all ended. The read's end is taken before the verdict, as for a boundary copy."""
+        self.done = threading.Event()
+
+        def read(tree, finite) -> None:
+            try:
+                for x in jax.tree.leaves(tree):
+                    x.copy_to_host_async()
+                self.host = host_numpy(tree)
+                self.finite = bool(np.asarray(finite))
+                self.ended = time.monotonic()
+                del tree  # its device memory goes as soon as the host copy exists
+                check()
+            except BaseException as e:  # noqa: BLE001 - raised where the copy lands
+                self.error = e
+            finally:
+                self.done.set()
+
+        threading.Thread(target=read, args=(on_device, finite),
+                         name=f"elastix-host-copy-{self.step}", daemon=True).start()
 
 
 STORAGE_HINT = ("make the storage writable again (free space, fix access), then re-run with "

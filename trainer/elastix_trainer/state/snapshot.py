@@ -8,18 +8,28 @@ returns to would depend on timing. Ours copies the state of a chosen step, alway
 (exact-match recovery tests), stores the data-iterator position with the arrays, and restores
 onto any mesh through the target shardings (a snapshot taken on 4 slices restores onto 3).
 
-Two ways to copy (``--snapshot-copy``). ``sync`` (the default) copies at the step boundary
-with ``device_get``, the loop waiting: a memcpy on CPU, 0.35 s for 1.3 GB on a v5e chip and
-seconds for a 7 GB state (5.5-16.9 s, the host's fresh pages being slow to touch).
+Three ways to copy (``--snapshot-copy``). ``sync`` copies at the step boundary with
+``device_get``, the loop waiting: a memcpy on CPU, 0.3-0.4 s for 1.3 GB on a v5e chip and
+seconds for a 7 GB state (5.5-16.9 s: the device-to-host path there runs at about 1 GB/s).
+``staged`` (``auto``'s choice where the device holds a second state beside the compiled step)
+copies the state on the device at the boundary (``StepFns.stage``: milliseconds at HBM speed;
+the next step may then donate and overwrite the original) and a thread reads that copy to
+host memory while the next steps run; it counts once the read has ended whole, and a copy
+still in flight lands before the next one starts, so at most two host copies exist and no
+snapshot is skipped. On a v5e chip, bench-1g: 0.008-0.012 s blocking against 0.24-0.36 s for
+``sync`` (docs/benchmarks.md). It needs the device memory of one more state, which a state
+that fills the chip (qwen3-0.6b at batch 16) does not leave: ``auto`` then takes ``sync``.
 ``overlap`` has the next step copy the state it was given into pinned host memory while it
 computes (``StepFns.step_copy``: the step's input, which forward and backward only read, can
 be copied by XLA's DMA beside the compute, and the donated buffers are overwritten only by the
 update at its end), so the loop waits for nothing but that step; the copy counts, and
 ``keep`` makes it the snapshot, only once that step has completed and the copy is whole. On a
-v5e chip it lost: the pinned copy ran at 0.9 GB/s and held its step for the copy's whole
-length (docs/benchmarks.md). Why not ``copy_to_host_async`` beside the next step: the next
-step donates the buffers being read, so its launch waits for the copy; and a copy of the new
-state returned by the step itself could only start after the update, at the step's end.
+v5e chip it lost: the pinned copy ran at 0.8-0.9 GB/s and held its step for the copy's whole
+length, and donating the previous copy's pinned buffers to the step did not make XLA reuse
+them (docs/benchmarks.md). Why not ``copy_to_host_async`` of the state itself beside the next
+step: the next step donates the buffers being read, so its launch waits for the copy; and a
+copy of the new state returned by the step itself could only start after the update, at the
+step's end.
 """
 
 from __future__ import annotations
@@ -90,10 +100,10 @@ class SnapshotStore:
 
     def keep(self, step: int, host_state: Any, data_state: dict, copy_seconds: float,
              blocking_seconds: float = 0.0) -> Snapshot:
-        """Keep a copy of step ``step``'s state that a later step took while it computed
-        (``StepFns.step_copy``: arrays in pinned host memory), once that step completed and the
-        copy was found whole; the loop waited ``blocking_seconds`` for none of it but its
-        hand-over. The previous snapshot is dropped: at most this one and the one being copied
+        """Keep a copy of step ``step``'s state taken while later steps ran, once it was found
+        whole: by the next step (``StepFns.step_copy``: arrays in pinned host memory), or
+        read by a thread from a copy on the devices (``StepFns.stage``: numpy arrays); the
+        loop waited ``blocking_seconds`` for it (its start). The previous snapshot is dropped: at most this one and the one being copied
         exist."""
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host_state)))
         snap = Snapshot(step, host_state, dict(data_state), nbytes)
