@@ -103,8 +103,8 @@ class SnapshotStore:
         """Keep a copy of step ``step``'s state taken while later steps ran, once it was found
         whole: by the next step (``StepFns.step_copy``: arrays in pinned host memory), or
         read by a thread from a copy on the devices (``StepFns.stage``: numpy arrays); the
-        loop waited ``blocking_seconds`` for it (its start). The previous snapshot is dropped: at most this one and the one being copied
-        exist."""
+        loop waited ``blocking_seconds`` for it (its start). The previous snapshot is
+        dropped: at most this one and the one being copied exist."""
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host_state)))
         snap = Snapshot(step, host_state, dict(data_state), nbytes)
         self.latest = snap
