@@ -117,6 +117,21 @@ def test_what_a_run_measured():
     assert (no_config.checkpoint_period, no_config.snapshot_period) == (4, 2)
 
 
+def test_a_completed_runs_final_save_is_not_a_periodic_stall():
+    recs = [_rec(0, "run_start", num_slices=1, devices=1,
+                 config={"checkpoint_dir": "ck", "checkpoint_period": 5, "snapshot_period": 0})]
+    for n in range(1, 13):
+        recs.append(_rec(n * 0.1, "step", step=n, seconds=0.1, loss=1.0, live_slices=1))
+    for n, blocking in ((5, 0.02), (10, 0.04), (12, 1.7)):
+        recs.append(_rec(n * 0.1 + 0.05, "checkpoint_committed", step=n, seconds=3.9,
+                         bytes=1, blocking_seconds=blocking))
+    unfinished = measure(events_from_records(recs), recs)
+    assert unfinished.checkpoint_stall == 0.04  # no run_end: step 12's save may be periodic
+    recs.append(_rec(2.0, "run_end", status="completed", reason="all steps done", step=12))
+    m = measure(events_from_records(recs), recs)
+    assert m.checkpoint_stall == pytest.approx(0.03) and m.saves == 3
+
+
 def test_the_command_on_a_real_run(tmp_path, capsys):
     out = tmp_path / "a.png"
     assert main(["workload", "advise", "--events", str(FIXTURE), "--mtbf", "6h", "-o", "json",
