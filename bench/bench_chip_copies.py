@@ -34,12 +34,14 @@ import jax
 import numpy as np
 from benchcli import smoke_args
 
+from elastix.protocol import eventspec
 from elastix_trainer.config import COPY_MODES, from_mapping
 from elastix_trainer.elastic.health import StaticHealth
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.program import assemble
 from elastix_trainer.step import abstract_state
+from elastix_trainer.train import run_start_event
 
 
 def raw_copies(state) -> dict:
@@ -81,9 +83,12 @@ def trainer_run(label: str, mapping: dict, restore: bool, events_file: str | Non
     cfg = from_mapping(mapping)
     events = EventLog(events_file)
     runtime = assemble(cfg, events, StaticHealth(1))
+    run_start_event(runtime.trainer, cfg)  # its config: the periods advise reads
     t0 = time.perf_counter()
     outcome = runtime.run()
     wall = time.perf_counter() - t0
+    events.emit(eventspec.RUN_END, status=outcome.status, reason=outcome.reason,
+                step=outcome.step)
     if outcome.status != "completed":
         raise RuntimeError(f"{label}: the run failed: {outcome.reason}")
     steps = events.of("step")

@@ -162,10 +162,12 @@ def test_chip_copies_and_what_reads_their_events(run_bench, tmp_path):
     out.mkdir()
     run = run_bench("bench_chip_copies.py", "--smoke", "--out", str(out))
     _table(run, "| run | steps | median step (s) |",
-           ["| tiny b2, snapshots every 3, checkpoints every 5, sync copies |",
-            "| tiny b2, --continuous-checkpointing, sync copies |"])
+           ["| tiny b2, snapshots every 3, checkpoints every 5, auto copies |",
+            "| tiny b2, --continuous-checkpointing, auto copies |"])
     _has("Restore of the snapshot (step 12")(run)
     events = out / "events-1.jsonl"
+    kinds = [json.loads(line)["event"] for line in events.read_text().splitlines()]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end", kinds  # a whole run's events
     elastix = [sys.executable, "-m", "elastix", "workload"]
 
     def said(*args: str) -> str:
@@ -181,6 +183,9 @@ def test_chip_copies_and_what_reads_their_events(run_bench, tmp_path):
     advice = said("advise", "--mtbf", "6h")  # the run's own stalls, measured
     assert re.search(r"a save's stall [\d.]+ s \(\d+ saves\), a snapshot's [\d.]+ s \(4\)",
                      advice), advice
+    # the run's own periods, from its run_start (not guessed from the final save's step)
+    today = json.loads(said("advise", "--mtbf", "6h", "-o", "json"))["today"]
+    assert (today["checkpoint_period"], today["snapshot_period"]) == (5, 3), today
     forecast = said("forecast", "--recovery-time", "60s", "--replace-time", "10m")
     assert re.search(r"^goodput +[\d.]+%", forecast, re.M), forecast
 
