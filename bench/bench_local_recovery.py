@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import statistics
@@ -90,7 +91,11 @@ def main() -> int:
            "ELASTIX_LOCAL_SCHEDULING_DELAY": a.scheduling_delay,
            "ELASTIX_HEALTH_TIMEOUT": a.health_timeout}
     name = "bench-recovery"
-    cmd = f"elastix-train --checkpoint-dir {root}/ckpt {a.trainer_args}"
+    # the console script where elastix is installed; the module where it is only on the path
+    # (the TPU machine: .whl-tpu/install.sh puts trainer/ on PYTHONPATH)
+    train = "elastix-train" if shutil.which("elastix-train") else \
+        f"{shlex.quote(sys.executable)} -m elastix_trainer"
+    cmd = f"{train} --checkpoint-dir {root}/ckpt {a.trainer_args}"
     if a.no_cache:
         cmd += " --compilation-cache-dir off"
     elastix(env, "workload", "create", name, "--tpu-type", a.tpu_type, "--num-slices",
