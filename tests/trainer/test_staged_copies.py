@@ -17,8 +17,8 @@ from test_overlap_copies import _run
 from trainer_helpers import losses, on, run_elastic
 
 from elastix_trainer.mesh import build_mesh
+from elastix_trainer.state.hostcopy import HostCopy
 from elastix_trainer.step import abstract_state
-from elastix_trainer.train import _Copy
 
 
 def test_staged_copies_save_the_same_states_as_boundary_copies(reference, tmp_path):
@@ -68,7 +68,7 @@ def test_a_staged_copy_whose_read_failed_is_never_kept(tmp_path):
     assert kept is not None and kept.step == 8
     gone = jnp.ones((4,))
     gone.delete()  # its buffer is gone: reading it fails, as a read from a lost host does
-    copy = _Copy(9, {"next_index": 0}, True, False, time.monotonic())
+    copy = HostCopy(9, {"next_index": 0}, True, False, time.monotonic())
     copy.fetch({"w": gone}, jnp.array(True), lambda: None)
     assert copy.done.wait(60)
     assert copy.error is not None and copy.host is None
@@ -82,7 +82,7 @@ def test_the_hosts_verdict_on_a_staged_copy_comes_after_its_read(tmp_path):
     """The verdict (the local stand-in's question to the hosts) runs once the read has ended,
     and a verdict that fails drops the copy."""
     order = []
-    copy = _Copy(3, {}, True, False, time.monotonic())
+    copy = HostCopy(3, {}, True, False, time.monotonic())
 
     def verdict():
         order.append(("verdict", copy.host is not None, copy.ended is not None))

@@ -21,7 +21,7 @@ import functools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import jax
 import numpy as np
@@ -35,7 +35,8 @@ from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_dev
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout, check_matches
-from elastix_trainer.state.snapshot import SnapshotStore, host_numpy
+from elastix_trainer.state.hostcopy import HostCopy
+from elastix_trainer.state.snapshot import SnapshotStore
 from elastix_trainer.step import (
     OptConfig,
     Prologue,
@@ -209,7 +210,7 @@ class Trainer:
         the slow device-to-host read to a thread while the steps run."""
         self.last_completed = 0
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
-        self._staged: _Copy | None = None  # a staged host copy whose read may not have ended
+        self._staged: HostCopy | None = None  # a staged host copy whose read may not have ended
         self.hooks: list[Hooks] = []
         self.add_hooks(*hooks)
         self.devices = devices if devices is not None else Devices()
@@ -363,8 +364,8 @@ class Trainer:
         target = self.cfg.steps if until is None else until
         flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
         pending, t_prev = None, time.monotonic()
-        copy_next: _Copy | None = None  # the next dispatch copies this step's state
-        copying: _Copy | None = None  # a copy taken by a step not yet completed
+        copy_next: HostCopy | None = None  # the next dispatch copies this step's state
+        copying: HostCopy | None = None  # a copy taken by a step not yet completed
         while s.step < target:
             if self.stop_requested:
                 if pending is not None:
@@ -399,7 +400,7 @@ class Trainer:
             if (s.fns.step_copy is not None and not scale_up and n < target and copying is None
                     and not self.stop_requested):
                 # The next step copies this state while it computes: no drain, no wait.
-                copy_next = _Copy(n, self.data.state(), bool(snap_due), ckpt_due,
+                copy_next = HostCopy(n, self.data.state(), bool(snap_due), ckpt_due,
                                   time.monotonic())
                 continue
             if s.fns.stage is not None and not scale_up and n < target and \
@@ -433,8 +434,8 @@ class Trainer:
             self._land(s, copying, wait=True)
         return "completed"
 
-    def _stage(self, s: Session, n: int, copying: _Copy | None, snapshot: bool,
-               checkpoint: bool) -> _Copy:
+    def _stage(self, s: Session, n: int, copying: HostCopy | None, snapshot: bool,
+               checkpoint: bool) -> HostCopy:
         """Start the host copy of step ``n``'s state: a copy on the devices (``StepFns.stage``,
         dispatched, not waited for) that a thread reads to host memory. A copy still in
         flight lands first, waited for: at most two host copies exist, and a snapshot is
@@ -442,7 +443,7 @@ class Trainer:
         began = time.monotonic()
         self._land(s, copying, wait=True)
         on_device, finite = s.fns.stage(s.state)
-        copy = _Copy(n, self.data.state(), snapshot, checkpoint, began)
+        copy = HostCopy(n, self.data.state(), snapshot, checkpoint, began)
         ids = s.slice_ids
         copy.fetch(on_device, finite,
                    lambda: self.verify_transfer(ids, f"host copy of step {n}"))
@@ -470,7 +471,7 @@ class Trainer:
                                 copy_seconds=copy.ended - copy.began,
                                 blocking_seconds=copy.blocking)
 
-    def _land(self, s: Session, copy: _Copy | None, wait: bool = False) -> _Copy | None:
+    def _land(self, s: Session, copy: HostCopy | None, wait: bool = False) -> HostCopy | None:
         """A copy taken by a step while it computed counts once that step has completed (its
         result was read), and a staged copy once its read to the host has ended too (``wait``:
         wait for that read): keep it as the snapshot and hand it to the checkpoint that wanted
@@ -616,56 +617,6 @@ class Trainer:
             raise FinalSaveFailed(str(e), final, None) from None
         finally:
             self.ckpt.close()
-
-
-@dataclasses.dataclass
-class _Copy:
-    """A host copy of step ``step``'s state that the next step takes while it computes."""
-
-    step: int
-    data_state: dict
-    snapshot: bool
-    """It becomes the host snapshot once it lands."""
-    checkpoint: bool
-    """A checkpoint of ``step`` is written from it once it lands."""
-    began: float
-    host: object = None
-    """The copy: the state's arrays in pinned host memory (set at the copying dispatch), or
-    numpy arrays (a staged copy, set by its reader once whole)."""
-    finite: object = None
-    """A device scalar: the copied state held no NaN or inf."""
-    blocking: float = 0.0
-    """Seconds the loop waited to start it."""
-    done: threading.Event | None = None
-    """A staged copy's read to the host has ended (``fetch``); None for any other copy."""
-    ended: float | None = None
-    """When that read ended (``time.monotonic``)."""
-    error: BaseException | None = None
-    """What that read raised: the copy is never kept."""
-
-    def fetch(self, on_device, finite, check: Callable[[], None]) -> None:
-        """Read ``on_device`` (the staged copy: device arrays) and ``finite`` (its device
-        scalar) to host memory in a thread, every array's transfer started first, then have
-        ``check`` (the hosts' verdict on the copy) raise if it failed; ``done`` is set when it
-        has all ended. The read's end is taken before the verdict, as for a boundary copy."""
-        self.done = threading.Event()
-
-        def read(tree, finite) -> None:
-            try:
-                for x in jax.tree.leaves(tree):
-                    x.copy_to_host_async()
-                self.host = host_numpy(tree)
-                self.finite = bool(np.asarray(finite))
-                self.ended = time.monotonic()
-                del tree  # its device memory goes as soon as the host copy exists
-                check()
-            except BaseException as e:  # noqa: BLE001 - raised where the copy lands
-                self.error = e
-            finally:
-                self.done.set()
-
-        threading.Thread(target=read, args=(on_device, finite),
-                         name=f"elastix-host-copy-{self.step}", daemon=True).start()
 
 
 STORAGE_HINT = ("make the storage writable again (free space, fix access), then re-run with "
