@@ -66,16 +66,19 @@ class Case:
     block: int = 0  # the splash kernel's block size (0: the trainer's, ModelConfig.sa_block)
     fused: bool | None = None  # the fused backward (None: the trainer's, ModelConfig.sa_fused_bwd)
     mu: str = ""  # AdamW's first-moment dtype (OptConfig.mu_dtype; "": the parameters')
+    scan: bool = True  # the layers as one lax.scan (False: unrolled, ``--no-scan-layers``)
 
     @classmethod
     def parse(cls, text: str) -> Case:
-        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused|:unfused][:mu=DTYPE]``."""
+        """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused|:unfused][:unscanned]
+        [:mu=DTYPE]``."""
         words = text.split(":")
-        p = [t for t in words if t not in ("fused", "unfused") and not t.startswith("mu=")]
+        flags = ("fused", "unfused", "unscanned")
+        p = [t for t in words if t not in flags and not t.startswith("mu=")]
         mu = next((t[3:] for t in words if t.startswith("mu=")), "")
         fused = True if "fused" in words else False if "unfused" in words else None
         return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]),
-                   fused=fused, mu=mu)
+                   fused=fused, mu=mu, scan="unscanned" not in words)
 
     def opt(self, steps: int = 10) -> OptConfig:
         return OptConfig(total_steps=steps, mu_dtype=self.mu)
@@ -84,7 +87,7 @@ class Case:
         return from_mapping(dict(preset=self.preset, seq_len=self.seq,
                                  batch_per_device=self.batch, attention=self.attention,
                                  remat_policy=self.remat, num_vocab_tiling=self.tiles,
-                                 sa_block=self.block,
+                                 sa_block=self.block, scan_layers=self.scan,
                                  **({} if self.fused is None else
                                     {"sa_use_fused_bwd_kernel": self.fused}),
                                  steps=steps, checkpoint_period=0))
@@ -150,7 +153,7 @@ def run_case(case: Case, steps: int) -> dict:
     del state, metrics, tokens
     gc.collect()
     return {**row, "devices": fns.num_devices, "attention": fns.model.attention,
-            "remat": fns.model.remat_policy,
+            "remat": fns.model.remat_policy + ("" if fns.model.scan_layers else ", unrolled"),
             "tiles": fns.model.num_vocab_tiling,
             "block": f"{fns.model.sa_block}{' fused' if fns.model.sa_fused_bwd else ''}",
             "mu": case.mu or "float32",
@@ -326,7 +329,8 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=DEFAULT_CASES,
-                    help="preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:mu=DTYPE]"
+                    help="preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:unscanned]"
+                         "[:mu=DTYPE]"
                          " ...")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per case")
     ap.add_argument("--largest", nargs="*", default=["bench-1g:1024", "qwen3-0.6b:1024",

@@ -84,6 +84,10 @@ class TrainConfig:
     sa_use_fused_bwd_kernel: bool = True
     """The splash kernel's backward as one kernel for dq, dk and dv (MaxText's name): 4 % faster
     on a v5e chip, with less memory."""
+    scan_layers: bool = True
+    """Run the layers as one ``lax.scan`` over a compiled layer (MaxText's name and default), or
+    unrolled, one after another, which lets XLA schedule across layers at the cost of a
+    compile that grows with depth."""
     num_slices: int | None = None
     """CPU only: slices to group the devices into (``ELASTIX_NUM_SLICES`` wins)."""
     checkpoint_dir: str | None = None

@@ -2,7 +2,8 @@
 
 RMSNorm, rotary position embeddings, grouped-query attention with per-head RMSNorm on queries and
 keys (QK-norm), SwiGLU feed-forward. Layers are stacked on a leading axis and run with
-``lax.scan`` so compile time does not grow with depth (it dominates CPU tests).
+``lax.scan`` so compile time does not grow with depth (it dominates CPU tests), or unrolled
+(``scan_layers``).
 Parameters are float32; activations use ``ModelConfig.dtype`` (bf16 on TPU).
 
 This file is the model; how its heavy parts run is chosen by config from ``kernels/``: the
@@ -61,6 +62,8 @@ class ModelConfig:
     """The splash kernel's block size, every block alike (MaxText's ``sa_block_*``)."""
     sa_fused_bwd: bool = SA_FUSED_BWD
     """The splash kernel's one backward kernel (MaxText's ``sa_use_fused_bwd_kernel``)."""
+    scan_layers: bool = True
+    """The layers as one ``lax.scan`` (MaxText's ``scan_layers``), or unrolled."""
 
 
 PRESETS: dict[str, ModelConfig] = {
@@ -168,7 +171,12 @@ def hidden_states(cfg: ModelConfig, params: dict, tokens: jax.Array, mesh=None) 
     def layer(carry, layer_params):
         return _block(cfg, carry, layer_params, rope, mesh), None
 
-    h, _ = jax.lax.scan(remat.wrap(layer, cfg.remat_policy), h, params["layers"])
+    step = remat.wrap(layer, cfg.remat_policy)
+    if cfg.scan_layers:
+        h, _ = jax.lax.scan(step, h, params["layers"])
+    else:  # the same layers, the same parameters (stacked), one after another
+        for i in range(cfg.num_layers):
+            h, _ = step(h, jax.tree.map(lambda x, i=i: x[i], params["layers"]))
     return _rms_norm(h, params["final_norm"], cfg.norm_eps)
 
 

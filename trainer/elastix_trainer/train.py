@@ -171,7 +171,8 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         model, dtype=dtype, attention=attention.resolve(cfg.attention, platform, cfg.seq_len,
                                                         model.head_dim),
         remat_policy=cfg.remat_policy, num_vocab_tiling=tiles,
-        sa_block=cfg.sa_block or attention.BLOCK, sa_fused_bwd=cfg.sa_use_fused_bwd_kernel)
+        sa_block=cfg.sa_block or attention.BLOCK, sa_fused_bwd=cfg.sa_use_fused_bwd_kernel,
+        scan_layers=cfg.scan_layers)
 
 
 class Trainer:
