@@ -224,6 +224,23 @@ def test_killed_during_a_snapshot(tmp_path, hosts):
     _check(trainer, kill, restored=("checkpoint", 8))
 
 
+def test_killed_during_a_staged_read(tmp_path, hosts):
+    """``--snapshot-copy staged``: the snapshot of step 9 is copied on the devices, then read by
+    a thread while the steps go on; a host killed before the hosts answered for that read
+    fails it, and the copy is never kept, whatever the loop was doing meanwhile. The newest
+    state is what was whole before: the checkpoint of 8 once committed, else the snapshot
+    of 6."""
+    trainer, kill = _run_with(tmp_path, hosts, _kill_in_copy(hosts, "host copy", 9),
+                              snapshot_copy="staged")
+    records = trainer.events.records
+    back = next(r for r in records[kill.events_before:] if r["event"] == "elastic_restored")
+    assert (back["source"], back["step"]) in {("checkpoint", 8), ("snapshot", 6)}, back
+    first = records.index(back)
+    assert 9 not in [r["step"] for r in records[:first] if r["event"] == "snapshot_taken"]
+    taken = [r["step"] for r in records if r["event"] == "snapshot_taken"]
+    assert taken[:2] == [3, 6] and 9 in taken[2:]  # taken again after the recovery
+
+
 def test_killed_during_start_up(tmp_path, hosts):
     """Killed before any state is on the devices: the first step fails, the run starts over
     from step 0 with nothing lost."""
