@@ -11,6 +11,7 @@ from elastix_trainer import fit
 from elastix_trainer.__main__ import main
 from elastix_trainer.kernels import remat
 from elastix_trainer.obs.events import EventLog
+from elastix_trainer.step import STAGE_MARGIN
 from elastix_trainer.train import Trainer
 
 # XLA:TPU's words, as LargeWorldModel/LWM#60 and erfanzar/EasyDeL#166 quote them.
@@ -121,3 +122,23 @@ def test_the_splash_flags_reach_the_model_and_a_bad_block_is_refused(capsys):
     code = main(["--sa-block", "100"])
     err = capsys.readouterr().err
     assert code == 2 and "sa_block" in err.replace("-", "_") and "multiple of 128" in err
+
+
+@pytest.mark.parametrize(("room", "staged"), [(None, False), ("two states", True),
+                                               ("one state", False)])
+def test_auto_copies_stage_only_where_a_second_state_fits(monkeypatch, tmp_path, room, staged):
+    """``--snapshot-copy auto``: staged where the device's memory holds the compiled step and a
+    second state (the copy read to the host beside the next steps), else at the boundary; on a
+    device that does not say its memory (CPU), always at the boundary."""
+    cfg = dict(preset="small", batch_per_device=2, seq_len=64, snapshot_period=2,
+               checkpoint_dir=str(tmp_path / "ck"))
+    fns = Trainer(make_cfg(num_slices=1, seed=7001, **cfg), EventLog(None)).start([0]).fns
+    assert fns.stage is None  # CPU: no memory limit known
+    state = fit.state_bytes(fns.abstract)
+    limit = {None: None, "two states": int((fns.peak_bytes + state) / STAGE_MARGIN) + 1,
+             "one state": fns.peak_bytes + state // 2}[room]
+    # another seed: the same shapes and memory, a step of its own (builds are kept per key)
+    seed = 7002 + ["two states", "one state", None].index(room)
+    got = _trainer(monkeypatch, limit, seed=seed, **cfg).start([0]).fns
+    assert got.peak_bytes == fns.peak_bytes
+    assert (got.stage is not None) == staged
