@@ -22,22 +22,29 @@ def _run(tmp_path, copy, **cfg):
     return trainer
 
 
-def test_overlapped_copies_save_the_same_states_as_boundary_copies(reference, tmp_path):
-    sync, over = _run(tmp_path, "sync"), _run(tmp_path, "overlap")
-    assert_matches(losses(over.events), reference["losses"])
-    assert [e["step"] for e in over.events.of("checkpoint_committed")] == \
+def same_saves_as_boundary_copies(tmp_path, copy, reference):
+    """Run ``copy`` and ``sync`` alike: the same losses, checkpoints at 4 and 8 holding the same
+    bytes, snapshots at 2, 4, 6, 8, the first three taken while later steps ran (the last is
+    the final step's, copied at the boundary). Returns that run's ``snapshot_taken`` records."""
+    sync, other = _run(tmp_path, "sync"), _run(tmp_path, copy)
+    assert_matches(losses(other.events), reference["losses"])
+    assert [e["step"] for e in other.events.of("checkpoint_committed")] == \
         [e["step"] for e in sync.events.of("checkpoint_committed")] == [4, 8]
-    taken = over.events.of("snapshot_taken")
+    taken = other.events.of("snapshot_taken")
     assert [e["step"] for e in taken] == [2, 4, 6, 8]
-    overlapped = [e for e in taken if "copy_seconds" in e]  # the last one is the final step's
-    assert [e["step"] for e in overlapped] == [2, 4, 6] and all(
-        e["seconds"] == 0.0 for e in overlapped)
-    abstract = abstract_state(over.model, over.opt, build_mesh(over.slices, range(4)), 0)
+    assert [e["step"] for e in taken if "copy_seconds" in e] == [2, 4, 6]
+    abstract = abstract_state(other.model, other.opt, build_mesh(other.slices, range(4)), 0)
     for step in (4, 8):
         a, _, _ = sync.ckpt.restore(step, abstract)
-        b, _, _ = over.ckpt.restore(step, abstract)
+        b, _, _ = other.ckpt.restore(step, abstract)
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    return taken
+
+
+def test_overlapped_copies_save_the_same_states_as_boundary_copies(reference, tmp_path):
+    taken = same_saves_as_boundary_copies(tmp_path, "overlap", reference)
+    assert all(e["seconds"] == 0.0 for e in taken[:3])
 
 
 def test_a_recovery_restores_an_overlapped_snapshot_exactly(reference, tmp_path):

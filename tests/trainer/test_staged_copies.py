@@ -11,54 +11,35 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+import pytest
 from test_elastic import _coming_back, assert_matches, down_once_at
-from test_overlap_copies import _run
+from test_overlap_copies import _run, same_saves_as_boundary_copies
 from trainer_helpers import losses, on, run_elastic
 
-from elastix_trainer.mesh import build_mesh
 from elastix_trainer.state.hostcopy import HostCopy
-from elastix_trainer.step import abstract_state
 
 
 def test_staged_copies_save_the_same_states_as_boundary_copies(reference, tmp_path):
-    sync, staged = _run(tmp_path, "sync"), _run(tmp_path, "staged")
-    assert_matches(losses(staged.events), reference["losses"])
-    assert [e["step"] for e in staged.events.of("checkpoint_committed")] == \
-        [e["step"] for e in sync.events.of("checkpoint_committed")] == [4, 8]
-    taken = staged.events.of("snapshot_taken")
-    assert [e["step"] for e in taken] == [2, 4, 6, 8]
-    # the last one is the final step's, copied at the boundary
-    assert [e["step"] for e in taken if "copy_seconds" in e] == [2, 4, 6]
+    taken = same_saves_as_boundary_copies(tmp_path, "staged", reference)
     assert all(0 <= e["seconds"] and 0 < e["copy_seconds"] for e in taken[:3])
-    abstract = abstract_state(staged.model, staged.opt, build_mesh(staged.slices, range(4)), 0)
-    for step in (4, 8):
-        a, _, _ = sync.ckpt.restore(step, abstract)
-        b, _, _ = staged.ckpt.restore(step, abstract)
-        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_a_recovery_restores_a_staged_snapshot_exactly(reference, tmp_path):
-    health, cfg = _coming_back(tmp_path, snapshot_period=2, snapshot_copy="staged")
+@pytest.mark.parametrize(("period", "down_at", "down", "restored"), [
+    (2, 8, 3, 6),  # the snapshot of 6, staged and landed before the loss: restored exactly
+    # Step 3's state was complete when it was staged, so its read ends whole though step 4
+    # fails: the recovery waits for it and restores it, however far the read had got when the
+    # step failed (with overlap, step 4 took that copy and it is lost).
+    (3, 4, 1, 3),
+])
+def test_a_recovery_restores_a_staged_snapshot_exactly(reference, tmp_path, period, down_at,
+                                                       down, restored):
+    health, cfg = _coming_back(tmp_path, snapshot_period=period, snapshot_copy="staged")
     outcome, trainer, _ = run_elastic(
-        cfg, health, setup=lambda tr, rt: on(tr, before_dispatch=down_once_at(health, 8, 3)))
+        cfg, health,
+        setup=lambda tr, rt: on(tr, before_dispatch=down_once_at(health, down_at, down)))
     assert outcome.status == "completed", outcome
-    restored = trainer.events.of("elastic_restored")[0]
-    assert (restored["source"], restored["step"]) == ("snapshot", 6)
-    assert_matches(losses(trainer.events), reference["losses"])
-
-
-def test_a_staged_copy_being_read_when_a_step_fails_is_kept_whole(reference, tmp_path):
-    """Step 3's state was complete when it was staged, so its read ends whole though step 4
-    fails: the recovery waits for it and restores it, however far the read had got when
-    the step failed (with overlap, step 4 took that copy and it is lost)."""
-    health, cfg = _coming_back(tmp_path, snapshot_period=3, snapshot_copy="staged")
-    outcome, trainer, _ = run_elastic(
-        cfg, health, setup=lambda tr, rt: on(tr, before_dispatch=down_once_at(health, 4, 1)))
-    assert outcome.status == "completed", outcome
-    restored = trainer.events.of("elastic_restored")[0]
-    assert (restored["source"], restored["step"]) == ("snapshot", 3)
+    back = trainer.events.of("elastic_restored")[0]
+    assert (back["source"], back["step"]) == ("snapshot", restored)
     assert_matches(losses(trainer.events), reference["losses"])
 
 
