@@ -85,7 +85,8 @@ class TrainConfig:
     """The splash kernel's backward as one kernel for dq, dk and dv (MaxText's name): 4 % faster
     on a v5e chip, with less memory."""
     scan_layers: bool = True
-    """Run the layers as one ``lax.scan`` over a compiled layer (MaxText's name and default), or
+    """Run the layers as one ``lax.scan`` over a compiled layer (MaxText's ``scan_layers``, True
+    in its ``src/maxtext/configs/base.yml``), or
     unrolled, one after another, which lets XLA schedule across layers at the cost of a
     compile that grows with depth."""
     num_slices: int | None = None
