@@ -25,7 +25,8 @@ def test_the_head_is_given_the_platform_and_no_cpu_devices(cli, backend):
         st = wait_until(lambda: (s := backend.status("chip")) and s.head and s.head.pid and s,
                         60, "the head")
         env = psutil.Process(st.head.pid).environ()
-        assert env["JAX_PLATFORMS"] == "tpu"
+        # the accelerator first (JAX's default backend), the host kept for the seam's callback
+        assert env["JAX_PLATFORMS"] == "tpu,cpu"
         assert "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", "")
         assert env["ELASTIX_NUM_SLICES"] == "2"
         assert "ELASTIX_DEVICES_PER_SLICE" not in env  # the chips, divided evenly

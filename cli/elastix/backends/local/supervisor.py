@@ -198,8 +198,10 @@ class Supervisor:
             flags.append(f"--xla_force_host_platform_device_count={n}")
         env.pop(envvars.DEVICES_PER_SLICE, None)
         env.update({
-            # the manifest says proxy: no Pathways server runs locally
-            "JAX_PLATFORMS": p.platform,
+            # the manifest says proxy: no Pathways server runs locally. On an accelerator the
+            # host platform stays listed: the fault seam's io_callback runs on a CPU device,
+            # and JAX finds none without it (the first step fails, seen on a v5e chip).
+            "JAX_PLATFORMS": p.platform if p.platform == "cpu" else f"{p.platform},cpu",
             "XLA_FLAGS": " ".join(flags),
             envvars.NUM_SLICES: str(p.num_slices),
             envvars.EVENTS_FILE: p.events_file,
