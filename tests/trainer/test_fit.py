@@ -4,12 +4,14 @@ The compiler's out-of-memory messages are XLA:TPU's own, as public reports quote
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from trainer_helpers import make_cfg
 
-from elastix_trainer import fit
+from elastix_trainer import fit, step
 from elastix_trainer.__main__ import main
-from elastix_trainer.kernels import remat
+from elastix_trainer.kernels import loss, remat
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.step import STAGE_MARGIN
 from elastix_trainer.train import Trainer
@@ -142,3 +144,51 @@ def test_auto_copies_stage_only_where_a_second_state_fits(monkeypatch, tmp_path,
     got = _trainer(monkeypatch, limit, seed=seed, **cfg).start([0]).fns
     assert got.peak_bytes == fns.peak_bytes
     assert (got.stage is not None) == staged
+
+
+def test_the_ladder_tries_the_whole_loss_first_on_tpu_only():
+    """``--num-vocab-tiling 0`` (auto): on TPU the logits whole before tiles, for each remat
+    policy in order; off TPU, or with tiles given, only the one tiling."""
+    from elastix_trainer.model import PRESETS
+
+    qwen = dataclasses.replace(PRESETS["qwen3-0.6b"], remat_policy="auto", num_vocab_tiling=0)
+    tpu = fit.ladder(qwen, "tpu", 16, 1024)
+    assert tpu[:2] == [("minimal_with_context", 1), ("minimal_with_context", 38)]
+    assert tpu[-2:] == [("full", 1), ("full", 38)]
+    assert fit.ladder(qwen, "cpu", 16, 1024) == [("none", 38)]
+    given = dataclasses.replace(qwen, remat_policy="full", num_vocab_tiling=4)
+    assert fit.ladder(given, "tpu", 16, 1024) == [("full", 4)]
+    small = dataclasses.replace(qwen, remat_policy="full")
+    assert fit.ladder(small, "tpu", 1, 128) == [("full", 1)]  # one tile is already whole
+
+
+@pytest.mark.parametrize("room", ["whole", "tiles"])
+def test_auto_tiles_keep_the_logits_whole_only_where_that_fits(monkeypatch, room):
+    """The TPU ladder on CPU devices, with the device's memory set between what the tiled
+    and the whole loss's compiled steps need: the whole loss where it fits, else the tiles."""
+    shape = dict(preset="small", batch_per_device=8, seq_len=128)
+    tiled, whole = _peak("none", num_vocab_tiling=4, **shape), _peak(
+        "none", num_vocab_tiling=1, **shape)
+    assert tiled < whole
+    real = fit.ladder
+    monkeypatch.setattr(step, "_built", {})  # the other case's choice is not this memory's
+    monkeypatch.setattr(loss, "default_tiles", lambda *a: 4)
+    monkeypatch.setattr(fit, "ladder", lambda m, platform, b, s: real(m, "tpu", b, s))
+    limit = whole + (1 << 20) if room == "whole" else (tiled + whole) // 2
+    fns = _trainer(monkeypatch, limit, remat_policy="none", num_vocab_tiling=0,
+                   **shape).start([0]).fns
+    assert fns.model.num_vocab_tiling == (1 if room == "whole" else 4)
+    assert fns.peak_bytes <= limit
+
+
+def test_a_refusal_without_the_compilers_figure_reads_whole_and_names_scan_layers():
+    """On a v5e chip qwen3-0.6b unrolled (``--no-scan-layers``) at batch 16 ran out of memory
+    with no ``Used X of Y hbm`` to quote: the line still reads whole, and names the flag."""
+    from elastix_trainer.model import PRESETS
+
+    model = dataclasses.replace(PRESETS["qwen3-0.6b"], scan_layers=False)
+    e = fit._refusal(model, [("full", -1, "compiler")], 15 << 30, 7 << 30, 2 << 30, 16, 1024)
+    assert e.message.startswith("the step does not fit a device's memory (the compiler named "
+                                "no figure) at --batch-per-device 16, --seq-len 1024")
+    assert e.message.endswith("and a device has 15.00 GiB")
+    assert e.hint.startswith("try --scan-layers")

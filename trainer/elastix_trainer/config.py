@@ -76,7 +76,8 @@ class TrainConfig:
     num_vocab_tiling: int = 0
     """Compute the loss's [tokens, vocab] float32 logits in this many tiles of the vocabulary,
     each computed again in the backward pass instead of kept (MaxText's name); 1: whole; 0:
-    auto, tiles of at most 256 MiB of logits per device."""
+    auto: on TPU whole where the step still fits the chip's memory (faster: nothing computed
+    again), else, and off TPU, tiles of at most 256 MiB of logits per device."""
     sa_block: int = 0
     """The splash attention kernel's block size, every one of its blocks alike (MaxText sets
     each with its ``sa_block_*``), a multiple of 128, clipped to ``--seq-len``; 0: 1024, the

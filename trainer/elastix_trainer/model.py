@@ -57,7 +57,8 @@ class ModelConfig:
     remat_policy: str = "none"
     """Resolved rematerialisation policy of the layers (``kernels.remat``)."""
     num_vocab_tiling: int = 1
-    """Tiles the loss's logits are computed in (``kernels.loss``); 1: whole."""
+    """Tiles the loss's logits are computed in (``kernels.loss``); 1 (or 0): whole. ``0`` from
+    the config means auto, made concrete by ``fit.choose`` before a step is compiled."""
     sa_block: int = SA_BLOCK
     """The splash kernel's block size, every block alike (MaxText's ``sa_block_*``)."""
     sa_fused_bwd: bool = SA_FUSED_BWD

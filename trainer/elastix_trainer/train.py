@@ -30,7 +30,7 @@ from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
-from elastix_trainer.kernels import ATTENTIONS, attention, loss
+from elastix_trainer.kernels import ATTENTIONS, attention
 from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
 from elastix_trainer.obs.events import EventLog, log
@@ -150,7 +150,7 @@ class Devices:
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
     """The preset with this platform's choices made: the activation dtype, the attention
-    kernel, the loss's vocabulary tiles (the remat policy's ``auto`` is the compile's to
+    kernel (the remat policy's ``auto`` and the loss's tiles' ``0`` are the compile's to
     resolve: ``fit.choose``).
 
     Raises:
@@ -165,12 +165,10 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
     if why:
         raise UsageError(why, hint="--attention " + " or ".join(
             a for a in ATTENTIONS if a != cfg.attention))
-    tiles = cfg.num_vocab_tiling or loss.default_tiles(cfg.batch_per_device, cfg.seq_len,
-                                                       model.vocab_size)
     return dataclasses.replace(
         model, dtype=dtype, attention=attention.resolve(cfg.attention, platform, cfg.seq_len,
                                                         model.head_dim),
-        remat_policy=cfg.remat_policy, num_vocab_tiling=tiles,
+        remat_policy=cfg.remat_policy, num_vocab_tiling=cfg.num_vocab_tiling,
         sa_block=cfg.sa_block or attention.BLOCK, sa_fused_bwd=cfg.sa_use_fused_bwd_kernel,
         scan_layers=cfg.scan_layers)
 
