@@ -87,9 +87,10 @@ class TrainConfig:
     on a v5e chip, with less memory."""
     scan_layers: bool = True
     """Run the layers as one ``lax.scan`` over a compiled layer (MaxText's ``scan_layers``, True
-    in its ``src/maxtext/configs/base.yml``), or
-    unrolled, one after another, which lets XLA schedule across layers at the cost of a
-    compile that grows with depth."""
+    in its ``src/maxtext/configs/base.yml``), or unrolled, one after another: on a v5e chip
+    10-18 % faster (bench-1g batch 16 85.5 -> 94.6 TFLOP/s; qwen3-0.6b batch 8 90.1 -> 106.1),
+    but the compile grows with depth (qwen3-0.6b 7 -> 77 s, paid again by every new mesh a
+    resize compiles) and more stays alive at once (qwen3-0.6b batch 16 no longer fits)."""
     num_slices: int | None = None
     """CPU only: slices to group the devices into (``ELASTIX_NUM_SLICES`` wins)."""
     checkpoint_dir: str | None = None
