@@ -10,6 +10,10 @@ Alternating, ``--runs`` times each, in the same run on the same machine:
 
 Each recovery is measured from the kill to the first completed step after it, from the trainer's
 events, with ``elastix.measure.chaos.measure_kill`` (the same code as ``chaos kill-worker --measure``).
+Once the workload is gone (the head has let go of the devices: on a TPU one program holds a
+chip), the floor of the elastic restore is measured in the same run: the raw host-to-device
+copy of a state of the trainer's shapes from numpy, each array's ``device_put`` started first
+(``--raw-copies``, a child process on the head's platform, ``ELASTIX_LOCAL_PLATFORM``).
 
 The trainer keeps its persistent compilation cache in the workload's kept data directory (the
 local backend's default), so a restarted controller reads its compiled step instead of compiling
@@ -35,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from benchcli import smoke_args
 
@@ -82,9 +87,16 @@ def main() -> int:
     ap.add_argument("--scheduling-delay", default="0",
                     help="ELASTIX_LOCAL_SCHEDULING_DELAY, seconds (0: the issue's setting)")
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
+    ap.add_argument("--raw-copies", type=int, default=3,
+                    help="times the raw host-to-device copy of the state is measured after the "
+                         "runs (0: not)")
+    ap.add_argument("--raw-copy-of", default=None, help=argparse.SUPPRESS)  # the child's mode
     ap.add_argument("--no-cache", action="store_true",
                     help="run the trainer without its persistent compilation cache")
-    a = smoke_args(ap, "one run of each: checks it runs", runs=1)
+    a = smoke_args(ap, "one run of each: checks it runs", runs=1, raw_copies=1)
+    if a.raw_copy_of is not None:
+        print(json.dumps(raw_copy(a.raw_copy_of, a.raw_copies)))
+        return 0
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),
@@ -125,14 +137,55 @@ def main() -> int:
                       f"pid same {m.pid_same} jobset restarts {m.jobset_restarts}", flush=True)
                 results[kind].append(m)
     finally:
-        subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name], env=env,
-                       capture_output=True)
+        subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name, "--wait"],
+                       env=env, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
-    report(results, a)
+    raw = raw_copies_child(a) if a.raw_copies > 0 else None
+    report(results, a, raw)
     return 0
 
 
-def report(results: dict[str, list], a: argparse.Namespace) -> None:
+def raw_copies_child(a: argparse.Namespace) -> dict:
+    """``raw_copy`` in a child process on the head's platform (this one never starts JAX)."""
+    platform = os.environ.get("ELASTIX_LOCAL_PLATFORM", "").strip().lower() or "cpu"
+    env = {**os.environ, "JAX_PLATFORMS": platform}
+    p = subprocess.run([sys.executable, __file__, f"--raw-copy-of={a.trainer_args}",
+                        "--raw-copies", str(a.raw_copies)], env=env, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"the raw copy failed ({p.returncode}): {tail[:300]}"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def raw_copy(trainer_args: str, repeats: int) -> dict:
+    """The raw host-to-device copy of a state of the shapes ``trainer_args`` trains, on one
+    slice's devices, from numpy arrays already in host memory: every array's ``device_put``
+    started, then all waited for (``repeats`` times: seconds each)."""
+    import jax
+    import numpy as np
+
+    from elastix_trainer.config import parse_args
+    from elastix_trainer.mesh import build_mesh, slice_devices
+    from elastix_trainer.step import OptConfig, abstract_state
+    from elastix_trainer.train import model_config
+
+    cfg = parse_args(shlex.split(trainer_args))
+    mesh = build_mesh(slice_devices(1), [0])
+    abstract = abstract_state(model_config(cfg), OptConfig(total_steps=cfg.steps), mesh, 0)
+    leaves = jax.tree.leaves(abstract)
+    host = [np.ones(x.shape, x.dtype) for x in leaves]  # touched: resident, as a snapshot is
+    seconds = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready([jax.device_put(h, x.sharding) for h, x in
+                               zip(host, leaves, strict=True)])
+        seconds.append(time.perf_counter() - t)
+    return {"bytes": int(sum(h.nbytes for h in host)), "seconds": seconds,
+            "platform": jax.devices()[0].platform}
+
+
+def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = None) -> None:
     def med(xs):
         xs = [x for x in xs if x is not None]
         return statistics.median(xs) if xs else None
@@ -162,6 +215,19 @@ def report(results: dict[str, list], a: argparse.Namespace) -> None:
     ratios = [r.downtime / e.downtime for e, r in zip(el, rs, strict=True)]
     print(f"\nfull restart / elastic, median of pairwise ratios: {med(ratios):.1f}x "
           f"({', '.join(f'{x:.1f}' for x in ratios)})")
+    if raw is None:
+        return
+    if "error" in raw:
+        print(f"\nraw host-to-device copy of the state: {raw['error']}")
+        return
+    floor = min(raw["seconds"])
+    restores = [r.phase_seconds().get("restore") for r in el]
+    restores = [x for x in restores if x is not None]
+    print(f"\nraw host-to-device copy of the state ({raw['bytes'] / 1e9:.2f} GB, "
+          f"{raw['platform']}), the same run: {floor:.3f} s (best of "
+          f"{', '.join(f'{x:.3f}' for x in raw['seconds'])}); the elastic restores "
+          f"{', '.join(f'{x:.3f}' for x in restores) or '-'} s: "
+          f"{', '.join(f'{x / floor:.2f}x' for x in restores) if floor > 0 else '-'} the raw copy")
 
 
 if __name__ == "__main__":
