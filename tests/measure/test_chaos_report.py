@@ -163,7 +163,7 @@ def test_the_step_a_stopped_run_names_is_the_trainers_own():
 def test_a_stopped_run_reports_the_step_of_run_end():
     """`chaos run` said "failed at step 31" where the trainer's run_end said 24."""
     from elastix.backends.base import WorkloadStatus
-    from elastix.measure.chaos import _why_stopped
+    from elastix.measure.soak import _why_stopped
 
     events = _stream("run_start", "step", "step", "step", "step", "run_end")
     res = ChaosReport([], goodput(events), [], False, events=events, workload="demo")

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 import elastix.commands.chaos as chaos_cmd
-import elastix.measure.chaos as chaos_mod
+import elastix.measure.soak as soak_mod
 from elastix.backends.base import Fault, KillRecord, PodInfo, SliceStatus, WorkloadStatus
 from elastix.errors import UsageError
 from elastix.main import main
@@ -73,7 +73,7 @@ def stand(monkeypatch, tmp_path):
     def catch(backend, name, plan, **kw):
         raise Caught(plan)
 
-    monkeypatch.setattr(chaos_mod, "run_soak", catch)
+    monkeypatch.setattr(soak_mod, "run_soak", catch)
     monkeypatch.setenv("COLUMNS", "200")
     return s
 
@@ -309,8 +309,8 @@ def test_the_same_plan_and_seed_pick_the_same_victims():
 
     def victims(seed: int) -> list[tuple]:
         s = Stand()
-        soak = chaos_mod._Soak(s, "demo", dataclasses.replace(plan, seed=seed),
-                               chaos_mod.Bounds(), 1.0, lambda: 0.0, lambda t: None,
+        soak = soak_mod._Soak(s, "demo", dataclasses.replace(plan, seed=seed),
+                               soak_mod.Bounds(), 1.0, lambda: 0.0, lambda t: None,
                                lambda: 0.0, None)
         for r in plan.rounds:
             soak._kill(r, None)
@@ -392,7 +392,7 @@ def test_a_plan_that_outlasts_the_run_is_refused_and_the_dry_run_says_so(
         monkeypatch, tmp_path, capsys):
     s = _Stepping()
     monkeypatch.setattr(chaos_cmd, "get_backend", lambda target: s)
-    monkeypatch.setattr(chaos_mod, "run_soak", lambda backend, name, plan, **kw: (
+    monkeypatch.setattr(soak_mod, "run_soak", lambda backend, name, plan, **kw: (
         _ for _ in ()).throw(Caught(plan)))
     monkeypatch.setenv("COLUMNS", "200")
     # The README's line on the quickstart's job: faults up to ~20 minutes out, a 5-minute run.

@@ -24,7 +24,7 @@ from test_plan import Stand
 import elastix.commands.chaos as chaos_cmd
 from elastix.backends.base import Fault, KillRecord
 from elastix.main import main
-from elastix.measure.chaos import _killer
+from elastix.measure.soak import _killer
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -323,7 +323,7 @@ def _measured_kill(target: Target, name: str, plan: Plan, *, output: str, bounds
     """
     import json
 
-    from elastix.measure.chaos import run_soak
+    from elastix.measure.soak import run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill, print_verdict
     from elastix.views.waiting import WaitLine
@@ -505,8 +505,8 @@ def _print_plan(name: str, plan: Plan, output: str) -> None:
 def _run_plan(backend: Backend, name: str, plan: Plan, bounds: Bounds, origin: str
               ) -> ChaosReport:
     """Run the plan's rounds, saying each one's recovery as it is measured (stderr)."""
-    from elastix.measure.chaos import run_soak
     from elastix.measure.report import KillMeasurement
+    from elastix.measure.soak import run_soak
     from elastix.views.console import console
     from elastix.views.measurement import print_kill
     from elastix.views.waiting import WaitLine

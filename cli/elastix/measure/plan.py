@@ -1,6 +1,6 @@
 """A chaos experiment as a plan: built once from the flags (or read from a plan file), shown by
 ``chaos run --dry-run``, kept in the report, and run round by round by
-:func:`elastix.measure.chaos.run_soak`.
+:func:`elastix.measure.soak.run_soak`.
 
 A :class:`Plan` is a list of :class:`Round`\\ s, each saying when its faults land (after an
 interval, at a step, in a moment, after a delay, or at a scheduled time), which fault, how

@@ -1,6 +1,6 @@
 """The one report of a chaos experiment: ``chaos run`` and ``chaos kill-worker --measure`` alike.
 
-Both commands drive :func:`elastix.measure.chaos.run_soak` (a measured kill is a soak of one
+Both commands drive :func:`elastix.measure.soak.run_soak` (a measured kill is a soak of one
 kill) and print this report: the same JSON schema (snake_case keys, ``ok``, violations as
 ``{kill, bound, limit, value}``), the same bounds and the same exit code. The JUnit and Markdown
 renderings (:mod:`elastix.views.report`) read only :meth:`ChaosReport.to_json`, so a CI job sees
