@@ -46,7 +46,8 @@ from elastix_trainer.config import from_mapping  # noqa: E402
 from elastix_trainer.elastic.health import ManualHealth, StaticHealth  # noqa: E402
 from elastix_trainer.obs.events import EventLog, setup_logging  # noqa: E402
 from elastix_trainer.program import assemble  # noqa: E402
-from elastix_trainer.train import Hooks, Trainer  # noqa: E402
+from elastix_trainer.seams import Hooks  # noqa: E402
+from elastix_trainer.train import Trainer  # noqa: E402
 
 BASE = dict(preset="tiny", batch_per_device=4, seq_len=64, num_slices=4, warmup_steps=5)
 

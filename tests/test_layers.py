@@ -41,6 +41,7 @@ TRAINER_FLOORS = [
     ("elastix_trainer.program",),
     ("elastix_trainer.elastic",),
     ("elastix_trainer.train",),
+    ("elastix_trainer.seams",),
     ("elastix_trainer.state", "elastix_trainer.step", "elastix_trainer.data"),
     ("elastix_trainer.config", "elastix_trainer.mesh", "elastix_trainer.fit"),
     ("elastix_trainer.model", "elastix_trainer.tokenizer"),

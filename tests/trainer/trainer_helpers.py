@@ -90,31 +90,31 @@ def make_trainer(cfg, events=None):
 
 
 def on(trainer, **fns):
-    """Attach hooks made of plain functions, named as ``train.Hooks``' methods (tests flip
+    """Attach hooks made of plain functions, named as ``seams.Hooks``' methods (tests flip
     health at exact steps): ``on(trainer, before_dispatch=lambda session, n: ...)``."""
-    from elastix_trainer.train import Hooks
+    from elastix_trainer.seams import Hooks
 
     hooks = Hooks()
     for name, fn in fns.items():
         if not callable(getattr(Hooks, name, None)):
-            raise TypeError(f"train.Hooks has no method {name}")
+            raise TypeError(f"seams.Hooks has no method {name}")
         setattr(hooks, name, fn)
     trainer.add_hooks(hooks)
     return hooks
 
 
 def tap(trainer, *, first=None, then=None):
-    """Wrap the trainer's devices (``train.Devices``: the local stand-in) so that plain
+    """Wrap the trainer's devices (``seams.Devices``: the local stand-in) so that plain
     functions run at its calls: ``first`` before the devices' own method of that name (a kill
     during a copy, before the stand-in's verdict on it), ``then`` after it (a kill once the
     session's hosts are taken). Returns the wrapper, now ``trainer.devices``."""
-    from elastix_trainer.train import Devices
+    from elastix_trainer.seams import Devices
 
     inner = trainer.devices
     first, then = first or {}, then or {}
     for name in (*first, *then):
         if not callable(getattr(Devices, name, None)):
-            raise TypeError(f"train.Devices has no method {name}")
+            raise TypeError(f"seams.Devices has no method {name}")
 
     class Tapped(Devices):
         step_prologue = (staticmethod(inner.step_prologue) if inner.step_prologue is not None

@@ -3,7 +3,7 @@ loses nothing (its losses equal an uninterrupted copy's bit for bit), and a rest
 on purpose is caught at the first step it changed.
 
 The wrong restore is not a hook in the product: the head runs a script of this test that builds
-the trainer as ``elastix-train`` does and attaches a ``train.Hooks`` that moves every parameter
+the trainer as ``elastix-train`` does and attaches a ``seams.Hooks`` that moves every parameter
 by 1e-3 once a saved step was restored.
 """
 
@@ -25,7 +25,7 @@ WRONG_RESTORE = '''
     import jax
 
     from elastix_trainer import __main__ as entry, program
-    from elastix_trainer.train import Hooks
+    from elastix_trainer.seams import Hooks
 
 
     class WrongRestore(Hooks):

@@ -39,8 +39,9 @@ from elastix_trainer.elastic.classify import SliceLost, classify, error_line
 from elastix_trainer.elastic.health import HealthSource, SliceWaitTimeout, WaitStopped, lost
 from elastix_trainer.mesh import on_pathways
 from elastix_trainer.obs.events import EventLog, log
+from elastix_trainer.seams import Hooks, Session
 from elastix_trainer.state.checkpoint import SaveTimeout
-from elastix_trainer.train import Hooks, Session, Trainer
+from elastix_trainer.train import Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 

@@ -3,7 +3,7 @@
 Off Pathways the trainer's devices are this process's CPUs standing in for the slices' chips.
 They never fail by themselves, and they would go on computing after a slice host process is
 gone, where a TPU step that needs a dead slice fails or hangs. ``LocalStandIn`` is the
-trainer's ``train.Devices`` that makes them fail *in time*, given only where the devices are
+trainer's ``seams.Devices`` that makes them fail *in time*, given only where the devices are
 stand-ins (``program.build_trainer``), so the training loop holds none of this. One contract:
 **a device operation that needs a dead or hung host fails, when it would on TPU**; nothing that
 completed is ever undone afterwards.
@@ -38,7 +38,7 @@ import jax
 from elastix_trainer.elastic.health import HealthSource, lost
 from elastix_trainer.elastic.local import fault
 from elastix_trainer.elastic.local.health import LocalHeartbeatHealth
-from elastix_trainer.train import Devices, Session
+from elastix_trainer.seams import Devices, Session
 
 
 class LocalStandIn(Devices):
