@@ -5,8 +5,8 @@ outputs (the donated state aliases its input) and the temporaries per device, an
 step that cannot fit fails to compile with ``RESOURCE_EXHAUSTED ... Used X of Y hbm``. Both are
 read here, so a preset or a batch that cannot fit ends the run before its first step in one
 line naming the memory it needs, the memory the device has and the flag that would make it
-fit, instead of an XLA traceback; and ``--remat-policy auto`` takes the fastest policy whose
-step fits (``kernels.remat.candidates``).
+fit, instead of an XLA traceback; and ``--remat-policy auto`` and ``--num-vocab-tiling 0`` take
+the fastest policy and loss whose step fits (:func:`ladder`).
 """
 
 from __future__ import annotations
