@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -316,8 +317,10 @@ def from_mapping(values: dict) -> TrainConfig:
     return cfg
 
 
+@functools.cache
 def _field_docs() -> dict[str, str]:
-    """The attribute docstrings of TrainConfig, for --help."""
+    """The attribute docstrings of TrainConfig, for --help (parsed once a process: the flags are
+    built for every parse)."""
     import ast
     import inspect
 
