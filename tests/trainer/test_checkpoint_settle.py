@@ -54,6 +54,7 @@ def test_a_failure_after_the_write_still_settles_the_save(tmp_path):
 def test_a_write_that_never_settles_is_an_error_within_the_bound(tmp_path):
     events = _StalledEvents()
     ck = Checkpointer(str(tmp_path / "ck"), 1, events, settle_timeout=0.5)
+    stalled = ck._writer.thread
     try:
         ck.save(1, STATE, {"i": 1})
         t0 = time.monotonic()
@@ -64,3 +65,4 @@ def test_a_write_that_never_settles_is_an_error_within_the_bound(tmp_path):
         assert not ck.in_flight()
     finally:
         events.gate.set()
+        stalled.join(60)  # its late report ends inside this test (test_checkpoint_stall says why)
