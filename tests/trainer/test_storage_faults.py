@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 
 import pytest
 from fake_gcs import emulator_env
@@ -41,8 +43,13 @@ def test_events_upload_refused_throughout_the_run(proxied, reference, caplog, tm
     assert [s.fate for s in proxied.matching("POST", UPLOAD)][:1] == ["status 403"]
     text = caplog.text
     assert "events upload to gs://ckpts/r403/events.jsonl failed (1 in a row)" in text
-    assert "the events were not uploaded to gs://ckpts/r403/events.jsonl; the local copy is " \
-           "kept at" in text
+    kept = re.search(r"the events were not uploaded to gs://ckpts/r403/events.jsonl; the local "
+                     r"copy is kept at (\S+)", text)
+    assert kept, text
+    # the copy the user is pointed to holds every event; then this test leaves nothing behind
+    with open(kept.group(1)) as f:
+        assert len(f.read().splitlines()) == len(trainer.events.records)
+    os.remove(kept.group(1))
 
 
 def test_transient_errors_are_retried_and_every_event_arrives(proxied, reference):
