@@ -44,6 +44,14 @@ from elastix_trainer.step import abstract_state
 from elastix_trainer.train import run_start_event
 
 
+def h2d_seconds(host: list, shardings: list) -> float:
+    """Seconds to place ``host`` (numpy arrays) onto ``shardings``: every ``device_put``
+    started, then all waited for (the floor a restore from host memory is held to)."""
+    t = time.perf_counter()
+    jax.block_until_ready([jax.device_put(h, s) for h, s in zip(host, shardings, strict=True)])
+    return time.perf_counter() - t
+
+
 def raw_copies(state) -> dict:
     """Seconds for the floor copies of ``state`` (a tree of device arrays), each once, its
     host copy freed before the next: a second copy into numpy of the same arrays would read
@@ -56,11 +64,8 @@ def raw_copies(state) -> dict:
         x.copy_to_host_async()
     host = [np.asarray(x) for x in leaves]
     out["d2h_numpy"] = time.perf_counter() - t
-    t = time.perf_counter()
-    back = jax.block_until_ready([jax.device_put(h, x.sharding) for h, x in
-                                  zip(host, leaves, strict=True)])
-    out["h2d_numpy"] = time.perf_counter() - t
-    del back, host
+    out["h2d_numpy"] = h2d_seconds(host, [x.sharding for x in leaves])
+    del host
     t = time.perf_counter()
     pinned = jax.block_until_ready([jax.device_put(x, x.sharding.with_memory_kind("pinned_host"))
                                     for x in leaves])

@@ -39,7 +39,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 from benchcli import smoke_args
 
@@ -164,6 +163,7 @@ def raw_copy(trainer_args: str, repeats: int) -> dict:
     started, then all waited for (``repeats`` times: seconds each)."""
     import jax
     import numpy as np
+    from bench_chip_copies import h2d_seconds
 
     from elastix_trainer.config import parse_args
     from elastix_trainer.mesh import build_mesh, slice_devices
@@ -175,12 +175,7 @@ def raw_copy(trainer_args: str, repeats: int) -> dict:
     abstract = abstract_state(model_config(cfg), OptConfig(total_steps=cfg.steps), mesh, 0)
     leaves = jax.tree.leaves(abstract)
     host = [np.ones(x.shape, x.dtype) for x in leaves]  # touched: resident, as a snapshot is
-    seconds = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready([jax.device_put(h, x.sharding) for h, x in
-                               zip(host, leaves, strict=True)])
-        seconds.append(time.perf_counter() - t)
+    seconds = [h2d_seconds(host, [x.sharding for x in leaves]) for _ in range(repeats)]
     return {"bytes": int(sum(h.nbytes for h in host)), "seconds": seconds,
             "platform": jax.devices()[0].platform}
 
