@@ -10,10 +10,13 @@ Alternating, ``--runs`` times each, in the same run on the same machine:
 
 Each recovery is measured from the kill to the first completed step after it, from the trainer's
 events, with ``elastix.measure.chaos.measure_kill`` (the same code as ``chaos kill-worker --measure``).
-Once the workload is gone (the head has let go of the devices: on a TPU one program holds a
+Before the workload starts (no program holds the devices yet: on a TPU one program holds a
 chip), the floor of the elastic restore is measured in the same run: the raw host-to-device
 copy of a state of the trainer's shapes from numpy, each array's ``device_put`` started first
-(``--raw-copies``, a child process on the head's platform, ``ELASTIX_LOCAL_PLATFORM``).
+(``--raw-copies``, a child process on the head's platform, ``ELASTIX_LOCAL_PLATFORM``). It is
+printed at once, so a run cut short by a time limit still has it (on a v5e chip, 12-06, a
+full restart took 22 s one time and 15 s another, and the floor measured last was lost to the
+time limit). ``--no-restart`` measures the elastic recoveries alone.
 
 The trainer keeps its persistent compilation cache in the workload's kept data directory (the
 local backend's default), so a restarted controller reads its compiled step instead of compiling
@@ -90,12 +93,17 @@ def main() -> int:
                     help="times the raw host-to-device copy of the state is measured after the "
                          "runs (0: not)")
     ap.add_argument("--raw-copy-of", default=None, help=argparse.SUPPRESS)  # the child's mode
+    ap.add_argument("--no-restart", action="store_true",
+                    help="kill slice hosts only (no full-restart runs to compare with)")
     ap.add_argument("--no-cache", action="store_true",
                     help="run the trainer without its persistent compilation cache")
     a = smoke_args(ap, "one run of each: checks it runs", runs=1, raw_copies=1)
     if a.raw_copy_of is not None:
         print(json.dumps(raw_copy(a.raw_copy_of, a.raw_copies)))
         return 0
+    raw = raw_copies_child(a) if a.raw_copies > 0 else None
+    if raw is not None:
+        print(raw_line(raw, []), flush=True)
     root = tempfile.mkdtemp(prefix="elastix-bench-recovery-")
     env = {**os.environ, "ELASTIX_STATE_DIR": os.path.join(root, "state"),
            "ELASTIX_BACKEND": "local", "KUBECONFIG": os.path.join(root, "none"),
@@ -118,7 +126,7 @@ def main() -> int:
         ended = workload_ended(backend, name)
         wait_for(lambda: committed_after(backend, name, 0), 600, "a first checkpoint", gone=ended)
         for i in range(a.runs):
-            for kind in ("elastic", "restart"):
+            for kind in ("elastic",) if a.no_restart else ("elastic", "restart"):
                 n = len(backend.read_events(name) or [])
                 wait_for(lambda n=n: committed_after(backend, name, n), 300,
                          "a fresh checkpoint before the kill", gone=ended)
@@ -139,7 +147,6 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name, "--wait"],
                        env=env, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
-    raw = raw_copies_child(a) if a.raw_copies > 0 else None
     report(results, a, raw)
     return 0
 
@@ -198,6 +205,8 @@ def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = N
     print("|---|---|---|---|---|")
     for label, recs, ms in (("elastic (kill a slice host)", el, results["elastic"]),
                             ("full restart (kill the controller)", rs, results["restart"])):
+        if not recs:
+            continue
         downs = [r.downtime for r in recs]
         parts = {}
         for r in recs:
@@ -207,22 +216,28 @@ def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = N
         print(f"| {label} | {fmt(med(downs))} ({fmt(min(downs))}–{fmt(max(downs))}) | "
               f"{part_text} | {all(m.pid_same for m in ms)} | "
               f"{sum(m.jobset_restarts for m in ms)} |")
-    ratios = [r.downtime / e.downtime for e, r in zip(el, rs, strict=True)]
-    print(f"\nfull restart / elastic, median of pairwise ratios: {med(ratios):.1f}x "
-          f"({', '.join(f'{x:.1f}' for x in ratios)})")
-    if raw is None:
-        return
+    if rs:
+        ratios = [r.downtime / e.downtime for e, r in zip(el, rs, strict=True)]
+        print(f"\nfull restart / elastic, median of pairwise ratios: {med(ratios):.1f}x "
+              f"({', '.join(f'{x:.1f}' for x in ratios)})")
+    if raw is not None:
+        restores = [r.phase_seconds().get("restore") for r in el]
+        print("\n" + raw_line(raw, [x for x in restores if x is not None]))
+
+
+def raw_line(raw: dict, restores: list[float]) -> str:
+    """The raw copy's line, with each elastic restore as a multiple of it (none yet: before)."""
     if "error" in raw:
-        print(f"\nraw host-to-device copy of the state: {raw['error']}")
-        return
+        return f"raw host-to-device copy of the state: {raw['error']}"
     floor = min(raw["seconds"])
-    restores = [r.phase_seconds().get("restore") for r in el]
-    restores = [x for x in restores if x is not None]
-    print(f"\nraw host-to-device copy of the state ({raw['bytes'] / 1e9:.2f} GB, "
-          f"{raw['platform']}), the same run: {floor:.3f} s (best of "
-          f"{', '.join(f'{x:.3f}' for x in raw['seconds'])}); the elastic restores "
-          f"{', '.join(f'{x:.3f}' for x in restores) or '-'} s: "
-          f"{', '.join(f'{x / floor:.2f}x' for x in restores) if floor > 0 else '-'} the raw copy")
+    line = (f"raw host-to-device copy of the state ({raw['bytes'] / 1e9:.2f} GB, "
+            f"{raw['platform']}), the same run, before the workload: {floor:.3f} s (best of "
+            f"{', '.join(f'{x:.3f}' for x in raw['seconds'])})")
+    if not restores:
+        return line
+    return (f"{line}; the elastic restores {', '.join(f'{x:.3f}' for x in restores)} s: "
+            f"{', '.join(f'{x / floor:.2f}x' for x in restores) if floor > 0 else '-'} "
+            "the raw copy")
 
 
 if __name__ == "__main__":

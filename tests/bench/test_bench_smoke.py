@@ -27,6 +27,15 @@ def _table(run, header: str, rows: list[str]) -> None:
         assert run.lines(row), f"no row '{row}' in:\n{run.out}"
 
 
+def _local_recovery(run) -> None:
+    """The raw copy, printed before the workload and again under the table, there with each
+    elastic restore as a multiple of it."""
+    lines = run.lines("raw host-to-device copy of the state (")
+    assert len(lines) == 2, run.out
+    assert "before the workload" in lines[0] and "the elastic restores" not in lines[0], run.out
+    assert re.search(r"the elastic restores [\d.]+ s: [\d.]+x the raw copy$", lines[1]), run.out
+
+
 def _has(*starts: str):
     """A check that the report holds a line starting with each of ``starts``."""
 
@@ -121,7 +130,7 @@ SMOKE = [
     _bench("local_recovery", [("| recovery | kill → next step",
                                ["| elastic (kill a slice host) |",
                                 "| full restart (kill the controller) |"])],
-           _has("raw host-to-device copy of the state (")),
+           _local_recovery),
     _bench("faults", [("| fault | recovered |",
                        ["| term | 1/1 |", "| kill --during save (1/1 inside) | 1/1 |"])]),
     _bench("advise", [("| periods | kills |", ["| today: `--checkpoint-period 100` | 1 | 1 |",

@@ -187,13 +187,16 @@ class Checkpointer:
     def reset(self) -> None:
         """Drop the manager after an elastic event (its in-memory step list may be wrong).
 
-        A write that does not settle in time is abandoned with the manager: its directory is
-        uncommitted, so it is never restored.
+        A write that does not settle in time is abandoned with the manager: nothing waits for
+        it again, and until it finishes its directory is uncommitted, so it is never restored.
+        Should Orbax finish it later, it commits then as a whole step (Orbax's commit is one
+        rename after every file is written), its checksums are recorded and its commit is
+        reported, late; a restore checks it like any other.
         """
         try:
             self.settle()
         except SaveTimeout as e:
-            log.warning("elastix: %s; abandoning it (it is not committed)", e)
+            log.warning("elastix: %s; abandoning it (not committed; the run goes on without it)", e)
             self._writer.abandon()  # the next save gets a new thread
         finally:
             self._slot.drop()
