@@ -39,7 +39,7 @@ from elastix_trainer.config import COPY_MODES, from_mapping
 from elastix_trainer.elastic.health import StaticHealth
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.obs.events import EventLog
-from elastix_trainer.program import assemble
+from elastix_trainer.program import SettleHeap, assemble
 from elastix_trainer.step import abstract_state
 from elastix_trainer.train import run_start_event
 
@@ -88,6 +88,7 @@ def trainer_run(label: str, mapping: dict, restore: bool, events_file: str | Non
     cfg = from_mapping(mapping)
     events = EventLog(events_file)
     runtime = assemble(cfg, events, StaticHealth(1))
+    runtime.trainer.add_hooks(SettleHeap())  # as the program's own process does
     run_start_event(runtime.trainer, cfg)  # its config: the periods advise reads
     t0 = time.perf_counter()
     outcome = runtime.run()

@@ -32,6 +32,34 @@ def test_num_slices_makes_its_cpu_devices_without_xla_flags(tmp_path):
     out = p.stdout + p.stderr
     assert out.count("run end: completed at step 2") == 1
     assert "run completed" not in out  # the run_end line says it once
+    # the program's own process settles its heap once, after the first step (SettleHeap)
+    assert out.count("heap settled after the first step") == 1, out
+
+
+def test_settle_heap_freezes_once_and_only_where_attached(tmp_path):
+    """``SettleHeap`` freezes the heap at its first completed step and never again; an
+    in-process run (``assemble``, as tests and benchmarks run) does not attach it."""
+    import gc
+
+    from trainer_helpers import make_cfg
+
+    from elastix_trainer.elastic.health import StaticHealth
+    from elastix_trainer.obs.events import EventLog
+    from elastix_trainer.program import SettleHeap, assemble
+
+    runtime = assemble(make_cfg(steps=2), EventLog(None), StaticHealth(1))
+    assert not any(isinstance(h, SettleHeap) for h in runtime.trainer.hooks)
+    before = gc.get_freeze_count()
+    hook = SettleHeap()
+    try:
+        hook.after_complete(None, 1, 0.0, 0.1)
+        frozen = gc.get_freeze_count()
+        assert frozen > before
+        gc.unfreeze()
+        hook.after_complete(None, 2, 0.0, 0.1)
+        assert gc.get_freeze_count() == 0  # once per hook: the second step froze nothing
+    finally:
+        gc.unfreeze()
 
 
 def test_help_lists_the_presets_without_markup():

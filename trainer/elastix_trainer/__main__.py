@@ -71,7 +71,7 @@ def _train(argv: list[str]) -> int:
     _init_platform(cfg.num_slices)
     from elastix_trainer.program import run
 
-    return run(cfg)
+    return run(cfg, settle_heap=True)
 
 
 def _exit_without_teardown(code: list[int]) -> None:
