@@ -67,18 +67,37 @@ class Case:
     fused: bool | None = None  # the fused backward (None: the trainer's, ModelConfig.sa_fused_bwd)
     mu: str = ""  # AdamW's first-moment dtype (OptConfig.mu_dtype; "": the parameters')
     scan: bool = True  # the layers as one lax.scan (False: unrolled, ``--no-scan-layers``)
+    heads: str = ""  # "Q/KVxD": the preset's attention heads reshaped (same widths, same FLOPs)
 
     @classmethod
     def parse(cls, text: str) -> Case:
         """``preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused|:unfused][:unscanned]
-        [:mu=DTYPE]``."""
+        [:mu=DTYPE][:heads=Q/KVxD]``."""
         words = text.split(":")
         flags = ("fused", "unfused", "unscanned")
-        p = [t for t in words if t not in flags and not t.startswith("mu=")]
+        keyed = ("mu=", "heads=")
+        p = [t for t in words if t not in flags and not t.startswith(keyed)]
         mu = next((t[3:] for t in words if t.startswith("mu=")), "")
+        heads = next((t[6:] for t in words if t.startswith("heads=")), "")
         fused = True if "fused" in words else False if "unfused" in words else None
         return cls(p[0], int(p[1]), int(p[2]), *(p[3:5]), *(int(t) for t in p[5:7]),
-                   fused=fused, mu=mu, scan="unscanned" not in words)
+                   fused=fused, mu=mu, scan="unscanned" not in words, heads=heads)
+
+    def model(self, cfg):
+        """The trainer's model for ``cfg``, its heads reshaped where ``heads`` says (the query
+        and key/value widths kept, so the parameters and the FLOPs are the preset's)."""
+        model = model_config(cfg)
+        if not self.heads:
+            return model
+        q, rest = self.heads.split("/")
+        kv, d = rest.split("x")
+        q, kv, d = int(q), int(kv), int(d)
+        if (q * d, kv * d) != (model.num_heads * model.head_dim,
+                               model.num_kv_heads * model.head_dim):
+            raise ValueError(f"heads={self.heads} changes the widths of {self.preset}'s "
+                             f"projections ({model.num_heads}/{model.num_kv_heads}x"
+                             f"{model.head_dim})")
+        return dataclasses.replace(model, num_heads=q, num_kv_heads=kv, head_dim=d)
 
     def opt(self, steps: int = 10) -> OptConfig:
         return OptConfig(total_steps=steps, mu_dtype=self.mu)
@@ -123,7 +142,7 @@ def run_case(case: Case, steps: int) -> dict:
     cfg = case.config(steps)
     row: dict = {"case": dataclasses.asdict(case)}
     try:
-        model = model_config(cfg)
+        model = case.model(cfg)
     except Exception as e:  # noqa: BLE001 - the trainer's own refusal, reported as a row
         return {**row, "error": str(e).splitlines()[0]}
     opt = case.opt(steps)
@@ -227,7 +246,7 @@ def profile(case: Case, out: str | None) -> dict:
     import tempfile
 
     cfg = case.config()
-    model = model_config(cfg)
+    model = case.model(cfg)
     opt = case.opt()
     mesh = _mesh()
     fns = step_fns(model, opt, mesh, case.batch, case.seq, 0)
@@ -304,7 +323,8 @@ def report(rows: list[dict], mm: float, peak: float | None, largest: list[dict],
             out.append(f"{head} {c['attention']} | {c['remat']} | | {r['error']} |")
             continue
         of_peak = f"{r['tflops'] * 1e12 / peak:.1%}" if peak else "-"
-        out.append(f"{head} {r['attention']} | {r['remat']} | {r['tiles']} | "
+        heads = f", heads {c['heads']}" if c.get("heads") else ""
+        out.append(f"{head} {r['attention']}{heads} | {r['remat']} | {r['tiles']} | "
                    f"{r['block']} | {r['mu']} | "
                    f"{r['step_s']:.4f} | {r['tflops']:.1f} | {of_peak} | "
                    f"{r['tflops'] / mm:.1%} | {_gib(r['peak_bytes'])} | {r['compile_s']:.1f} |")
@@ -330,7 +350,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=DEFAULT_CASES,
                     help="preset:seq:batch[:attention[:remat[:tiles[:block]]]][:fused][:unscanned]"
-                         "[:mu=DTYPE]"
+                         "[:mu=DTYPE][:heads=Q/KVxD]"
                          " ...")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per case")
     ap.add_argument("--largest", nargs="*", default=["bench-1g:1024", "qwen3-0.6b:1024",
@@ -345,7 +365,8 @@ def main() -> None:
                     help="seconds after which no new case starts (the report still prints)")
     ap.add_argument("--out", default=None, help="also write the rows as JSON lines here")
     args = smoke_args(ap, "tiny on CPU: checks that the bench runs", cases=["tiny:128:2",
-                      "tiny:128:2:dot_product:full:4"], steps=2, largest=["tiny:128"],
+                      "tiny:128:2:dot_product:full:4",
+                      "tiny:128:2:heads=2/1x32"], steps=2, largest=["tiny:128"],
                       trainer="tiny:128:2", matmul=256)
     log = open(os.path.join(args.out, "chip.jsonl"), "a") if args.out else None
 
