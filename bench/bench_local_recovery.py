@@ -90,8 +90,8 @@ def main() -> int:
                     help="ELASTIX_LOCAL_SCHEDULING_DELAY, seconds (0: the issue's setting)")
     ap.add_argument("--trainer-args", default=DEFAULT_TRAINER)
     ap.add_argument("--raw-copies", type=int, default=3,
-                    help="times the raw host-to-device copy of the state is measured after the "
-                         "runs (0: not)")
+                    help="times the raw host-to-device copy of the state is measured, before "
+                         "the workload starts (0: not)")
     ap.add_argument("--raw-copy-of", default=None, help=argparse.SUPPRESS)  # the child's mode
     ap.add_argument("--no-restart", action="store_true",
                     help="kill slice hosts only (no full-restart runs to compare with)")

@@ -96,8 +96,9 @@ class SettleHeap(Hooks):
     objects in 2 ms (not yet measured on a chip). Only the young generations are collected
     here (a full collection took 100-140 ms): cycles that died in the oldest generation since
     its last collection stay unfreed (0 to 20 objects at this point on CPU); reference
-    counting frees everything else as before. Megatron-LM's ``--manual-gc`` and torchtitan's
-    ``gc_freq`` take the same view: a collection at a point the program chooses. Attached by
+    counting frees everything else as before. Megatron-LM takes the same view with
+    ``--manual-gc`` (``megatron/training/arguments.py``: the threshold-based collector off, a
+    collection at points the program chooses, against CPU-side jitter). Attached by
     the program (``run(settle_heap=True)``), not by an in-process run: a test process must
     not freeze what its other tests leave behind."""
 
