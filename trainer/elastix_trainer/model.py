@@ -74,8 +74,12 @@ PRESETS: dict[str, ModelConfig] = {
     "small": ModelConfig(vocab_size=512, d_model=128, num_layers=4, num_heads=4, num_kv_heads=2,
                          head_dim=32, ffn_dim=384),
     # About 108 M parameters: params + AdamW moments ~ 1.3 GB, for checkpoint benchmarks.
-    "bench-1g": ModelConfig(vocab_size=32_000, d_model=1024, num_layers=6, num_heads=16,
-                            num_kv_heads=8, head_dim=64, ffn_dim=3072),
+    # Heads of 128, as Qwen3's and Llama's: a TPU's matrix unit is 128 wide, and at head_dim
+    # 64 the splash kernels filled half of it. The same widths and FLOPs as the 16/8x64 it had
+    # until 12-07; on a v5e chip (batch 8, layers unrolled) 49.9 -> 61.2 % of peak
+    # (docs/benchmarks.md). Its checkpoints from before are refused (their q_norm differs).
+    "bench-1g": ModelConfig(vocab_size=32_000, d_model=1024, num_layers=6, num_heads=8,
+                            num_kv_heads=4, head_dim=128, ffn_dim=3072),
     # The real Qwen3-0.6B shape.
     "qwen3-0.6b": ModelConfig(vocab_size=151_936, d_model=1024, num_layers=28, num_heads=16,
                               num_kv_heads=8, head_dim=128, ffn_dim=3072),
