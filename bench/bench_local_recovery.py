@@ -141,6 +141,7 @@ def main() -> int:
                 if r is None or not r.complete:
                     raise SystemExit(f"{kind} run {i + 1}: no recovery ({m.state_after})")
                 print(f"{kind} {i + 1}: {r.downtime:.2f} s {json.dumps(r.phase_seconds())} "
+                      f"steps lost {r.steps_lost} (step {r.last_step} -> {r.restored_step}) "
                       f"pid same {m.pid_same} jobset restarts {m.jobset_restarts}", flush=True)
                 results[kind].append(m)
     finally:
@@ -200,9 +201,9 @@ def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = N
     print(f"\n{a.runs} runs each, {a.slices} x {a.tpu_type} (local), health timeout "
           f"{a.health_timeout} s, scheduling delay {a.scheduling_delay} s, compilation cache "
           f"{'off' if a.no_cache else 'on'}\n")
-    print("| recovery | kill → next step, median (min–max) s | parts (median s) | same PID | "
-          "JobSet restarts |")
-    print("|---|---|---|---|---|")
+    print("| recovery | kill → next step, median (min–max) s | parts (median s) | steps lost "
+          "(max) | same PID | JobSet restarts |")
+    print("|---|---|---|---|---|---|")
     for label, recs, ms in (("elastic (kill a slice host)", el, results["elastic"]),
                             ("full restart (kill the controller)", rs, results["restart"])):
         if not recs:
@@ -213,8 +214,9 @@ def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = N
             for k, v in r.phase_seconds().items():
                 parts.setdefault(k, []).append(v)
         part_text = ", ".join(f"{k} {fmt(med(v))}" for k, v in parts.items())
+        lost = [r.steps_lost for r in recs if r.steps_lost is not None]
         print(f"| {label} | {fmt(med(downs))} ({fmt(min(downs))}–{fmt(max(downs))}) | "
-              f"{part_text} | {all(m.pid_same for m in ms)} | "
+              f"{part_text} | {max(lost) if lost else '-'} | {all(m.pid_same for m in ms)} | "
               f"{sum(m.jobset_restarts for m in ms)} |")
     if rs:
         ratios = [r.downtime / e.downtime for e, r in zip(el, rs, strict=True)]
@@ -223,6 +225,18 @@ def report(results: dict[str, list], a: argparse.Namespace, raw: dict | None = N
     if raw is not None:
         restores = [r.phase_seconds().get("restore") for r in el]
         print("\n" + raw_line(raw, [x for x in restores if x is not None]))
+        if el and "error" not in raw:
+            print(bound_line(el, min(raw["seconds"]), float(a.scheduling_delay)))
+
+
+def bound_line(recs: list, floor: float, delay: float) -> str:
+    """Issue 58's bound on an elastic kill: downtime at most the replacement's scheduling
+    delay plus 1.25x the raw copy of the state, measured in the same run."""
+    bound = delay + 1.25 * floor
+    worst = max(r.downtime for r in recs)
+    return (f"bound: downtime <= scheduling delay {delay:g} s + 1.25 x the raw copy "
+            f"{floor:.3f} s = {bound:.2f} s; the slowest elastic recovery {worst:.2f} s: "
+            f"{'within' if worst <= bound else 'over'}")
 
 
 def raw_line(raw: dict, restores: list[float]) -> str:

@@ -34,6 +34,11 @@ def _local_recovery(run) -> None:
     assert len(lines) == 2, run.out
     assert "before the workload" in lines[0] and "the elastic restores" not in lines[0], run.out
     assert re.search(r"the elastic restores [\d.]+ s: [\d.]+x the raw copy$", lines[1]), run.out
+    bound = run.lines("bound: downtime <= scheduling delay ")
+    assert len(bound) == 1 and re.search(r"= [\d.]+ s; the slowest elastic recovery [\d.]+ s: "
+                                         r"(within|over)$", bound[0]), run.out
+    assert re.search(r"^elastic 1: [\d.]+ s .* steps lost \d+ \(step \d+ -> \d+\) pid same",
+                     run.out, re.M), run.out
 
 
 def _has(*starts: str):
