@@ -93,7 +93,11 @@ class SettleHeap(Hooks):
     objects of Orbax's first saves, then a collection of the oldest generation walking 200
     thousand objects (100-176 ms) in the writer's threads. With this hook the same trace shows
     20 ms here, once, and the later collection of the oldest generation walking 3 thousand
-    objects in 2 ms (not yet measured on a chip). Only the young generations are collected
+    objects in 2 ms. On the chip (12-07) it did not remove that stall: one step of 0.6-0.8 s
+    per save remained, with the GIL free (a stack sampler's longest gap 39 ms) and the loop
+    waiting for the step's metrics while Tensorstore wrote the save (docs/benchmarks.md,
+    issue 58's fourth session). It stays for the CPU-side pauses it does remove. Only the
+    young generations are collected
     here (a full collection took 100-140 ms): cycles that died in the oldest generation since
     its last collection stay unfreed (0 to 20 objects at this point on CPU); reference
     counting frees everything else as before. Megatron-LM takes the same view with
