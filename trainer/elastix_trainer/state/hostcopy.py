@@ -13,7 +13,35 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from elastix_trainer.state.snapshot import host_numpy
+READ_WINDOW_BYTES: int | None = 128 << 20
+"""Bytes of a staged copy's read in flight at once (None: every array's transfer started
+first). Why a window: on a v5e chip, with every array of bench-1g's 1.3 GB state started at
+once, the steps' own small transfers (the loss the loop reads) queued behind the read, and the
+steps beside each read lost 0.16-0.31 s in all (18 reads); read 128 MiB at a time (its largest
+array is 125 MiB) they lost 0.006-0.041 s (20 reads), and the read took as long (0.65-1.07 s
+against 0.56-1.12 s; docs/benchmarks.md, issue 58's fifth session)."""
+
+
+def read_windowed(tree, window: int | None):
+    """``tree`` (device arrays) read to host numpy arrays, with at most ``window`` bytes of
+    transfers started and not yet read (an array larger than the window goes alone)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    if window is None:
+        for x in leaves:
+            x.copy_to_host_async()
+        return jax.tree.unflatten(treedef, [np.asarray(x) for x in leaves])
+    out: list = [None] * len(leaves)
+    done = inflight = 0
+    for i, x in enumerate(leaves):
+        while done < i and inflight + x.nbytes > window:
+            out[done] = np.asarray(leaves[done])
+            inflight -= leaves[done].nbytes
+            done += 1
+        x.copy_to_host_async()
+        inflight += x.nbytes
+    for j in range(done, len(leaves)):
+        out[j] = np.asarray(leaves[j])
+    return jax.tree.unflatten(treedef, out)
 
 
 @dataclasses.dataclass
@@ -53,9 +81,7 @@ class HostCopy:
 
         def read(tree, finite) -> None:
             try:
-                for x in jax.tree.leaves(tree):
-                    x.copy_to_host_async()
-                self.host = host_numpy(tree)
+                self.host = read_windowed(tree, READ_WINDOW_BYTES)
                 self.finite = bool(np.asarray(finite))
                 self.ended = time.monotonic()
                 del tree  # its device memory goes as soon as the host copy exists
