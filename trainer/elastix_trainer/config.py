@@ -116,6 +116,12 @@ class TrainConfig:
     checkpoint_timeout: float = 1200.0
     """Seconds a background checkpoint write may take before it counts as failed (Orbax's own
     default); a hung write then fails the run instead of stalling it silently."""
+    steps_in_flight: int = 0
+    """Steps dispatched and not yet read by the loop (0, the default: 1 on CPU; on an
+    accelerator as many as about one second of steps, at most 16). A step's failure still
+    surfaces at once (the loop waits on the oldest); more in flight keep the chip busy while
+    the loop's Python thread waits, e.g. for the GIL that a checkpoint's background write held
+    for up to a second on a v5e chip; a stop or a drain then waits for them all."""
     snapshot_period: int = 0
     """Copy the state to host memory every K steps (0: off); recovery uses the newest copy."""
     snapshot_copy: str = "auto"
@@ -216,6 +222,9 @@ class TrainConfig:
         if self.sa_block < 0 or self.sa_block % 128:
             p.append(("sa_block", f"must be 0 (auto) or a multiple of 128, got {self.sa_block}",
                       "e.g. 512 or 1024"))
+        if not 0 <= self.steps_in_flight <= 64:
+            p.append(("steps_in_flight", f"must be 0 (auto) to 64, got {self.steps_in_flight}",
+                      "e.g. 0, or 1 for one step in flight"))
         if self.snapshot_copy not in COPY_MODES:
             p.append(("snapshot_copy", f"unknown snapshot copy {self.snapshot_copy!r}",
                       "one of " + ", ".join(COPY_MODES)))

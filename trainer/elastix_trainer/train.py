@@ -1,10 +1,12 @@
 """The training loop on a mesh of slices: restore-or-init, steps, checkpoints, snapshots, logs.
 
 A ``Trainer`` lives for the whole process; a ``Session`` is one attempt on one mesh (the elastic
-runtime makes a new session after every event). The loop keeps one step in flight: step N's
+runtime makes a new session after every event). The loop keeps steps in flight: step N's
 loss is read after step N+1 is dispatched, as MaxText does, so Python overhead hides behind the
-device (a slice loss therefore surfaces a step late, as on Pathways). Checkpoint, snapshot and
-scale-up boundaries drain the pipeline first, so only completed state is ever saved.
+device (a slice loss therefore surfaces a step late, as on Pathways); on an accelerator more
+are dispatched ahead (``InFlight``: about a second of steps), so the chip keeps working while
+the loop's thread waits. Sync-copy, scale-up and end boundaries drain the pipeline first, and a
+staged copy counts only once its step has completed, so only completed state is ever saved.
 
 Whatever else a run needs at a step's boundaries (the elastic runtime's bookkeeping, a test
 that fails a slice at step 6) is attached as ``Hooks``: one declared interface the loop calls at
@@ -16,9 +18,11 @@ The errors that end a run carry their own hint and exit code, as the launcher's 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
+import statistics
 import threading
 import time
 from collections.abc import Iterable
@@ -51,6 +55,11 @@ from elastix_trainer.step import (
 )
 
 
+def loop_platform() -> str:
+    """The platform the steps run on: ``tpu`` under Pathways too (its backend is a proxy)."""
+    return "tpu" if jax.default_backend() == "tpu" or on_pathways() else jax.default_backend()
+
+
 def model_config(cfg: TrainConfig) -> ModelConfig:
     """The preset with this platform's choices made: the activation dtype, the attention
     kernel (the remat policy's ``auto`` and the loss's tiles' ``0`` are the compile's to
@@ -60,7 +69,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         UsageError: an attention kernel that does not run on this platform or shape.
     """
     model = PRESETS[cfg.preset]
-    platform = "tpu" if jax.default_backend() == "tpu" or on_pathways() else jax.default_backend()
+    platform = loop_platform()
     dtype = cfg.dtype
     if dtype == "auto":
         dtype = "bfloat16" if platform == "tpu" else "float32"
@@ -74,6 +83,46 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         remat_policy=cfg.remat_policy, num_vocab_tiling=cfg.num_vocab_tiling,
         sa_block=cfg.sa_block or attention.BLOCK, sa_fused_bwd=cfg.sa_use_fused_bwd_kernel,
         scan_layers=cfg.scan_layers)
+
+
+AHEAD_SECONDS = 1.0
+"""On an accelerator, ``--steps-in-flight 0`` keeps about this much device work dispatched
+ahead of the step whose result the loop reads. Why: on a v5e chip a checkpoint's background
+write held the GIL for 0.4-1.1 s once a save (inside Tensorstore's ``write``, called by
+Orbax's numpy handler; every Python thread stopped, a process beside it did not), and with one
+step in flight the chip idled for all of it (docs/benchmarks.md)."""
+MAX_IN_FLIGHT = 16
+
+
+class InFlight:
+    """How many steps the loop keeps dispatched and not yet read (``--steps-in-flight``).
+
+    A step's failure still surfaces at once: the loop always waits on the oldest step in
+    flight, so a lost slice fails that one and the ones queued behind it. What more steps in
+    flight cost: a stop or a drain (a sync copy, a scale-up, the end) waits for them all, at
+    most about ``AHEAD_SECONDS`` with the automatic depth.
+    """
+
+    def __init__(self, asked: int, platform: str) -> None:
+        self.auto = asked == 0 and platform != "cpu"
+        self.depth = asked or 1
+        """Steps in flight wanted now: the asked number, 1 on CPU (the loop and the steps share
+        its cores: nothing to hide), or, on an accelerator, once three intervals between
+        completed steps are known, as many as ``AHEAD_SECONDS`` of them (at most
+        ``MAX_IN_FLIGHT``)."""
+        self._last: float | None = None
+        self._gaps: collections.deque[float] = collections.deque(maxlen=9)
+
+    def completed(self, at: float) -> None:
+        """A step's result was read at monotonic ``at``."""
+        if not self.auto:
+            return
+        if self._last is not None:
+            self._gaps.append(at - self._last)
+        self._last = at
+        if len(self._gaps) >= 3:
+            step = max(statistics.median(self._gaps), 1e-6)
+            self.depth = max(1, min(MAX_IN_FLIGHT, math.ceil(AHEAD_SECONDS / step)))
 
 
 class Trainer:
@@ -265,14 +314,24 @@ class Trainer:
         """
         target = self.cfg.steps if until is None else until
         flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
-        pending, t_prev = None, time.monotonic()
+        pending: collections.deque = collections.deque()  # (step, metrics), oldest first
+        t_prev = time.monotonic()
         copy_next: HostCopy | None = None  # the next dispatch copies this step's state
         copying: HostCopy | None = None  # a copy taken by a step not yet completed
+        ahead = InFlight(self.cfg.steps_in_flight, loop_platform())
+
+        def complete_all() -> float:
+            nonlocal copying
+            t = t_prev
+            while pending:
+                t = self._complete(s, pending.popleft(), t, flops)
+            copying = self._land(s, copying, wait=True)
+            return t
+
         while s.step < target:
             if self.stop_requested:
-                if pending is not None:
-                    self._complete(s, pending, t_prev, flops)
-                    self._land(s, copying, wait=True)
+                if pending:
+                    complete_all()
                 self._save_on_stop(s)
             n = s.step + 1
             for hook in self.hooks:
@@ -286,10 +345,13 @@ class Trainer:
             else:
                 s.state, metrics = s.fns.step(s.state, batch)
             s.step = n
-            if pending is not None:
-                t_prev = self._complete(s, pending, t_prev, flops)
+            # Its transfer is queued now, before any staged copy's read can queue ahead of it.
+            metrics.copy_to_host_async()
+            while len(pending) >= ahead.depth:
+                t_prev = self._complete(s, pending.popleft(), t_prev, flops)
+                ahead.completed(t_prev)
                 copying = self._land(s, copying)
-            pending = (n, metrics)
+            pending.append((n, metrics))
             if self.cfg.step_delay:
                 time.sleep(self.cfg.step_delay)
             snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
@@ -299,6 +361,11 @@ class Trainer:
             scale_up = any(hook.scale_up_wanted(s) for hook in self.hooks)
             if not (snap_due or ckpt_due or scale_up or n == target):
                 continue
+            while copying is not None and pending and \
+                    self.last_completed < copying.step + (copying.done is None):
+                # A copy in flight lands before the next starts (at most two host copies),
+                # and only once its step has completed: read the steps up to it.
+                t_prev = self._complete(s, pending.popleft(), t_prev, flops)
             if (s.fns.step_copy is not None and not scale_up and n < target and copying is None
                     and not self.stop_requested):
                 # The next step copies this state while it computes: no drain, no wait.
@@ -310,9 +377,7 @@ class Trainer:
                 # Copied on the devices now, read to the host while the next steps run.
                 copying = self._stage(s, n, copying, bool(snap_due), ckpt_due)
                 continue
-            t_prev = self._complete(s, pending, t_prev, flops)
-            copying = self._land(s, copying, wait=True)
-            pending = None
+            t_prev = complete_all()
             jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
             if (snap_due or ckpt_due) and not _all_finite(s.state):
                 raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
@@ -331,9 +396,8 @@ class Trainer:
                 if self.ckpt is not None:
                     self.ckpt.settle()  # scale up only once any in-flight save has settled
                 return "scale_up"
-        if pending is not None:
-            self._complete(s, pending, t_prev, flops)
-            self._land(s, copying, wait=True)
+        if pending:
+            complete_all()
         return "completed"
 
     def _stage(self, s: Session, n: int, copying: HostCopy | None, snapshot: bool,
