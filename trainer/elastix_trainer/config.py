@@ -118,7 +118,7 @@ class TrainConfig:
     default); a hung write then fails the run instead of stalling it silently."""
     steps_in_flight: int = 0
     """Steps dispatched and not yet read by the loop (0, the default: 1 on CPU; on an
-    accelerator as many as about one second of steps, at most 16). A step's failure still
+    accelerator as many as about 1.5 s of steps, at most 16). A step's failure still
     surfaces at once (the loop waits on the oldest); more in flight keep the chip busy while
     the loop's Python thread waits, e.g. for the GIL that a checkpoint's background write held
     for up to a second on a v5e chip; a stop or a drain then waits for them all."""

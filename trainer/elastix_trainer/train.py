@@ -4,7 +4,7 @@ A ``Trainer`` lives for the whole process; a ``Session`` is one attempt on one m
 runtime makes a new session after every event). The loop keeps steps in flight: step N's
 loss is read after step N+1 is dispatched, as MaxText does, so Python overhead hides behind the
 device (a slice loss therefore surfaces a step late, as on Pathways); on an accelerator more
-are dispatched ahead (``InFlight``: about a second of steps), so the chip keeps working while
+are dispatched ahead (``InFlight``: about 1.5 s of steps), so the chip keeps working while
 the loop's thread waits. Sync-copy, scale-up and end boundaries drain the pipeline first, and a
 staged copy counts only once its step has completed, so only completed state is ever saved.
 
@@ -85,12 +85,13 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         scan_layers=cfg.scan_layers)
 
 
-AHEAD_SECONDS = 1.0
+AHEAD_SECONDS = 1.5
 """On an accelerator, ``--steps-in-flight 0`` keeps about this much device work dispatched
 ahead of the step whose result the loop reads. Why: on a v5e chip a checkpoint's background
 write held the GIL for 0.4-1.1 s once a save (inside Tensorstore's ``write``, called by
 Orbax's numpy handler; every Python thread stopped, a process beside it did not), and with one
-step in flight the chip idled for all of it (docs/benchmarks.md)."""
+step in flight the chip idled for all of it (docs/benchmarks.md). 1.5 s covers the longest
+hold seen with room to spare."""
 MAX_IN_FLIGHT = 16
 
 
