@@ -15,6 +15,10 @@ On a machine with the chip (set up as for ``bench_chip.py``), one command:
 
     . .whl-tpu/install.sh && python3 bench/bench_chip_copies.py
 
+``--in-flight 0,1,0,1`` runs the ``--continuous-checkpointing`` run once per value of the
+trainer's ``--steps-in-flight``, in that order, so that the automatic depth and one step in
+flight are compared side by side in one process.
+
 ``--smoke`` runs the tiny preset on CPU (checks that the bench runs). Prints Markdown for
 docs/benchmarks.md; nothing asserts a timing. With ``--out DIR``, each run's events are written
 to ``DIR/events-N.jsonl``, for ``elastix workload goodput``, ``advise`` and ``forecast``
@@ -178,6 +182,10 @@ def main() -> None:
     ap.add_argument("--checkpoint-period", type=int, default=25)
     ap.add_argument("--continuous", default="bench-1g:16:40",
                     help="preset:batch:steps of the --continuous-checkpointing run (empty: none)")
+    ap.add_argument("--in-flight", default="0",
+                    help="the continuous run's --steps-in-flight, comma-separated: one run each, "
+                         "in this order (e.g. 0,1,0,1: the automatic depth against one step, "
+                         "alternating; 0 is the trainer's default)")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--copy", default="auto", choices=COPY_MODES,
                     help="the trainer's --snapshot-copy for both runs")
@@ -200,10 +208,16 @@ def main() -> None:
                  True)]
         if args.continuous:
             preset, batch, steps = args.continuous.split(":")
-            runs.append((f"{preset} b{batch}, --continuous-checkpointing, {args.copy} copies",
-                         dict(preset=preset, batch_per_device=int(batch), seq_len=args.seq,
-                              steps=int(steps), checkpoint_dir=f"{d}/cont",
-                              continuous_checkpointing=True, snapshot_copy=args.copy), False))
+            depths = [int(x) for x in args.in_flight.split(",")]
+            for i, depth in enumerate(depths):
+                named = "" if depths == [0] else \
+                    f", steps in flight {'auto' if depth == 0 else depth}"
+                runs.append((f"{preset} b{batch}, --continuous-checkpointing, {args.copy} "
+                             f"copies{named}",
+                             dict(preset=preset, batch_per_device=int(batch), seq_len=args.seq,
+                                  steps=int(steps), checkpoint_dir=f"{d}/cont{i}",
+                                  continuous_checkpointing=True, snapshot_copy=args.copy,
+                                  steps_in_flight=depth), False))
         for i, (label, mapping, restore) in enumerate(runs, 1):
             try:
                 row = trainer_run(label, mapping, restore,

@@ -176,10 +176,13 @@ def test_chip_copies_and_what_reads_their_events(run_bench, tmp_path):
     two with the failure figures a run without faults cannot give."""
     out = tmp_path / "out"
     out.mkdir()
-    run = run_bench("bench_chip_copies.py", "--smoke", "--out", str(out))
+    run = run_bench("bench_chip_copies.py", "--smoke", "--out", str(out), "--in-flight", "0,2")
     _table(run, "| run | steps | median step (s) |",
            ["| tiny b2, snapshots every 3, checkpoints every 5, auto copies |",
-            "| tiny b2, --continuous-checkpointing, auto copies |"])
+            "| tiny b2, --continuous-checkpointing, auto copies, steps in flight auto |",
+            "| tiny b2, --continuous-checkpointing, auto copies, steps in flight 2 |"])
+    two = json.loads((out / "events-3.jsonl").read_text().splitlines()[0])
+    assert two["config"]["steps_in_flight"] == 2 and two["config"]["continuous_checkpointing"]
     _has("Restore of the snapshot (step 12")(run)
     events = out / "events-1.jsonl"
     kinds = [json.loads(line)["event"] for line in events.read_text().splitlines()]
