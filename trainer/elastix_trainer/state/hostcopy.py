@@ -18,7 +18,7 @@ READ_WINDOW_BYTES: int | None = 128 << 20
 first). Why a window: on a v5e chip, with every array of bench-1g's 1.3 GB state started at
 once, the steps' own small transfers (the loss the loop reads) queued behind the read, and the
 steps beside each read lost 0.16-0.31 s in all (18 reads); read 128 MiB at a time (its largest
-array is 125 MiB) they lost 0.006-0.041 s (20 reads), and the read took as long (0.65-1.07 s
+array is 125 MiB) they lost 0.006-0.041 s (18 reads), and the read took as long (0.65-1.07 s
 against 0.56-1.12 s; docs/benchmarks.md, issue 58's fifth session)."""
 
 
