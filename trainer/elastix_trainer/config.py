@@ -250,6 +250,8 @@ class TrainConfig:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
+_METAVARS = {"steps_in_flight": "N"}
+"""A flag's value name where its field's last word would mislead (``--steps-in-flight FLIGHT``)."""
 _BOOLS = {name for name, f in _FIELDS.items() if f.type == "bool"}
 
 
@@ -411,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name in _BOOLS:
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, help=doc)
         else:
-            ap.add_argument(flag, dest=name, metavar=name.split("_")[-1].upper(), help=doc)
+            metavar = _METAVARS.get(name, name.split("_")[-1].upper())
+            ap.add_argument(flag, dest=name, metavar=metavar, help=doc)
     return ap
 
 
