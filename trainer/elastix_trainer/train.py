@@ -321,13 +321,15 @@ class Trainer:
         copying: HostCopy | None = None  # a copy taken by a step not yet completed
         ahead = InFlight(self.cfg.steps_in_flight, loop_platform())
 
-        def complete_all() -> float:
+        def read_oldest() -> None:
+            nonlocal t_prev
+            t_prev = self._complete(s, pending.popleft(), t_prev, flops)
+
+        def complete_all() -> None:
             nonlocal copying
-            t = t_prev
             while pending:
-                t = self._complete(s, pending.popleft(), t, flops)
+                read_oldest()
             copying = self._land(s, copying, wait=True)
-            return t
 
         while s.step < target:
             if self.stop_requested:
@@ -349,7 +351,7 @@ class Trainer:
             # Its transfer is queued now, before any staged copy's read can queue ahead of it.
             metrics.copy_to_host_async()
             while len(pending) >= ahead.depth:
-                t_prev = self._complete(s, pending.popleft(), t_prev, flops)
+                read_oldest()
                 ahead.completed(t_prev)
                 copying = self._land(s, copying)
             pending.append((n, metrics))
@@ -366,7 +368,7 @@ class Trainer:
                     self.last_completed < copying.step + (copying.done is None):
                 # A copy in flight lands before the next starts (at most two host copies),
                 # and only once its step has completed: read the steps up to it.
-                t_prev = self._complete(s, pending.popleft(), t_prev, flops)
+                read_oldest()
             if (s.fns.step_copy is not None and not scale_up and n < target and copying is None
                     and not self.stop_requested):
                 # The next step copies this state while it computes: no drain, no wait.
@@ -378,7 +380,7 @@ class Trainer:
                 # Copied on the devices now, read to the host while the next steps run.
                 copying = self._stage(s, n, copying, bool(snap_due), ckpt_due)
                 continue
-            t_prev = complete_all()
+            complete_all()
             jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
             if (snap_due or ckpt_due) and not _all_finite(s.state):
                 raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
