@@ -67,6 +67,7 @@ import here: tests and benchmarks run the receiver without it.
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import socket
 import stat
@@ -140,7 +141,10 @@ class LocalHeartbeatHealth(HealthSource):
         self._handled: dict[tuple[int, int], int] = {}  # host -> pid whose loss wait_for saw
         self._addr: dict[tuple[int, int], object] = {}  # host -> the socket its heartbeats use
         self._answers: dict[tuple[int, int], tuple[int, int]] = {}  # host -> (pid, newest token)
-        self._token = 0
+        # Tokens carry this receiver's own random epoch above a count: a host's late answer
+        # to an earlier receiver on the same address (a restarted controller, or a test
+        # binding it again) never counts as an answer to this one's ping of the same count.
+        self._token = secrets.randbits(31) << 32
         self._unaskable: set[tuple[int, int]] = set()  # hosts with no address, said once
         self._newest: dict[tuple[int, int], tuple[int, float]] = {}  # host -> (pid, newest ts)
         self._exit_at: dict[tuple[int, int], tuple[int, float]] = {}  # host -> (pid, exited)
@@ -435,7 +439,8 @@ class LocalHeartbeatHealth(HealthSource):
 
     def _has_answered(self, key: tuple[int, int], pid: int, token: int) -> bool:
         got = self._answers.get(key)
-        return got is not None and got[0] == pid and got[1] >= token
+        return got is not None and got[0] == pid and got[1] >= token \
+            and got[1] >> 32 == token >> 32
 
     def _say_unaskable(self, keys) -> None:
         """A host whose heartbeats come from a socket with no address (a sender of another
