@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import statistics
 import sys
 import tempfile
@@ -79,6 +80,51 @@ def raw_copies(state) -> dict:
                                   zip(pinned, leaves, strict=True)])
     out["h2d_pinned"] = time.perf_counter() - t
     del back, pinned
+    return out
+
+
+def restore_parts(tr, step: int, abstract) -> dict:
+    """Seconds for each part of a checkpoint's restore, alone, right after the whole one (the
+    files are in the page cache for all of them, as for a restore soon after the save):
+    reading the step's files into memory (threads, no parsing: the read's floor), checking
+    their checksums, Orbax's read onto the chip without the check, and Orbax's read into numpy
+    then placed with ``device_put`` (whether its per-shard placement is what costs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import orbax.checkpoint as ocp
+
+    from elastix_trainer.state import manifest
+    from elastix_trainer.state.restore import read
+
+    step_dir = f"{tr.ckpt.directory}/{step}"
+    out = {}
+    names = [str(p) for p in pathlib.Path(step_dir).rglob("*") if p.is_file()]
+
+    def slurp(path: str) -> int:
+        with open(path, "rb", buffering=0) as f:
+            return len(f.read())
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        out["file_bytes"] = sum(pool.map(slurp, names))
+    out["files"] = time.perf_counter() - t
+    t = time.perf_counter()
+    manifest.verify(step_dir)
+    out["verify"] = time.perf_counter() - t
+    mgr = tr.ckpt._slot.get()
+    t = time.perf_counter()
+    state, _, _ = read(mgr, tr.ckpt.directory, step, abstract)
+    jax.block_until_ready(state)
+    out["orbax_device"] = time.perf_counter() - t
+    shardings = [x.sharding for x in jax.tree.leaves(state)]
+    del state
+    as_np = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), abstract)
+    t = time.perf_counter()
+    got = mgr.restore(step, args=ocp.args.Composite(
+        state=ocp.args.PyTreeRestore(abstract, restore_args=as_np)))["state"]
+    out["orbax_numpy"] = time.perf_counter() - t
+    out["h2d_of_that"] = h2d_seconds(jax.tree.leaves(got), shardings)
+    del got
     return out
 
 
@@ -133,6 +179,7 @@ def trainer_run(label: str, mapping: dict, restore: bool, events_file: str | Non
     row["restore_checkpoint"] = {"step": newest, "seconds": time.perf_counter() - t,
                                  "bytes": nbytes, "verified": tr.ckpt.last_verify}
     del state
+    row["restore_parts"] = restore_parts(tr, newest, abstract)
     tr.finish()
     events.close()
     return row
@@ -170,6 +217,13 @@ def report(rows: list[dict], reference: dict) -> str:
                 f" the raw copy from pinned); of the checkpoint (step {ck['step']}, from local "
                 f"disk, checksums checked): {ck['seconds']:.2f} s "
                 f"({ck['seconds'] / raw['h2d_numpy']:.2f}x the raw copy from numpy)."]
+        parts = r.get("restore_parts")
+        if parts:
+            out.append(f"The checkpoint's restore in parts, each alone (s): its files "
+                       f"({parts['file_bytes'] / 1e9:.2f} GB) read into memory {parts['files']:.2f}, "
+                       f"checksums {parts['verify']:.2f}, Orbax onto the chip {parts['orbax_device']:.2f}, "
+                       f"Orbax into numpy {parts['orbax_numpy']:.2f} + its device_put "
+                       f"{parts['h2d_of_that']:.2f}.")
     return "\n".join(out)
 
 
