@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 import jax
 import numpy as np
@@ -154,6 +155,72 @@ def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
     committed_4 = ev.records[settled[0]]["event"] == "checkpoint_committed"
     assert restored["step"] == (4 if committed_4 else 0)
     assert not [n for n in os.listdir(ck_dir) if "tmp" in n]
+    assert_matches(losses(ev), reference["losses"])
+
+
+def test_a_write_the_snapshot_covers_goes_on_beside_the_recovery(reference, tmp_path):
+    """The slice goes away while the save of step 4 is being written, and the host snapshot of
+    step 4 is as new: the recovery restores the snapshot without waiting for the write (on a
+    chip a 7 GB write outlasts a recovery by seconds). The writer is held (a slow disk) until
+    the state is restored; the write then commits, and the next save and the end are as
+    without the loss."""
+    health, cfg = _coming_back(tmp_path, snapshot_period=2)
+    gate = threading.Event()
+    ck_dir = tmp_path / "ck"
+
+    def setup(trainer, runtime):
+        def hold_the_writer(session, n):
+            if n == 4 and not trainer.events.of("elastic_detected"):
+                trainer.ckpt._writer.put(lambda: gate.wait(60))  # the save of 4 queues behind
+
+        def lose_during_save(session, step):
+            if step == 4 and not trainer.events.of("elastic_detected"):
+                health.set_down(1)
+
+        def open_once_restored(source, step):
+            if source == "snapshot":
+                gate.set()
+        on(trainer, before_dispatch=hold_the_writer, after_save=lose_during_save,
+           after_restore=open_once_restored)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed", outcome
+    ev = trainer.events
+    order = names(ev)
+    committed = [i for i, r in enumerate(ev.records)
+                 if r["event"] == "checkpoint_committed" and r["step"] == 4]
+    # Not waited for: the write of 4 settled only after the cleanup, once the state was back.
+    assert committed and order.index("elastic_cleanup_done") < committed[0]
+    assert ev.of("elastic_cleanup_done")[0]["seconds"] < 30
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == ("snapshot", 4)
+    assert [r["step"] for r in ev.of("checkpoint_committed")] == [4, 8]
+    assert Checkpointer(str(ck_dir), 4, EventLog(None)).committed_steps() == [4, 8]
+    assert not [n for n in os.listdir(ck_dir) if "tmp" in n]
+    assert_matches(losses(ev), reference["losses"])
+
+
+def test_a_write_newer_than_the_snapshot_is_still_waited_for(reference, tmp_path):
+    """The same loss with snapshots every 3 steps: the newest snapshot (3) is older than the
+    save in flight (4), so a restore may want that save; the cleanup waits for it as before and
+    the recovery restores the checkpoint of 4."""
+    health, cfg = _coming_back(tmp_path, snapshot_period=3)
+
+    def setup(trainer, runtime):
+        def lose_during_save(session, step):
+            if step == 4 and not trainer.events.of("elastic_detected"):
+                health.set_down(1)
+        on(trainer, after_save=lose_during_save)
+
+    outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
+    assert outcome.status == "completed", outcome
+    ev = trainer.events
+    order = names(ev)
+    settled = [i for i, r in enumerate(ev.records)
+               if r["event"] == "checkpoint_committed" and r["step"] == 4]
+    assert settled and settled[0] < order.index("elastic_cleanup_done")
+    restored = ev.of("elastic_restored")[0]
+    assert (restored["source"], restored["step"]) == ("checkpoint", 4)
     assert_matches(losses(ev), reference["losses"])
 
 

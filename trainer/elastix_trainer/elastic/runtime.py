@@ -260,7 +260,11 @@ class ElasticRuntime(Hooks):
         t0 = self.clock()
         self.trainer.devices.after_failure()
         ck = self.trainer.ckpt
-        if ck is not None:
+        snap = self.trainer.snapshots.latest
+        if ck is not None and ck.leave_writing(snap.step if snap is not None else None):
+            log.info("elastix: the checkpoint write in flight goes on beside the recovery "
+                     "(the snapshot of step %d is as new)", snap.step)
+        elif ck is not None:
             try:
                 ok = ck.settle()
                 if ok is False:

@@ -76,6 +76,7 @@ class Checkpointer:
         self.events = events
         self._slot = ManagerSlot(self.directory, async_save)
         self._pending: PendingSave | None = None
+        self._stale = False  # left writing through a recovery: the manager goes once it settles
         self.last_verify: tuple[bool, float] | None = None
         """(verified against its manifest, seconds) of the last restore."""
         self._writer = Writer(self)
@@ -118,7 +119,10 @@ class Checkpointer:
             Whatever ``check`` raises (the save is then reported failed, never started).
         """
         entered = time.monotonic()
-        if self.settle() is False:  # one save at a time: Orbax would block on it anyway
+        if self._stale:  # a save left writing through a recovery: now its manager goes
+            self.reset()
+            self.cleanup_uncommitted()
+        elif self.settle() is False:  # one save at a time: Orbax would block on it anyway
             # A manager whose background write failed re-raises that old error from the next
             # save(): start over with a fresh one, and free the half-written directory.
             self.reset()
@@ -179,6 +183,32 @@ class Checkpointer:
             return None
         return pending.wait(self.settle_timeout if timeout is None else timeout)
 
+    def leave_writing(self, covered_from: int | None) -> bool:
+        """After a failure: leave the save in flight writing, instead of waiting for it, when
+        a restore cannot want it. That is when it writes a host copy (its bytes are off the
+        devices: a lost host cannot touch them) and the state the recovery restores is at
+        least as new (``covered_from``: the step of the newest host snapshot, or None). The
+        manager, which a recovery drops, is dropped once the write has settled: at the next
+        save or restore (``reset``), so a write that hangs still meets ``settle_timeout``.
+
+        Why: a recovery waited here for an unrelated background write. qwen3-0.6b's 7.15 GB
+        take 18-28 s to write on a v5e machine, longer than its checkpoint period, so a save
+        is nearly always in flight, and a kill on the chip waited 1.46 s for one
+        (docs/benchmarks.md). A restore from the snapshot needs none of it.
+
+        Returns:
+            True when the save was left writing; False when the caller must settle it as
+            before (nothing in flight, the hosts write their own shards, or no snapshot covers
+            its step: a restore could then want the checkpoint it is writing).
+        """
+        pending = self._pending
+        if (pending is None or pending.done.is_set() or pending.copy is None
+                or pathways_persistence() or covered_from is None
+                or covered_from < pending.step):
+            return False
+        self._stale = True
+        return True
+
     def last_error(self) -> str | None:
         """Why the last settled save did not commit (None if it did, or nothing was saved)."""
         pending = self._pending
@@ -201,6 +231,7 @@ class Checkpointer:
         finally:
             self._slot.drop()
             self._pending = None
+            self._stale = False
 
     close = reset
 
@@ -268,6 +299,8 @@ class Checkpointer:
             manifest.ChecksumMismatch: a file is not what was committed (the state read is
                 dropped; the caller skips the step).
         """
+        if self._stale:  # a save left writing through a recovery: now its manager goes
+            self.reset()
         if step not in self.committed_steps():
             raise ValueError(f"step {step} is not committed in {self.directory}")
         checking = _Beside(self._store.verify, step)
