@@ -96,6 +96,9 @@ def main() -> int:
     ap.add_argument("--raw-copy-of", default=None, help=argparse.SUPPRESS)  # the child's mode
     ap.add_argument("--no-restart", action="store_true",
                     help="kill slice hosts only (no full-restart runs to compare with)")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="write the workload's events and head log to DIR before it is "
+                         "deleted (what a recovery's phases were made of)")
     ap.add_argument("--no-cache", action="store_true",
                     help="run the trainer without its persistent compilation cache")
     a = smoke_args(ap, "one run of each: checks it runs", runs=1, raw_copies=1)
@@ -146,11 +149,29 @@ def main() -> int:
                       f"pid same {m.pid_same} jobset restarts {m.jobset_restarts}", flush=True)
                 results[kind].append(m)
     finally:
+        if a.keep:
+            keep(backend, env, name, a.keep)
         subprocess.run([sys.executable, "-m", "elastix", "workload", "delete", name, "--wait"],
                        env=env, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
     report(results, a, raw)
     return 0
+
+
+def keep(backend: LocalBackend, env: dict[str, str], name: str, out: str) -> None:
+    """The workload's events (``events.jsonl``) and its head's log (``head.log``) into ``out``."""
+    os.makedirs(out, mode=0o700, exist_ok=True)
+
+    def private(path: str):
+        return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w")
+
+    with private(os.path.join(out, "events.jsonl")) as f:
+        for e in backend.read_events(name) or []:
+            f.write(json.dumps(e) + "\n")
+    p = subprocess.run([sys.executable, "-m", "elastix", "logs", name], env=env,
+                       capture_output=True, text=True)
+    with private(os.path.join(out, "head.log")) as f:
+        f.write(p.stdout + p.stderr)
 
 
 def raw_copies_child(a: argparse.Namespace) -> dict:
