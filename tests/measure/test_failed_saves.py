@@ -86,3 +86,22 @@ def test_the_goodput_command_says_the_failed_saves(tmp_path, capsys):
     assert "│ badput: failed saves │ 1.000 │" in out, out
     assert f"2 checkpoint saves failed (last: step 60: {ERR}); their blocking time is " \
            "badput: failed saves" in out
+
+
+def test_goodput_books_a_snapshot_apart_from_a_save():
+    """A host snapshot's copy is its own badput, ``snapshot stall``: on a chip a 7 GB
+    snapshot copied at the step boundary blocks for seconds while the save that writes the
+    same copy blocks for under a millisecond, and one row for both named the wrong one."""
+    recs = _records(fail_from=None)
+    at = next(i for i, r in enumerate(recs) if r["event"] == "step" and r["step"] == 10)
+    t = 1.0 + 10 * 0.1  # step 10's time; the snapshot is taken right after it
+    recs[at + 1:at + 1] = [{"ts": ts(t + 2.0), "event": "snapshot_taken", "step": 10,
+                            "seconds": 2.0, "bytes": 10}]
+    for r in recs[at + 2:]:  # the rest of the run 2 s later
+        r["ts"] = ts((dt.datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) - T0)
+                     .total_seconds() + 2.0)
+    rep = goodput(events_from_records(recs))
+    assert round(rep.badput["snapshot stall"], 3) == 2.0
+    assert round(rep.badput["checkpoint stall"], 3) == 1.5  # three saves of 0.5 s
+    assert rep.to_json()["badput_seconds"]["snapshot_stall"] == rep.badput["snapshot stall"]
+    assert round(rep.productive_seconds + sum(rep.badput.values()), 6) == rep.wall_seconds

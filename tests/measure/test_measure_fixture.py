@@ -47,6 +47,7 @@ def test_goodput_from_events(events):
     assert {k: round(v, 3) for k, v in g.badput.items()} == {
         "detection": 0.107, "cleanup": 0.006, "waiting for slices": 0.0, "restore": 0.342,
         "reinitialisation": 0.002, "recompile": 0.138, "restart": 0.0, "checkpoint stall": 3.714,
+        "snapshot stall": 0.0,
         "steps re-done": 1.307,
         "startup": 27.315, "failed saves": 0.0, "other": 0.053}
     assert round(g.productive_seconds + sum(g.badput.values()), 6) == g.wall_seconds

@@ -71,7 +71,7 @@ def test_goodput_breakdown_exact(stream):
     b = {k: round(v, 3) for k, v in rep.badput.items()}
     assert b == {"detection": 1.3, "cleanup": 0.049, "waiting for slices": 2.251,
                  "restore": 0.2, "reinitialisation": 0.0, "recompile": 1.6, "restart": 0.0,
-                 "checkpoint stall": 0.01,
+                 "checkpoint stall": 0.01, "snapshot stall": 0.0,
                  "steps re-done": 1.6, "startup": 2.0, "failed saves": 0.0, "other": 2.49}
     assert round(rep.productive_seconds + sum(rep.badput.values()), 6) == 18.7
     assert rep.goodput == pytest.approx(7.2 / 18.7)

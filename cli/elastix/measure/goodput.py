@@ -12,7 +12,9 @@ the causes partition the wall time exactly and goodput = productive / wall.
 - reinitialisation: the part of a restore phase before the checkpoint's own load (a restarted
   process's start-up, or an in-process rebuild of mesh and state: :meth:`Recovery.restore_split`),
   the load staying restore;
-- checkpoint stall: a save's ``blocking_seconds`` (and a snapshot's ``seconds``), placed right after
+- checkpoint stall: a save's ``blocking_seconds``; snapshot stall: a host snapshot's ``seconds``
+  (apart since issue 58: on a chip a 7 GB snapshot copied at the boundary blocks for seconds
+  while the save beside it blocks for under a millisecond). Each is placed right after
   the ``step`` event of the saved step, or right before the save's own event when that step's
   event comes later: then from when the save began (its commit less its ``seconds``), so an
   asynchronous save (MaxText: committed after its step's late line) stalls where it blocked;
@@ -44,7 +46,8 @@ from elastix.measure.events import (
 
 # Highest priority first.
 CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "reinitialisation",
-          "recompile", "restart", "checkpoint stall", "steps re-done", "productive",
+          "recompile", "restart", "checkpoint stall", "snapshot stall", "steps re-done",
+          "productive",
           "failed saves", "startup")
 BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
 _PHASE_CAUSE = {"first step": "recompile"}
@@ -212,6 +215,7 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
         elif ev.name in ("checkpoint_committed", "snapshot_taken"):
             if ev.name == "checkpoint_committed":
                 save_began.pop(ev.data["step"], None)
+            stall = "checkpoint stall" if ev.name == "checkpoint_committed" else "snapshot stall"
             secs = ev.data["blocking_seconds" if ev.name == "checkpoint_committed" else "seconds"]
             at = last_step_t.get(ev.data["step"])
             total = ev.data["seconds"] if ev.name == "checkpoint_committed" else None
@@ -220,14 +224,14 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
                 # The saved step's line came after the save began, or not yet: MaxText logs a
                 # step's line an iteration late, and an asynchronous save commits later still.
                 # The stall is the save's blocking part, from when it began.
-                out.append(("checkpoint stall", began, began + round(secs * 1000)))
+                out.append((stall, began, began + round(secs * 1000)))
             elif at is not None and secs:
                 a = stall_cursor.get(at, at)
                 b = a + round(secs * 1000)
                 stall_cursor[at] = b
-                out.append(("checkpoint stall", a, b))
+                out.append((stall, a, b))
             elif secs:
-                out.append(("checkpoint stall", ev.t - round(secs * 1000), ev.t))
+                out.append((stall, ev.t - round(secs * 1000), ev.t))
     return out
 
 

@@ -60,7 +60,7 @@ CATEGORIES = ("TPU_INITIALIZATION", "TRAINING_PREP", "PROGRAM_STARTUP", "DATA_LO
               "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION", "CUSTOM_BADPUT_EVENTS", "OTHER",
               "ELASTIC_SLICE_DOWN", "ELASTIC_SCALE_UP", "ELASTIC_REINITIALIZATION")
 DIFFERENCES = (
-    "differs from elastix's own: host snapshots are CUSTOM_BADPUT_EVENTS (elastix: checkpoint "
+    "differs from elastix's own: host snapshots are CUSTOM_BADPUT_EVENTS (elastix: snapshot "
     "stall); only the first step's excess over the mean step is PROGRAM_STARTUP; detection and a "
     "failed step fall in OTHER; the last step runs to the job's end; a step on fewer slices is "
     "fully productive (stepping_slice_efficiency says how full the mesh was)")

@@ -35,6 +35,7 @@ COLORS = {
     "recompile": "#8c564b",
     "restart": "#e377c2",
     "checkpoint stall": "#bcbd22",
+    "snapshot stall": "#dbdb8d",
     "steps re-done": "#7f7f7f",
     "startup": "#17becf",
     "start-up": "#17becf",  # a fault the run's start absorbed (chaos --during startup)
