@@ -185,3 +185,45 @@ def test_sigterm_while_waiting_for_a_lost_slice_commits_the_host_snapshot(tmp_pa
     _assert_stopped_with_the_snapshot(outcome, step=7, snapshot=6)
     assert health.waits == [4, 4]
     assert Checkpointer(str(ck_dir), 1, EventLog(None)).committed_steps() == [4, 6]
+
+
+def test_a_stop_waits_for_a_write_left_going_only_within_its_budget(tmp_path):
+    """The recovery left the save of step 4 writing (the snapshot of step 4 is as new) and a
+    SIGTERM comes while it waits for the lost slice. The stop waits for that write within
+    --term-save-timeout, not --checkpoint-timeout: a stalled disk costs the stop its budget (1 s
+    here), and the reason says which write and which flag."""
+    import threading
+    import time
+
+    from trainer_helpers import make_cfg
+
+    from elastix_trainer.elastic.health import ManualHealth
+
+    health = ManualHealth(4)
+    gate = threading.Event()
+
+    def term_in_recovery_wait(h, required):
+        if len(h.waits) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    health.on_wait = term_in_recovery_wait
+    cfg = make_cfg(checkpoint_dir=str(tmp_path / "ck"), steps=100, snapshot_period=2,
+                   slice_wait_timeout=60, term_save_timeout=1.0, checkpoint_timeout=60.0)
+
+    def hold_then_lose(trainer):
+        def hook(session, n):
+            if n == 4 and not trainer.events.of("elastic_detected"):
+                trainer.ckpt._writer.put(lambda: gate.wait(120))  # the save of 4 waits here
+            if n == 5 and not trainer.events.of("elastic_detected"):
+                health.set_down(2)
+        return hook
+
+    t0 = time.monotonic()
+    try:
+        outcome = _run_with_sigterm_handler(cfg, health, hold_then_lose)
+    finally:
+        gate.set()
+    assert time.monotonic() - t0 < 45  # not the 60 s of --checkpoint-timeout
+    assert outcome.exit_code == 143, outcome
+    assert "the checkpoint write of step 4 did not finish in 1 s" in outcome.reason, outcome
+    assert "--term-save-timeout" in outcome.reason

@@ -531,11 +531,15 @@ class Trainer:
         if self.ckpt is not None:
             t0 = time.monotonic()
             note = "its slices went while it stopped"
+            budget = self.cfg.term_save_timeout
             try:
+                # a write the recovery left going (``Checkpointer.leave_writing``) ends first,
+                # within the stop's budget, not the longer --checkpoint-timeout of save()
+                self.ckpt.settle(timeout=budget)
                 newest = self.ckpt.latest_committed()
                 if snap is not None and (newest is None or snap.step > newest):
                     self.ckpt.save(snap.step, None, snap.data_state, host_state=snap.host_state)
-                    ok = self.ckpt.settle(timeout=self.cfg.term_save_timeout)
+                    ok = self.ckpt.settle(timeout=max(0.0, budget - (time.monotonic() - t0)))
                     note += (f": saved the host snapshot of step {snap.step}" if ok else
                              f": the host snapshot of step {snap.step} did not commit")
             except SaveTimeout as e:

@@ -41,7 +41,7 @@ from elastix_trainer.mesh import on_pathways
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.seams import Hooks, Session
 from elastix_trainer.state.checkpoint import SaveTimeout
-from elastix_trainer.train import Trainer
+from elastix_trainer.train import Terminated, Trainer
 
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
@@ -131,7 +131,7 @@ class ElasticRuntime(Hooks):
             self._run()
             return Outcome("completed", "all steps done", self.trainer.last_completed)
         except ElastixError as e:
-            self._abandon_saves()
+            self._abandon_saves(stopped=isinstance(e, Terminated))
             return Outcome("failed", e.message, self.trainer.last_completed, e.hint, e.exit_code)
         finally:  # the compile in flight finishes; step.py waits for it at exit
             self._stop_precompile.set()
@@ -307,12 +307,15 @@ class ElasticRuntime(Hooks):
             self.events.emit(eventspec.ELASTIC_RESIZE, recovery=self.recoveries,
                              from_slices=len(old), to_slices=len(new), slices=sorted(new), why=why)
 
-    def _abandon_saves(self) -> None:
-        """The run failed: drop the checkpointer's in-flight work (never what is committed)."""
+    def _abandon_saves(self, stopped: bool = False) -> None:
+        """The run failed: drop the checkpointer's in-flight work (never what is committed).
+        A write in flight is waited for up to --checkpoint-timeout (it may commit a good
+        state), except after a stop (``stopped``): the stop already waited for it within
+        --term-save-timeout, and waiting longer would outlast the pod's grace period."""
         ck = self.trainer.ckpt
         if ck is not None:
             try:
-                ck.reset()
+                ck.reset(timeout=0.0 if stopped else None)
             except Exception as e:  # the run already failed; keep the first reason
                 log.info("elastix: checkpoint cleanup failed: %s", error_line(e))
 

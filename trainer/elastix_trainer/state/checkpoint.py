@@ -214,8 +214,9 @@ class Checkpointer:
         pending = self._pending
         return pending.error if pending is not None else None
 
-    def reset(self) -> None:
+    def reset(self, timeout: float | None = None) -> None:
         """Drop the manager after an elastic event (its in-memory step list may be wrong).
+        ``timeout``: how long to wait for a write in flight (default ``settle_timeout``).
 
         A write that does not settle in time is abandoned with the manager: nothing waits for
         it again, and until it finishes its directory is uncommitted, so it is never restored.
@@ -224,9 +225,9 @@ class Checkpointer:
         reported, late; a restore checks it like any other.
         """
         try:
-            self.settle()
+            self.settle(timeout)
         except SaveTimeout as e:
-            log.warning("elastix: %s; abandoning it (not committed; the run goes on without it)", e)
+            log.warning("elastix: %s; abandoning it (not committed, so never restored)", e)
             self._writer.abandon()  # the next save gets a new thread
         finally:
             self._slot.drop()
