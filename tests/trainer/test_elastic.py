@@ -134,10 +134,7 @@ def test_slice_lost_while_async_checkpoint_in_flight(reference, tmp_path):
     ck_dir = tmp_path / "ck"
 
     def setup(trainer, runtime):
-        def lose_during_save(session, step):
-            if step == 4 and not trainer.events.of("elastic_detected"):
-                health.set_down(1)
-        on(trainer, after_save=lose_during_save)
+        on(trainer, after_save=down_once_at(health, 4, 1))
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed"
@@ -173,14 +170,10 @@ def test_a_write_the_snapshot_covers_goes_on_beside_the_recovery(reference, tmp_
             if n == 4 and not trainer.events.of("elastic_detected"):
                 trainer.ckpt._writer.put(lambda: gate.wait(60))  # the save of 4 queues behind
 
-        def lose_during_save(session, step):
-            if step == 4 and not trainer.events.of("elastic_detected"):
-                health.set_down(1)
-
         def open_once_restored(source, step):
             if source == "snapshot":
                 gate.set()
-        on(trainer, before_dispatch=hold_the_writer, after_save=lose_during_save,
+        on(trainer, before_dispatch=hold_the_writer, after_save=down_once_at(health, 4, 1),
            after_restore=open_once_restored)
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
@@ -207,10 +200,7 @@ def test_a_write_newer_than_the_snapshot_is_still_waited_for(reference, tmp_path
     health, cfg = _coming_back(tmp_path, snapshot_period=3)
 
     def setup(trainer, runtime):
-        def lose_during_save(session, step):
-            if step == 4 and not trainer.events.of("elastic_detected"):
-                health.set_down(1)
-        on(trainer, after_save=lose_during_save)
+        on(trainer, after_save=down_once_at(health, 4, 1))
 
     outcome, trainer, runtime = run_elastic(cfg, health, setup=setup)
     assert outcome.status == "completed", outcome

@@ -191,9 +191,9 @@ class Checkpointer:
         manager, which a recovery drops, is dropped once the write has settled: at the next
         save or restore (``reset``), so a write that hangs still meets ``settle_timeout``.
 
-        Why: a recovery waited here for an unrelated background write. qwen3-0.6b's 7.15 GB
-        take 18-28 s to write on a v5e machine, longer than its checkpoint period, so a save
-        is nearly always in flight, and a kill on the chip waited 1.46 s for one
+        Why: a recovery waited here for a background write it does not need. qwen3-0.6b's
+        7.15 GB take 18-28 s to write on a v5e machine, longer than its checkpoint period, so
+        a save is in flight most of the time, and a loss then waited for the rest of it
         (docs/benchmarks.md). A restore from the snapshot needs none of it.
 
         Returns:
