@@ -164,6 +164,32 @@ def test_delete_after_the_supervisor_was_sigkilled_leaves_no_orphans(cli, backen
     assert not (backend.root / "orphan").exists()
 
 
+def test_a_run_stopped_for_a_delete_reads_terminating_until_its_directory_goes(cli, backend):
+    """Between the supervisor's exit and the directory's removal a delete (or a ``create
+    --replace``) is still under way: the run reads Terminating, not Failed, so a chaos run
+    measuring it does not take a replace for a death. Without the delete's lock, a stopped
+    supervisor's run reads Failed, as before."""
+    import psutil
+
+    from elastix.backends.local.delete import _held
+
+    create(cli, "going", tpu="v5litepod-8", slices=2)
+    wait_until(lambda: "completed step: 1," in head_log(backend, "going"), 60, "first step")
+    d = backend.root / "going"
+    sup = json.loads((d / "state.json").read_text())["supervisor"]["pid"]
+    with _held(d) as ours:
+        assert ours
+        os.kill(sup, signal.SIGTERM)  # what a delete does first, its lock held
+        psutil.Process(sup).wait(60)
+        st = backend.status("going")
+        assert st.state == "Terminating", (st.state, st.reasons)
+        assert any("being deleted" in r for r in st.reasons), st.reasons
+    st = backend.status("going")
+    assert st.state == "Failed" and "supervisor is not running" in st.reasons[0], st.reasons
+    backend.delete("going")
+    assert not d.exists()
+
+
 def _compound(cli, name: str, where) -> int:
     """A workload whose ``bash -c`` runs a compound command, so bash forks the controller rather
     than exec it; returns the controller's pid (a grandchild of the supervisor)."""

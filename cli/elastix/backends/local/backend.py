@@ -38,7 +38,7 @@ from elastix.backends.base import (
     WorkloadStatus,
 )
 from elastix.backends.local import create, delete, faults
-from elastix.backends.local.delete import outlived
+from elastix.backends.local.delete import being_deleted, outlived
 from elastix.backends.local.logread import logs
 from elastix.backends.local.plan import (
     Plan,
@@ -161,7 +161,12 @@ class LocalBackend(Backend):
             reasons.append(f"the state directory's disk is full ({full}): this status is as "
                            f"of {st.updated or 'the start'}, when state.json was last written; "
                            f"free space under {d.parent}")
-        if state not in FINAL_STATES and not alive:
+        if state == "Terminating" and not alive and being_deleted(d):
+            # Its supervisor stopped it for a delete (or a create --replace) that has not
+            # removed the directory yet: stopping, not dead (a chaos run must not end on it).
+            reasons.append(f"being deleted (elastix workload delete {name}, or create "
+                           "--replace)")
+        elif state not in FINAL_STATES and not alive:
             state = "Failed"
             reasons.append("the local supervisor is not running (killed?); "
                            f"clean up with: elastix workload delete {name} --backend local")

@@ -157,6 +157,28 @@ def _held(d: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+def being_deleted(d: Path) -> bool:
+    """Whether a ``delete`` (or a ``create --replace``'s) holds ``d``'s lock now: between its
+    supervisor's exit and the directory's removal the run is stopping, not failed. A shared
+    lock tried without waiting, released at once: readers never hold up each other, and a
+    delete waits for one at most a few microseconds."""
+    import fcntl
+
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock it got
+    return False
+
+
 def _stop_supervisor(sup: dict[str, Any], timeout: float) -> str | None:
     """SIGTERM the supervisor (it stops its pods, the head first with its grace, then exits)
     and wait for it; None when it did. For a supervisor that is stopped (SIGSTOP) or does not
