@@ -100,6 +100,9 @@ SMOKE = [
                       "| tiny | 128 | 2 | dot_product, heads 2/1x32 | none |"]),
                     ("| preset | seq | remat | largest batch that fits |", ["| tiny | 128 |"])],
            _has("trainer's printed TFLOP/s, tiny seq 128 batch 2")),
+    _bench("chip_fault", [("| case | result of steps 1, 2, 3 at (s) |",
+                           ["| healthy |", "| seam inside, 2-3 armed |", "| prologue, 2-3 armed |",
+                            "| prologue, 2-3 armed after dispatch |"])]),
     _bench("contract", [("| preset | seam only:", ["| tiny |"])],
            _has("answer round trip, 4 x 2 hosts")),
     _bench("elastic", [
