@@ -188,13 +188,55 @@ def cluster_and_api_client(project: str | None, location: str | None,
 
 
 def _ca_file(ca_b64: str) -> str | None:
-    """Write the cluster CA to a private temporary file, removed when the process exits."""
+    """The cluster CA as a file the ``kubernetes`` client can read: one per certificate, named
+    by its digest, in this user's private cache directory (0700), written once and reused, so
+    nothing is left per command, not even by a command that was SIGKILLed. Where that
+    directory cannot be used (not this user's, or open to others, or not writable), a private
+    temporary file removed when the process exits, as before."""
     if not ca_b64:
         return None
+    pem = base64.b64decode(ca_b64)
+    try:
+        return _cached_ca(pem)
+    except OSError:
+        pass
     fd, path = tempfile.mkstemp(prefix="elastix-ca-", suffix=".pem")
     with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(ca_b64))
+        f.write(pem)
     atexit.register(_remove, path)
+    return path
+
+
+def _cached_ca(pem: bytes) -> str:
+    """``pem`` in ``<user cache>/elastix/ca/<sha256>.pem``, made (atomically) if missing or
+    not that certificate.
+
+    Raises:
+        OSError: the directory is another user's or open to others, or cannot be written.
+    """
+    import hashlib
+    import stat
+
+    import platformdirs
+
+    d = os.path.join(platformdirs.user_cache_dir("elastix"), "ca")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise OSError(f"{d} is not a private directory of this user's")
+    path = os.path.join(d, hashlib.sha256(pem).hexdigest()[:32] + ".pem")
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as f:
+            if f.read() == pem:
+                return path
+    fd, tmp = tempfile.mkstemp(prefix=".ca-", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
     return path
 
 
