@@ -120,3 +120,21 @@ def test_a_windowed_read_returns_the_same_arrays(window):
     for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(tree), strict=True):
         assert isinstance(x, np.ndarray)
         np.testing.assert_array_equal(x, np.asarray(y))
+
+
+def test_memory_in_use_says_what_the_devices_hold_or_nothing_on_cpu():
+    """Logged before a restore on a chip; CPU devices report no memory, so nothing is said."""
+    from elastix_trainer.train import memory_in_use
+
+    assert memory_in_use(jax.devices()) is None
+
+    class Chip:
+        def __init__(self, used):
+            self.used = used
+
+        def memory_stats(self):
+            return {"bytes_in_use": self.used, "bytes_limit": 16 * 2**30}
+
+    assert memory_in_use([Chip(7 * 2**29)]) == "3.50 of 16.00 GiB in use on 1 device"
+    assert memory_in_use([Chip(2**30), Chip(2**30)]) == "2.00 of 32.00 GiB in use on 2 devices"
+    assert memory_in_use([]) is None

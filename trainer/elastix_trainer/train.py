@@ -95,6 +95,24 @@ hold seen with room to spare."""
 MAX_IN_FLIGHT = 16
 
 
+def memory_in_use(devices) -> str | None:
+    """What the devices' memory holds now, in words ("6.69 of 15.75 GiB in use on 1 device"),
+    or None where they do not say (CPU). Logged before a restore: on a chip, state still held
+    from before a failure is memory the restored state must fit beside."""
+    used = limit = n = 0
+    for d in devices:
+        stats = d.memory_stats() if hasattr(d, "memory_stats") else None
+        if not stats or "bytes_in_use" not in stats:
+            return None
+        used += stats["bytes_in_use"]
+        limit += stats.get("bytes_limit", 0)
+        n += 1
+    if not n:
+        return None
+    of = f" of {limit / 2**30:.2f}" if limit else ""
+    return f"{used / 2**30:.2f}{of} GiB in use on {n} device{'s' if n > 1 else ''}"
+
+
 class InFlight:
     """How many steps the loop keeps dispatched and not yet read (``--steps-in-flight``).
 
@@ -276,6 +294,9 @@ class Trainer:
                 state = fresh_state(self.model, self.opt, mesh, self.cfg.seed)
                 return Session(ids, mesh, self.step_fns_for(mesh), state, 0, gb)
             source, step = cand
+            held = memory_in_use(mesh.devices.flat)
+            if held:  # what the restore's new state must fit beside (chips only)
+                log.info("elastix: restoring step %d from %s: %s", step, source, held)
             t0 = time.monotonic()
             if source == "snapshot":
                 state, snap = self.snapshots.restore(abstract)
