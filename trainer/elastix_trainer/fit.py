@@ -43,6 +43,27 @@ def device_limit(mesh) -> int | None:
     return int(limit) if limit else None
 
 
+def memory_in_use(devices) -> str | None:
+    """What the devices' memory holds now, in words ("6.69 of 15.75 GiB in use on 1 device"),
+    or None where they do not say (CPU). Logged before a restore: on a chip, state still held
+    from before a failure is memory the restored state must fit beside."""
+    used = limit = n = 0
+    for d in devices:
+        try:
+            stats = d.memory_stats()
+        except Exception:  # noqa: BLE001 - a backend without memory stats
+            return None
+        if not stats or "bytes_in_use" not in stats:
+            return None
+        used += stats["bytes_in_use"]
+        limit += stats.get("bytes_limit", 0)
+        n += 1
+    if not n:
+        return None
+    of = f" of {limit / GIB:.2f}" if limit else ""
+    return f"{used / GIB:.2f}{of} GiB in use on {n} device{'s' if n > 1 else ''}"
+
+
 def peak_bytes(compiled) -> int | None:
     """A compiled program's device memory per device: arguments + outputs (less what the
     donated inputs alias) + temporaries + code (None where the backend does not say)."""

@@ -34,6 +34,7 @@ from elastix.errors import ElastixError, UsageError
 from elastix.protocol import eventspec
 from elastix_trainer.config import TrainConfig
 from elastix_trainer.data import make_iterator
+from elastix_trainer.fit import memory_in_use
 from elastix_trainer.kernels import ATTENTIONS, attention
 from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_devices
 from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
@@ -93,24 +94,6 @@ Orbax's numpy handler; every Python thread stopped, a process beside it did not)
 step in flight the chip idled for all of it (docs/benchmarks.md). 1.5 s covers the longest
 hold seen with room to spare."""
 MAX_IN_FLIGHT = 16
-
-
-def memory_in_use(devices) -> str | None:
-    """What the devices' memory holds now, in words ("6.69 of 15.75 GiB in use on 1 device"),
-    or None where they do not say (CPU). Logged before a restore: on a chip, state still held
-    from before a failure is memory the restored state must fit beside."""
-    used = limit = n = 0
-    for d in devices:
-        stats = d.memory_stats() if hasattr(d, "memory_stats") else None
-        if not stats or "bytes_in_use" not in stats:
-            return None
-        used += stats["bytes_in_use"]
-        limit += stats.get("bytes_limit", 0)
-        n += 1
-    if not n:
-        return None
-    of = f" of {limit / 2**30:.2f}" if limit else ""
-    return f"{used / 2**30:.2f}{of} GiB in use on {n} device{'s' if n > 1 else ''}"
 
 
 class InFlight:
