@@ -19,6 +19,7 @@ from trainer_helpers import assert_restores
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import manager
 from elastix_trainer.state.checkpoint import Checkpointer
+from elastix_trainer.state.snapshot import host_copy
 
 
 def _zarr(step_dir, name: str) -> dict:
@@ -49,3 +50,69 @@ def test_a_checkpoint_written_compressed_still_restores(tmp_path):
     assert _zarr(tmp_path / "ck" / "3", "w")["compressor"] is not None  # the old format
     ck = Checkpointer(str(tmp_path / "ck"), 1, EventLog(None))
     assert_restores(ck, 3, want, {"next_index": 3})
+
+
+def _peak_traced_during(fn) -> int:
+    """Peak bytes numpy (and Python) allocated while ``fn`` ran, on any thread; numpy reports
+    its arrays' buffers to ``tracemalloc``, tensorstore's own buffers are not counted."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def _save_peak(tmp_path, host: dict) -> int:
+    """Peak bytes numpy allocated while ``host`` was saved through the checkpointer's manager,
+    which then restores it."""
+    mgr = manager.new_manager(str(tmp_path / "ck"), async_save=False)
+
+    def save():
+        mgr.save(1, args=manager.save_args(host, {"i": 1}), force=True)
+        mgr.wait_until_finished()
+
+    peak = _peak_traced_during(save)
+    mgr.close()
+    assert_restores(Checkpointer(str(tmp_path / "ck"), 1, EventLog(None)), 1,
+                    {"w": np.ones((4096, 2048), np.float32)}, {"i": 1})
+    return peak
+
+
+def test_a_host_copy_is_written_without_copying_it_again(tmp_path):
+    """Orbax deep-copies each host array before writing it; a host copy of the state is
+    read-only, so that copy only doubled the host memory a save holds (issue 58)."""
+    host = {"w": np.ones((4096, 2048), np.float32)}  # 32 MiB
+    host["w"].flags.writeable = False  # as numpy hands out a JAX array's host copy
+    peak = _save_peak(tmp_path, host)
+    assert peak < 8 << 20, f"{peak / 2**20:.1f} MiB allocated writing a 32 MiB host copy"
+
+
+def test_a_writeable_host_array_is_still_copied_before_it_is_written(tmp_path):
+    host = {"w": np.ones((4096, 2048), np.float32)}  # writeable: its owner may change it
+    peak = _save_peak(tmp_path, host)
+    assert peak >= 32 << 20, f"{peak / 2**20:.1f} MiB: the writeable array was not copied"
+
+
+def test_the_state_host_copy_is_read_only():
+    """What makes skipping the copy safe: the host copy a checkpoint writes cannot be
+    written through, and a step that donates the device state leaves it as it was."""
+    x = jnp.ones((256, 256))
+    host = host_copy({"w": x})["w"]
+    assert not host.flags.writeable
+    y = jax.jit(lambda v: v * 3, donate_argnums=0)(x)
+    jax.block_until_ready(y)
+    np.testing.assert_array_equal(host, np.ones((256, 256), np.float32))
+
+
+def test_a_read_only_view_of_a_writeable_array_is_not_read_only():
+    base = np.ones(8)
+    view = base[:4]
+    view.flags.writeable = False
+    assert not manager.read_only(view)
+    base.flags.writeable = False
+    assert manager.read_only(view)

@@ -12,7 +12,11 @@ from the kernel's OOM killer.
 
 The count is the steady state. A write that outlasts a whole snapshot period holds a third
 copy (an older snapshot's) for its remainder; that is not refused here, since it depends on the
-storage's pace, not on the flags.
+storage's pace, not on the flags. Nor is the write's own transient: Orbax used to deep-copy
+every host array it wrote (a whole copy more, uncounted: ``manager.HostCopyRegistry`` now
+writes a host copy as it is), and tensorstore still copies the chunks it cannot take from an
+array as they are, about 0.64x of bench-1g's state at the write's peak
+(``bench/bench_save_memory.py``).
 
 What is available: the kernel's ``MemAvailable`` (free memory plus what it can reclaim), and,
 where the process's memory cgroup has a limit (a container: the head pod's), that limit less

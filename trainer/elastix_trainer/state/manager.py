@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import jax
+import numpy as np
 
 from elastix.protocol import envvars
 from elastix_trainer import storage
@@ -41,6 +42,60 @@ def save_args(state: Any, data_state: dict):
     return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
 
 
+def read_only(a: np.ndarray) -> bool:
+    """Nothing can write ``a``'s bytes through numpy: neither ``a`` nor an array it views."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        a = a.base
+    return True
+
+
+class HostCopyRegistry:
+    """Orbax's type handlers (its global registry) with one change: a numpy array that nothing
+    can write (``flags.writeable`` False) is written as it is, not deep-copied first.
+
+    Orbax's ``NumpyHandler`` copies every host array it is handed before the write starts (a
+    guard against the caller changing it meanwhile). The arrays a checkpoint writes here are
+    host copies of the state (``snapshot.host_copy``, a staged read, ``host_numpy``): numpy's
+    read-only views of buffers JAX owns and never writes again (a donated step leaves them as
+    they were). Copying them held a second copy of the state for the whole write: with
+    bench-1g's 1.21 GiB state on CPU a save's peak host memory was 1.64x the state beside it,
+    0.64x without the copy (docs/benchmarks.md, "The A/B of failing the queued steps, and
+    the host memory a checkpoint's write holds"). An array that can be written (or that
+    views one) is still copied first.
+    """
+
+    def __init__(self) -> None:
+        import orbax.checkpoint as ocp
+
+        class ReadOnlyAsIs(ocp.type_handlers.NumpyHandler):
+            async def serialize(self, values, infos, args=None):
+                values = [v if read_only(v) else v.copy() for v in values]
+                return await super().serialize(values, infos, args)
+
+        try:
+            self._numpy = ReadOnlyAsIs(deepcopy_host_arrays=False)
+        except TypeError:  # an Orbax from before the option (and its copy)
+            self._numpy = ReadOnlyAsIs()
+        self._global = ocp.type_handlers
+
+    def _is_numpy(self, ty: Any) -> bool:
+        if isinstance(ty, str):
+            return ty == self._numpy.typestr()
+        return isinstance(ty, type) and issubclass(ty, np.ndarray)
+
+    def add(self, *args, **kwargs) -> None:
+        raise TypeError("elastix's checkpoint handler registry is fixed; register types "
+                        "with orbax.checkpoint.type_handlers.register_type_handler")
+
+    def get(self, ty: Any):
+        return self._numpy if self._is_numpy(ty) else self._global.get_type_handler(ty)
+
+    def has(self, ty: Any) -> bool:
+        return self._is_numpy(ty) or self._global.has_type_handler(ty)
+
+
 def new_manager(directory: str, async_save: bool):
     """A ``CheckpointManager`` on ``directory`` whose listing elastix never trusts (the restore
     step is read from storage: see ``store``), and which deletes nothing: ``--max-to-keep`` is
@@ -56,7 +111,9 @@ def new_manager(directory: str, async_save: bool):
         # Uncompressed: zstd bought ~8 % of a float state's bytes and cost a restore most
         # of its time (it decoded at a fifth of the disk's read speed; docs/benchmarks.md).
         # Checkpoints written compressed still restore: the codec is in their metadata.
-        state = ocp.PyTreeCheckpointHandler(use_compression=False)
+        # Host copies are written as they are (``HostCopyRegistry``).
+        state = ocp.PyTreeCheckpointHandler(use_compression=False,
+                                            type_handler_registry=HostCopyRegistry())
     return ocp.CheckpointManager(
         storage.epath(directory),
         item_handlers={"state": state, "data": ocp.JsonCheckpointHandler()},
