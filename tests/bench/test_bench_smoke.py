@@ -103,6 +103,8 @@ SMOKE = [
     _bench("chip_fault", [("| case | result of steps 1, 2, 3 at (s) |",
                            ["| healthy |", "| seam inside, 2-3 armed |", "| prologue, 2-3 armed |",
                             "| prologue, 2-3 armed after dispatch |"])]),
+    _bench("save_memory", [("| writer | peak host memory added,",
+                             ["| orbax (deep copy) |", "| elastix |"])]),
     _bench("contract", [("| preset | seam only:", ["| tiny |"])],
            _has("answer round trip, 4 x 2 hosts")),
     _bench("elastic", [
