@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+import pytest
 import tensorstore as ts
 from trainer_helpers import assert_restores
 
@@ -116,3 +117,36 @@ def test_a_read_only_view_of_a_writeable_array_is_not_read_only():
     assert not manager.read_only(view)
     base.flags.writeable = False
     assert manager.read_only(view)
+
+
+@pytest.mark.parametrize(("window", "most"), [(1 << 20, 1 << 20), (None, 8 * (512 << 10))])
+def test_a_save_writes_at_most_a_window_of_host_arrays_at_once(tmp_path, monkeypatch,
+                                                               window, most):
+    """Orbax starts every array's write at once, and tensorstore holds a copy of each chunk
+    that is not contiguous in its array while it writes it: the window bounds those copies."""
+    import asyncio
+
+    seen = {"now": 0, "max": 0}
+    write = ocp.type_handlers.NumpyHandler._open_and_write
+
+    async def counted(self, value, tspec, ts_context):  # the real write, its bytes counted
+        seen["now"] += value.nbytes
+        seen["max"] = max(seen["max"], seen["now"])
+        try:
+            await asyncio.sleep(0.02)  # long enough for every other write to start, unbounded
+            return await write(self, value, tspec, ts_context)
+        finally:
+            seen["now"] -= value.nbytes
+
+    monkeypatch.setattr(ocp.type_handlers.NumpyHandler, "_open_and_write", counted)
+    monkeypatch.setattr(manager, "WRITE_WINDOW_BYTES", window)
+    host = {f"w{i}": np.full((128, 1024), i, np.float32) for i in range(8)}  # 8 x 512 KiB
+    for x in host.values():
+        x.flags.writeable = False
+    mgr = manager.new_manager(str(tmp_path / "ck"), async_save=False)
+    mgr.save(1, args=manager.save_args(host, {"i": 1}), force=True)
+    mgr.wait_until_finished()
+    mgr.close()
+    assert seen["max"] == most, seen
+    assert_restores(Checkpointer(str(tmp_path / "ck"), 1, EventLog(None)), 1,
+                    {k: np.asarray(v) for k, v in host.items()}, {"i": 1})

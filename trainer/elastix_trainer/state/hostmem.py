@@ -15,8 +15,8 @@ copy (an older snapshot's) for its remainder; that is not refused here, since it
 storage's pace, not on the flags. Nor is the write's own transient: Orbax used to deep-copy
 every host array it wrote (a whole copy more, uncounted: ``manager.HostCopyRegistry`` now
 writes a host copy as it is), and tensorstore still copies the chunks it cannot take from an
-array as they are, about 0.64x of bench-1g's state at the write's peak
-(``bench/bench_save_memory.py``).
+array as they are, for the arrays being written at once: 0.12x of qwen3-0.6b's state at the
+write's peak with ``manager.WRITE_WINDOW_BYTES`` (``bench/bench_save_memory.py``).
 
 What is available: the kernel's ``MemAvailable`` (free memory plus what it can reclaim), and,
 where the process's memory cgroup has a limit (a container: the head pod's), that limit less

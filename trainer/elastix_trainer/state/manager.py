@@ -6,6 +6,7 @@ under a lock of its own (see ``ManagerSlot``), and says how a state is handed to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -42,6 +43,47 @@ def save_args(state: Any, data_state: dict):
     return ocp.args.Composite(state=item, data=ocp.args.JsonSave(data_state))
 
 
+WRITE_WINDOW_BYTES: int | None = 512 << 20
+"""Bytes of host arrays a checkpoint writes at once (None: all at once, as Orbax does; an
+array larger than the window is written alone). Why: tensorstore copies each chunk that is not
+contiguous in its array while it writes it (the stacked layers are chunked across their inner
+axes, so a device restoring a shard reads only its part), and Orbax starts every array's write
+together, so a save held those copies for 0.64x of bench-1g's state and 0.61x of qwen3-0.6b's
+(7.15 GB) at its peak. With this window: 0.12x of qwen3-0.6b's, its write 13.4-13.8 s against
+8.4-12.5 s on local disk (``bench/bench_save_memory.py``; docs/benchmarks.md, "The A/B of
+failing the queued steps, and the host memory a checkpoint's write holds"). A write is in the
+background; host memory is what ran a TPU VM out."""
+
+
+class InFlight:
+    """A byte budget for concurrent writes on one event loop (Orbax runs each save's writes
+    on a loop of its own, so a budget is made for the loop that uses it)."""
+
+    def __init__(self, limit: int) -> None:
+        import asyncio
+
+        self.limit, self.used = limit, 0
+        self.loop = asyncio.get_running_loop()
+        self.cond = asyncio.Condition()
+
+    def current(self) -> bool:
+        import asyncio
+
+        return asyncio.get_running_loop() is self.loop
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int):
+        async with self.cond:
+            await self.cond.wait_for(lambda: self.used == 0 or self.used + n <= self.limit)
+            self.used += n
+        try:
+            yield
+        finally:
+            async with self.cond:
+                self.used -= n
+                self.cond.notify_all()
+
+
 def read_only(a: np.ndarray) -> bool:
     """Nothing can write ``a``'s bytes through numpy: neither ``a`` nor an array it views."""
     while isinstance(a, np.ndarray):
@@ -70,9 +112,22 @@ class HostCopyRegistry:
         import orbax.checkpoint as ocp
 
         class ReadOnlyAsIs(ocp.type_handlers.NumpyHandler):
+            window: InFlight | None = None
+
             async def serialize(self, values, infos, args=None):
                 values = [v if read_only(v) else v.copy() for v in values]
                 return await super().serialize(values, infos, args)
+
+            async def _open_and_write(self, value, tspec, ts_context):
+                # Orbax starts every array's write at once; a window bounds the chunk copies
+                # tensorstore holds meanwhile (``WRITE_WINDOW_BYTES``)
+                window = WRITE_WINDOW_BYTES
+                if window is None:
+                    return await super()._open_and_write(value, tspec, ts_context)
+                if self.window is None or not self.window.current():
+                    self.window = InFlight(window)
+                async with self.window.hold(value.nbytes):
+                    return await super()._open_and_write(value, tspec, ts_context)
 
         try:
             self._numpy = ReadOnlyAsIs(deepcopy_host_arrays=False)
