@@ -10,10 +10,11 @@ save added, as a multiple of the state's bytes, and the save's wall time. The ca
 ``--repeats`` times each:
 
 - ``orbax (deep copy)``: the same handler and arguments with Orbax's own numpy handler;
-- ``elastix``: ``manager.new_manager``, what the trainer writes with.
-
-What is left beside ``elastix`` is tensorstore's: chunks it cannot take from the source array as
-they are (a chunk that is not contiguous in it) are copied while they are written.
+- ``elastix, every write at once``: ``manager.new_manager`` with ``WRITE_WINDOW_BYTES`` None,
+  so every array's write starts at once, as Orbax starts them: tensorstore then holds a copy of
+  every chunk that is not contiguous in its array;
+- ``elastix``: ``manager.new_manager``, what the trainer writes with (at most
+  ``WRITE_WINDOW_BYTES`` of arrays written at once).
 
     python bench/bench_save_memory.py --preset bench-1g --repeats 3
 
@@ -36,7 +37,9 @@ import time
 
 from benchcli import smoke_args
 
-CASES = ("orbax (deep copy)", "elastix")
+from elastix_trainer.state import manager
+
+CASES = ("orbax (deep copy)", "elastix, every write at once", "elastix")
 
 
 def one(case: str, preset: str, directory: str) -> dict:
@@ -48,7 +51,6 @@ def one(case: str, preset: str, directory: str) -> dict:
     import psutil
 
     from elastix_trainer.config import TrainConfig
-    from elastix_trainer.state import manager
     from elastix_trainer.step import OptConfig, init_state
     from elastix_trainer.train import model_config
 
@@ -62,7 +64,9 @@ def one(case: str, preset: str, directory: str) -> dict:
 
     host = jax.tree.map(host_array, shapes)
     nbytes = sum(x.nbytes for x in jax.tree.leaves(host))
-    if case == "elastix":
+    if case.startswith("elastix"):
+        if case != "elastix":
+            manager.WRITE_WINDOW_BYTES = None
         mgr = manager.new_manager(directory, async_save=False)
     else:
         mgr = ocp.CheckpointManager(
@@ -96,32 +100,44 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="bench-1g")
     ap.add_argument("--repeats", type=int, default=3, help="saves per case, alternating")
+    ap.add_argument("--cases", default=";".join(CASES),
+                    help="separated by ;, of: " + "; ".join(CASES))
+    ap.add_argument("--window-mib", type=int, default=None,
+                    help="the elastix case's write window (default: WRITE_WINDOW_BYTES)")
     ap.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)  # a child's one save
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     a = smoke_args(ap, "one save per case of the tiny preset", preset="tiny", repeats=1)
+    if a.window_mib is not None:
+        manager.WRITE_WINDOW_BYTES = a.window_mib << 20
     if a.case:
         print(json.dumps(one(a.case, a.preset, a.dir)))
         return 0
     root = tempfile.mkdtemp(prefix="elastix-save-memory-")
-    results: dict[str, list[dict]] = {c: [] for c in CASES}
+    cases = [c.strip() for c in a.cases.split(";")]
+    if bad := [c for c in cases if c not in CASES]:
+        raise SystemExit(f"--cases: unknown {bad}; choose from {list(CASES)}")
+    results: dict[str, list[dict]] = {c: [] for c in cases}
     try:
         for i in range(a.repeats):
-            for case in CASES:
+            for case in cases:
                 d = os.path.join(root, f"{i}-{CASES.index(case)}")
+                window = [] if a.window_mib is None else ["--window-mib", str(a.window_mib)]
                 out = subprocess.run([sys.executable, __file__, "--case", case, "--preset",
-                                      a.preset, "--dir", d], capture_output=True, text=True)
+                                      a.preset, "--dir", d, *window], capture_output=True,
+                                     text=True)
                 if out.returncode != 0:
                     raise SystemExit(f"{case}: the save failed:\n{out.stderr[-2000:]}")
                 results[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
                 shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    nb = results["elastix"][0]["state_bytes"]
+    nb = results[cases[0]][0]["state_bytes"]
     print(f"\none save of a read-only host copy of {a.preset}'s state ({nb / 2**30:.2f} GiB), "
           f"{a.repeats} per case, alternating, each in a fresh process\n")
+    print(f"write window {manager.WRITE_WINDOW_BYTES / 2**20:.0f} MiB\n")
     print("| writer | peak host memory added, x the state (each) | save s (each) |")
     print("|---|---|---|")
-    for case in CASES:
+    for case in cases:
         rs = results[case]
         added = ", ".join(f"{r['added']:.2f}" for r in rs)
         secs = ", ".join(f"{r['seconds']:.2f}" for r in rs)

@@ -104,7 +104,8 @@ SMOKE = [
                            ["| healthy |", "| seam inside, 2-3 armed |", "| prologue, 2-3 armed |",
                             "| prologue, 2-3 armed after dispatch |"])]),
     _bench("save_memory", [("| writer | peak host memory added,",
-                             ["| orbax (deep copy) |", "| elastix |"])]),
+                             ["| orbax (deep copy) |", "| elastix, every write at once |",
+                              "| elastix |"])]),
     _bench("contract", [("| preset | seam only:", ["| tiny |"])],
            _has("answer round trip, 4 x 2 hosts")),
     _bench("elastic", [
