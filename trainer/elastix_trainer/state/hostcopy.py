@@ -22,25 +22,46 @@ array is 125 MiB) they lost 0.006-0.041 s (18 reads), and the read took as long 
 against 0.56-1.12 s; docs/benchmarks.md, issue 58's fifth session)."""
 
 
-def read_windowed(tree, window: int | None):
+COPY_WINDOW_BYTES: int | None = 512 << 20
+"""Bytes of a boundary copy's transfers in flight at once (``snapshot.host_copy``: a sync
+snapshot, a checkpoint's own copy). Why a window there too: between its parts the copy asks
+whether it can still complete (``Devices.check_transfer``), and what a copy that cannot
+leaves running is at most this much. On the local backend with its head on a v5e chip, a
+kill during qwen3-0.6b's 7.15 GB copy (5.4-6.4 s) was seen only at the copy's end: detection
+took 1.5 and 4.2 s of a 5.4 and 8.6 s recovery (docs/benchmarks.md, issue 58's ninth
+session)."""
+
+
+def read_windowed(tree, window: int | None, probe: Callable[[], None] | None = None):
     """``tree`` (device arrays) read to host numpy arrays, with at most ``window`` bytes of
-    transfers started and not yet read (an array larger than the window goes alone)."""
+    transfers started and not yet read (an array larger than the window goes alone).
+    ``probe`` runs before each wait for a transfer: if it raises, the read stops there, with
+    at most ``window`` bytes of transfers left running (every array's, with no window)."""
     leaves, treedef = jax.tree.flatten(tree)
+
+    def get(x):
+        if probe is not None:
+            probe()
+        return np.asarray(x)
+
     if window is None:
         for x in leaves:
-            x.copy_to_host_async()
-        return jax.tree.unflatten(treedef, [np.asarray(x) for x in leaves])
+            if isinstance(x, jax.Array):
+                x.copy_to_host_async()
+        return jax.tree.unflatten(treedef, [get(x) for x in leaves])
+    sizes = [x.nbytes if isinstance(x, jax.Array) else 0 for x in leaves]
     out: list = [None] * len(leaves)
     done = inflight = 0
     for i, x in enumerate(leaves):
-        while done < i and inflight + x.nbytes > window:
-            out[done] = np.asarray(leaves[done])
-            inflight -= leaves[done].nbytes
+        while done < i and inflight + sizes[i] > window:
+            out[done] = get(leaves[done])
+            inflight -= sizes[done]
             done += 1
-        x.copy_to_host_async()
-        inflight += x.nbytes
+        if sizes[i]:
+            x.copy_to_host_async()
+        inflight += sizes[i]
     for j in range(done, len(leaves)):
-        out[j] = np.asarray(leaves[j])
+        out[j] = get(leaves[j])
     return jax.tree.unflatten(treedef, out)
 
 
@@ -72,16 +93,19 @@ class HostCopy:
     error: BaseException | None = None
     """What that read raised: the copy is never kept."""
 
-    def fetch(self, on_device, finite, check: Callable[[], None]) -> None:
+    def fetch(self, on_device, finite, check: Callable[[], None],
+              probe: Callable[[], None] | None = None) -> None:
         """Read ``on_device`` (the staged copy: device arrays) and ``finite`` (its device
-        scalar) to host memory in a thread, every array's transfer started first, then have
+        scalar) to host memory in a thread, ``READ_WINDOW_BYTES`` at a time, then have
         ``check`` (the hosts' verdict on the copy) raise if it failed; ``done`` is set when it
-        has all ended. The read's end is taken before the verdict, as for a boundary copy."""
+        has all ended. ``probe`` (``Devices.check_transfer``) runs between the read's parts:
+        a copy that can no longer complete ends there, failed. The read's end is taken before
+        the verdict, as for a boundary copy."""
         self.done = threading.Event()
 
         def read(tree, finite) -> None:
             try:
-                self.host = read_windowed(tree, READ_WINDOW_BYTES)
+                self.host = read_windowed(tree, READ_WINDOW_BYTES, probe)
                 self.finite = bool(np.asarray(finite))
                 self.ended = time.monotonic()
                 del tree  # its device memory goes as soon as the host copy exists

@@ -8,9 +8,12 @@ returns to would depend on timing. Ours copies the state of a chosen step, alway
 (exact-match recovery tests), stores the data-iterator position with the arrays, and restores
 onto any mesh through the target shardings (a snapshot taken on 4 slices restores onto 3).
 
-Three ways to copy (``--snapshot-copy``). ``sync`` copies at the step boundary with
-``device_get``, the loop waiting: a memcpy on CPU, 0.3-0.4 s for 1.3 GB on a v5e chip and
-seconds for a 7 GB state (5.5-16.9 s: the device-to-host path there runs at about 1 GB/s).
+Three ways to copy (``--snapshot-copy``). ``sync`` copies at the step boundary, the loop
+waiting, 512 MiB of transfers in flight at a time (``hostcopy.COPY_WINDOW_BYTES``): a memcpy
+on CPU, 0.3-0.4 s for 1.3 GB on a v5e chip, and 2.0-3.2 s for qwen3-0.6b's 7.15 GB there.
+Every array's transfer started at once (``device_get``, as before) took 5.4-6.4 s for that
+state; 6.5 GiB side by side in one process: 4.6-5.7 s at once, 2.2-2.3 s through the window
+(docs/benchmarks.md, issue 58's ninth session).
 ``staged`` (``auto``'s choice where the device holds a second state beside the compiled step)
 copies the state on the device at the boundary (``StepFns.stage``: milliseconds at HBM speed;
 the next step may then donate and overwrite the original) and a thread reads that copy to
@@ -44,6 +47,8 @@ import numpy as np
 
 from elastix.protocol import eventspec
 from elastix_trainer.obs.events import EventLog
+from elastix_trainer.state import hostcopy
+from elastix_trainer.state.hostcopy import read_windowed
 
 
 @dataclasses.dataclass
@@ -56,10 +61,12 @@ class Snapshot:
     nbytes: int
 
 
-def host_copy(state: Any) -> Any:
-    """``state`` (device arrays) copied to host memory as numpy arrays; a checkpoint writes the
-    same copy when a snapshot of its step was just taken."""
-    return jax.tree.map(np.asarray, jax.device_get(state))
+def host_copy(state: Any, probe: Callable[[], None] | None = None) -> Any:
+    """``state`` (device arrays) copied to host memory as numpy arrays, ``COPY_WINDOW_BYTES``
+    of transfers in flight at a time; a checkpoint writes the same copy when a snapshot of its
+    step was just taken. ``probe`` runs between the copy's parts and may raise to stop it (a
+    copy that needed a host now lost: ``Devices.check_transfer``)."""
+    return read_windowed(state, hostcopy.COPY_WINDOW_BYTES, probe)
 
 
 def host_numpy(host_state: Any) -> Any:
@@ -82,12 +89,13 @@ class SnapshotStore:
         """The newest snapshot kept, or None."""
 
     def take(self, step: int, state: Any, data_state: dict, *, emit: bool = True,
-             check: Callable[[str], None] | None = None) -> Snapshot:
+             check: Callable[[str], None] | None = None,
+             probe: Callable[[str], None] | None = None) -> Snapshot:
         """Copy ``state`` (device arrays) to host memory now and keep it. ``check("host
-        snapshot")`` runs once the copy has ended: if it raises, the copy failed and is not
-        kept."""
+        snapshot")`` runs once the copy has ended, ``probe("host snapshot")`` between its
+        parts: if either raises, the copy failed and is not kept."""
         start = time.monotonic()
-        host = host_copy(state)
+        host = host_copy(state, None if probe is None else lambda: probe("host snapshot"))
         if check is not None:
             check("host snapshot")
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host)))
