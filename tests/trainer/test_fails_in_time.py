@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
+import jax
 import pytest
 from trainer_helpers import make_cfg, on, run_elastic, tap
 
@@ -239,6 +241,54 @@ def test_killed_during_a_staged_read(tmp_path, hosts):
     assert 9 not in [r["step"] for r in records[:first] if r["event"] == "snapshot_taken"]
     taken = [r["step"] for r in records if r["event"] == "snapshot_taken"]
     assert taken[:2] == [3, 6] and 9 in taken[2:]  # taken again after the recovery
+
+
+@pytest.mark.parametrize(("what", "step", "copy_mode", "restored"), [
+    ("host snapshot", 9, "sync", {("checkpoint", 8)}),
+    ("checkpoint copy", 8, "sync", {("snapshot", 6)}),
+    ("host copy", 9, "staged", {("checkpoint", 8), ("snapshot", 6)}),
+])
+def test_a_copy_stops_once_its_loss_is_known(tmp_path, hosts, what, step, copy_mode, restored):
+    """Killed between two parts of a copy: the copy stops at its next part, failed, without
+    running on to its end for the hosts' verdict (on a chip the stand-in's copy of a 7 GB
+    state would run on for seconds). Nothing of it is kept."""
+    verdicts: list[str] = []
+
+    def attach(trainer, runtime, kill):
+        inner = trainer.devices
+
+        def probe(slice_ids, copy):
+            if copy == f"{what} of step {step}" and not kill.done:
+                kill.fire(trainer, lambda: hosts.kill(SLICE))
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:  # until the stand-in knows it
+                    try:
+                        inner.check_transfer(slice_ids, copy)
+                    except jax.errors.JaxRuntimeError:
+                        return
+                    threading.Event().wait(0.01)
+                raise AssertionError("the stand-in never saw the kill")
+
+        def verify(slice_ids, copy):
+            if not trainer.events.of("elastic_detected"):  # the copies before the recovery
+                verdicts.append(copy)
+
+        tap(trainer, first={"check_transfer": probe, "verify_transfer": verify})
+
+    trainer, kill = _run_with(tmp_path, hosts, attach, snapshot_copy=copy_mode)
+    assert f"{what} of step {step}" not in verdicts  # stopped before its end
+    records = trainer.events.records
+    detected = next(r for r in records[kill.events_before:] if r["event"] == "elastic_detected")
+    if copy_mode == "sync":  # a staged read fails in its thread: a step may say it first
+        assert f"during the {what} of step {step}" in detected["error"], detected["error"]
+    back = next(r for r in records[kill.events_before:] if r["event"] == "elastic_restored")
+    assert (back["source"], back["step"]) in restored, back
+    first = records.index(back)
+    kept = "checkpoint_committed" if what == "checkpoint copy" else "snapshot_taken"
+    assert step not in [r["step"] for r in records[:first] if r["event"] == kept]
+    if what == "checkpoint copy":
+        failed = [r for r in trainer.events.of("checkpoint_save_failed") if r["step"] == step]
+        assert failed and "DATA_LOSS" in failed[0]["error"]
 
 
 def test_killed_during_start_up(tmp_path, hosts):

@@ -102,6 +102,12 @@ class Devices:
         host snapshot's or a checkpoint's copy of a step, a restore): raise to say it failed.
         A failed copy is never kept: no snapshot, no save, no restored state."""
 
+    def check_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """A copy between the devices of ``slice_ids`` and host memory (``what``) is under
+        way: raise if it can no longer complete, so the loop stops waiting for it. Asked
+        between its parts; never blocks. On TPU the copy itself fails; the stand-in's devices
+        would copy on to the end."""
+
     def loss_details(self, slice_ids: frozenset[int]) -> dict:
         """Extra fields for the detection event of a slice loss on ``slice_ids`` (the local
         stand-in's ``since_loss``); measurement only."""

@@ -392,10 +392,11 @@ class Trainer:
             data_state = self.data.state()
             snap = None
             check = self._copy_check(s, n)  # a copy that needed a lost host fails
+            probe = self._copy_probe(s, n)  # ... and stops being waited for once that is known
             if snap_due or scale_up:
-                snap = self.snapshots.take(n, s.state, data_state, check=check)
+                snap = self.snapshots.take(n, s.state, data_state, check=check, probe=probe)
             if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
-                self.ckpt.save(n, s.state, data_state, check=check,
+                self.ckpt.save(n, s.state, data_state, check=check, probe=probe,
                                host_state=snap.host_state if snap is not None else None)
                 for hook in self.hooks:
                     hook.after_save(s, n)
@@ -419,7 +420,8 @@ class Trainer:
         copy = HostCopy(n, self.data.state(), snapshot, checkpoint, began)
         ids = s.slice_ids
         copy.fetch(on_device, finite,
-                   lambda: self.verify_transfer(ids, f"host copy of step {n}"))
+                   lambda: self.verify_transfer(ids, f"host copy of step {n}"),
+                   lambda: self.devices.check_transfer(ids, f"host copy of step {n}"))
         copy.blocking = time.monotonic() - began
         self._staged = copy
         return copy
@@ -480,6 +482,11 @@ class Trainer:
         """The verdict on a host copy of step ``n``'s state, for the stores to ask once it ended."""
         return lambda what: self.verify_transfer(s.slice_ids, f"{what} of step {n}")
 
+    def _copy_probe(self, s: Session, n: int):
+        """Whether a host copy of step ``n``'s state under way can still complete, for the
+        stores to ask between its parts (``Devices.check_transfer``)."""
+        return lambda what: self.devices.check_transfer(s.slice_ids, f"{what} of step {n}")
+
     def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
         n, metrics = pending
         # The sync point: a failed step raises JaxRuntimeError here.
@@ -514,7 +521,8 @@ class Trainer:
                 self.ckpt.settle(timeout=budget)  # the save in flight first
                 if s.step not in self.ckpt.committed_steps() and _all_finite(s.state):
                     self.ckpt.save(s.step, s.state, self.data.state(),
-                                   check=self._copy_check(s, s.step))
+                                   check=self._copy_check(s, s.step),
+                                   probe=self._copy_probe(s, s.step))
                     self.ckpt.settle(timeout=max(0.0, budget - (time.monotonic() - t0)))
                 note = ""
             except SaveTimeout as e:
@@ -579,7 +587,8 @@ class Trainer:
                             "saving it again", final, error)
                 try:
                     self.ckpt.save(final, session.state, self.data.state(),
-                                   check=self._copy_check(session, final))
+                                   check=self._copy_check(session, final),
+                                   probe=self._copy_probe(session, final))
                     ok = self.ckpt.settle()
                 except OSError as e:  # clearing the failed attempt's files failed too
                     ok, error = False, (str(e).splitlines() or [type(e).__name__])[0]

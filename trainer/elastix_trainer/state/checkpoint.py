@@ -100,7 +100,8 @@ class Checkpointer:
         return pending is not None and not pending.done.is_set()
 
     def save(self, step: int, state: Any, data_state: dict, *, host_state: Any = None,
-             check: Callable[[str], None] | None = None) -> None:
+             check: Callable[[str], None] | None = None,
+             probe: Callable[[str], None] | None = None) -> None:
         """Start saving ``state`` (device arrays, already known good) at ``step``.
 
         Returns once the state is copied to host memory (the next step may donate the device
@@ -114,9 +115,12 @@ class Checkpointer:
                 verdict), nothing is written and the error propagates, as a failed copy does on
                 TPU. Not asked with ``--pathways-persistence``, where the hosts copy their own
                 shards and a lost one fails the save by itself.
+            probe: run as ``probe("checkpoint copy")`` between that copy's parts (it never
+                blocks): if it raises, the copy stops there and fails as ``check`` would.
 
         Raises:
-            Whatever ``check`` raises (the save is then reported failed, never started).
+            Whatever ``check`` or ``probe`` raises (the save is then reported failed, never
+            started).
         """
         entered = time.monotonic()
         if self._stale:  # a save left writing through a recovery: now its manager goes
@@ -144,7 +148,12 @@ class Checkpointer:
         else:
             mgr, host, copied = None, host_state, 0.0
             if host is None:
-                host = host_copy(state)
+                try:
+                    host = host_copy(state, None if probe is None
+                                     else lambda: probe("checkpoint copy"))
+                except Exception as e:
+                    report_failed(self.events, step, first_line(e))
+                    raise
                 # The copy's end is when its result exists, before the hosts are asked: a host
                 # that answers for it was alive after this, so a save that commits was never
                 # hit before it (the aim's note reads this as the copy's end). Timed after the

@@ -437,6 +437,15 @@ class LocalHeartbeatHealth(HealthSource):
                     sent = now
                 self._cond.wait(PING_RESEND)
 
+    def gone(self, slices, roll: dict[tuple[int, int], int]) -> dict[int, str]:
+        """``answer``'s verdict as it stands now, without asking: ``{slice: why}`` for the
+        slices of ``slices`` already known to have lost a host of ``roll``, ``{}`` otherwise.
+        Never blocks: a copy under way asks it between its parts, so a copy that can no longer
+        complete stops being waited for once the loss is known (``LocalStandIn.check_transfer``)."""
+        keys = [(s, h) for s in sorted(frozenset(slices)) for h in range(self.hosts_per_slice)]
+        with self._cond:
+            return self._gone(keys, roll)
+
     def _has_answered(self, key: tuple[int, int], pid: int, token: int) -> bool:
         got = self._answers.get(key)
         return got is not None and got[0] == pid and got[1] >= token \

@@ -73,6 +73,17 @@ class LocalStandIn(Devices):
         """A copy between the devices and host memory (``what``) needed every host."""
         self._require(slice_ids, f"during the {what}")
 
+    def check_transfer(self, slice_ids: frozenset[int], what: str) -> None:
+        """A copy (``what``) is under way: fail it now if a host it needs is already known lost
+        (never blocks). On a chip the stand-in's copy would run on to its end, seconds for a
+        7 GB state, before ``verify_transfer`` failed it; a TPU copy that needs a dead host
+        does not complete, so the loop stops waiting for it here instead."""
+        if self._hosts is None:
+            return
+        gone = self._hosts.gone(slice_ids, self._roll)
+        if gone:
+            raise self._lost(gone, f"during the {what}")
+
     def loss_details(self, slice_ids: frozenset[int]) -> dict:
         """``since_loss`` for the detection event: seconds since the host's exit (or its last
         heartbeat), for the measurement; nothing is kept or dropped by it."""
@@ -98,6 +109,10 @@ class LocalStandIn(Devices):
             return
         gone = self._hosts.answer(slice_ids, self._roll)
         if gone:
-            raise jax.errors.JaxRuntimeError(
-                f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host {when} "
-                f"({'; '.join(gone[s] for s in sorted(gone))}; elastix local stand-in)")
+            raise self._lost(gone, when)
+
+    @staticmethod
+    def _lost(gone: dict[int, str], when: str) -> jax.errors.JaxRuntimeError:
+        return jax.errors.JaxRuntimeError(
+            f"DATA_LOSS: slice(s) {sorted(gone)} of the mesh lost a host {when} "
+            f"({'; '.join(gone[s] for s in sorted(gone))}; elastix local stand-in)")
