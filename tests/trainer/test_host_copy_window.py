@@ -90,3 +90,19 @@ def test_host_copy_uses_the_copy_window(started, monkeypatch):
     with pytest.raises(RuntimeError):
         host_copy({"w": _leaves()}, probe)
     assert len(started) == 5  # leaves 0-4: 0-2 read, 3-4 in flight (2 MiB)
+
+
+def test_the_copy_window_grows_with_the_devices_the_state_spans(monkeypatch):
+    """Measured on one chip; a state over more devices moves more bytes at once."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    monkeypatch.setattr(hostcopy, "COPY_WINDOW_BYTES", MIB)
+    devices = jax.devices()
+    assert len(devices) >= 2, "tests/trainer runs on 8 CPU devices"
+    mesh = jax.make_mesh((len(devices),), ("x",))
+    spread = jax.device_put(jnp.zeros((len(devices) * 4,)), NamedSharding(mesh, PartitionSpec("x")))
+    alone = jax.device_put(jnp.zeros(4), devices[0])
+    assert hostcopy.copy_window({"a": alone}) == MIB
+    assert hostcopy.copy_window({"a": alone, "b": spread, "n": 3}) == len(devices) * MIB
+    monkeypatch.setattr(hostcopy, "COPY_WINDOW_BYTES", None)
+    assert hostcopy.copy_window({"b": spread}) is None

@@ -23,13 +23,30 @@ against 0.56-1.12 s; docs/benchmarks.md, issue 58's fifth session)."""
 
 
 COPY_WINDOW_BYTES: int | None = 512 << 20
-"""Bytes of a boundary copy's transfers in flight at once (``snapshot.host_copy``: a sync
-snapshot, a checkpoint's own copy). Why a window there too: between its parts the copy asks
+"""Bytes of a boundary copy's transfers in flight at once per device the state spans
+(``snapshot.host_copy``: a sync snapshot, a checkpoint's own copy; ``copy_window``). Why a
+window: on a v5e chip (one device) 6.5 GiB read to the host in 2.2-2.3 s through it, against
+4.6-5.7 s with every transfer started at once, side by side in one process (1 GiB: 2.3 s;
+256 MiB: 2.7 s). Why per device: that chip is the only one measured; a state spread over more
+devices (a pod slice, Pathways' many hosts) moves more bytes at once, so there the window
+grows with them (at 64 devices, 32 GiB: about every transfer at once, as before it). And
+between its parts the copy asks
 whether it can still complete (``Devices.check_transfer``), and what a copy that cannot
 leaves running is at most this much. On the local backend with its head on a v5e chip, a
 kill during qwen3-0.6b's 7.15 GB copy (5.4-6.4 s) was seen only at the copy's end: detection
 took 1.5 and 4.2 s of a 5.4 and 8.6 s recovery (docs/benchmarks.md, issue 58's ninth
 session)."""
+
+
+def copy_window(tree) -> int | None:
+    """``COPY_WINDOW_BYTES`` times the number of devices ``tree``'s arrays span."""
+    if COPY_WINDOW_BYTES is None:
+        return None
+    devices = set()
+    for x in jax.tree.leaves(tree):
+        if isinstance(x, jax.Array):
+            devices |= x.sharding.device_set
+    return COPY_WINDOW_BYTES * max(1, len(devices))
 
 
 def read_windowed(tree, window: int | None, probe: Callable[[], None] | None = None):

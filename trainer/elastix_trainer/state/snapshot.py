@@ -9,8 +9,8 @@ returns to would depend on timing. Ours copies the state of a chosen step, alway
 onto any mesh through the target shardings (a snapshot taken on 4 slices restores onto 3).
 
 Three ways to copy (``--snapshot-copy``). ``sync`` copies at the step boundary, the loop
-waiting, 512 MiB of transfers in flight at a time (``hostcopy.COPY_WINDOW_BYTES``): a memcpy
-on CPU, 0.3-0.4 s for 1.3 GB on a v5e chip, and 2.0-3.2 s for qwen3-0.6b's 7.15 GB there.
+waiting, 512 MiB a device of transfers in flight at a time (``hostcopy.COPY_WINDOW_BYTES``):
+a memcpy on CPU, 0.3-0.4 s for 1.3 GB on a v5e chip, and 2.0-3.2 s for qwen3-0.6b's 7.15 GB.
 Every array's transfer started at once (``device_get``, as before) took 5.4-6.4 s for that
 state; 6.5 GiB side by side in one process: 4.6-5.7 s at once, 2.2-2.3 s through the window
 (docs/benchmarks.md, issue 58's ninth session).
@@ -63,10 +63,11 @@ class Snapshot:
 
 def host_copy(state: Any, probe: Callable[[], None] | None = None) -> Any:
     """``state`` (device arrays) copied to host memory as numpy arrays, ``COPY_WINDOW_BYTES``
-    of transfers in flight at a time; a checkpoint writes the same copy when a snapshot of its
-    step was just taken. ``probe`` runs between the copy's parts and may raise to stop it (a
-    copy that needed a host now lost: ``Devices.check_transfer``)."""
-    return read_windowed(state, hostcopy.COPY_WINDOW_BYTES, probe)
+    a device of transfers in flight at a time (``hostcopy.copy_window``); a checkpoint writes
+    the same copy when a snapshot of its step was just taken. ``probe`` runs between the
+    copy's parts and may raise to stop it (a copy that needed a host now lost:
+    ``Devices.check_transfer``)."""
+    return read_windowed(state, hostcopy.copy_window(state), probe)
 
 
 def host_numpy(host_state: Any) -> Any:
