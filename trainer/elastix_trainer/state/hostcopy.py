@@ -30,12 +30,11 @@ window: on a v5e chip (one device) 6.5 GiB read to the host in 2.2-2.3 s through
 256 MiB: 2.7 s). Why per device: that chip is the only one measured; a state spread over more
 devices (a pod slice, Pathways' many hosts) moves more bytes at once, so there the window
 grows with them (at 64 devices, 32 GiB: about every transfer at once, as before it). And
-between its parts the copy asks
-whether it can still complete (``Devices.check_transfer``), and what a copy that cannot
-leaves running is at most this much. On the local backend with its head on a v5e chip, a
-kill during qwen3-0.6b's 7.15 GB copy (5.4-6.4 s) was seen only at the copy's end: detection
-took 1.5 and 4.2 s of a 5.4 and 8.6 s recovery (docs/benchmarks.md, issue 58's ninth
-session)."""
+between its parts the copy asks whether it can still complete (``Devices.check_transfer``);
+what a copy that cannot leaves running is at most the window. On the local backend with its
+head on a v5e chip, a kill during qwen3-0.6b's 7.15 GB copy (5.4-6.4 s then) was seen only
+at the copy's end: detection took 1.5 and 4.2 s of a 5.4 and 8.6 s recovery
+(docs/benchmarks.md, issue 58's ninth session)."""
 
 
 def copy_window(tree) -> int | None:
