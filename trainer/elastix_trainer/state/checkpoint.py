@@ -151,22 +151,18 @@ class Checkpointer:
                 try:
                     host = host_copy(state, None if probe is None
                                      else lambda: probe("checkpoint copy"))
+                    # The copy's end is when its result exists, before the hosts are asked: a
+                    # host that answers for it was alive after this, so a save that commits was
+                    # never hit before it (the aim's note reads this as the copy's end). Timed
+                    # after the answers instead, it would lag them by however long this thread
+                    # waited for a core once they came: on a busy machine a fault sent after a
+                    # host answered (the save rightly committed) read as one inside the copy.
+                    copied = time.monotonic() - start
+                    if check is not None:  # every host answers for the copy it took part in
+                        check("checkpoint copy")
                 except Exception as e:
                     report_failed(self.events, step, first_line(e))
                     raise
-                # The copy's end is when its result exists, before the hosts are asked: a host
-                # that answers for it was alive after this, so a save that commits was never
-                # hit before it (the aim's note reads this as the copy's end). Timed after the
-                # answers instead, it would lag them by however long this thread waited for
-                # a core once they came: on a busy machine a fault sent after a host answered
-                # (the save rightly committed) read as one inside the copy.
-                copied = time.monotonic() - start
-                if check is not None:  # every host answers for the copy it took part in
-                    try:
-                        check("checkpoint copy")
-                    except Exception as e:
-                        report_failed(self.events, step, first_line(e))
-                        raise
         self._pending = pending = PendingSave(step, start, 0.0, entered, copy=copied)
         job = Write(pending, self._slot, self._store, self.events, host, data_state, mgr,
                     waited=not self.async_save)

@@ -54,30 +54,27 @@ def read_windowed(tree, window: int | None, probe: Callable[[], None] | None = N
     ``probe`` runs before each wait for a transfer: if it raises, the read stops there, with
     at most ``window`` bytes of transfers left running (every array's, with no window)."""
     leaves, treedef = jax.tree.flatten(tree)
-
-    def get(x):
-        if probe is not None:
-            probe()
-        return np.asarray(x)
-
-    if window is None:
-        for x in leaves:
-            if isinstance(x, jax.Array):
-                x.copy_to_host_async()
-        return jax.tree.unflatten(treedef, [get(x) for x in leaves])
+    limit = float("inf") if window is None else window
     sizes = [x.nbytes if isinstance(x, jax.Array) else 0 for x in leaves]
     out: list = [None] * len(leaves)
     done = inflight = 0
+
+    def read_oldest() -> None:
+        nonlocal done, inflight
+        if probe is not None:
+            probe()
+        out[done] = np.asarray(leaves[done])
+        inflight -= sizes[done]
+        done += 1
+
     for i, x in enumerate(leaves):
-        while done < i and inflight + sizes[i] > window:
-            out[done] = get(leaves[done])
-            inflight -= sizes[done]
-            done += 1
+        while done < i and inflight + sizes[i] > limit:
+            read_oldest()
         if sizes[i]:
             x.copy_to_host_async()
         inflight += sizes[i]
-    for j in range(done, len(leaves)):
-        out[j] = get(leaves[j])
+    while done < len(leaves):
+        read_oldest()
     return jax.tree.unflatten(treedef, out)
 
 

@@ -6,6 +6,7 @@ under a lock of its own (see ``ManagerSlot``), and says how a state is handed to
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -60,15 +61,11 @@ class InFlight:
     on a loop of its own, so a budget is made for the loop that uses it)."""
 
     def __init__(self, limit: int) -> None:
-        import asyncio
-
         self.limit, self.used = limit, 0
         self.loop = asyncio.get_running_loop()
         self.cond = asyncio.Condition()
 
     def current(self) -> bool:
-        import asyncio
-
         return asyncio.get_running_loop() is self.loop
 
     @contextlib.asynccontextmanager

@@ -48,7 +48,6 @@ import numpy as np
 from elastix.protocol import eventspec
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import hostcopy
-from elastix_trainer.state.hostcopy import read_windowed
 
 
 @dataclasses.dataclass
@@ -67,7 +66,7 @@ def host_copy(state: Any, probe: Callable[[], None] | None = None) -> Any:
     the same copy when a snapshot of its step was just taken. ``probe`` runs between the
     copy's parts and may raise to stop it (a copy that needed a host now lost:
     ``Devices.check_transfer``)."""
-    return read_windowed(state, hostcopy.copy_window(state), probe)
+    return hostcopy.read_windowed(state, hostcopy.copy_window(state), probe)
 
 
 def host_numpy(host_state: Any) -> Any:

@@ -417,7 +417,7 @@ class LocalHeartbeatHealth(HealthSource):
         a TPU collective waits for a hung host until it is declared lost. Pings are sent again
         every ``PING_RESEND`` seconds (a datagram may be dropped on a full queue).
         """
-        keys = [(s, h) for s in sorted(frozenset(slices)) for h in range(self.hosts_per_slice)]
+        keys = self._keys(slices)
         with self._cond:
             self._token += 1
             token = self._token
@@ -442,9 +442,12 @@ class LocalHeartbeatHealth(HealthSource):
         slices of ``slices`` already known to have lost a host of ``roll``, ``{}`` otherwise.
         Never blocks: a copy under way asks it between its parts, so a copy that can no longer
         complete stops being waited for once the loss is known (``LocalStandIn.check_transfer``)."""
-        keys = [(s, h) for s in sorted(frozenset(slices)) for h in range(self.hosts_per_slice)]
+        keys = self._keys(slices)
         with self._cond:
             return self._gone(keys, roll)
+
+    def _keys(self, slices) -> list[tuple[int, int]]:
+        return [(s, h) for s in sorted(frozenset(slices)) for h in range(self.hosts_per_slice)]
 
     def _has_answered(self, key: tuple[int, int], pid: int, token: int) -> bool:
         got = self._answers.get(key)
