@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any
 
-from elastix.errors import ProblemsError
+from elastix.errors import ProblemsError, UsageError
 from elastix.protocol import entrypoints, envvars
 from elastix_trainer.kernels import ATTENTIONS, REMAT_POLICIES
 
@@ -43,6 +43,10 @@ class TrainConfig:
 
     preset: str = "tiny"
     """Model preset (the choices are listed in --help)."""
+    model_config: str | None = None
+    """A Hugging Face ``config.json`` of a dense Qwen3 or Llama model (local path or ``gs://``):
+    the model's shape, instead of ``--preset``'s; a field the trainer does not implement
+    (experts, sliding windows, biases, another RoPE scaling) is refused by name."""
     steps: int = 100
     """Optimizer steps to run (the final step count, including resumed steps)."""
     batch_per_device: int = 2
@@ -162,6 +166,11 @@ class TrainConfig:
     (``$ELASTIX_LOCAL_COMPILATION_CACHE``, ``<state-dir>/.cache/jax``), else
     ``<checkpoint-dir>/jax-cache`` for a gs:// checkpoint dir, else off."""
 
+    @property
+    def model_name(self) -> str:
+        """The model as a log line names it: the preset, or the config file's path."""
+        return self.model_config or self.preset
+
     def resolved_events_file(self) -> str | None:
         """Where events go: env ELASTIX_EVENTS_FILE, else --events-file, else under checkpoints."""
         env = os.environ.get(envvars.EVENTS_FILE)
@@ -178,7 +187,14 @@ class TrainConfig:
         from elastix_trainer.model import PRESETS  # JAX: not for --help
 
         p: list[tuple[str, str, str | None]] = []
-        if self.preset not in PRESETS:
+        if self.model_config is not None:
+            from elastix_trainer.model import from_file
+
+            try:
+                from_file(self.model_config)
+            except UsageError as e:
+                p.append(("model_config", e.message.removeprefix("--model-config "), e.hint))
+        elif self.preset not in PRESETS:
             near = difflib.get_close_matches(self.preset, PRESETS, n=1)
             p.append(("preset", f"unknown preset {self.preset!r}",
                       f"did you mean {near[0]}?" if near else f"one of {', '.join(PRESETS)}"))
@@ -250,7 +266,7 @@ class TrainConfig:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
-_METAVARS = {"steps_in_flight": "N"}
+_METAVARS = {"steps_in_flight": "N", "model_config": "FILE"}
 """A flag's value name where its field's last word would mislead (``--steps-in-flight FLIGHT``)."""
 _BOOLS = {name for name, f in _FIELDS.items() if f.type == "bool"}
 

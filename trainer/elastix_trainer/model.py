@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -47,9 +48,16 @@ class ModelConfig:
     rope_theta: float = 1_000_000.0
     """RoPE base frequency (Qwen3 uses 1e6)."""
     tie_embeddings: bool = True
-    """Use the embedding table as the output projection (Qwen3-0.6B does)."""
+    """Use the embedding table as the output projection (Qwen3-0.6B, 1.7B and 4B do; 8B and
+    Llama 3.1 8B do not)."""
     norm_eps: float = 1e-6
     """RMSNorm epsilon."""
+    qk_norm: bool = True
+    """RMSNorm over each query and key head before the rotary embedding (Qwen3; Llama has
+    none)."""
+    rope_scaling: tuple[float, float, float, int] | None = None
+    """Llama 3's RoPE frequency scaling: (factor, low_freq_factor, high_freq_factor,
+    original_max_position_embeddings); None: the plain frequencies."""
     dtype: str = "float32"
     """Activation dtype: ``float32`` or ``bfloat16``."""
     attention: str = "dot_product"
@@ -80,10 +88,51 @@ PRESETS: dict[str, ModelConfig] = {
     # (docs/benchmarks.md). Its checkpoints from before are refused (their q_norm differs).
     "bench-1g": ModelConfig(vocab_size=32_000, d_model=1024, num_layers=6, num_heads=8,
                             num_kv_heads=4, head_dim=128, ffn_dim=3072),
-    # The real Qwen3-0.6B shape.
+    # The published models' shapes, from their config.json (huggingface.co/Qwen/Qwen3-*,
+    # huggingface.co/meta-llama/Llama-3.1-8B); tests/trainer/test_presets.py checks their
+    # parameter counts against the model cards'. MaxText names them alike
+    # (src/maxtext/configs/models/<name>.yml).
     "qwen3-0.6b": ModelConfig(vocab_size=151_936, d_model=1024, num_layers=28, num_heads=16,
                               num_kv_heads=8, head_dim=128, ffn_dim=3072),
+    "qwen3-1.7b": ModelConfig(vocab_size=151_936, d_model=2048, num_layers=28, num_heads=16,
+                              num_kv_heads=8, head_dim=128, ffn_dim=6144),
+    # The seed's model: 4.02 B parameters, a 48.3 GB state (parameters and AdamW's moments).
+    "qwen3-4b": ModelConfig(vocab_size=151_936, d_model=2560, num_layers=36, num_heads=32,
+                            num_kv_heads=8, head_dim=128, ffn_dim=9728),
+    "qwen3-8b": ModelConfig(vocab_size=151_936, d_model=4096, num_layers=36, num_heads=32,
+                            num_kv_heads=8, head_dim=128, ffn_dim=12288, tie_embeddings=False),
+    "llama3.1-8b": ModelConfig(vocab_size=128_256, d_model=4096, num_layers=32, num_heads=32,
+                               num_kv_heads=8, head_dim=128, ffn_dim=14336, rope_theta=500_000.0,
+                               tie_embeddings=False, norm_eps=1e-5, qk_norm=False,
+                               rope_scaling=(8.0, 1.0, 4.0, 8192)),
 }
+
+
+def from_file(path: str) -> ModelConfig:
+    """The model a Hugging Face ``config.json`` describes (local or ``gs://``), Qwen3 or Llama
+    (``elastix.protocol.modelconfig``: anything else is refused by name).
+
+    Raises:
+        UsageError: unreadable, not a config.json, or a field the trainer does not implement.
+    """
+    from elastix.errors import UsageError
+    from elastix.protocol import modelconfig
+    from elastix_trainer import storage
+
+    try:
+        root = storage.epath(path)
+        if not storage.is_gcs(path) and not os.path.isfile(path):
+            raise FileNotFoundError(path)
+        text = root.read_bytes()[:modelconfig.MAX_CONFIG_BYTES + 1].decode("utf-8", "replace")
+    except Exception as e:  # noqa: BLE001 - any reason: one line
+        why = "not found" if isinstance(e, FileNotFoundError) else \
+            f"cannot read it ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]})"
+        raise UsageError(f"--model-config {path}: {why}",
+                         hint="give a model's config.json (a local path or gs:// URL)") from None
+    try:
+        return ModelConfig(**modelconfig.read(text, path))
+    except modelconfig.ModelConfigProblem as e:
+        raise UsageError(f"--model-config {path}: {e.field}: {e.message}", hint=e.hint) from None
 
 
 def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
@@ -104,14 +153,15 @@ def init_params(cfg: ModelConfig, key: jax.Array) -> dict:
             "wk": dense((L, d, kv_dim), d),
             "wv": dense((L, d, kv_dim), d),
             "wo": dense((L, q_dim, d), q_dim) / math.sqrt(2 * L),
-            "q_norm": jnp.ones((L, cfg.head_dim), jnp.float32),
-            "k_norm": jnp.ones((L, cfg.head_dim), jnp.float32),
             "mlp_norm": jnp.ones((L, d), jnp.float32),
             "w_gate": dense((L, d, cfg.ffn_dim), d),
             "w_up": dense((L, d, cfg.ffn_dim), d),
             "w_down": dense((L, cfg.ffn_dim, d), cfg.ffn_dim) / math.sqrt(2 * L),
         },
     }
+    if cfg.qk_norm:
+        params["layers"]["q_norm"] = jnp.ones((L, cfg.head_dim), jnp.float32)
+        params["layers"]["k_norm"] = jnp.ones((L, cfg.head_dim), jnp.float32)
     if not cfg.tie_embeddings:
         params["lm_head"] = dense((d, cfg.vocab_size), d)
     return params
@@ -123,10 +173,29 @@ def _rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
     return (normed * scale).astype(x.dtype)
 
 
-def _rope_tables(seq: int, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
-    """sin and cos [seq, head_dim / 2] (float32), computed once per forward pass."""
+def rope_frequencies(head_dim: int, theta: float,
+                     scaling: tuple[float, float, float, int] | None = None) -> jax.Array:
+    """The rotary embedding's [head_dim / 2] frequencies (float32); with ``scaling``, Llama 3's
+    (``transformers``' ``_compute_llama3_parameters``): wavelengths longer than the original
+    context / low_freq_factor slowed by ``factor``, shorter than / high_freq_factor kept, those
+    between blended."""
     half = head_dim // 2
     freqs = 1.0 / (theta ** (jnp.arange(half, dtype=jnp.float32) / half))
+    if scaling is None:
+        return freqs
+    factor, low, high, original = scaling
+    wavelen = 2 * math.pi / freqs
+    smooth = (original / wavelen - low) / (high - low)
+    blended = (1 - smooth) * freqs / factor + smooth * freqs
+    return jnp.where(wavelen < original / high, freqs,
+                     jnp.where(wavelen > original / low, freqs / factor, blended))
+
+
+def _rope_tables(seq: int, head_dim: int, theta: float,
+                 scaling: tuple[float, float, float, int] | None = None
+                 ) -> tuple[jax.Array, jax.Array]:
+    """sin and cos [seq, head_dim / 2] (float32), computed once per forward pass."""
+    freqs = rope_frequencies(head_dim, theta, scaling)
     angles = jnp.arange(seq, dtype=jnp.float32)[:, None] * freqs[None, :]
     return jnp.sin(angles), jnp.cos(angles)
 
@@ -152,8 +221,9 @@ def _block(cfg: ModelConfig, h: jax.Array, p: dict, rope: tuple, mesh) -> jax.Ar
     q = _heads(x, p["wq"], cfg.num_heads, "query_proj")
     k = _heads(x, p["wk"], cfg.num_kv_heads, "key_proj")
     v = _heads(x, p["wv"], cfg.num_kv_heads, "value_proj")
-    q = _rope(_rms_norm(q, p["q_norm"], cfg.norm_eps), *rope)
-    k = _rope(_rms_norm(k, p["k_norm"], cfg.norm_eps), *rope)
+    if cfg.qk_norm:
+        q, k = _rms_norm(q, p["q_norm"], cfg.norm_eps), _rms_norm(k, p["k_norm"], cfg.norm_eps)
+    q, k = _rope(q, *rope), _rope(k, *rope)
     ctx = attention.attend(cfg.attention, q, k, v, mesh=mesh, block=cfg.sa_block,
                            fused=cfg.sa_fused_bwd)  # [b, heads, s, head_dim]
     wo = p["wo"].reshape(cfg.num_heads, cfg.head_dim, -1).astype(dt)
@@ -171,7 +241,7 @@ def hidden_states(cfg: ModelConfig, params: dict, tokens: jax.Array, mesh=None) 
     """
     dt = jnp.dtype(cfg.dtype)
     h = params["embed"][tokens].astype(dt)  # gather in float32: its gradient scatters there
-    rope = _rope_tables(tokens.shape[1], cfg.head_dim, cfg.rope_theta)
+    rope = _rope_tables(tokens.shape[1], cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
 
     def layer(carry, layer_params):
         return _block(cfg, carry, layer_params, rope, mesh), None

@@ -234,7 +234,7 @@ def run(cfg, *, settle_heap: bool = False) -> int:
         dog = (Watchdog(events, limit, lambda: trainer.last_completed, startup=default).start()
                if limit > 0 else None)
         log.info("elastix: training %s for %d steps on %d slices (%s mode), started %s",
-                 cfg.preset, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
+                 cfg.model_name, cfg.steps, len(trainer.slices), cfg.elastic_mode, timefmt.iso_ms())
         outcome = runtime.run()
         if standin is not None:
             standin.drain()

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from elastix.protocol import entrypoints
+from elastix.protocol.modelconfig import param_count
 
 
 def _model_source() -> str | None:
@@ -49,9 +50,4 @@ def state_bytes(preset: str) -> int | None:
                     shape = {kw.arg: ast.literal_eval(kw.value) for kw in v.keywords}
     if shape is None:
         return None
-    d, n, v, f, hd = (shape["d_model"], shape["num_layers"], shape["vocab_size"],
-                      shape["ffn_dim"], shape["head_dim"])
-    q, kv = shape["num_heads"] * hd, shape["num_kv_heads"] * hd
-    layer = d + d * q + 2 * d * kv + q * d + 2 * hd + d + 3 * d * f
-    params = v * d + d + n * layer + (0 if shape.get("tie_embeddings", True) else d * v)
-    return params * 4 * 3
+    return param_count(shape) * 4 * 3

@@ -181,9 +181,9 @@ def check(cfg, need: Copies, have: Available | None) -> None:
                          "(a checkpoint then writes the snapshot's copy)")
     hints.append("more memory for the head (--head-memory on GKE)")
     if not cfg.snapshot_period:
-        hints.append(f"a smaller --preset than {cfg.preset}")
+        hints.append(f"a smaller model than {cfg.model_name}")
     raise UsageError(
         f"host memory cannot hold the training state's host copies: {need.count} x the "
-        f"{size(need.state_bytes)} state ({cfg.preset}) = {size(need.bytes)} "
+        f"{size(need.state_bytes)} state ({cfg.model_name}) = {size(need.bytes)} "
         f"({need.said()}), against {size(have.bytes)} available ({have.source})",
         hint="give " + ", or ".join(hints))
