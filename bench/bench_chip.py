@@ -104,7 +104,9 @@ class Case:
         return OptConfig(total_steps=steps, mu_dtype=self.mu)
 
     def config(self, steps: int = 10):
-        return from_mapping(dict(preset=self.preset, seq_len=self.seq,
+        model = ({"model_config": self.preset} if self.preset.endswith(".json") else
+                 {"preset": self.preset})  # a Hugging Face config.json, or a preset
+        return from_mapping(dict(**model, seq_len=self.seq,
                                  batch_per_device=self.batch, attention=self.attention,
                                  remat_policy=self.remat, num_vocab_tiling=self.tiles,
                                  sa_block=self.block, scan_layers=self.scan,

@@ -57,19 +57,46 @@ def test_auto_takes_the_first_policy_whose_compiled_step_fits(monkeypatch):
     assert fns.peak_bytes <= (lean + rich) // 2
 
 
+def _fixed(**cfg) -> int:
+    """The state and its gradients per device: below it no step fits, whatever its batch."""
+    from elastix_trainer.mesh import build_mesh
+
+    tr = Trainer(make_cfg(num_slices=1, **cfg), EventLog(None))
+    abstract = step.abstract_state(tr.model, tr.opt, build_mesh(tr.slices, [0]), tr.cfg.seed)
+    return fit.state_bytes(abstract) + fit.state_bytes(abstract["params"])
+
+
 def test_a_step_that_cannot_fit_is_refused_before_the_first_step(monkeypatch):
-    tr = _trainer(monkeypatch, 1 << 20, preset="small", batch_per_device=8, seq_len=128,
-                  remat_policy="none")
+    shape = dict(preset="small", batch_per_device=8, seq_len=128, remat_policy="none")
+    tr = _trainer(monkeypatch, _fixed(**shape) + (1 << 20), **shape)
     with pytest.raises(fit.DoesNotFit) as e:
         tr.start([0])
     assert "of device memory per device at --batch-per-device 8" in e.value.message
-    assert "a device has 0.00 GiB" in e.value.message
+    assert "a device has 0.0" in e.value.message
     assert "--remat-policy full" in e.value.hint
     assert not tr.events.of("step")
 
 
+def test_a_state_larger_than_the_device_is_refused_without_a_compile(monkeypatch):
+    # a shape no other test compiles: step_fns keeps what it built for the process
+    shape = dict(preset="small", batch_per_device=5, seq_len=96)
+    tr = _trainer(monkeypatch, _fixed(**shape) - 1, **shape)
+    compiled = []
+    real = fit.choose
+
+    def counting(model, compile_with, *args):
+        return real(model, lambda m, **kw: compiled.append(m) or compile_with(m, **kw), *args)
+
+    monkeypatch.setattr(fit, "choose", counting)
+    with pytest.raises(fit.DoesNotFit) as e:
+        tr.start([0])
+    assert "gradients alone need" in e.value.message and "more devices" in e.value.hint
+    assert compiled == []
+
+
 def test_the_refusal_is_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(fit, "device_limit", lambda mesh: 1 << 20)
+    limit = _fixed(preset="small", batch_per_device=4) + (1 << 20)
+    monkeypatch.setattr(fit, "device_limit", lambda mesh: limit)
     code = main(["--preset", "small", "--steps", "2", "--batch-per-device", "4",
                  "--num-slices", "1", "--events-file", str(tmp_path / "ev.jsonl")])
     err = capsys.readouterr().err.strip().splitlines()

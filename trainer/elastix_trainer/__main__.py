@@ -1,8 +1,9 @@
 """``elastix-train`` / ``python -m elastix_trainer``: the program on the head pod.
 
 ``elastix-train [flags]`` trains; ``elastix-train prepare-data --input F... --output DIR`` turns
-text or JSONL into ArrayRecord shards. Errors print one line (and a hint); exit codes: 2 bad
-input, 1 runtime failure, 130 interrupted.
+text or JSONL into ArrayRecord shards; ``elastix-train fit-check --topology T --slices N --
+[flags]`` compiles the run's step for TPU slices without a chip (``fitcheck``). Errors print
+one line (and a hint); exit codes: 2 bad input, 1 runtime failure, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 
 from elastix.errors import ElastixError
-from elastix.protocol import envvars
+from elastix.protocol import entrypoints, envvars
 
 
 def _init_platform(num_slices: int | None = None) -> None:
@@ -117,6 +118,10 @@ def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] == "prepare-data":
             return _prepare_data(argv[1:])
+        if argv and argv[0] == entrypoints.FIT_CHECK:
+            from elastix_trainer import fitcheck
+
+            return fitcheck.main(argv[1:])
         return _train(argv)
     except ElastixError as e:
         print(f"error: {e.message}", file=sys.stderr)

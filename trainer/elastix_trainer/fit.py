@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from elastix.errors import UsageError
+from elastix_trainer import chips
 from elastix_trainer.kernels import loss, remat
 from elastix_trainer.model import ModelConfig
 from elastix_trainer.obs.events import log
@@ -34,13 +35,19 @@ class DoesNotFit(UsageError):
 
 
 def device_limit(mesh) -> int | None:
-    """Bytes of memory a device of ``mesh`` has for programs (None where unknown: CPU)."""
+    """Bytes of memory a device of ``mesh`` has for programs (None where unknown: CPU). A
+    device compiled for without a chip (a topology's abstract device, ``fitcheck``) cannot
+    say: its chip's figure is taken from :mod:`chips`."""
+    device = mesh.devices.flat[0]
     try:
-        stats = mesh.devices.flat[0].memory_stats()
-    except Exception:  # noqa: BLE001 - a backend without memory stats
-        return None
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - a backend without memory stats, or no chip at all
+        stats = None
     limit = (stats or {}).get("bytes_limit")
-    return int(limit) if limit else None
+    if limit:
+        return int(limit)
+    chip = chips.by_kind(device.device_kind) if device.platform == "tpu" else None
+    return chip.limit if chip else None
 
 
 def memory_in_use(devices) -> str | None:
@@ -158,6 +165,11 @@ def choose(model: ModelConfig, compile_with: Callable[[ModelConfig], object], me
     state = state_bytes(abstract)
     params = state_bytes(abstract["params"])
     tried: list[tuple[str, int, str]] = []
+    if limit and state + params > limit:
+        # The state and its gradients alone: no policy, tiling or batch makes that fit, and a
+        # compile to say so costs as long as one that fits (a minute for an 8 B model).
+        tried.append((candidates[-1][0], state + params, "state and gradients"))
+        raise _refusal(model, tried, limit, state, params, batch_per_device, seq_len)
     for i, (policy, tiles) in enumerate(candidates):
         m = dataclasses.replace(model, remat_policy=policy, num_vocab_tiling=tiles)
         last = i == len(candidates) - 1
@@ -196,6 +208,11 @@ def _refusal(model: ModelConfig, tried: list[tuple[str, int, str]], limit: int |
              state: int, params: int, batch_per_device: int, seq_len: int) -> DoesNotFit:
     policy, need, how = tried[-1]
     has = f"{limit / GIB:.2f} GiB" if limit else "less"
+    if how == "state and gradients":
+        return DoesNotFit(
+            f"the parameters, AdamW's moments and the gradients alone need {need / GIB:.2f} "
+            f"GiB per device (before any activation), and a device has {has}",
+            hint="more devices: the state is split over a slice's devices (or a smaller model)")
     needs = (f"needs {need / GIB:.2f} GiB of device memory per device" if need > 0 else
              "does not fit a device's memory (the compiler named no figure)")
     fixed = state + params  # the state and its gradients, whatever the batch

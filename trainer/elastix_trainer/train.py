@@ -37,7 +37,7 @@ from elastix_trainer.data import make_iterator
 from elastix_trainer.fit import memory_in_use
 from elastix_trainer.kernels import ATTENTIONS, attention
 from elastix_trainer.mesh import build_mesh, num_devices, on_pathways, slice_devices
-from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step
+from elastix_trainer.model import PRESETS, ModelConfig, flops_per_step, from_file
 from elastix_trainer.obs.events import EventLog, log
 from elastix_trainer.seams import Devices, Hooks, Session
 from elastix_trainer.state.checkpoint import Checkpointer, SaveTimeout, check_matches
@@ -61,16 +61,18 @@ def loop_platform() -> str:
     return "tpu" if jax.default_backend() == "tpu" or on_pathways() else jax.default_backend()
 
 
-def model_config(cfg: TrainConfig) -> ModelConfig:
-    """The preset with this platform's choices made: the activation dtype, the attention
+def model_config(cfg: TrainConfig, platform: str | None = None) -> ModelConfig:
+    """The preset (or ``--model-config``'s model) with the choices of ``platform`` (default:
+    where the steps run, :func:`loop_platform`) made: the activation dtype, the attention
     kernel (the remat policy's ``auto`` and the loss's tiles' ``0`` are the compile's to
-    resolve: ``fit.choose``).
+    resolve: ``fit.choose``). The fit check (``fitcheck``) asks for ``tpu`` on a machine
+    without one.
 
     Raises:
         UsageError: an attention kernel that does not run on this platform or shape.
     """
-    model = PRESETS[cfg.preset]
-    platform = loop_platform()
+    model = from_file(cfg.model_config) if cfg.model_config else PRESETS[cfg.preset]
+    platform = platform or loop_platform()
     dtype = cfg.dtype
     if dtype == "auto":
         dtype = "bfloat16" if platform == "tpu" else "float32"
@@ -84,6 +86,18 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
         remat_policy=cfg.remat_policy, num_vocab_tiling=cfg.num_vocab_tiling,
         sa_block=cfg.sa_block or attention.BLOCK, sa_fused_bwd=cfg.sa_use_fused_bwd_kernel,
         scan_layers=cfg.scan_layers)
+
+
+def opt_config(cfg: TrainConfig) -> OptConfig:
+    """The optimizer ``cfg`` asks for (part of what the step compiles)."""
+    return OptConfig(lr=cfg.lr, warmup_steps=cfg.warmup_steps, total_steps=cfg.steps,
+                     schedule=cfg.lr_schedule, weight_decay=cfg.weight_decay)
+
+
+def copy_mode(cfg: TrainConfig) -> str:
+    """How the run takes host copies of its state (``--snapshot-copy``), ``sync`` where it
+    takes none: part of what the step compiles (``step.step_fns``'s ``copy``)."""
+    return cfg.snapshot_copy if (cfg.snapshot_period or cfg.checkpoint_dir) else "sync"
 
 
 AHEAD_SECONDS = 1.5
@@ -142,8 +156,7 @@ class Trainer:
                  devices: Devices | None = None):
         self.cfg, self.events = cfg, events
         self.model = model_config(cfg)
-        self.opt = OptConfig(lr=cfg.lr, warmup_steps=cfg.warmup_steps, total_steps=cfg.steps,
-                             schedule=cfg.lr_schedule, weight_decay=cfg.weight_decay)
+        self.opt = opt_config(cfg)
         self.slices = slice_devices(cfg.num_slices)
         self.data = make_iterator(cfg.data, cfg.seq_len, self.model.vocab_size, cfg.seed)
         self.ckpt = (Checkpointer(cfg.checkpoint_dir, cfg.checkpoint_period, events,
@@ -152,8 +165,7 @@ class Trainer:
                                   settle_timeout=cfg.checkpoint_timeout)
                      if cfg.checkpoint_dir else None)
         self.snapshots = SnapshotStore(events)
-        self.copy_mode = cfg.snapshot_copy if (cfg.snapshot_period or cfg.checkpoint_dir) \
-            else "sync"
+        self.copy_mode = copy_mode(cfg)
         """How host copies of the state (snapshots, checkpoints) are taken
         (``TrainConfig.snapshot_copy``; ``StepFns.stage`` and ``StepFns.step_copy`` say whether
         the compiled step could take them so). ``overlap`` only when asked for: on a v5e chip

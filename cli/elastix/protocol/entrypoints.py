@@ -53,3 +53,13 @@ SLICE_WAIT_TIMEOUT = 300.0
 """``elastix-train --slice-wait-timeout``, seconds (MaxText's ``elastic_timeout_seconds`` is 300)."""
 ELASTIC_MODE = "pause-resume"
 """``elastix-train --elastic-mode``."""
+
+FIT_CHECK = "fit-check"
+"""``python -m elastix_trainer fit-check``: the trainer's step compiled for TPU slices without a
+chip (``elastix_trainer.fitcheck``), started by the launcher's fit check
+(``elastix.backends.gke.fitcheck``) in the launcher's own Python."""
+FIT_CHECK_PROGRESS = "fit check:"
+"""What each of its progress lines on stderr starts with (libtpu writes lines of its own
+there)."""
+FIT_CHECK_VERSION = 1
+"""The version of the report it prints: the launcher reads this one only."""

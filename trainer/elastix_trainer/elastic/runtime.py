@@ -46,6 +46,13 @@ from elastix_trainer.train import Terminated, Trainer
 START_GRACE_SECONDS = 30.0  # replica-resize: how long start-up waits for every slice
 
 
+
+def min_slices(cfg, total: int) -> int:
+    """The fewest slices the run trains on: ``--min-slices``, else under replica-resize all
+    but one (at least one), else (pause-resume) all of them."""
+    resize = cfg.elastic_mode == "replica-resize"
+    return cfg.min_slices or (max(1, total - 1) if resize else total)
+
 class TrainingFailed(ElastixError):
     """The run ended without completing (exit code 1)."""
 
@@ -86,7 +93,7 @@ class ElasticRuntime(Hooks):
         self.events: EventLog = trainer.events
         self.total = len(trainer.slices)
         self.resize = cfg.elastic_mode == "replica-resize"
-        self.min_slices = cfg.min_slices or (max(1, self.total - 1) if self.resize else self.total)
+        self.min_slices = min_slices(cfg, self.total)
         if self.min_slices > self.total:
             raise UsageError(f"--min-slices {self.min_slices} exceeds the {self.total} slices",
                              hint=f"use --min-slices {self.total} or fewer")
