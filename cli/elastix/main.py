@@ -83,7 +83,7 @@ app.add_typer(_group({"create": workload.create, "goodput": workload.goodput,
                       "advise": advise.advise, "forecast": forecast.forecast,
                       "list": workload.list_, "status": workload.status,
                       "wait": wait.wait, "inspect": inspect.inspect, "delete": delete.delete,
-                      "lint": workload.lint}),
+                      "lint": workload.lint, "fit-check": workload.fit_check}),
               name="workload", help="Create, list, inspect and delete workloads.")
 app.command("logs", help="Stream a workload's logs (the head's main container by default).")(
     logs.logs

@@ -148,7 +148,7 @@ CREATE_FLAGS = {
     "--pathways-tag",
     "--priority", "--project", "--proxy-cpu", "--proxy-memory", "--proxy-server-image", "--queue",
     "--replace", "--fresh", "--rm-cpu", "--rm-memory", "--server-dry-run", "--server-image",
-    "--skip-lint", "--skip-preflight", "--slice-restart", "--smoke", "--spec",
+    "--skip-lint", "--skip-preflight", "--no-fit-check", "--slice-restart", "--smoke", "--spec",
     "--state-dir", "--template", "--termination-grace-period", "--tpu-type", "--workload", "--zone",
     "--ttl-after-finished", "--ttl-seconds-after-finished",
     "--termination-grace-period-seconds", "-tgps", "--output-manifest-file",

@@ -77,8 +77,11 @@ def test_the_docs_have_create_examples():
 @pytest.mark.parametrize("words", EXAMPLES)
 def test_a_docs_create_example_passes_the_elastic_lint(cli, words, tmp_path):
     # No kubeconfig: an example without --cluster runs on the local backend, as the README says.
-    r = cli(*words, "--dry-run", env={"HOME": str(tmp_path)}, cwd=ROOT)
+    # The fit check (compiling a GKE example's step for its slices: a minute each) has tests of
+    # its own (tests/commands/test_fit_check.py); its one skipped line is not a lint note.
+    r = cli(*words, "--dry-run", "--no-fit-check", env={"HOME": str(tmp_path)}, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     found = lint(yaml.safe_load(r.stdout))
     assert (found.errors, found.warnings) == ([], [])
-    assert "note:" not in r.stderr
+    assert "note:" not in "\n".join(line for line in r.stderr.splitlines()
+                                    if "fit check skipped" not in line)

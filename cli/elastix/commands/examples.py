@@ -28,6 +28,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "  --command 'elastix-train --checkpoint-dir gs://BUCKET/run1' \\",
         "  --cluster CLUSTER --project PROJECT --location us-central1-a",
     ),
+    "workload fit-check": (
+        "# the seed's run: Qwen3-4B on 3 x v5e-16, every mesh it can shrink to",
+        "elastix workload fit-check --tpu-type v5litepod-16 --num-slices 3 \\",
+        "  --elastic-slices 3 --docker-image IMAGE \\",
+        "  --command 'elastix-train --preset qwen3-4b --seq-len 2048'",
+        "elastix workload fit-check --spec spec.yaml -o json",
+    ),
     "workload lint": (
         "elastix workload lint spec.yaml         # a spec file, as --spec takes",
         "elastix workload lint m.yaml -o json    # a JobSet (create's --dry-run)",

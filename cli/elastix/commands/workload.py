@@ -131,6 +131,9 @@ SkipPreflightOpt = Annotated[bool, typer.Option(
 SkipLintOpt = Annotated[bool, typer.Option(
     "--skip-lint", help="Submit even when the elastic lint finds errors (JobSet budgets, proxy "
                         "and trainer disagreeing); they are printed as notes.")]
+NoFitCheckOpt = Annotated[bool, typer.Option(
+    "--no-fit-check", help="GKE: submit without first compiling the step for the TPU slices "
+                           "(the fit check; it needs libtpu: pip install 'elastix[tpu]').")]
 SmokeOpt = Annotated[bool, typer.Option(
     "--smoke", help="Local backend: the default job sized for a CI smoke run (a few hundred "
                     "steps: one kill and its recovery in about a minute).")]
@@ -144,6 +147,7 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
            output: CreateOutputOpt = "yaml", output_file: OutputFileOpt = None,
            replace: ReplaceOpt = False, fresh: FreshOpt = False,
            skip_preflight: SkipPreflightOpt = False, skip_lint: SkipLintOpt = False,
+           no_fit_check: NoFitCheckOpt = False,
            smoke: SmokeOpt = False, backend: BackendOpt = None, context: ContextOpt = None,
            kubeconfig: KubeconfigOpt = None,
            namespace: NamespaceOpt = None,  # None: the spec file's namespace, else default
@@ -174,6 +178,8 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
     from elastix.workload.validate import notes
 
     _elastic_lint(manifest, refuse=not skip_lint, extra=notes(spec))
+    if kind == "gke":  # the TPU slices it will pay for, compiled for first
+        _fit_check(spec, manifest, skip=no_fit_check)
     if dry_run == "client":
         _emit(dump(manifest, output), output_file)
         return
@@ -182,6 +188,90 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh,
             backend_said=said)
+
+
+def _fit_check(spec: WorkloadSpec, manifest: dict[str, Any], *, skip: bool = False,
+               console: Any = None) -> dict[str, Any] | None:
+    """The fit check of what would be submitted (``backends.gke.fitcheck``): its report on
+    stderr, a refusal (exit 2) where a mesh cannot hold the step, one line where it is skipped.
+    Returns the report (None when skipped)."""
+    from rich.markup import escape
+
+    from elastix.backends.gke import fitcheck, statesize
+    from elastix.views import fitcheck as view
+    from elastix.views.console import console as make_console
+
+    console = console or make_console(stderr=True)
+    if skip:
+        console.print("[yellow]note:[/] fit check skipped (--no-fit-check): the step was not "
+                      "compiled for the TPU slices before submitting")
+        return None
+    p = fitcheck.plan(spec, manifest)
+    if isinstance(p, fitcheck.Skip):
+        console.print(f"[yellow]note:[/] fit check skipped: {escape(p.why)}"
+                      + (f" ({escape(p.hint)})" if p.hint else ""))
+        return None
+    report = fitcheck.cached(p)
+    reused = report is not None
+    if report is None:
+        console.print(f"fit check: compiling the step for {p.slices} x {p.tpu_type} without a "
+                      "chip (libtpu; --no-fit-check skips it)")
+        report = fitcheck.run(p, progress=lambda line: console.print(
+            f"[dim]fit check: {escape(line)}[/]"))
+        fitcheck.keep(p, report)
+    restore = statesize.restore_path(manifest)
+    view.render(report, console, head_memory=restore.head_memory if restore else None,
+                restore=statesize.restore_line(manifest), reused=reused)
+    refused = fitcheck.refusal(report)
+    if refused is not None:
+        raise refused
+    return report
+
+
+FIT_OUTPUTS = ("table", "json")
+
+
+@with_spec_options
+def fit_check(name: CreateNameArg = None, spec_file: SpecFileOpt = None,
+              env_file: EnvFileOpt = None, spec_flags: dict[str, FlagValue] | None = None,
+              template: TemplateOpt = None,
+              output: Annotated[str, output_option(FIT_OUTPUTS, "table or json.")] = "table",
+              again: Annotated[bool, typer.Option(
+                  "--again", help="Compile again even where a report of the same spec and "
+                                  "versions is kept.")] = False) -> None:
+    """Compile the run's step for its TPU slices without a chip, for every mesh its elastic
+    policy can train on: HBM per chip, the remat policy and loss tiles the trainer would choose,
+    FLOPs and a predicted TFLOP/s per chip, host memory, a restore's path. Exit 2 where a mesh
+    cannot hold the step. Needs libtpu (pip install 'elastix[tpu]'); no chip, no cluster, no
+    network. workload create --dry-run on GKE runs the same check."""
+    from elastix.backends.gke import fitcheck
+    from elastix.views.console import console as make_console
+    from elastix.workload.render import render
+
+    check_output(output, FIT_OUTPUTS)
+    flags = dict(spec_flags or {})
+    flags.update(name=name or "fit-check")
+    spec = resolve_spec(flags, spec_file=spec_file, env_file=env_file,
+                        backend_defaults=backend_class("gke").defaults(smoke=False))
+    manifest = render(spec, template)
+    if again:
+        p = fitcheck.plan(spec, manifest)
+        if isinstance(p, fitcheck.Plan):
+            (fitcheck.cache_dir() / f"{p.key()}.json").unlink(missing_ok=True)
+    if output == "json":
+        quiet = make_console(stderr=True, quiet=True)
+        try:
+            report = _fit_check(spec, manifest, console=quiet)
+        except fitcheck.FitRefused:
+            p = fitcheck.plan(spec, manifest)
+            report = fitcheck.cached(p) if isinstance(p, fitcheck.Plan) else None
+            typer.echo(json.dumps(report, indent=2))
+            raise
+        typer.echo(json.dumps(report, indent=2))
+        return
+    report = _fit_check(spec, manifest, console=make_console())
+    if report is not None:
+        typer.echo("fits: every mesh the run can train on holds its step")
 
 
 def _create_spec(kind: str, target: Target, flags: dict[str, FlagValue], name: str | None,

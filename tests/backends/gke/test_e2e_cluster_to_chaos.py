@@ -70,7 +70,7 @@ def test_cluster_create_then_workload_runs_and_survives_a_kill(world, tmp_path):
              "--num-slices", str(SLICES), "--elastic-slices", str(SLICES),
              "--max-slice-restarts", "10", "--docker-image", "img:1",
              "--command", "elastix-train --preset qwen3-0.6b --checkpoint-dir gs://bucket/run1",
-             "--events-path", "gs://bucket/run1/events.jsonl", *TARGET)
+             "--events-path", "gs://bucket/run1/events.jsonl", "--no-fit-check", *TARGET)
     wait_for(lambda: len(_running(kube)) == 1 + SLICES * HOSTS, timeout=30,
              what=f"every pod Running; FailedScheduling: {kube.events('FailedScheduling')[:1]}")
     placed = {p["spec"]["nodeName"] for p in _running(kube).values()}

@@ -46,6 +46,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from elastix.protocol import modelconfig
+from elastix.protocol.modelconfig import param_count
 from elastix.protocol.presets import state_bytes
 from elastix.workload import labels, platform
 from elastix.workload.lint import PATHWAYS_CHECKPOINT_KEYS
@@ -176,11 +178,44 @@ def first_run_bytes(r: Restore) -> tuple[int, str] | None:
         return None
     if not r.elastix_train:
         return None
+    config = flag(words, "--model-config")
+    if config:  # a local config.json is read; one in the image or on gs:// is not here
+        try:
+            with open(config, encoding="utf-8") as f:
+                params = param_count(modelconfig.read(f.read(modelconfig.MAX_CONFIG_BYTES + 1),
+                                                      config))
+        except (OSError, UnicodeDecodeError, modelconfig.ModelConfigProblem):
+            return None
+        return (params * BYTES_PER_PARAM,
+                f"elastix-train --model-config {config}: {params / 1e9:.2f} B parameters x "
+                f"{BYTES_PER_PARAM} bytes (float32 parameters and AdamW moments)")
     preset = flag(words, "--preset") or "tiny"
     size = state_bytes(preset)
     if size is None:
         return None
     return size, f"elastix-train --preset {preset}: parameters and AdamW moments in float32"
+
+
+def restore_line(manifest: dict[str, Any]) -> str | None:
+    """What a first run's restore pushes through the head's pathways-proxy, in one line, sized
+    offline from the trainer's flags (:func:`first_run_bytes`); None where it cannot be."""
+    r = restore_path(manifest)
+    if r is None:
+        return None
+    if r.persistence:
+        return ("a restore: each TPU host reads its own shards (--pathways-persistence): "
+                "nothing goes through the proxy")
+    est = first_run_bytes(r)
+    if est is None or not r.proxy_memory:
+        return None
+    size, _ = est
+    slices = max(r.slices, 1)
+    moved = size * slices
+    verdict = ("; does not fit: --pathways-persistence" if moved > r.proxy_memory * REFUSE_FRACTION
+               else "")
+    return (f"a restore without Pathways persistence pushes {_gib(moved)} through the "
+            f"pathways-proxy ({_gib(size)} x {slices} slice{'s' if slices > 1 else ''}) "
+            f"against its {_gib(r.proxy_memory)} limit{verdict}")
 
 
 @dataclasses.dataclass
