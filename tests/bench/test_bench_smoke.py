@@ -106,6 +106,11 @@ SMOKE = [
     _bench("chip_window", [("| read | seconds (each) |",
                             ["| every transfer at once |", "| window 512 MiB |",
                              "| window 1024 MiB |", "| window 256 MiB |"])]),
+    _bench("fit_cache", [("| case | run | start to first step (s) |",
+                          ["| --preset tiny --batch-per-device 2 --seq-len 64 | trainer, cold "
+                           "cache |", "| --preset tiny --batch-per-device 2 --seq-len 64 | "
+                                      "trainer, its own cache |"])]),
+    _bench("fitcheck", [], _has('{"fits": true')),
     _bench("save_memory", [("| writer | peak host memory added,",
                              ["| orbax (deep copy) |", "| elastix, every write at once |",
                               "| elastix |"])]),

@@ -13,6 +13,7 @@ from elastix.main import command, main
 # Every command with a positional NAME, and the option that stands for it.
 NAMED = {
     ("workload", "create"): "--workload", ("workload", "goodput"): "--workload",
+    ("workload", "fit-check"): "--workload",
     ("workload", "advise"): "--workload", ("workload", "forecast"): "--workload",
     ("workload", "status"): "--workload", ("workload", "delete"): "--workload",
     ("workload", "wait"): "--workload", ("workload", "inspect"): "--workload",
@@ -21,7 +22,8 @@ NAMED = {
     ("cluster", "create"): "--cluster", ("cluster", "describe"): "--cluster",
     ("cluster", "delete"): "--cluster",
 }
-NEEDED = [p for p in NAMED if p not in {("workload", "create"), ("workload", "goodput"),
+NEEDED = [p for p in NAMED if p not in {("workload", "create"), ("workload", "fit-check"),
+                                        ("workload", "goodput"),
                                         ("workload", "advise"), ("workload", "forecast")}]
 CLUSTER = ["--project", "pppppp", "--zone", "us-central1-a"]
 

@@ -178,13 +178,15 @@ def create(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
     from elastix.workload.validate import notes
 
     _elastic_lint(manifest, refuse=not skip_lint, extra=notes(spec))
-    if kind == "gke":  # the TPU slices it will pay for, compiled for first
-        _fit_check(spec, manifest, skip=no_fit_check)
     if dry_run == "client":
+        if kind == "gke":  # the TPU slices it names, compiled for first
+            _fit_check(spec, manifest, skip=no_fit_check)
         _emit(dump(manifest, output), output_file)
         return
     # checked, not yet sent: a GKE-shaped line with no cluster says where it goes first
     said = gcluster.say_backend(kind, target, flags, spec_file, pathways=pathways)
+    if kind == "gke":  # the TPU slices it will pay for, compiled for before they are asked for
+        _fit_check(spec, manifest, skip=no_fit_check)
     _submit(target, kind, spec, manifest, replace=replace, server_dry_run=dry_run == "server",
             output=output, output_file=output_file, preflight=not skip_preflight, fresh=fresh,
             backend_said=said)
@@ -232,7 +234,8 @@ FIT_OUTPUTS = ("table", "json")
 
 
 @with_spec_options
-def fit_check(name: CreateNameArg = None, spec_file: SpecFileOpt = None,
+def fit_check(name: CreateNameArg = None, workload: gcluster.NameOpt = None,
+              spec_file: SpecFileOpt = None,
               env_file: EnvFileOpt = None, spec_flags: dict[str, FlagValue] | None = None,
               template: TemplateOpt = None,
               output: Annotated[str, output_option(FIT_OUTPUTS, "table or json.")] = "table",
@@ -249,6 +252,7 @@ def fit_check(name: CreateNameArg = None, spec_file: SpecFileOpt = None,
     from elastix.workload.render import render
 
     check_output(output, FIT_OUTPUTS)
+    name = one_name(name, workload, flag="--workload", required=False)
     flags = dict(spec_flags or {})
     flags.update(name=name or "fit-check")
     spec = resolve_spec(flags, spec_file=spec_file, env_file=env_file,

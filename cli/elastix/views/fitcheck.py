@@ -96,7 +96,8 @@ def notes(report: dict[str, Any], head_memory: float | None = None,
                 f"{'y' if copies['count'] == 1 else 'ies'} of the {_gib(report['state_bytes'])} "
                 f"state, {_gib(copies['bytes'])} ({copies['why']})")
         if head_memory:
-            line += f"; the head's main container has {_gib(head_memory)}"
+            line += (f"; the head's main container has {_gib(head_memory)}, "
+                     f"{copies['bytes'] / head_memory:.0%} of it for them")
             if copies["bytes"] > head_memory:
                 line += ": too little"
         out.append(line)
