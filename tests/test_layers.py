@@ -45,7 +45,7 @@ TRAINER_FLOORS = [
     ("elastix_trainer.state", "elastix_trainer.step", "elastix_trainer.data"),
     ("elastix_trainer.config", "elastix_trainer.mesh", "elastix_trainer.fit",
      "elastix_trainer.predict"),
-    ("elastix_trainer.model", "elastix_trainer.tokenizer", "elastix_trainer.chips"),
+    ("elastix_trainer.model", "elastix_trainer.tokenizer"),
     ("elastix_trainer.kernels",),
     ("elastix_trainer.obs",),
     ("elastix_trainer.storage",),

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from elastix_trainer import chips, predict
+from elastix.protocol import chips
+from elastix_trainer import predict
 from elastix_trainer.config import from_mapping
 from elastix_trainer.model import flops_per_step
 

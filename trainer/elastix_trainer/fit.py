@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from elastix.errors import UsageError
-from elastix_trainer import chips
+from elastix.protocol import chips
 from elastix_trainer.kernels import loss, remat
 from elastix_trainer.model import ModelConfig
 from elastix_trainer.obs.events import log

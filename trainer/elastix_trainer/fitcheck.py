@@ -224,7 +224,7 @@ def check(cfg, topology: str, slices: int, bounds: tuple[int, ...] = (2, 2, 1),
     """The report of ``cfg``'s run on ``slices`` slices of ``topology`` (module docstring)."""
     import jax
 
-    from elastix_trainer import chips as chip_table
+    from elastix.protocol import chips as chip_table
     from elastix_trainer.state import hostmem
     from elastix_trainer.state.manager import pathways_persistence
     from elastix_trainer.step import init_state

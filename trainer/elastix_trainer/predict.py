@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from elastix_trainer import chips as chip_table
+from elastix.protocol import chips as chip_table
 from elastix_trainer.kernels import remat
 
 BLOCK = 1024

@@ -24,7 +24,7 @@ import yaml
 from local_helpers import wait_until
 
 from elastix.backends.base import LogOptions
-from elastix.backends.local.maxtext import default_python
+from elastix.workload.maxtext_env import default_python
 
 MAXTEXT_PYTHON = os.environ.get("ELASTIX_MAXTEXT_PYTHON") or str(default_python())
 

@@ -29,13 +29,13 @@ from pathlib import Path
 
 from elastix.errors import UsageError
 from elastix.protocol import entrypoints, envvars
+from elastix.workload import maxtext_env
+from elastix.workload.maxtext_env import SETUP_HINT
 
 _PYTHON = re.compile(r"^python(?:3(?:\.\d+)?)?\Z")
 _MODULE = re.compile(r"^(?:maxtext|MaxText)(?:\.|$)")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _TRUE = ("true", "1", "yes")
-SETUP_HINT = "create it with: bash .ci/setup-maxtext (in the elastix tree), or set " \
-             f"{envvars.MAXTEXT_PYTHON} to a Python that has maxtext"
 CHECK_TIMEOUT = 120.0  # seconds for the MaxText Python to report its versions (a loaded box)
 
 
@@ -51,16 +51,6 @@ class MaxTextHead:
     """``elastic``, ``fault`` or ``""`` (no stand-in: versions it does not know, elastic off)."""
     note: str | None = None
     """Said in the supervisor's log when the head starts (why there is no stand-in)."""
-
-
-def elastix_tree() -> Path:
-    """The elastix source tree the launcher runs from, else the working directory."""
-    here = Path(__file__).resolve().parents[4]
-    return here if (here / "pyproject.toml").exists() else Path.cwd()
-
-
-def default_python() -> Path:
-    return elastix_tree() / ".venv-maxtext" / "bin" / "python"
 
 
 def _tokens(head_command: list[str]) -> tuple[list[str], bool] | None:
@@ -128,7 +118,7 @@ def resolve(head_command: list[str], env: dict[str, str], num_slices: int) -> Ma
     if "/" in words[index]:
         python = words[index]
     else:
-        python = env.get(envvars.MAXTEXT_PYTHON) or str(default_python())
+        python = maxtext_env.python(env)
     if not os.access(python, os.X_OK):
         where = (f"{envvars.MAXTEXT_PYTHON}={python}" if env.get(envvars.MAXTEXT_PYTHON)
                  else python)

@@ -1,4 +1,5 @@
-"""What a TPU chip offers a program, by the ``device_kind`` JAX reports for it.
+"""What a TPU chip offers a program, by the ``device_kind`` JAX reports for it (stdlib: the
+launcher judges MaxText's compile by it, the trainer its own).
 
 A real chip says how much memory a program may take (``memory_stats()["bytes_limit"]``); the
 abstract devices of a topology compiled for without a chip (``jax.experimental.topologies``)
