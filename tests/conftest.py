@@ -75,6 +75,7 @@ def pytest_xdist_auto_num_workers(config) -> int:
 # runs after them in collection order.
 SLOW_FIRST = (
     "tests/commands/test_fit_check.py",  # the seed's run compiled for 48 and 32 chips
+    "tests/maxtext/test_maxtext_fit_check.py",  # MaxText's train_compile.py, three compiles
     "tests/provision/test_image_requirements.py",  # a fresh venv installs the image's set
     "tests/bench/test_bench_smoke.py",  # every benchmark's smallest case, one after another
     "tests/maxtext/test_real_maxtext.py",  # two real MaxText starts

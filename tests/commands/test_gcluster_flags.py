@@ -79,6 +79,8 @@ def _create(argv: list[str], tmp_path, monkeypatch, capsys, kubeconfig: bool = F
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.delenv("ELASTIX_BACKEND", raising=False)
+    # no MaxText environment either: the fit check of a MaxText head is one line, no compile
+    monkeypatch.setenv("ELASTIX_MAXTEXT_PYTHON", str(tmp_path / "no-maxtext" / "python"))
     if kubeconfig:
         (tmp_path / ".kube").mkdir()
         (tmp_path / ".kube" / "config").write_text("apiVersion: v1\nkind: Config\n")

@@ -81,6 +81,8 @@ def _run(argv: list[str], tmp_path, monkeypatch, capsys) -> tuple[int, str, str]
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("COLUMNS", "200")
+    # no MaxText environment either: the fit check of a MaxText head is one line, no compile
+    monkeypatch.setenv("ELASTIX_MAXTEXT_PYTHON", str(tmp_path / "no-maxtext" / "python"))
     capsys.readouterr()
     rc = main(argv)
     out, err = capsys.readouterr()

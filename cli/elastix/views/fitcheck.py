@@ -37,8 +37,11 @@ def _loss(tiles: int | None) -> str:
 def headline(report: dict[str, Any]) -> str:
     """One line: what was compiled for what, and how long it took."""
     slices = report["slices"]
-    return (f"fit check: {report['model']} ({_count(report['params'])} parameters) on "
-            f"{slices} x {report.get('tpu_type', report['topology'])} ({report['topology']}, "
+    maxtext = report.get("trainer") == "maxtext"
+    params = f" ({_count(report['params'])} parameters)" if report.get("params") else ""
+    return (f"fit check{' (MaxText train_compile.py)' if maxtext else ''}: "
+            f"{report['model']}{params} on {slices} x "
+            f"{report.get('tpu_type', report['topology'])} ({report['topology']}, "
             f"{report['chips_per_slice']} chips a slice), batch {report['batch_per_device']} "
             f"x seq {report['seq_len']} a chip, {report['elastic_mode']}: compiled without a "
             f"chip in {report['seconds']:.0f} s (libtpu {report['versions'].get('libtpu')})")
@@ -57,27 +60,29 @@ def table(report: dict[str, Any]) -> Any:
                      "chips)", justify="right")
     limit = report["chip"]["limit"]
 
-    def row(label: str, fn) -> None:
-        if any(m.get("fits") for m in meshes):
-            t.add_row(label, *[fn(m) if m.get("fits") else "" for m in meshes])
+    def row(label: str, fn, needs: str | None = None) -> None:
+        shown = [m for m in meshes if m.get("fits") and (needs is None or needs in m)]
+        if shown:
+            t.add_row(label, *[fn(m) if m in shown else "" for m in meshes])
 
     t.add_row("fits", *["yes" if m.get("fits") else "[red]no[/]" for m in meshes])
     if any(not m.get("fits") for m in meshes):
         t.add_row("", *[escape(m.get("error", "")) if not m.get("fits") else "" for m in meshes])
     row("HBM a chip", lambda m: f"{_gib(m['hbm'])} of {_gib(m.get('limit') or limit)}")
-    row("  state a chip", lambda m: _gib(m["state_per_chip"]))
+    row("  state a chip", lambda m: _gib(m["state_per_chip"]), "state_per_chip")
     row("  temporaries", lambda m: _gib((m.get("memory") or {}).get("temporaries")))
-    row("remat (auto)", lambda m: m["remat_policy"] + ("" if m["scan_layers"] else ", unrolled"))
-    row("loss (auto)", lambda m: _loss(m["loss_tiles"]))
+    auto = "" if report.get("trainer") == "maxtext" else " (auto)"
+    row(f"remat{auto}", lambda m: m["remat_policy"] + ("" if m["scan_layers"] else ", unrolled"))
+    row(f"loss{auto}", lambda m: _loss(m["loss_tiles"]))
     row("attention", lambda m: m["attention"])
     row("global batch", lambda m: str(m["global_batch"]))
-    row("FLOPs a step", lambda m: _flops(m["flops_per_step"]))
+    row("FLOPs a step", lambda m: _flops(m["flops_per_step"]), "flops_per_step")
     row("TFLOP/s a chip", lambda m: "~{:.0f} ({:.0%} of peak), predicted".format(
         m["prediction"]["tflops"], m["prediction"]["of_peak"])
-        if m.get("prediction", {}).get("tflops") else "not predicted")
+        if m.get("prediction", {}).get("tflops") else "not predicted", "prediction")
     row("step", lambda m: _seconds(m["prediction"]["step_seconds"]) + ", predicted"
-        if m.get("prediction", {}).get("step_seconds") else "")
-    row("host copies", lambda m: m["snapshot_copies"])
+        if m.get("prediction", {}).get("step_seconds") else "", "prediction")
+    row("host copies", lambda m: m["snapshot_copies"], "snapshot_copies")
     t.add_row("compile", *[f"{m['seconds']:.0f} s" for m in meshes])
     return t
 
@@ -91,7 +96,17 @@ def notes(report: dict[str, Any], head_memory: float | None = None,
     if first and first.get("prediction", {}).get("basis"):
         out.append(f"predicted TFLOP/s: {first['prediction']['basis']}")
     copies = report.get("host_copies") or {}
-    if copies.get("count"):
+    if report.get("trainer") == "maxtext":
+        versions = report.get("versions") or {}
+        out.append(f"MaxText {versions.get('maxtext', '?')}'s own train_compile.py, in the MaxText "
+                   f"environment (JAX {versions.get('jax', '?')}); FLOPs are MaxText's count "
+                   "(calculate_tflops_training_per_device); no TFLOP/s is predicted: the "
+                   "prediction is fitted to elastix-train's step")
+        if report.get("elastic_compiled_off"):
+            out.append("compiled with elastic_enabled=false: MaxText's create_device_mesh takes "
+                       "the live devices when elastic (this machine's CPU), not the topology's; "
+                       "the step is the same program")
+    elif copies.get("count"):
         line = (f"host memory on the head: {copies['count']} cop"
                 f"{'y' if copies['count'] == 1 else 'ies'} of the {_gib(report['state_bytes'])} "
                 f"state, {_gib(copies['bytes'])} ({copies['why']})")

@@ -47,11 +47,13 @@ class TrainerCommand:
                    or w in (package, f"{package}.__main__") for w in self.words())
 
     def words(self) -> list[str]:
-        """The command line split as the shell would, its environment expanded."""
+        """The command line split as the shell would, its environment expanded (a backslash
+        before a newline continues the line, as in the shell)."""
+        line = expanded(self.command, self.env).replace("\\\n", "")
         try:
-            return shlex.split(expanded(self.command, self.env))
+            return shlex.split(line)
         except ValueError:  # an unbalanced quote: the shell would refuse it too
-            return expanded(self.command, self.env).split()
+            return line.split()
 
     def maxtext_key(self, name: str) -> str | None:
         """A MaxText setting: ``name=value`` on the command line, else ``M_NAME`` in the env."""

@@ -14,8 +14,12 @@ versions of elastix, JAX, jaxlib and libtpu, the trainer's source, and a local
 ``--model-config`` file's bytes. ``workload create --dry-run`` runs the check; the real
 ``create`` of the same spec reuses its report instead of compiling again.
 
+A MaxText head is compiled with MaxText's own ``train_compile.py`` in the MaxText environment
+(``maxtext_fit``), into a report of the same shape.
+
 Where nothing can be compiled the check is skipped in one line saying why (no libtpu, no
-trainer, a command that is not elastix-train); it never passes silently.
+trainer, a command that is neither elastix-train nor MaxText's trainer, a MaxText environment
+without libtpu); it never passes silently.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elastix.backends.gke import maxtext_fit
+from elastix.backends.gke.maxtext_fit import MaxTextPlan
 from elastix.errors import ElastixError, UsageError
 from elastix.protocol import entrypoints, envvars
 from elastix.workload.trainer_command import TrainerCommand, flag, trainer_command
@@ -130,7 +136,7 @@ def trainer_argv(cmd: TrainerCommand) -> list[str] | None:
     return None
 
 
-def plan(spec, manifest: dict[str, Any]) -> Plan | Skip:
+def plan(spec, manifest: dict[str, Any]) -> Plan | MaxTextPlan | Skip:
     """What to compile for ``spec``'s rendered ``manifest``, or why nothing can be."""
     if spec.headless:
         return Skip("the workload is headless: its trainer runs outside the cluster",
@@ -141,8 +147,8 @@ def plan(spec, manifest: dict[str, Any]) -> Plan | Skip:
     argv = trainer_argv(cmd)
     if argv is None:
         if cmd.maxtext:
-            return Skip("the command runs MaxText: compile it with MaxText's own "
-                        "train_compile.py (docs/maxtext.md, \"Before you pay\")")
+            got = maxtext_fit.plan(spec, cmd)
+            return got if isinstance(got, MaxTextPlan) else Skip(*got)
         return Skip("the command is not elastix-train: elastix compiles only its own step")
     if argv and argv[0] in (entrypoints.FIT_CHECK, "prepare-data"):
         return Skip(f"the command runs elastix-train {argv[0]}, not a training run")
@@ -169,7 +175,7 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("elastix")) / "fit-check"
 
 
-def cached(p: Plan) -> dict[str, Any] | None:
+def cached(p: Plan | MaxTextPlan) -> dict[str, Any] | None:
     """The kept report of the same plan, or None."""
     path = cache_dir() / f"{p.key()}.json"
     try:
@@ -181,7 +187,7 @@ def cached(p: Plan) -> dict[str, Any] | None:
     return report
 
 
-def keep(p: Plan, report: dict[str, Any]) -> None:
+def keep(p: Plan | MaxTextPlan, report: dict[str, Any]) -> None:
     """Keep ``report`` for the same plan (private: 0600 in a 0700 directory); an unwritable
     cache only costs the next create a compile."""
     folder = cache_dir()
@@ -200,15 +206,22 @@ class FitCheckFailed(UsageError):
     """The check could not compile the step (exit 2: nothing was created)."""
 
 
-def run(p: Plan, progress: Callable[[str], None] = lambda _: None,
+def run(p: Plan | MaxTextPlan, progress: Callable[[str], None] = lambda _: None,
         python: str | None = None) -> dict[str, Any]:
-    """Compile ``p`` (``elastix-train fit-check`` in a process of its own) and return its
-    report; ``progress`` gets each of its progress lines.
+    """Compile ``p`` (``elastix-train fit-check`` in a process of its own; a MaxText plan with
+    MaxText's ``train_compile.py``, ``maxtext_fit``) and return its report; ``progress`` gets
+    each of its progress lines.
 
     Raises:
         UsageError: the trainer refused its flags or the topology (its line and hint).
         FitCheckFailed: the compile failed.
     """
+    if isinstance(p, MaxTextPlan):
+        t0 = time.monotonic()
+        report = maxtext_fit.run(p, progress)
+        report["wall_seconds"] = round(time.monotonic() - t0, 1)
+        report["checked_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return report
     cmd = [python or sys.executable, "-m", entrypoints.TRAINER_PACKAGE, entrypoints.FIT_CHECK,
            "--topology", p.topology, "--slices", str(p.slices), "--chips-per-host",
            p.chips_per_host, "--", *p.argv]
@@ -216,6 +229,7 @@ def run(p: Plan, progress: Callable[[str], None] = lambda _: None,
     # its machine-wide lock file (a second check beside the first failed on it)
     env = {**os.environ, **dict(p.env), "JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1",
            "ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("TPU_LIBRARY_PATH", None)  # the libtpu beside this JAX, the one the report names
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
