@@ -57,9 +57,16 @@ def test_equal_losses_are_verified_bitwise():
     assert v.first_mismatch is None and v.max_abs_diff == 0.0 and v.source == "events"
     assert v.text() == "verify: losses bitwise equal to reference r's at all 6 steps up to 6 " \
                        "(events)"
-    # A log that lost its first lines (GKE: a replaced head pod's): the steps both logged.
+    # A log that lost its first lines (GKE: a replaced head pod's): the steps both logged are
+    # compared, the others named, and the gap fails unless allowed (issue 74).
     some = compare(trajectory(_log(LOSSES[2:], first=3)), trajectory(_events(LOSSES)), 1e-4, "r")
-    assert some.ok and "at 4 steps up to 6 (log (4 decimals))" in some.text()
+    assert not some.ok and some.steps_compared == 4 and some.not_logged == (1, 2)
+    assert some.text() == ("verify: compared 4 of the 6 steps with reference r: steps 1-2 not "
+                           "logged by the run (--allow-unverified-steps accepts that)")
+    allowed = compare(trajectory(_log(LOSSES[2:], first=3)), trajectory(_events(LOSSES)), 1e-4,
+                      "r", allow_gaps=True)
+    assert allowed.ok and "at 4 steps up to 6 (log (4 decimals)); not compared: steps 1-2 " \
+                          "not logged by the run" in allowed.text()
 
 
 def test_a_difference_within_the_tolerance_passes_and_is_reported():
@@ -194,3 +201,30 @@ def test_the_reference_wait_says_where_the_reference_is():
     assert len(seen) == 11 and "past step 119 of 1195" in seen and "past step 0 of 1195" in seen
     assert reference_phase(1195, 1195) == "past step 1190 of 1195"
     assert reference_phase(7, 5) == "past step 5 of 5"
+
+
+def test_a_recoverys_skipped_steps_are_named_and_fail_unless_allowed():
+    """Staged copies with steps in flight: the trainer restored its copy of step 5 after logging
+    step 3, so steps 4 and 5 were computed but never logged on the run's side (issue 74)."""
+    recs = _events(LOSSES[:3])
+    t = "2026-11-29T09:51:00.000000Z"
+    more = [{"ts": t, "event": "elastic_detected", "pid": 7, "recovery": 1, "kind": "slice_lost",
+             "error": "slice 0 lost", "last_step": 3, "live_slices": 1, "lost_slices": [0]},
+            {"ts": t, "event": "steps_skipped", "pid": 7, "first": 4, "last": 5, "count": 2},
+            {"ts": t, "event": "elastic_restored", "pid": 7, "recovery": 1,
+             "source": "snapshot", "step": 5, "bytes": 10, "seconds": 0.01},
+            dict(_step(6, LOSSES[5]), ts=t)]
+    run = trajectory(TrainerEvents(EVENTS_FILE, True, records=recs.records + more))
+    v = compare(run, trajectory(_events(LOSSES)), 0.0, "r")
+    assert not v.ok and v.not_logged == (4, 5) and v.steps_compared == 4
+    assert v.first_mismatch is None and "steps 4-5 not logged by the run" in v.text()
+    assert v.violation().text().startswith("verify: compared 4 of the 6 steps")
+    assert v.to_json()["not_logged"] == [4, 5]
+    assert compare(run, trajectory(_events(LOSSES)), 0.0, "r", allow_gaps=True).ok
+    # the reference's gaps are named too
+    ref = _events(LOSSES)
+    holed = TrainerEvents(EVENTS_FILE, True, records=[r for r in ref.records
+                                                      if r.get("step") != 3])
+    v = compare(trajectory(_events(LOSSES)), trajectory(holed), 0.0, "r")
+    assert not v.ok and v.not_in_reference == (3,) and v.not_logged == ()
+    assert "step 3 not logged by the reference" in v.text()

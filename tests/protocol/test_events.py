@@ -54,6 +54,8 @@ SAMPLES: dict[str, list[dict]] = {
     eventspec.ELASTIC_LOST_AGAIN: [{"recovery": 1, "lost_slices": [0], "live_slices": 2},
                                    {"recovery": 3, "lost_slices": [0, 3], "live_slices": 1}],
     eventspec.ELASTIC_RESIZE: [{"recovery": 1, "from_slices": 4, "to_slices": 3}],
+    eventspec.STEPS_SKIPPED: [{"first": 26, "last": 27, "count": 2},
+                              {"first": 9, "last": 9, "count": 1}],
     eventspec.RUN_END: [{"status": "completed", "reason": "all steps done", "step": 100},
                 {"status": "failed", "reason": "slice-loss budget (2 > 1)", "step": 7}],
 }

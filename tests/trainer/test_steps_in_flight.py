@@ -10,8 +10,10 @@ import jax
 import numpy as np
 import pytest
 from test_elastic import _coming_back, assert_matches, down_once_at
-from trainer_helpers import losses, make_cfg, on, run_elastic
+from trainer_helpers import losses, make_cfg, on, run_elastic, tap
 
+from elastix.backends.base import EVENTS_FILE, TrainerEvents
+from elastix.measure.events import events_of, recoveries
 from elastix_trainer.config import ConfigError
 from elastix_trainer.mesh import build_mesh
 from elastix_trainer.state.hostcopy import read_windowed
@@ -57,6 +59,17 @@ def test_a_slice_loss_with_steps_in_flight_recovers_exactly(reference, tmp_path,
     back = trainer.events.of("elastic_restored")[0]
     assert (back["source"], back["step"]) == ("snapshot", restored)
     assert_matches(losses(trainer.events), reference["losses"])
+    # Every step accounted (issue 74): a copy newer than the last step logged says which
+    # steps it skipped, steps lost are never negative, and each step is logged or skipped.
+    logged_last = failed[0]["last_step"]
+    skipped = [(e["first"], e["last"], e["count"]) for e in trainer.events.of("steps_skipped")]
+    assert skipped == ([(logged_last + 1, restored, restored - logged_last)]
+                       if restored > logged_last else [])
+    events, _ = events_of(TrainerEvents(EVENTS_FILE, True, records=trainer.events.records))
+    (r,) = recoveries(events)
+    assert r.steps_lost == max(logged_last, restored) - restored >= 0
+    logged = {e["step"] for e in trainer.events.of("step")}
+    assert logged | set(range(logged_last + 1, restored + 1)) == set(range(1, 9))
 
 
 def test_a_stop_completes_the_steps_in_flight_and_commits_its_step(tmp_path):
@@ -138,3 +151,41 @@ def test_memory_in_use_says_what_the_devices_hold_or_nothing_on_cpu():
     assert memory_in_use([Chip(7 * 2**29)]) == "3.50 of 16.00 GiB in use on 1 device"
     assert memory_in_use([Chip(2**30), Chip(2**30)]) == "2.00 of 32.00 GiB in use on 2 devices"
     assert memory_in_use([]) is None
+
+
+def test_a_copy_past_the_last_logged_step_says_the_steps_it_skipped(reference, tmp_path):
+    """The fault hunt's case (issue 74): staged copies, 4 steps in flight, and a host lost only
+    after the newest staged copy's read ended whole (the local stand-in learns of a kill about a
+    second late). The steps in flight fail, the copy is kept and restored: the steps between
+    the last one logged and it were computed, never logged. The trainer says so, steps lost are
+    0, not negative, and the losses still match the uninterrupted run's."""
+    health, cfg = _coming_back(tmp_path, snapshot_period=3, snapshot_copy="staged",
+                               steps_in_flight=4)
+    lost = []
+
+    def after_the_copy(trainer, session, n, done_at):
+        # as the stand-in says a step whose hosts did not all answer after its result
+        staged = trainer._staged
+        if not lost and staged is not None and staged.step > n:
+            assert staged.done.wait(120)  # its read ended, its hosts answered
+            lost.append((n - 1, staged.step))
+            health.set_down(1)
+            raise jax.errors.JaxRuntimeError(f"DATA_LOSS: slice(s) [1] of the mesh lost a "
+                                             f"host before step {n} completed (test)")
+
+    outcome, trainer, _ = run_elastic(cfg, health, setup=lambda tr, rt: tap(
+        tr, first={"verify_complete": lambda *a: after_the_copy(tr, *a)}))
+    assert outcome.status == "completed", outcome
+    assert lost, "no copy was past the step being read: nothing was tested"
+    logged, copied = lost[0]
+    detected = trainer.events.of("elastic_detected")[0]
+    back = trainer.events.of("elastic_restored")[0]
+    assert (detected["last_step"], back["step"]) == (logged, copied)
+    (skipped,) = trainer.events.of("steps_skipped")
+    assert (skipped["first"], skipped["last"], skipped["count"]) == (
+        logged + 1, copied, copied - logged)
+    events, _ = events_of(TrainerEvents(EVENTS_FILE, True, records=trainer.events.records))
+    (r,) = recoveries(events)
+    assert r.steps_lost == 0 and r.steps_skipped == (logged + 1, copied, True)
+    assert_matches(losses(trainer.events), reference["losses"],
+                   steps=[s for s in range(1, 9) if not logged < s <= copied])

@@ -174,6 +174,7 @@ class Trainer:
         chip"). ``staged`` copies on the devices, where the copy costs milliseconds, and leaves
         the slow device-to-host read to a thread while the steps run."""
         self.last_completed = 0
+        self.resumed = False  # a state was restored or initialised: later restores recover
         self.stop_requested: str | None = None  # a signal's name: stop at the next step
         self._staged: HostCopy | None = None  # a staged host copy whose read may not have ended
         self.hooks: list[Hooks] = []
@@ -282,6 +283,7 @@ class Trainer:
                 if self.ckpt is not None and self.ckpt.damaged:
                     raise self.ckpt.unreadable()
                 self.data.restore({"next_index": 0})
+                self.resumed = True
                 self.last_completed = 0
                 for hook in self.hooks:
                     hook.after_restore("init", 0)
@@ -310,6 +312,13 @@ class Trainer:
         seconds = time.monotonic() - t0
         self.verify_transfer(ids, f"restore of step {step}")  # a lost host fails it, as on TPU
         self.data.restore(data_state)
+        if self.resumed and step > self.last_completed:
+            # A copy newer than the last step logged (staged, steps in flight): the steps
+            # between completed on the devices and were never logged. Said, so that steps lost
+            # and --verify count them rather than miss them.
+            self.events.emit(eventspec.STEPS_SKIPPED, first=self.last_completed + 1, last=step,
+                             count=step - self.last_completed)
+        self.resumed = True
         self.last_completed = step
         for hook in self.hooks:
             hook.after_restore(source, step)

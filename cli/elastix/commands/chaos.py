@@ -413,7 +413,8 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
         summary: Summary = None, verify: chaos_verify.Verify = False,
         reference: chaos_verify.Reference = None,
         loss_tolerance: chaos_verify.LossTolerance = None,
-        keep_reference: chaos_verify.KeepReference = False) -> None:
+        keep_reference: chaos_verify.KeepReference = False,
+        allow_unverified_steps: chaos_verify.AllowUnverified = False) -> None:
     """Chaos experiment: faults at intervals, aimed, or on a schedule; each recovery measured."""
     from elastix.measure.plan import Flags
     from elastix.views.console import console
@@ -440,7 +441,8 @@ def run(target: Target, name: WorkloadName, kills: Kills = None, interval: Inter
         return
     backend = get_backend(target)
     verifying = chaos_verify.check(backend, name, verify=verify, reference=reference,
-                                   tolerance=loss_tolerance, keep=keep_reference)
+                                   tolerance=loss_tolerance, keep=keep_reference,
+                                   allow_gaps=allow_unverified_steps)
     plan.check_targets(backend.status(name))  # a wrong name, or a target it has not: now
     past = _past_the_end(backend, name, plan)
     if dry_run:

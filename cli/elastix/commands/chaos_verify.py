@@ -25,6 +25,10 @@ Reference = Annotated[str | None, typer.Option(
 LossTolerance = Annotated[float | None, typer.Option(
     "--loss-tolerance", help="--verify: largest absolute loss difference allowed [0: "
                              "bitwise equal].")]
+AllowUnverified = Annotated[bool, typer.Option(
+    "--allow-unverified-steps", help="--verify: pass where some steps were not compared (a "
+                                     "recovery's skipped steps, never logged); they are named "
+                                     "either way [default: such a gap fails].")]
 KeepReference = Annotated[bool, typer.Option(
     "--keep-reference", help="--verify: keep the reference it made (and its data).")]
 
@@ -36,10 +40,11 @@ class Plan:
     reference: str | None
     tolerance: float
     keep: bool
+    allow_gaps: bool = False
 
 
 def check(backend: Backend, name: str, *, verify: bool, reference: str | None,
-          tolerance: float | None, keep: bool) -> Plan | None:
+          tolerance: float | None, keep: bool, allow_gaps: bool = False) -> Plan | None:
     """The verification asked for, checked before anything is killed; None: none asked.
 
     Raises:
@@ -49,7 +54,8 @@ def check(backend: Backend, name: str, *, verify: bool, reference: str | None,
     """
     if not verify and reference is None:
         given = [f for f, v in (("--loss-tolerance", tolerance is not None),
-                                ("--keep-reference", keep)) if v]
+                                ("--keep-reference", keep),
+                                ("--allow-unverified-steps", allow_gaps)) if v]
         if given:
             raise UsageError(f"{given[0]} is for --verify", hint="add --verify (or --reference "
                              "NAME), or drop it")
@@ -81,7 +87,7 @@ def check(backend: Backend, name: str, *, verify: bool, reference: str | None,
             raise UsageError(f"--verify without --reference: {err.message}",
                              hint=err.hint) from None
     _check_source(backend, name, tol, name)
-    return Plan(reference, tol, keep)
+    return Plan(reference, tol, keep, allow_gaps)
 
 
 def _check_source(backend: Backend, who: str, tol: float, what: str) -> None:
@@ -116,7 +122,7 @@ def finish(backend: Backend, name: str, res: ChaosReport, plan: Plan | None, tim
         # The reference's run can be most of the command's time: a wait line says where it is.
         with WaitLine(err, f"{name}: waiting for the reference run") as line:
             v = verify(backend, name, reference=plan.reference, tolerance=plan.tolerance,
-                       timeout=timeout, keep=plan.keep,
+                       timeout=timeout, keep=plan.keep, allow_gaps=plan.allow_gaps,
                        say=lambda s: err.print(f"{name}: {s}", style="dim", markup=False),
                        progress=lambda what: line.update(Phase(what)))
     except KeyboardInterrupt:

@@ -369,8 +369,11 @@ class Recovery:
     slices_ready: int | None = None
     restored: int | None = None
     first_step_at: int | None = None
-    last_step: int | None = None  # last step completed before the failure surfaced
+    last_step: int | None = None  # last step logged before the failure surfaced
     restored_step: int | None = None
+    skipped: tuple[int, int] | None = None
+    """Steps (first, last) the trainer said it skipped (``steps_skipped``): computed on the
+    devices, never logged, before the copy of ``last`` it restored."""
     restore_source: str | None = None
     restore_bytes: int | None = None
     restore_load_seconds: float | None = None
@@ -450,9 +453,25 @@ class Recovery:
         return phasedef.downtime(self.moments())
 
     @property
+    def steps_skipped(self) -> tuple[int, int, bool] | None:
+        """Steps completed but never logged before the restored copy: (first, last, said),
+        ``said`` False where an events file from before ``steps_skipped`` restored a step newer
+        than its last logged one (inferred). None when the restore was not past the log."""
+        if self.skipped is not None:
+            return (*self.skipped, True)
+        if self.last_step is not None and self.restored_step is not None \
+                and self.restored_step > self.last_step:
+            return (self.last_step + 1, self.restored_step, False)
+        return None
+
+    @property
     def steps_lost(self) -> int | None:
-        """Last step completed before the failure minus the step training resumed from."""
-        return phasedef.steps_lost(self.last_step, self.restored_step)
+        """The last step completed before the failure (the last logged, or a skipped one the
+        restored copy proves completed) minus the step training resumed from: never negative."""
+        last, skipped = self.last_step, self.steps_skipped
+        if skipped is not None and last is not None:
+            last = max(last, skipped[1])
+        return phasedef.steps_lost(last, self.restored_step)
 
     @property
     def not_in_log(self) -> list[str]:
@@ -493,6 +512,8 @@ class Recovery:
         d.update(complete=self.complete, detection_from=self.detection_from,
                  kill_to_loss_seconds=self.kill_to_loss, downtime_seconds=self.downtime,
                  steps_lost=self.steps_lost, pid_same=self.pid_same,
+                 steps_skipped=None if self.steps_skipped is None else dict(zip(
+                     ("first", "last", "said"), self.steps_skipped, strict=True)),
                  phases={snake(k): v for k, v in self.phase_seconds().items()},
                  restore_split=self.restore_split(),
                  not_in_log=[snake(k) for k in self.not_in_log])
@@ -551,6 +572,8 @@ def _fill(cur: Recovery, ev: Event, pid: int | None, live: int | None) -> None:
     elif ev.name == "elastic_slices_ready":
         cur.slices_ready = ev.t
         cur.live_slices, cur.required_slices = d["live_slices"], d["required_slices"]
+    elif ev.name == "steps_skipped":
+        cur.skipped = (d["first"], d["last"])
     elif ev.name in ("elastic_restored", "restore"):
         cur.restored, cur.restored_step = ev.t, d["step"]
         cur.restore_source, cur.restore_bytes = d["source"], d["bytes"]

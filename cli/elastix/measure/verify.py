@@ -151,13 +151,29 @@ class Verification:
     timed_out: bool = False
     """The reference did not reach the run's last step within the timeout: an error, not a
     verdict."""
+    not_logged: tuple[int, ...] = ()
+    """Steps 1..last the run never logged (a recovery's skipped steps): not compared."""
+    not_in_reference: tuple[int, ...] = ()
+    """Steps the run logged that the reference did not: not compared."""
+    allow_gaps: bool = False
+    """Steps not compared do not fail the verification (``--allow-unverified-steps``)."""
+
+    def gaps(self) -> str | None:
+        """The steps not compared, on either side, as a clause; None when every step was."""
+        parts = [f"{_ranges(s)} not logged by {who}" for s, who in (
+            (self.not_logged, "the run"), (self.not_in_reference, "the reference")) if s]
+        return "; ".join(parts) or None
 
     def text(self) -> str:
         """One line: the verdict, the first differing step with both losses, or the reason."""
         ref = f"reference {self.reference}"
         if self.reason is not None:
             return f"verify: could not compare with {ref}: {self.reason}"
+        gaps = self.gaps()
         m = self.first_mismatch
+        if m is None and gaps and not self.allow_gaps:
+            return (f"verify: compared {self.steps_compared} of the {self.last_step} steps with "
+                    f"{ref}: {gaps} (--allow-unverified-steps accepts that)")
         if m is not None:
             return (f"verify: step {m.step} differs from {ref}: loss {_num(m.run)} (run) vs "
                     f"{_num(m.reference)} ({ref}), |diff| {_num(m.diff, 3)} > "
@@ -167,11 +183,14 @@ class Verification:
             f"within {self.tolerance:g} (max |diff| {_num(self.max_abs_diff or 0.0, 3)}) of")
         every = "all " if self.steps_compared == self.last_step else ""
         return (f"verify: losses {how} {ref}'s at {every}{self.steps_compared} steps up to "
-                f"{self.last_step} ({self.source})")
+                f"{self.last_step} ({self.source})" + (f"; not compared: {gaps}" if gaps else ""))
 
     def violation(self) -> Violation:
         """The missed bound, as the report lists it (kill 0: the run as a whole)."""
         diff = self.first_mismatch.diff if self.first_mismatch else None
+        if self.first_mismatch is None and self.reason is None and self.gaps():
+            return Violation(0, "verify", self.last_step, self.steps_compared,
+                             detail=self.text().removeprefix("verify: "))
         return Violation(0, "verify", self.tolerance, _finite(diff),
                          detail=self.text().removeprefix("verify: "))
 
@@ -182,7 +201,22 @@ class Verification:
                 "first_mismatch": None if m is None else {
                     "step": m.step, "run": _finite(m.run), "reference": _finite(m.reference)},
                 "mismatches": self.mismatches, "max_abs_diff": self.max_abs_diff,
-                "tolerance": self.tolerance, "source": self.source, "reason": self.reason}
+                "tolerance": self.tolerance, "source": self.source, "reason": self.reason,
+                "not_logged": list(self.not_logged),
+                "not_in_reference": list(self.not_in_reference),
+                "allow_unverified_steps": self.allow_gaps}
+
+
+def _ranges(steps: tuple[int, ...]) -> str:
+    """``steps 26-27, 40``: consecutive steps as ranges."""
+    runs: list[list[int]] = []
+    for s in sorted(steps):
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    words = [f"{a}" if a == b else f"{a}-{b}" for a, b in runs]
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(words)
 
 
 def _num(v: float, digits: int | None = None) -> str:
@@ -207,12 +241,14 @@ def check_tolerance(tolerance: float, source: Trajectory) -> str | None:
 
 
 def compare(run: Trajectory, ref: Trajectory, tolerance: float, reference: str,
-            upto: int | None = None) -> Verification:
+            upto: int | None = None, allow_gaps: bool = False) -> Verification:
     """The run's loss at each step 1..``upto`` (default its last) against the reference's.
 
     Equal within ``tolerance`` (absolute; 0: bitwise-equal floats; losses read from a log are
     compared as printed, their difference rounded to the digits printed). The reference must
-    have reached that step without being interrupted itself.
+    have reached that step without being interrupted itself. A step either side did not log
+    (a recovery's skipped steps: ``steps_skipped``) is named, and fails the verification
+    unless ``allow_gaps``.
     """
     last = run.last_step if upto is None else upto
     logged = [t for t in (run, ref) if t.source == "log"]
@@ -250,15 +286,20 @@ def compare(run: Trajectory, ref: Trajectory, tolerance: float, reference: str,
         if not same and not diff <= tolerance:  # a NaN diff is no match
             bad += 1
             first = first or Mismatch(s, a, b, diff)
-    return Verification(bad == 0, reference, tolerance, source, last, len(steps), first, bad,
-                        worst)
+    not_logged = tuple(s for s in range(1, last + 1) if s not in run.losses)
+    not_in_ref = tuple(s for s in sorted(run.losses) if s <= last and s not in ref.losses)
+    ok = bad == 0 and (allow_gaps or not (not_logged or not_in_ref))
+    return Verification(ok, reference, tolerance, source, last, len(steps), first, bad,
+                        worst, not_logged=not_logged, not_in_reference=not_in_ref,
+                        allow_gaps=allow_gaps)
 
 
 # --------------------------------------------------------------------------- the reference
 
 
 def verify(backend: Backend, name: str, *, reference: str | None, tolerance: float,
-           timeout: float, keep: bool = False, say: Callable[[str], None] = lambda _: None,
+           timeout: float, keep: bool = False, allow_gaps: bool = False,
+           say: Callable[[str], None] = lambda _: None,
            poll: float = 1.0, clock: Callable[[], float] = time.monotonic,
            sleep: Callable[[float], None] = time.sleep,
            progress: Callable[[str], None] = lambda _: None) -> Verification:
@@ -284,7 +325,7 @@ def verify(backend: Backend, name: str, *, reference: str | None, tolerance: flo
             return Verification(False, ref, tolerance, run.source, last, reason=got,
                                 timed_out=True)
         run = trajectory(backend.trainer_events(name))  # read again: the last values
-        return compare(run, got, tolerance, ref, upto=last)
+        return compare(run, got, tolerance, ref, upto=last, allow_gaps=allow_gaps)
     finally:
         if made and not keep:
             say(f"deleting reference {ref} and its data")

@@ -33,6 +33,7 @@ ELASTIC_RESTORED = "elastic_restored"
 ELASTIC_FIRST_STEP = "elastic_first_step"
 ELASTIC_RESIZE = "elastic_resize"
 ELASTIC_LOST_AGAIN = "elastic_lost_again"
+STEPS_SKIPPED = "steps_skipped"
 RUN_END = "run_end"
 
 COMMON_KEYS = ("ts", "event", "pid")
@@ -107,6 +108,12 @@ _TYPES = (
     EventType(ELASTIC_RESIZE, ("recovery", "from_slices", "to_slices"),
               "elastix: resized mesh (recovery {recovery}): {from_slices} -> {to_slices} slices "
               "{slices} ({why})", ("recovery", "from_slices", "to_slices")),
+    # A restore of a copy newer than the last step logged (a staged copy, steps in flight): the
+    # steps between were computed on the devices, their results never read.
+    EventType(STEPS_SKIPPED, ("first", "last", "count"),
+              "elastix: steps {first}-{last} were computed but never logged ({count} skipped, "
+              "their losses not read): the copy restored is newer than the last step logged",
+              ("first", "last", "count")),
     EventType(RUN_END, ("status", "reason", "step"),
               "elastix: run end: {status} at step {step} ({reason})",
               ("status", "step", "reason"), optional=("reason",)),

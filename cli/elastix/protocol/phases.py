@@ -125,10 +125,11 @@ def kill_to_loss(m: Moments) -> float | None:
 
 
 def steps_lost(last_step: int | None, restored_step: int | None) -> int | None:
-    """Last step completed before the failure minus the step training resumed from."""
+    """Last step completed before the failure minus the step training resumed from (never
+    negative: a restore is never of a step past the last completed)."""
     if last_step is None or restored_step is None:
         return None
-    return last_step - restored_step
+    return max(0, last_step - restored_step)
 
 
 def snake(name: str) -> str:

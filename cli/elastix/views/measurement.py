@@ -12,6 +12,10 @@ from elastix.protocol.timefmt import iso_ms
 from elastix.views.console import goodput_phrase
 
 
+def _steps(first: int, last: int) -> str:
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
 def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f} s"
 
@@ -104,7 +108,14 @@ def recovery_rows(m: KillMeasurement) -> list[tuple[str, str]]:
                                              f" ({_s(r.first_step_time_seconds)})"))
         rows += [("downtime", _s(r.downtime)),
                  ("steps lost", "-" if r.steps_lost is None else
-                  f"{r.steps_lost} (step {r.last_step} -> {r.restored_step})")]
+                  f"{r.steps_lost} (step {max(r.last_step or 0, (r.steps_skipped or (0, 0))[1])}"
+                  f" -> {r.restored_step})")]
+        if r.steps_skipped is not None:
+            first, last, said = r.steps_skipped
+            rows.append(("steps skipped", f"{_steps(first, last)}: computed, never logged, "
+                         "losses not read" + ("" if said else
+                                              " (inferred: an events file from before "
+                                              "steps_skipped)")))
     rows += [("JobSet restarts", str(m.jobset_restarts)), ("head restarts", str(m.head_restarts)),
              ("controller PID same", _yn(m.pid_same)),
              ("in-process recovery", _in_process(m, long=True)), ("source", m.source)]
