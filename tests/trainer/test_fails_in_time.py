@@ -350,3 +350,27 @@ def test_a_hung_host_holds_the_step_then_fails_it(tmp_path, hosts):
     # Dated at the last time the host was heard (a heartbeat or an answer), before detection.
     assert detected["since_loss"] > 0
 
+
+
+def test_a_read_that_ended_after_its_host_died_is_not_kept(hosts):
+    """The stand-in as strict as a chip (issue 74): a staged copy whose read ended after a host
+    of its mesh was killed is dropped once the loss is known, whatever the stand-in said at
+    the read's end (it learns of a kill late, and CPU memory stays readable; a chip's read
+    from a dead slice fails). A read that ended before the kill is kept. A real SIGKILL; the
+    exit's time is the host watcher's."""
+    from elastix_trainer.elastic.local.standin import LocalStandIn
+
+    devices = LocalStandIn(hosts.health)
+    mesh = frozenset({0, 1})
+    devices.on_mesh(mesh)
+    before = time.monotonic()
+    hosts.kill(SLICE)
+    deadline = time.monotonic() + 60
+    while SLICE not in hosts.health.losses(mesh):  # until the stand-in knows it
+        assert time.monotonic() < deadline, "the stand-in never saw the kill"
+        threading.Event().wait(0.01)
+    devices.verify_read_ended(mesh, "host copy of step 9", before)  # ended before: kept
+    with pytest.raises(jax.errors.JaxRuntimeError) as got:
+        devices.verify_read_ended(mesh, "host copy of step 9", time.monotonic())
+    assert "DATA_LOSS" in str(got.value) and "before the read ended" in str(got.value)
+    assert "during the host copy of step 9" in str(got.value)

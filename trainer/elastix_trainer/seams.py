@@ -102,6 +102,12 @@ class Devices:
         host snapshot's or a checkpoint's copy of a step, a restore): raise to say it failed.
         A failed copy is never kept: no snapshot, no save, no restored state."""
 
+    def verify_read_ended(self, slice_ids: frozenset[int], what: str, ended_at: float) -> None:
+        """After the steps failed, a staged copy whose read ended at monotonic ``ended_at`` is
+        about to be kept: raise if a host of ``slice_ids`` was lost before then. On a chip a
+        read from a dead slice fails; a stand-in that learns of a loss late must not keep what
+        it could not have read."""
+
     def check_transfer(self, slice_ids: frozenset[int], what: str) -> None:
         """A copy between the devices of ``slice_ids`` and host memory (``what``) is under
         way: raise if it can no longer complete, so the loop stops waiting for it. Asked

@@ -439,7 +439,7 @@ class Trainer:
         self._land(s, copying, wait=True)
         on_device, finite = s.fns.stage(s.state)
         copy = HostCopy(n, self.data.state(), snapshot, checkpoint, began)
-        ids = s.slice_ids
+        ids = copy.slice_ids = s.slice_ids
         copy.fetch(on_device, finite,
                    lambda: self.verify_transfer(ids, f"host copy of step {n}"),
                    lambda: self.devices.check_transfer(ids, f"host copy of step {n}"))
@@ -457,6 +457,13 @@ class Trainer:
         if copy is None:
             return
         copy.done.wait()
+        if copy.error is None and copy.finite and copy.ended is not None \
+                and copy.slice_ids is not None:
+            try:  # a read that ended after a host it needed was lost failed, as on a chip
+                self.devices.verify_read_ended(copy.slice_ids, f"host copy of step {copy.step}",
+                                               copy.ended)
+            except Exception as e:  # noqa: BLE001 - the devices' verdict: not kept
+                copy.error = e
         if copy.error is not None or not copy.finite:
             log.info("elastix: the host copy of step %d is not kept: %s", copy.step,
                      "its state held NaN or inf" if copy.error is None else

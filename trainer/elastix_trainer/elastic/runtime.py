@@ -266,6 +266,9 @@ class ElasticRuntime(Hooks):
     def _cleanup(self, recovery: int | None) -> None:
         t0 = self.clock()
         self.trainer.devices.after_failure()
+        # a staged copy still being read lands or is dropped now, while the loss's time is
+        # known (waiting for the slices forgets it): kept only if its read ended before it
+        self.trainer.settle_copy()
         ck = self.trainer.ckpt
         snap = self.trainer.snapshots.latest
         if ck is not None and ck.leave_writing(snap.step if snap is not None else None):

@@ -105,6 +105,8 @@ class HostCopy:
     """When that read ended (``time.monotonic``)."""
     error: BaseException | None = None
     """What that read raised: the copy is never kept."""
+    slice_ids: frozenset[int] | None = None
+    """The slices whose devices held the state it copies (a staged copy's)."""
 
     def fetch(self, on_device, finite, check: Callable[[], None],
               probe: Callable[[], None] | None = None) -> None:

@@ -73,6 +73,18 @@ class LocalStandIn(Devices):
         """A copy between the devices and host memory (``what``) needed every host."""
         self._require(slice_ids, f"during the {what}")
 
+    def verify_read_ended(self, slice_ids: frozenset[int], what: str, ended_at: float) -> None:
+        """A staged copy whose read ended after a host of its mesh had exited (the pidfd's
+        time) or gone silent (its last heartbeat) is dropped: the stand-in's verdict at the
+        read's end came before it learned of the loss (about a second late: the fault hunt's
+        case, issue 74), and a chip's read from that host would have failed."""
+        if self._hosts is None:
+            return
+        gone = {s: f"its host was lost {ended_at - t:.3f} s before the read ended"
+                for s, t in self._hosts.losses(slice_ids).items() if t <= ended_at}
+        if gone:
+            raise self._lost(gone, f"during the {what}")
+
     def check_transfer(self, slice_ids: frozenset[int], what: str) -> None:
         """A copy (``what``) is under way: fail it now if a host it needs is already known lost
         (never blocks). On a chip the stand-in's copy would run on to its end, seconds for a
