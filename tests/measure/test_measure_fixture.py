@@ -49,7 +49,8 @@ def test_goodput_from_events(events):
         "reinitialisation": 0.002, "recompile": 0.138, "restart": 0.0, "checkpoint stall": 3.714,
         "snapshot stall": 0.0,
         "steps re-done": 1.307,
-        "startup": 27.315, "failed saves": 0.0, "other": 0.053}
+        "startup": 27.315, "failed saves": 0.0, "final save": 0.0, "teardown": 0.0,
+        "other": 0.053}
     assert round(g.productive_seconds + sum(g.badput.values()), 6) == g.wall_seconds
 
 

@@ -110,6 +110,55 @@ hold seen with room to spare."""
 MAX_IN_FLIGHT = 16
 
 
+class ReadyClock:
+    """When each dispatched step's result was ready on the devices: a thread waits on each
+    step's metrics in dispatch order and notes the moment (``time.monotonic``). A step's time
+    is then from the devices' side, the time between two results being ready, whatever the loop
+    was doing meanwhile (waiting for a copy while the devices computed the steps queued, then
+    reading several in a burst): issue 74. The loop still reads every result itself (a failed
+    step raises there); this only dates them."""
+
+    WAIT = 5.0
+    """Seconds the loop waits for the thread's date of a result it has read (a busy machine);
+    past it the loop's own time is used, and the step says so."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._queue: queue.Queue = queue.Queue()
+        self._ready: dict[int, float] = {}
+        self._cond = threading.Condition()
+        threading.Thread(target=self._run, name="elastix-ready-clock", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            n, metrics = item
+            try:
+                metrics.block_until_ready()
+            except Exception:  # noqa: BLE001 - the loop's own read raises it where it counts
+                return
+            with self._cond:
+                self._ready[n] = time.monotonic()
+                self._cond.notify_all()
+
+    def watch(self, n: int, metrics) -> None:
+        """Date step ``n``'s result once the devices have it."""
+        self._queue.put((n, metrics))
+
+    def ready(self, n: int) -> float | None:
+        """When step ``n``'s result was ready (the loop has read it, so it is); None when the
+        thread did not say within :attr:`WAIT` seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: n in self._ready, timeout=self.WAIT)
+            return self._ready.pop(n, None)
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+
 class InFlight:
     """How many steps the loop keeps dispatched and not yet read (``--steps-in-flight``).
 
@@ -342,13 +391,14 @@ class Trainer:
         flops = flops_per_step(self.model, s.global_batch, self.cfg.seq_len)
         pending: collections.deque = collections.deque()  # (step, metrics), oldest first
         t_prev = time.monotonic()
+        clock = ReadyClock()
         copy_next: HostCopy | None = None  # the next dispatch copies this step's state
         copying: HostCopy | None = None  # a copy taken by a step not yet completed
         ahead = InFlight(self.cfg.steps_in_flight, loop_platform())
 
         def read_oldest() -> None:
             nonlocal t_prev
-            t_prev = self._complete(s, pending.popleft(), t_prev, flops)
+            t_prev = self._complete(s, pending.popleft(), t_prev, flops, clock)
 
         def complete_all() -> None:
             nonlocal copying
@@ -356,78 +406,82 @@ class Trainer:
                 read_oldest()
             copying = self._land(s, copying, wait=True)
 
-        while s.step < target:
-            if self.stop_requested:
-                if pending:
-                    complete_all()
-                self._save_on_stop(s)
-            n = s.step + 1
-            for hook in self.hooks:
-                hook.before_dispatch(s, n)
-            self.devices.before_dispatch(s, n)
-            batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
-            if copy_next is not None:
-                s.state, metrics, copy_next.host, copy_next.finite = s.fns.step_copy(s.state,
-                                                                                   batch)
-                copying, copy_next = copy_next, None
-            else:
-                s.state, metrics = s.fns.step(s.state, batch)
-            s.step = n
-            # Its transfer is queued now, before any staged copy's read can queue ahead of it.
-            metrics.copy_to_host_async()
-            while len(pending) >= ahead.depth:
-                read_oldest()
-                ahead.completed(t_prev)
-                copying = self._land(s, copying)
-            pending.append((n, metrics))
-            if self.cfg.step_delay:
-                time.sleep(self.cfg.step_delay)
-            snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
-            ckpt_due = self.ckpt is not None and (
-                self.ckpt.due(n) and not (copying is not None and copying.checkpoint)
-                or n == target == self.cfg.steps)
-            scale_up = any(hook.scale_up_wanted(s) for hook in self.hooks)
-            if not (snap_due or ckpt_due or scale_up or n == target):
-                continue
-            while copying is not None and pending and \
-                    self.last_completed < copying.step + (copying.done is None):
-                # A copy in flight lands before the next starts (at most two host copies),
-                # and only once its step has completed: read the steps up to it.
-                read_oldest()
-            if (s.fns.step_copy is not None and not scale_up and n < target and copying is None
-                    and not self.stop_requested):
-                # The next step copies this state while it computes: no drain, no wait.
-                copy_next = HostCopy(n, self.data.state(), bool(snap_due), ckpt_due,
-                                  time.monotonic())
-                continue
-            if s.fns.stage is not None and not scale_up and n < target and \
-                    not self.stop_requested:
-                # Copied on the devices now, read to the host while the next steps run.
-                copying = self._stage(s, n, copying, bool(snap_due), ckpt_due)
-                continue
-            complete_all()
-            jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
-            if (snap_due or ckpt_due) and not _all_finite(s.state):
-                raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
-                               "still finite): training diverged; nothing from it is saved")
-            data_state = self.data.state()
-            snap = None
-            check = self._copy_check(s, n)  # a copy that needed a lost host fails
-            probe = self._copy_probe(s, n)  # ... and stops being waited for once that is known
-            if snap_due or scale_up:
-                snap = self.snapshots.take(n, s.state, data_state, check=check, probe=probe)
-            if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
-                self.ckpt.save(n, s.state, data_state, check=check, probe=probe,
-                               host_state=snap.host_state if snap is not None else None)
+        try:
+            while s.step < target:
+                if self.stop_requested:
+                    if pending:
+                        complete_all()
+                    self._save_on_stop(s)
+                n = s.step + 1
                 for hook in self.hooks:
-                    hook.after_save(s, n)
-            if scale_up and n < target:
-                if self.ckpt is not None:
-                    self.ckpt.settle()  # scale up only once any in-flight save has settled
-                return "scale_up"
-        if pending:
-            complete_all()
-        return "completed"
+                    hook.before_dispatch(s, n)
+                self.devices.before_dispatch(s, n)
+                batch = jax.device_put(self.data.next_batch(s.global_batch), s.fns.batch_sharding)
+                if copy_next is not None:
+                    s.state, metrics, copy_next.host, copy_next.finite = s.fns.step_copy(s.state,
+                                                                                       batch)
+                    copying, copy_next = copy_next, None
+                else:
+                    s.state, metrics = s.fns.step(s.state, batch)
+                s.step = n
+                # Its transfer is queued now, before any staged copy's read can queue ahead of it.
+                metrics.copy_to_host_async()
+                clock.watch(n, metrics)
+                while len(pending) >= ahead.depth:
+                    read_oldest()
+                    ahead.completed(t_prev)
+                    copying = self._land(s, copying)
+                pending.append((n, metrics))
+                if self.cfg.step_delay:
+                    time.sleep(self.cfg.step_delay)
+                snap_due = self.cfg.snapshot_period and n % self.cfg.snapshot_period == 0
+                ckpt_due = self.ckpt is not None and (
+                    self.ckpt.due(n) and not (copying is not None and copying.checkpoint)
+                    or n == target == self.cfg.steps)
+                scale_up = any(hook.scale_up_wanted(s) for hook in self.hooks)
+                if not (snap_due or ckpt_due or scale_up or n == target):
+                    continue
+                while copying is not None and pending and \
+                        self.last_completed < copying.step + (copying.done is None):
+                    # A copy in flight lands before the next starts (at most two host copies),
+                    # and only once its step has completed: read the steps up to it.
+                    read_oldest()
+                if (s.fns.step_copy is not None and not scale_up and n < target and copying is None
+                        and not self.stop_requested):
+                    # The next step copies this state while it computes: no drain, no wait.
+                    copy_next = HostCopy(n, self.data.state(), bool(snap_due), ckpt_due,
+                                      time.monotonic())
+                    continue
+                if s.fns.stage is not None and not scale_up and n < target and \
+                        not self.stop_requested:
+                    # Copied on the devices now, read to the host while the next steps run.
+                    copying = self._stage(s, n, copying, bool(snap_due), ckpt_due)
+                    continue
+                complete_all()
+                jax.block_until_ready(s.state)  # a poisoned state fails here, before any save
+                if (snap_due or ckpt_due) and not _all_finite(s.state):
+                    raise Diverged(f"the training state holds NaN or inf at step {n} (the loss was "
+                                   "still finite): training diverged; nothing from it is saved")
+                data_state = self.data.state()
+                snap = None
+                check = self._copy_check(s, n)  # a copy that needed a lost host fails
+                probe = self._copy_probe(s, n)  # ... and stops being waited for once that is known
+                if snap_due or scale_up:
+                    snap = self.snapshots.take(n, s.state, data_state, check=check, probe=probe)
+                if ckpt_due:  # the snapshot's host copy is this step's: written, not copied again
+                    self.ckpt.save(n, s.state, data_state, check=check, probe=probe,
+                                   host_state=snap.host_state if snap is not None else None)
+                    for hook in self.hooks:
+                        hook.after_save(s, n)
+                if scale_up and n < target:
+                    if self.ckpt is not None:
+                        self.ckpt.settle()  # scale up only once any in-flight save has settled
+                    return "scale_up"
+            if pending:
+                complete_all()
+            return "completed"
+        finally:
+            clock.close()
 
     def _stage(self, s: Session, n: int, copying: HostCopy | None, snapshot: bool,
                checkpoint: bool) -> HostCopy:
@@ -472,7 +526,7 @@ class Trainer:
         if copy.snapshot:
             self.snapshots.keep(copy.step, copy.host, copy.data_state,
                                 copy_seconds=copy.ended - copy.began,
-                                blocking_seconds=copy.blocking)
+                                blocking_seconds=copy.blocking, copy_began=copy.began)
 
     def _land(self, s: Session, copy: HostCopy | None, wait: bool = False) -> HostCopy | None:
         """A copy taken by a step while it computed counts once that step has completed (its
@@ -499,7 +553,8 @@ class Trainer:
             self.verify_transfer(s.slice_ids, f"host copy of step {copy.step}")
         if copy.snapshot:
             self.snapshots.keep(copy.step, copy.host, copy.data_state,
-                                copy_seconds=landed - copy.began, blocking_seconds=copy.blocking)
+                                copy_seconds=landed - copy.began, blocking_seconds=copy.blocking,
+                                copy_began=copy.began)
         if copy.checkpoint and self.ckpt is not None:
             self.ckpt.save(copy.step, None, copy.data_state, host_state=copy.host)
             for hook in self.hooks:
@@ -515,7 +570,12 @@ class Trainer:
         stores to ask between its parts (``Devices.check_transfer``)."""
         return lambda what: self.devices.check_transfer(s.slice_ids, f"{what} of step {n}")
 
-    def _complete(self, s: Session, pending, t_prev: float, flops: float) -> float:
+    def _complete(self, s: Session, pending, t_prev: float, flops: float,
+                  clock: ReadyClock | None = None) -> float:
+        """Read step ``n``'s result, judge it, log it. Its ``seconds`` run from the previous
+        result being ready on the devices (``t_prev``; for a session's first step, the session's
+        start) to this one's (``ReadyClock``); ``read_lag`` is how much later the loop read it.
+        Returns the time this step's result was ready."""
         n, metrics = pending
         # The sync point: a failed step raises JaxRuntimeError here.
         value, grad_norm, lr = (float(v) for v in np.asarray(metrics))
@@ -525,17 +585,21 @@ class Trainer:
                            f"step {n} on is saved")
         now = time.monotonic()
         self.devices.verify_complete(s, n, now)
-        seconds = now - t_prev
+        ready = clock.ready(n) if clock is not None else None
+        done = min(ready, now) if ready is not None else now
+        seconds = max(done - t_prev, 0.0)
         tflops = flops / max(seconds, 1e-9) / s.fns.num_devices / 1e12
         self.events.emit(eventspec.STEP, step=n, seconds=seconds, loss=value,
                          live_slices=len(s.slice_ids), tflops_per_device=tflops,
                          global_batch=s.global_batch, grad_norm=grad_norm, learning_rate=lr,
                          tokens_per_second_per_device=s.global_batch * self.cfg.seq_len
-                         / s.fns.num_devices / max(seconds, 1e-9))
+                         / s.fns.num_devices / max(seconds, 1e-9),
+                         clock="device" if ready is not None else "loop",
+                         read_lag=now - done)
         self.last_completed = n
         for hook in self.hooks:
             hook.after_complete(s, n, now, seconds)
-        return now
+        return done
 
     def _save_on_stop(self, s: Session) -> None:
         """A stop was requested (SIGTERM): commit the current step if time allows, then raise

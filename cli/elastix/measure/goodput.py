@@ -4,7 +4,10 @@ The run's wall time (first event to last) is painted with intervals, each with a
 intervals overlap the higher-priority cause wins, and time no event accounts for is "other". So
 the causes partition the wall time exactly and goodput = productive / wall.
 
-- productive: ``step`` intervals (``[ts - seconds, ts]``) whose result was kept;
+- productive: ``step`` intervals whose result was kept: ``[end - seconds, end]``, ``end`` the
+  event's time less its ``read_lag`` (elastix since issue 74 dates a step by when its result
+  was ready on the devices, ``clock: device``: the intervals are then the devices' time,
+  contiguous, however late or in what bursts the loop read them);
 - steps re-done: step intervals rolled back by a later restore to an earlier step;
 - detection, cleanup, waiting for slices, restore, recompile (first step after recovery), restart:
   the recovery phases (:meth:`Recovery.phases`); detection starts at the kill when known, else at
@@ -12,13 +15,18 @@ the causes partition the wall time exactly and goodput = productive / wall.
 - reinitialisation: the part of a restore phase before the checkpoint's own load (a restarted
   process's start-up, or an in-process rebuild of mesh and state: :meth:`Recovery.restore_split`),
   the load staying restore;
-- checkpoint stall: a save's ``blocking_seconds``; snapshot stall: a host snapshot's ``seconds``
+- checkpoint stall, snapshot stall: with device-clocked steps, what the copy added to the
+  steps' pace (:func:`_copy_costs`: the excess of the next step's interval over the median
+  step). Otherwise (the rules before issue 74): a save's ``blocking_seconds``, a host
+  snapshot's ``seconds``
   (apart since issue 58: on a chip a 7 GB snapshot copied at the boundary blocks for seconds
   while the save beside it blocks for under a millisecond). Each is placed right after
   the ``step`` event of the saved step, or right before the save's own event when that step's
   event comes later: then from when the save began (its commit less its ``seconds``), so an
   asynchronous save (MaxText: committed after its step's late line) stalls where it blocked;
 - startup: a run's start to the end of its first step (compile), minus any start-up restore;
+- final save, teardown: after a run's last step, until its ``run_end``: the saves it finished
+  then (the final checkpoint, a copy still being read), then the rest;
 - failed saves: a save that did not commit (``checkpoint_save_failed``), from its
   ``checkpoint_save_started`` to its failure, where no step ran meanwhile (an asynchronous
   save's steps stay productive): the time a save blocked for nothing.
@@ -39,6 +47,7 @@ from elastix.measure.events import (
     Event,
     Recovery,
     assign_kills,
+    parse_ts,
     recoveries,
     snake,
     time_goes_back,
@@ -48,7 +57,7 @@ from elastix.measure.events import (
 CAUSES = ("detection", "cleanup", "waiting for slices", "restore", "reinitialisation",
           "recompile", "restart", "checkpoint stall", "snapshot stall", "steps re-done",
           "productive",
-          "failed saves", "startup")
+          "failed saves", "startup", "final save", "teardown")
 BADPUT = tuple(c for c in CAUSES if c != "productive") + ("other",)
 _PHASE_CAUSE = {"first step": "recompile"}
 
@@ -80,6 +89,10 @@ class GoodputReport:
     last_save_error: str | None = None  # the newest one's "step N: error'
     full_mesh_slices: int | None = None  # None: no event says how many slices the mesh has
     slice_weighted_productive_seconds: float | None = None
+    clock: str = "loop"
+    """``device``: the steps' times were read on the devices' side and a copy's cost is what it
+    added to them; ``loop``: an older events file, a log or MaxText, read with the rules from
+    before issue 74 (a copy's cost is the loop's wait)."""
 
     @property
     def wall_seconds(self) -> float:
@@ -139,8 +152,22 @@ class GoodputReport:
             "last_step": self.last_step, "steps_redone": self.steps_redone,
             "failed_saves": self.failed_saves, "last_save_error": self.last_save_error,
             "recoveries": [r.to_json() for r in self.recoveries],
-            "problem": self.problem,
+            "problem": self.problem, "clock": self.clock,
         }
+
+
+def device_clocked(events: list[Event]) -> bool:
+    """Whether the steps' times were read on the devices' side (``clock: device``, elastix
+    since issue 74): their intervals are then contiguous device time, and a copy's cost is
+    what it added to them; else (an older events file, a log, MaxText) the loop's."""
+    return any(e.name == "step" and e.data.get("clock") == "device" for e in events)
+
+
+def _step_end(ev: Event) -> int:
+    """When a step's result was ready (ms): its event's time less the loop's ``read_lag``."""
+    lag = ev.data.get("read_lag")
+    ok = isinstance(lag, (int, float)) and not isinstance(lag, bool) and 0 <= lag < 86400
+    return ev.t - round(lag * 1000) if ok else ev.t
 
 
 def _step_intervals(events: list[Event]) -> tuple[list, list, dict[int, int]]:
@@ -157,17 +184,65 @@ def _step_intervals(events: list[Event]) -> tuple[list, list, dict[int, int]]:
             redone += [k for k in kept if k[0] > r]
             kept = [k for k in kept if k[0] <= r]
         elif ev.name == "step":
-            step_end[ev.data["step"]] = ev.t
+            end = _step_end(ev)
+            step_end[ev.data["step"]] = end
             if first_of_run:  # the compile step belongs to start-up
                 first_of_run = False
                 continue
             secs = ev.data["seconds"] or 0.0
-            kept.append((ev.data["step"], ev.t - round(secs * 1000), ev.t))
+            kept.append((ev.data["step"], end - round(secs * 1000), end))
     return kept, redone, step_end
+
+
+def _copy_windows(events: list[Event]) -> list[tuple[str, int, int]]:
+    """When each host copy ran (ms): a staged or overlapped snapshot's from its
+    ``copy_began`` for its ``copy_seconds``; a boundary snapshot's the loop's wait before its
+    event; a checkpoint's from its save's start to its commit (its copy and its write)."""
+    out = []
+    for ev in events:
+        d = ev.data
+        if ev.name == "snapshot_taken":
+            began, secs = d.get("copy_began"), d.get("copy_seconds")
+            if isinstance(began, str) and isinstance(secs, (int, float)) and secs >= 0:
+                try:
+                    a = parse_ts(began)
+                except (TypeError, ValueError, OverflowError):
+                    a = None
+                if a is not None:
+                    out.append(("snapshot stall", a, a + round(secs * 1000)))
+                    continue
+            if d.get("seconds"):
+                out.append(("snapshot stall", ev.t - round(d["seconds"] * 1000), ev.t))
+        elif ev.name == "checkpoint_committed" and d.get("seconds"):
+            out.append(("checkpoint stall", ev.t - round(d["seconds"] * 1000), ev.t))
+    return out
+
+
+def _copy_costs(events: list[Event], kept: list[tuple[int, int, int]]
+                ) -> list[tuple[str, int, int]]:
+    """Device-clocked steps: what the copies added to the steps' pace, measured. A step whose
+    interval overlaps a copy (:func:`_copy_windows`: a staged copy's device copy and its read
+    while the steps ran, a boundary copy's wait, a checkpoint's copy and write) is compared with
+    the median interval of the steps no copy touched; its excess is the copy's stall, booked
+    at the end of that step's interval. Never the loop's wait: the devices go on computing the
+    steps queued while the loop waits for a copy (issue 74)."""
+    windows = sorted(_copy_windows(events), key=lambda w: w[1])
+    touched: dict[int, str] = {}
+    for s, a, b in kept:
+        for cause, wa, wb in windows:
+            if wa < b and a < wb:
+                if touched.get(s) != "snapshot stall":
+                    touched[s] = cause
+    plain = sorted(b - a for s, a, b in kept if s not in touched)
+    if not plain:
+        return []
+    base = plain[len(plain) // 2]
+    return [(touched[s], a + base, b) for s, a, b in kept if s in touched and b - a > base]
 
 
 def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int, int]]:
     kept, redone, _ = _step_intervals(events)
+    device = device_clocked(events)
     out = [("productive", a, b) for _, a, b in kept] + [("steps re-done", a, b)
                                                         for _, a, b in redone]
     for rec in recs:
@@ -193,15 +268,16 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
             # when the restore ended (MaxText's may not): never productive time.
             recovering = False
             secs = ev.data["seconds"] or 0.0
-            out.append(("recompile", ev.t - round(secs * 1000), ev.t))
+            out.append(("recompile", _step_end(ev) - round(secs * 1000), _step_end(ev)))
         if ev.name == "run_start":
             run_start = ev.t
         elif ev.name == "step":
-            last_step_t[ev.data["step"]] = ev.t
+            end = _step_end(ev)
+            last_step_t[ev.data["step"]] = end
             if not last_step_t.keys() - {ev.data["step"]} and run_start is None:
-                run_start = ev.t - round((ev.data["seconds"] or 0.0) * 1000)  # no run_start
+                run_start = end - round((ev.data["seconds"] or 0.0) * 1000)  # no run_start
             if run_start is not None:
-                out.append(("startup", run_start, ev.t))
+                out.append(("startup", run_start, end))
                 run_start = None
         elif ev.name == "restore" and ev.data["seconds"] is not None:
             out.append(("restore", ev.t - round(ev.data["seconds"] * 1000), ev.t))
@@ -212,6 +288,9 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
             save_began[ev.data["step"]] = ev.t
         elif ev.name == "checkpoint_save_failed" and ev.data["step"] in save_began:
             out.append(("failed saves", save_began.pop(ev.data["step"]), ev.t))
+        elif ev.name in ("checkpoint_committed", "snapshot_taken") and device:
+            if ev.name == "checkpoint_committed":
+                save_began.pop(ev.data["step"], None)
         elif ev.name in ("checkpoint_committed", "snapshot_taken"):
             if ev.name == "checkpoint_committed":
                 save_began.pop(ev.data["step"], None)
@@ -232,6 +311,28 @@ def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int
                 out.append((stall, a, b))
             elif secs:
                 out.append((stall, ev.t - round(secs * 1000), ev.t))
+    if device:
+        out += _copy_costs(events, kept)
+    return out + _after_the_last_step(events)
+
+
+def _after_the_last_step(events: list[Event]) -> list[tuple[str, int, int]]:
+    """A run that ended (``run_end``) after its last step: the saves it finished then (its
+    final checkpoint, a staged copy still being read) are ``final save``, from the last step's
+    end to the last of them; the rest up to ``run_end`` is ``teardown``."""
+    if not events or events[-1].name != "run_end":
+        return []
+    ends = [_step_end(e) for e in events if e.name == "step"]
+    if not ends:
+        return []
+    last = max(ends)
+    saves = [e.t for e in events if e.t > last and e.name in (
+        "checkpoint_save_started", "checkpoint_committed", "checkpoint_save_failed",
+        "snapshot_taken")]
+    out = []
+    if saves:
+        out.append(("final save", last, max(saves)))
+    out.append(("teardown", max(saves) if saves else last, events[-1].t))
     return out
 
 
@@ -294,7 +395,8 @@ def goodput(events: list[Event], kills: list[int] | None = None) -> GoodputRepor
                          {c: totals[c] / 1000 for c in BADPUT}, last, len(redone), recs, segs,
                          full_mesh_slices=full, slice_weighted_productive_seconds=weighted,
                          failed_saves=len(failed), last_save_error=_save_error(failed[-1])
-                         if failed else None)
+                         if failed else None,
+                         clock="device" if device_clocked(events) else "loop")
 
 
 def _save_error(ev: Event) -> str:
@@ -315,7 +417,7 @@ def _slice_weighted(segs: list[tuple[str, int, int]], kept: list[tuple[int, int,
                     events: list[Event], full: int) -> float:
     """Productive seconds, each piece weighted by its step's live slices over ``full`` (a step
     whose line has no slice count ran on the full mesh)."""
-    live = {e.t: e.data.get("live_slices") for e in events if e.name == "step"}
+    live = {_step_end(e): e.data.get("live_slices") for e in events if e.name == "step"}
     steps = sorted((a, b, (live.get(b) or full) / full) for _, a, b in kept)
     ends = [b for _, b, _ in steps]
     total = 0

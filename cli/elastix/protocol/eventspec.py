@@ -62,11 +62,12 @@ _RESTORED = "elastix: restored step {step} from {source} ({bytes} bytes in {seco
 _TYPES = (
     EventType(STEP, ("step", "seconds", "loss", "live_slices", "tflops_per_device",
                      "global_batch", "grad_norm", "learning_rate",
-                     "tokens_per_second_per_device"),
+                     "tokens_per_second_per_device", "clock", "read_lag"),
               "completed step: {step}, seconds: {seconds:.3f}, live slice count: {live_slices}, "
               "TFLOP/s/device: {tflops_per_device:.3f}, loss: {loss:.4f}",
               ("step", "seconds", "live_slices"), optional=("live_slices",),
-              sometimes=("grad_norm", "learning_rate", "tokens_per_second_per_device")),
+              sometimes=("grad_norm", "learning_rate", "tokens_per_second_per_device", "clock",
+                         "read_lag")),
     EventType(RUN_START, ("num_slices", "devices", "config"),
               "elastix: run start: pid {pid}, slices {num_slices}, devices {devices}",
               ("pid", "num_slices", "devices")),
@@ -81,9 +82,9 @@ _TYPES = (
               "elastix: checkpoint save failed: step {step}: {error}", ("step", "error")),
     EventType(CHECKPOINT_DAMAGED, ("step", "error"),
               "elastix: checkpoint damaged, skipped: step {step}: {error}", ("step", "error")),
-    EventType(SNAPSHOT_TAKEN, ("step", "seconds", "bytes", "copy_seconds"),
+    EventType(SNAPSHOT_TAKEN, ("step", "seconds", "bytes", "copy_seconds", "copy_began"),
               "elastix: snapshot taken: step {step} ({bytes} bytes in {seconds:.3f} s)",
-              ("step", "bytes", "seconds"), sometimes=("copy_seconds",)),
+              ("step", "bytes", "seconds"), sometimes=("copy_seconds", "copy_began")),
     EventType(RESTORE, ("source", "step", "bytes", "seconds", "path", "verified"), _RESTORED,
               ("step", "source", "bytes", "seconds"), sometimes=("verified",)),
     EventType(ELASTIC_DETECTED, ("recovery", "kind", "error", "last_step", "live_slices",
@@ -132,6 +133,7 @@ _INT_RE = r"(-?\d+)"
 
 
 RECORD_DIGITS = {"seconds": 6, "blocking_seconds": 6, "copy_seconds": 6, "since_loss": 6,
+                 "read_lag": 6,
                  "tflops_per_device": 6, "tokens_per_second_per_device": 3}
 """Decimals a record keeps of these measured floats (its log line prints its own); every other
 value (a loss, a learning rate) is recorded as it is."""

@@ -314,6 +314,14 @@ def print_goodput(console: Any, rep: GoodputReport, source: str) -> None:
         t.add_row(cause if cause == "productive" else f"badput: {cause}", f"{secs:.3f}",
                   f"{secs / wall:.1%}" if wall else "-")
     console.print(t)
+    if rep.clock == "device":
+        console.print("steps timed on the devices (each from the previous result ready to its "
+                      "own); a copy's stall is what it added to the steps' pace",
+                      markup=False)
+    elif rep.last_step is not None:
+        console.print("steps timed by the loop (no device clock in these events: MaxText, a "
+                      "log, or elastix before issue 74); a copy's stall is the loop's wait for "
+                      "it", markup=False)
     if rep.slice_weighted_goodput is not None:
         console.print(f"slice-weighted goodput {_pct(rep.slice_weighted_goodput)} (productive "
                       f"time x live slices / {rep.full_mesh_slices} of the full mesh)",

@@ -38,6 +38,8 @@ COLORS = {
     "snapshot stall": "#dbdb8d",
     "steps re-done": "#7f7f7f",
     "startup": "#17becf",
+    "final save": "#aec7e8",
+    "teardown": "#c7c7c7",
     "start-up": "#17becf",  # a fault the run's start absorbed (chaos --during startup)
     "stall": "#ffbb78",  # a hang shorter than the loss timeout
     "other": "#dddddd",

@@ -38,6 +38,7 @@ step's end.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +46,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from elastix.protocol import eventspec
+from elastix.protocol import eventspec, timefmt
 from elastix_trainer.obs.events import EventLog
 from elastix_trainer.state import hostcopy
 
@@ -107,17 +108,23 @@ class SnapshotStore:
         return snap
 
     def keep(self, step: int, host_state: Any, data_state: dict, copy_seconds: float,
-             blocking_seconds: float = 0.0) -> Snapshot:
+             blocking_seconds: float = 0.0, copy_began: float | None = None) -> Snapshot:
         """Keep a copy of step ``step``'s state taken while later steps ran, once it was found
         whole: by the next step (``StepFns.step_copy``: arrays in pinned host memory), or
         read by a thread from a copy on the devices (``StepFns.stage``: numpy arrays); the
         loop waited ``blocking_seconds`` for it (its start). The previous snapshot is
-        dropped: at most this one and the one being copied exist."""
+        dropped: at most this one and the one being copied exist. ``copy_began`` (monotonic)
+        dates the copy's start in the event (``copy_began``), so measurement knows which steps
+        ran beside it."""
         nbytes = int(sum(x.nbytes for x in jax.tree.leaves(host_state)))
         snap = Snapshot(step, host_state, dict(data_state), nbytes)
         self.latest = snap
+        extra = {}
+        if copy_began is not None:
+            extra["copy_began"] = timefmt.iso_us(
+                timefmt.utc_now() - datetime.timedelta(seconds=time.monotonic() - copy_began))
         self.events.emit(eventspec.SNAPSHOT_TAKEN, step=step, seconds=blocking_seconds,
-                         bytes=nbytes, copy_seconds=copy_seconds)
+                         bytes=nbytes, copy_seconds=copy_seconds, **extra)
         return snap
 
     def restore(self, abstract_state: Any) -> tuple[Any, Snapshot]:
