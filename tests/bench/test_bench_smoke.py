@@ -161,6 +161,7 @@ SMOKE = [
     _bench("forecast_soak", [("| | goodput |", ["| soak, chaos window (measured) |",
                                                 "| forecast, pause-resume |"])]),
     _bench("verify", [("| reference | downtime s", ["| after |", "| beside |"])], _verify),
+    _bench("goodput_truth", [("| copy | in flight | fault |", ["| staged | 4 | kill |"])]),
     _bench("ci_smoke", [("| run | create s |", ["| 1"])]),
 ]
 

@@ -220,24 +220,37 @@ def _copy_windows(events: list[Event]) -> list[tuple[str, int, int]]:
 
 def _copy_costs(events: list[Event], kept: list[tuple[int, int, int]]
                 ) -> list[tuple[str, int, int]]:
-    """Device-clocked steps: what the copies added to the steps' pace, measured. A step whose
+    """Device-clocked steps: what the copies added to the steps' pace, measured. The steps whose
     interval overlaps a copy (:func:`_copy_windows`: a staged copy's device copy and its read
-    while the steps ran, a boundary copy's wait, a checkpoint's copy and write) is compared with
-    the median interval of the steps no copy touched; its excess is the copy's stall, booked
-    at the end of that step's interval. Never the loop's wait: the devices go on computing the
-    steps queued while the loop waits for a copy (issue 74)."""
+    while the steps ran, a boundary copy's wait, a checkpoint's copy and write) are compared
+    with the median interval of the steps no copy touched: their time beyond as many median
+    steps is the copy's stall, never more. It is booked at the ends of the steps that ran over
+    the median, in proportion to how far each did (a step of a copy's that ran under it makes
+    up for one that ran over: noise, not cost). Never the loop's wait: the devices go on
+    computing the steps queued while the loop waits for a copy (issue 74)."""
     windows = sorted(_copy_windows(events), key=lambda w: w[1])
-    touched: dict[int, str] = {}
+    touched: dict[int, int] = {}  # step -> the first window it overlaps
     for s, a, b in kept:
-        for cause, wa, wb in windows:
+        for i, (_, wa, wb) in enumerate(windows):
             if wa < b and a < wb:
-                if touched.get(s) != "snapshot stall":
-                    touched[s] = cause
+                touched.setdefault(s, i)
+                break
     plain = sorted(b - a for s, a, b in kept if s not in touched)
     if not plain:
         return []
     base = plain[len(plain) // 2]
-    return [(touched[s], a + base, b) for s, a, b in kept if s in touched and b - a > base]
+    out = []
+    for i, (cause, _, _) in enumerate(windows):
+        steps = [(a, b) for s, a, b in kept if touched.get(s) == i]
+        net = sum(b - a - base for a, b in steps)
+        over = sum(max(0, b - a - base) for a, b in steps)
+        if net <= 0 or over <= 0:
+            continue
+        for a, b in steps:
+            excess = max(0, b - a - base) * net / over
+            if excess >= 1:
+                out.append((cause, b - round(excess), b))
+    return out
 
 
 def _intervals(events: list[Event], recs: list[Recovery]) -> list[tuple[str, int, int]]:
